@@ -17,6 +17,7 @@ pub mod fb {
     pub use crate::generated::cutr::fb::*;
 }
 
+pub mod callbacks;
 pub mod kinds;
 pub mod layouts;
 

@@ -98,7 +98,9 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LayoutError::BadSize { kind, size } => write!(f, "record kind {kind} has an invalid size {size}"),
+            LayoutError::BadSize { kind, size } => {
+                write!(f, "record kind {kind} has an invalid size {size}")
+            }
             LayoutError::FieldOutOfBounds { kind, field } => {
                 write!(f, "field {field} of record kind {kind} lies outside the record")
             }
@@ -342,7 +344,12 @@ mod tests {
         for (api, _) in SUPPORTED {
             for r in builtin(*api).unwrap().records() {
                 let f = &r.fields[0];
-                assert_eq!((f.name.as_ref(), f.offset, f.size, f.role), ("kind", 0, 4, FieldRole::Kind), "{}", r.struct_name);
+                assert_eq!(
+                    (f.name.as_ref(), f.offset, f.size, f.role),
+                    ("kind", 0, 4, FieldRole::Kind),
+                    "{}",
+                    r.struct_name
+                );
                 assert_eq!(r.fields.iter().filter(|f| f.role == FieldRole::End).count() <= 1, true);
                 if r.field("end").is_some() {
                     assert!(r.field("start").is_some(), "{} has end without start", r.struct_name);
@@ -356,7 +363,8 @@ mod tests {
         let t = builtin(130001).unwrap();
         let mut b = flatbuffers::FlatBufferBuilder::new();
         let v = t.to_fb(&mut b);
-        let meta = fb::SessionMetadata::create(&mut b, &fb::SessionMetadataArgs { layouts: Some(v), ..Default::default() });
+        let meta =
+            fb::SessionMetadata::create(&mut b, &fb::SessionMetadataArgs { layouts: Some(v), ..Default::default() });
         b.finish(meta, None);
         let m = flatbuffers::root::<fb::SessionMetadata>(b.finished_data()).unwrap();
         let back = LayoutTable::from_fb(130001, m.layouts().unwrap()).unwrap();

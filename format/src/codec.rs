@@ -1,0 +1,651 @@
+//! The record-aware lossless codec for CUPTI activity buffers.
+//!
+//! A general-purpose compressor does poorly on raw CUPTI buffers: records of different kinds interleave, and
+//! each 216-byte kernel record repeats the same constant fields next to fast-changing timestamps. Records of one
+//! kind have a fixed stride, so before zstd this codec
+//!
+//! 1. walks the buffer with the layout table and groups records by kind (remembering the original order as one
+//!    byte per record),
+//! 2. replaces timestamps and growing ids by their difference from the previous record of the same kind, and
+//!    each `end` by its distance from the record's own `start` (the duration), zigzag-encoded, and
+//! 3. transposes each group into byte planes (byte 0 of every record, then byte 1, ...), so constant fields become
+//!    long runs and small deltas become runs of zero high bytes.
+//!
+//! Every step is a bijection on the bytes (wrapping arithmetic), so decoding restores the buffer exactly, bit for
+//! bit, whatever the records contain. Each chunk describes its own transforms, so decoding does not depend on
+//! the layout table; bytes after a record of unknown kind are kept verbatim as the tail.
+
+use cutr_schema::{FieldRole, LayoutTable};
+
+use crate::error::ChunkError;
+
+const IMAGE_VERSION: u8 = 1;
+const MAX_OPS: usize = 64;
+
+/// A reversible per-field transform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OpKind {
+    /// value - the same field of the previous record of this kind.
+    DeltaPrev = 1,
+    /// value - another field of this record (`end - start`).
+    MinusField = 2,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Op {
+    offset: u16,
+    /// 4 or 8 bytes.
+    width: u8,
+    kind: OpKind,
+    /// For MinusField: offset of the reference field (same width).
+    reference: u16,
+}
+
+/// How records of one kind are encoded, and where its timestamps are (for chunk statistics).
+#[derive(Clone, Debug)]
+struct KindPlan {
+    size: usize,
+    /// DeltaPrev ops first, then MinusField ops, so decoding restores references before they are used.
+    ops: Vec<Op>,
+    start: Option<usize>,
+    end: Option<usize>,
+    /// A single timestamp (markers, memory records) when the kind has no start/end.
+    timestamp: Option<usize>,
+}
+
+/// The encoding plan for every kind of a layout table; built once per session.
+#[derive(Clone, Debug)]
+pub struct CodecPlan {
+    by_kind: Vec<Option<KindPlan>>,
+}
+
+impl CodecPlan {
+    pub fn new(layouts: &LayoutTable) -> CodecPlan {
+        let mut by_kind: Vec<Option<KindPlan>> = Vec::new();
+        for r in layouts.records() {
+            let start = r.fields.iter().find(|f| f.name == "start" && f.size == 8).map(|f| f.offset);
+            let mut delta = Vec::new();
+            let mut minus = Vec::new();
+            for f in r.fields.iter() {
+                let width = f.size as u8;
+                if width != 4 && width != 8 {
+                    continue;
+                }
+                match f.role {
+                    FieldRole::Time if width == 8 => {
+                        delta.push(Op { offset: f.offset, width, kind: OpKind::DeltaPrev, reference: 0 })
+                    }
+                    FieldRole::Sequential => {
+                        delta.push(Op { offset: f.offset, width, kind: OpKind::DeltaPrev, reference: 0 })
+                    }
+                    FieldRole::End if width == 8 => match start {
+                        Some(s) => minus.push(Op { offset: f.offset, width, kind: OpKind::MinusField, reference: s }),
+                        None => delta.push(Op { offset: f.offset, width, kind: OpKind::DeltaPrev, reference: 0 }),
+                    },
+                    _ => {}
+                }
+            }
+            delta.extend(minus);
+            delta.truncate(MAX_OPS);
+            let end = r.fields.iter().find(|f| f.role == FieldRole::End && f.size == 8).map(|f| f.offset as usize);
+            let timestamp = r
+                .fields
+                .iter()
+                .find(|f| f.name == "timestamp" && f.size == 8 && f.role == FieldRole::Time)
+                .map(|f| f.offset as usize);
+            let k = r.kind as usize;
+            if by_kind.len() <= k {
+                by_kind.resize(k + 1, None);
+            }
+            by_kind[k] =
+                Some(KindPlan { size: r.size as usize, ops: delta, start: start.map(|s| s as usize), end, timestamp });
+        }
+        CodecPlan { by_kind }
+    }
+
+    #[inline]
+    fn get(&self, kind: u32) -> Option<&KindPlan> {
+        self.by_kind.get(kind as usize).and_then(|p| p.as_ref())
+    }
+}
+
+/// What an encoded buffer contained.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BufferStats {
+    pub records: u32,
+    /// (kind, count), in order of first appearance.
+    pub per_kind: Vec<(u32, u32)>,
+    /// Earliest and latest non-zero timestamp (0, 0 if none).
+    pub t_min: u64,
+    pub t_max: u64,
+    /// Bytes after the last record whose kind has a layout (kept verbatim, not parsed).
+    pub unparsed_bytes: u32,
+    /// The kind of the first unparsed record, if the tail starts with one.
+    pub unparsed_kind: Option<u32>,
+    /// Records with start == end == 0 (CUPTI could not time them).
+    pub zero_timestamps: u32,
+    /// Records with end < start.
+    pub inverted_timestamps: u32,
+}
+
+#[inline]
+fn rd32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
+}
+#[inline]
+fn rd64(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+#[inline]
+fn wr32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+#[inline]
+fn wr64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+#[inline]
+fn zz64(d: u64) -> u64 {
+    let d = d as i64;
+    ((d << 1) ^ (d >> 63)) as u64
+}
+#[inline]
+fn unzz64(z: u64) -> u64 {
+    (z >> 1) ^ (z & 1).wrapping_neg()
+}
+#[inline]
+fn zz32(d: u32) -> u32 {
+    let d = d as i32;
+    ((d << 1) ^ (d >> 31)) as u32
+}
+#[inline]
+fn unzz32(z: u32) -> u32 {
+    (z >> 1) ^ (z & 1).wrapping_neg()
+}
+
+/// The records of one kind, grouped; the result of walking a buffer.
+struct Walk {
+    /// (kind, record offsets in the buffer)
+    groups: Vec<(u32, Vec<u32>)>,
+    /// Group index of each record, in buffer order.
+    sequence: Vec<u8>,
+    parsed_len: usize,
+    stats: BufferStats,
+}
+
+/// Kinds with more groups than this in one buffer are not expected (CUPTI has 55 kinds); the rest goes to the
+/// tail, losslessly.
+const MAX_GROUPS: usize = 255;
+
+fn walk(buffer: &[u8], plan: &CodecPlan) -> Walk {
+    let mut slot: [u8; 256] = [u8::MAX; 256];
+    let mut groups: Vec<(u32, Vec<u32>)> = Vec::new();
+    let mut sequence = Vec::with_capacity(buffer.len() / 40);
+    let mut stats = BufferStats { t_min: u64::MAX, ..Default::default() };
+    let mut off = 0usize;
+    while off + 4 <= buffer.len() {
+        let kind = rd32(buffer, off);
+        let Some(kp) = plan.get(kind) else { break };
+        if off + kp.size > buffer.len() {
+            break;
+        }
+        let g = if (kind as usize) < slot.len() && slot[kind as usize] != u8::MAX {
+            slot[kind as usize] as usize
+        } else {
+            if groups.len() >= MAX_GROUPS || kind as usize >= slot.len() {
+                break;
+            }
+            slot[kind as usize] = groups.len() as u8;
+            groups.push((kind, Vec::new()));
+            groups.len() - 1
+        };
+        groups[g].1.push(off as u32);
+        sequence.push(g as u8);
+        let rec = &buffer[off..off + kp.size];
+        match (kp.start, kp.end) {
+            (Some(s), Some(e)) => {
+                let (s, e) = (rd64(rec, s), rd64(rec, e));
+                if s == 0 && e == 0 {
+                    stats.zero_timestamps += 1;
+                } else {
+                    if e < s {
+                        stats.inverted_timestamps += 1;
+                    }
+                    if s != 0 {
+                        stats.t_min = stats.t_min.min(s);
+                    }
+                    stats.t_max = stats.t_max.max(e.max(s));
+                }
+            }
+            _ => {
+                if let Some(t) = kp.timestamp.map(|t| rd64(rec, t)).filter(|&t| t != 0) {
+                    stats.t_min = stats.t_min.min(t);
+                    stats.t_max = stats.t_max.max(t);
+                }
+            }
+        }
+        off += kp.size;
+    }
+    if stats.t_min == u64::MAX {
+        stats.t_min = 0;
+    }
+    stats.records = sequence.len() as u32;
+    stats.per_kind = groups.iter().map(|(k, v)| (*k, v.len() as u32)).collect();
+    stats.unparsed_bytes = (buffer.len() - off) as u32;
+    if buffer.len() - off >= 4 {
+        stats.unparsed_kind = Some(rd32(buffer, off));
+    }
+    Walk { groups, sequence, parsed_len: off, stats }
+}
+
+/// Counts and time range of a raw buffer without encoding it.
+pub fn buffer_stats(buffer: &[u8], plan: &CodecPlan) -> BufferStats {
+    walk(buffer, plan).stats
+}
+
+/// Reusable state for encoding, so the writer thread does not allocate per buffer.
+pub struct Encoder {
+    image: Vec<u8>,
+    compressor: zstd::bulk::Compressor<'static>,
+}
+
+impl Encoder {
+    /// `level`: zstd level (3 is zstd's default).
+    pub fn new(level: i32) -> Encoder {
+        Encoder {
+            image: Vec::new(),
+            compressor: zstd::bulk::Compressor::new(level).expect("zstd compressor with a valid level"),
+        }
+    }
+
+    /// Transforms and compresses one activity buffer. Returns the compressed bytes and what the buffer held.
+    pub fn encode(&mut self, buffer: &[u8], plan: &CodecPlan) -> (Vec<u8>, BufferStats) {
+        let w = walk(buffer, plan);
+        build_image(buffer, plan, &w, &mut self.image);
+        let out = self.compressor.compress(&self.image).expect("zstd compression into a growable buffer");
+        (out, w.stats)
+    }
+}
+
+fn build_image(buffer: &[u8], plan: &CodecPlan, w: &Walk, image: &mut Vec<u8>) {
+    image.clear();
+    let tail = &buffer[w.parsed_len..];
+    image.push(IMAGE_VERSION);
+    image.extend_from_slice(&[0, 0, 0]);
+    image.extend_from_slice(&(w.sequence.len() as u32).to_le_bytes());
+    image.extend_from_slice(&(w.groups.len() as u32).to_le_bytes());
+    image.extend_from_slice(&(tail.len() as u32).to_le_bytes());
+    for (kind, offs) in &w.groups {
+        let kp = plan.get(*kind).unwrap();
+        image.extend_from_slice(&kind.to_le_bytes());
+        image.extend_from_slice(&(offs.len() as u32).to_le_bytes());
+        image.extend_from_slice(&(kp.size as u16).to_le_bytes());
+        image.extend_from_slice(&(kp.ops.len() as u16).to_le_bytes());
+        for op in &kp.ops {
+            image.extend_from_slice(&op.offset.to_le_bytes());
+            image.push(op.width);
+            image.push(op.kind as u8);
+            image.extend_from_slice(&op.reference.to_le_bytes());
+            image.extend_from_slice(&[0, 0]);
+        }
+    }
+    if w.groups.len() > 1 {
+        image.extend_from_slice(&w.sequence);
+    }
+    for (kind, offs) in &w.groups {
+        let kp = plan.get(*kind).unwrap();
+        let n = offs.len();
+        let s = kp.size;
+        let base = image.len();
+        image.resize(base + n * s, 0);
+        let planes = &mut image[base..];
+        let mut prev = [0u64; MAX_OPS];
+        let mut rec = [0u8; 4096];
+        for (i, &o) in offs.iter().enumerate() {
+            let orig = &buffer[o as usize..o as usize + s];
+            rec[..s].copy_from_slice(orig);
+            for (k, op) in kp.ops.iter().enumerate() {
+                let at = op.offset as usize;
+                if op.width == 8 {
+                    let v = rd64(orig, at);
+                    let d = match op.kind {
+                        OpKind::DeltaPrev => {
+                            let d = v.wrapping_sub(prev[k]);
+                            prev[k] = v;
+                            d
+                        }
+                        OpKind::MinusField => v.wrapping_sub(rd64(orig, op.reference as usize)),
+                    };
+                    wr64(&mut rec, at, zz64(d));
+                } else {
+                    let v = rd32(orig, at);
+                    let d = match op.kind {
+                        OpKind::DeltaPrev => {
+                            let d = v.wrapping_sub(prev[k] as u32);
+                            prev[k] = v as u64;
+                            d
+                        }
+                        OpKind::MinusField => v.wrapping_sub(rd32(orig, op.reference as usize)),
+                    };
+                    wr32(&mut rec, at, zz32(d));
+                }
+            }
+            // Scatter into byte planes: byte j of record i goes to planes[j * n + i].
+            for (j, &b) in rec[..s].iter().enumerate() {
+                planes[j * n + i] = b;
+            }
+        }
+    }
+    image.extend_from_slice(tail);
+}
+
+/// One kind's records from a decoded buffer, contiguous, in their original order within the kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordGroup {
+    pub kind: u32,
+    pub stride: usize,
+    pub bytes: Vec<u8>,
+}
+
+impl RecordGroup {
+    pub fn len(&self) -> usize {
+        self.bytes.len().checked_div(self.stride).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The bytes of record `i`.
+    #[inline]
+    pub fn record(&self, i: usize) -> &[u8] {
+        &self.bytes[i * self.stride..(i + 1) * self.stride]
+    }
+
+    pub fn iter(&self) -> std::slice::ChunksExact<'_, u8> {
+        self.bytes.chunks_exact(self.stride)
+    }
+}
+
+/// A decoded activity buffer: records grouped by kind, plus what is needed to restore the original bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DecodedBuffer {
+    pub groups: Vec<RecordGroup>,
+    /// Group index of each record, in original buffer order.
+    pub sequence: Vec<u8>,
+    /// Bytes after the last parsed record, verbatim.
+    pub tail: Vec<u8>,
+}
+
+impl DecodedBuffer {
+    pub fn record_count(&self) -> usize {
+        self.sequence.len()
+    }
+
+    /// The group of `kind`, if the buffer had records of it.
+    pub fn group(&self, kind: u32) -> Option<&RecordGroup> {
+        self.groups.iter().find(|g| g.kind == kind)
+    }
+
+    /// The buffer exactly as CUPTI wrote it.
+    pub fn to_original(&self) -> Vec<u8> {
+        let total: usize = self.groups.iter().map(|g| g.bytes.len()).sum::<usize>() + self.tail.len();
+        let mut out = Vec::with_capacity(total);
+        let mut next = vec![0usize; self.groups.len()];
+        for &g in &self.sequence {
+            let grp = &self.groups[g as usize];
+            let i = next[g as usize];
+            out.extend_from_slice(grp.record(i));
+            next[g as usize] = i + 1;
+        }
+        out.extend_from_slice(&self.tail);
+        out
+    }
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ChunkError> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| {
+            ChunkError::Malformed(format!("record image ends early (needs {n} bytes at {})", self.at))
+        })?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, ChunkError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, ChunkError> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()))
+    }
+    fn u32(&mut self) -> Result<u32, ChunkError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+}
+
+fn malformed(msg: impl Into<String>) -> ChunkError {
+    ChunkError::Malformed(msg.into())
+}
+
+/// Decompresses and decodes an activity chunk payload written by [`Encoder::encode`]. `raw_len` is the original
+/// buffer size from the chunk header.
+pub fn decode(payload: &[u8], raw_len: u64) -> Result<DecodedBuffer, ChunkError> {
+    // The image is the buffer plus a small header; bound the allocation by what the header promises.
+    let bound = raw_len as usize + raw_len as usize / 16 + 64 * 1024;
+    let image = zstd::bulk::decompress(payload, bound).map_err(|e| ChunkError::Decompress(e.to_string()))?;
+    decode_image(&image, raw_len)
+}
+
+fn decode_image(image: &[u8], raw_len: u64) -> Result<DecodedBuffer, ChunkError> {
+    let mut c = Cursor { b: image, at: 0 };
+    let version = c.u8()?;
+    if version != IMAGE_VERSION {
+        return Err(malformed(format!("record image version {version} is unknown")));
+    }
+    c.take(3)?;
+    let n_records = c.u32()? as usize;
+    let n_groups = c.u32()? as usize;
+    let tail_len = c.u32()? as usize;
+    if n_groups > MAX_GROUPS || n_records > image.len() {
+        return Err(malformed("implausible record or group count"));
+    }
+    struct G {
+        kind: u32,
+        count: usize,
+        size: usize,
+        ops: Vec<Op>,
+    }
+    let mut gs = Vec::with_capacity(n_groups);
+    for _ in 0..n_groups {
+        let kind = c.u32()?;
+        let count = c.u32()? as usize;
+        let size = c.u16()? as usize;
+        let n_ops = c.u16()? as usize;
+        if size < 4 || n_ops > MAX_OPS {
+            return Err(malformed("bad group header"));
+        }
+        let mut ops = Vec::with_capacity(n_ops);
+        for _ in 0..n_ops {
+            let offset = c.u16()?;
+            let width = c.u8()?;
+            let kind = match c.u8()? {
+                1 => OpKind::DeltaPrev,
+                2 => OpKind::MinusField,
+                k => return Err(malformed(format!("unknown transform {k}"))),
+            };
+            let reference = c.u16()?;
+            c.take(2)?;
+            let fits = |o: u16| o as usize + width as usize <= size;
+            if !(width == 4 || width == 8) || !fits(offset) || (kind == OpKind::MinusField && !fits(reference)) {
+                return Err(malformed("transform outside its record"));
+            }
+            ops.push(Op { offset, width, kind, reference });
+        }
+        gs.push(G { kind, count, size, ops });
+    }
+    if gs.iter().map(|g| g.count).sum::<usize>() != n_records {
+        return Err(malformed("group counts do not add up to the record count"));
+    }
+    let sequence = if n_groups > 1 {
+        let s = c.take(n_records)?.to_vec();
+        let mut seen = vec![0usize; n_groups];
+        for &g in &s {
+            let slot = seen.get_mut(g as usize).ok_or_else(|| malformed("record order names a missing group"))?;
+            *slot += 1;
+        }
+        if seen.iter().zip(&gs).any(|(a, g)| *a != g.count) {
+            return Err(malformed("record order disagrees with group counts"));
+        }
+        s
+    } else {
+        vec![0u8; n_records]
+    };
+    let mut groups = Vec::with_capacity(n_groups);
+    for g in &gs {
+        let (n, s) = (g.count, g.size);
+        let planes = c.take(n.checked_mul(s).ok_or_else(|| malformed("group too large"))?)?;
+        let mut bytes = vec![0u8; n * s];
+        // Gather planes back into records, a block of records at a time to stay in cache.
+        const BLOCK: usize = 64;
+        let mut i0 = 0;
+        while i0 < n {
+            let i1 = (i0 + BLOCK).min(n);
+            for j in 0..s {
+                let plane = &planes[j * n..j * n + n];
+                for i in i0..i1 {
+                    bytes[i * s + j] = plane[i];
+                }
+            }
+            i0 = i1;
+        }
+        let mut prev = [0u64; MAX_OPS];
+        for rec in bytes.chunks_exact_mut(s) {
+            for (k, op) in g.ops.iter().enumerate() {
+                let at = op.offset as usize;
+                if op.width == 8 {
+                    let d = unzz64(rd64(rec, at));
+                    let v = match op.kind {
+                        OpKind::DeltaPrev => {
+                            let v = prev[k].wrapping_add(d);
+                            prev[k] = v;
+                            v
+                        }
+                        OpKind::MinusField => rd64(rec, op.reference as usize).wrapping_add(d),
+                    };
+                    wr64(rec, at, v);
+                } else {
+                    let d = unzz32(rd32(rec, at));
+                    let v = match op.kind {
+                        OpKind::DeltaPrev => {
+                            let v = (prev[k] as u32).wrapping_add(d);
+                            prev[k] = v as u64;
+                            v
+                        }
+                        OpKind::MinusField => rd32(rec, op.reference as usize).wrapping_add(d),
+                    };
+                    wr32(rec, at, v);
+                }
+            }
+        }
+        groups.push(RecordGroup { kind: g.kind, stride: s, bytes });
+    }
+    let tail = c.take(tail_len)?.to_vec();
+    if c.at != image.len() {
+        return Err(malformed("trailing bytes after the record image"));
+    }
+    let total = groups.iter().map(|g| g.bytes.len()).sum::<usize>() + tail.len();
+    if total as u64 != raw_len {
+        return Err(ChunkError::SizeMismatch { expected: raw_len, actual: total as u64 });
+    }
+    Ok(DecodedBuffer { groups, sequence, tail })
+}
+
+/// Groups a raw (uncompressed, untransformed) buffer by kind, as [`decode`] would return it.
+pub fn group_raw(buffer: &[u8], plan: &CodecPlan) -> DecodedBuffer {
+    let w = walk(buffer, plan);
+    let groups = w
+        .groups
+        .iter()
+        .map(|(kind, offs)| {
+            let s = plan.get(*kind).unwrap().size;
+            let mut bytes = Vec::with_capacity(offs.len() * s);
+            for &o in offs {
+                bytes.extend_from_slice(&buffer[o as usize..o as usize + s]);
+            }
+            RecordGroup { kind: *kind, stride: s, bytes }
+        })
+        .collect();
+    DecodedBuffer { groups, sequence: w.sequence, tail: buffer[w.parsed_len..].to_vec() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutr_schema::kinds;
+    use cutr_schema::layouts::builtin;
+
+    fn plan() -> CodecPlan {
+        CodecPlan::new(&builtin(130001).unwrap())
+    }
+
+    fn record(kind: u32, size: usize, fill: u8) -> Vec<u8> {
+        let mut r = vec![fill; size];
+        r[0..4].copy_from_slice(&kind.to_le_bytes());
+        r
+    }
+
+    #[test]
+    fn interleaved_kinds_and_a_tail_come_back_exactly() {
+        let p = plan();
+        let mut buf = Vec::new();
+        for i in 0..50u8 {
+            buf.extend(record(kinds::EXTERNAL_CORRELATION, 24, i));
+            buf.extend(record(kinds::RUNTIME, 40, i.wrapping_mul(7)));
+            buf.extend(record(kinds::CONCURRENT_KERNEL, 216, 255 - i));
+        }
+        buf.extend(record(999, 24, 1)); // unknown kind: the rest is tail
+        buf.extend([1, 2, 3]);
+        let (enc, stats) = Encoder::new(3).encode(&buf, &p);
+        assert_eq!(stats.records, 150);
+        assert_eq!(stats.per_kind, vec![(39, 50), (5, 50), (10, 50)]);
+        assert_eq!(stats.unparsed_bytes, 27);
+        assert_eq!(stats.unparsed_kind, Some(999));
+        let dec = decode(&enc, buf.len() as u64).unwrap();
+        assert_eq!(dec.to_original(), buf);
+        assert_eq!(dec.group(kinds::RUNTIME).unwrap().len(), 50);
+        assert_eq!(dec, group_raw(&buf, &p));
+    }
+
+    #[test]
+    fn extreme_values_survive_the_transforms() {
+        let p = plan();
+        let mut buf = Vec::new();
+        for (s, e, c) in [(u64::MAX, 0u64, u32::MAX), (0, u64::MAX, 0), (1 << 63, 1 << 62, 1 << 31), (5, 5, 7)] {
+            let mut r = record(kinds::RUNTIME, 40, 0);
+            r[8..16].copy_from_slice(&s.to_le_bytes());
+            r[16..24].copy_from_slice(&e.to_le_bytes());
+            r[32..36].copy_from_slice(&c.to_le_bytes());
+            buf.extend(r);
+        }
+        let (enc, stats) = Encoder::new(1).encode(&buf, &p);
+        assert_eq!(stats.inverted_timestamps, 2);
+        assert_eq!(decode(&enc, buf.len() as u64).unwrap().to_original(), buf);
+    }
+
+    #[test]
+    fn empty_buffer_and_damaged_payloads() {
+        let p = plan();
+        let (enc, stats) = Encoder::new(3).encode(&[], &p);
+        assert_eq!(stats.records, 0);
+        assert_eq!(decode(&enc, 0).unwrap().to_original(), Vec::<u8>::new());
+        assert!(matches!(decode(&enc, 8), Err(ChunkError::SizeMismatch { expected: 8, actual: 0 })));
+        assert!(matches!(decode(b"garbage", 8), Err(ChunkError::Decompress(_))));
+        let image = zstd::bulk::compress(&[1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0], 3).unwrap();
+        assert!(matches!(decode(&image, 40), Err(ChunkError::Malformed(_))));
+    }
+}

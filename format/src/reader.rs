@@ -1,0 +1,579 @@
+//! Reads `.cutr` files: the footer index in place from an mmap, or, for a file that was never closed (killed,
+//! disk full) or whose footer is damaged, by scanning chunk headers from the start. Chunks are checked against
+//! their CRC-32C before use; a damaged chunk is skipped and reported, never trusted.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use cutr_schema::{LayoutTable, fb};
+use rayon::prelude::*;
+
+use crate::codec::{self, CodecPlan, DecodedBuffer};
+use crate::container::{
+    CHUNK_HEADER_LEN, CHUNK_MAGIC, ChunkHeader, ChunkType, Codec, FILE_HEADER_LEN, FileHeader, TRAILER_LEN, Trailer,
+    payload_ok,
+};
+use crate::error::{ChunkError, FormatError};
+use crate::meta::{self, ClockSample, LossCounters, SessionMetadata};
+
+/// One chunk as listed by the footer or found by scanning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkInfo {
+    pub offset: u64,
+    pub header: ChunkHeader,
+    /// (kind, count) of an activity chunk's records; empty when the file was recovered by scanning (decode the
+    /// chunk to count).
+    pub kind_counts: Vec<(u32, u32)>,
+}
+
+impl ChunkInfo {
+    pub fn chunk_type(&self) -> ChunkType {
+        self.header.chunk_type
+    }
+}
+
+/// Something wrong with a file that did not stop it from being read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// A chunk whose payload failed its checksum or could not be decoded: skipped.
+    DamagedChunk { offset: u64, seq: u32, chunk_type: ChunkType, records: u32, error: ChunkError },
+    /// Bytes that hold no valid chunk header, skipped while scanning for the next chunk.
+    UnreadableBytes { offset: u64, len: u64 },
+    /// The file ends inside a chunk (it was cut while that chunk was being written).
+    TruncatedChunk { offset: u64, seq: u32, chunk_type: ChunkType, records: u32, missing_bytes: u64 },
+    /// The file ends inside a chunk header.
+    TruncatedHeader { offset: u64, len: u64 },
+    /// A chunk type from a newer minor version of the format: skipped.
+    UnknownChunkType { offset: u64, chunk_type: u8 },
+    /// The footer could not be used, so the file was read by scanning.
+    FooterUnusable { reason: String },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::DamagedChunk { offset, seq, chunk_type, records, error } => write!(
+                f,
+                "{} chunk #{seq} at byte {offset} is damaged ({error}); skipped{}",
+                chunk_type.name(),
+                if *records > 0 { format!(", {records} records lost") } else { String::new() }
+            ),
+            Problem::UnreadableBytes { offset, len } => {
+                write!(f, "{len} unreadable bytes at byte {offset} (no valid chunk header); skipped")
+            }
+            Problem::TruncatedChunk { offset, seq, chunk_type, records, missing_bytes } => write!(
+                f,
+                "file ends inside {} chunk #{seq} at byte {offset} ({missing_bytes} bytes missing{}); that chunk is lost",
+                chunk_type.name(),
+                if *records > 0 { format!(", {records} records") } else { String::new() }
+            ),
+            Problem::TruncatedHeader { offset, len } => {
+                write!(f, "file ends inside a chunk header at byte {offset} ({len} stray bytes)")
+            }
+            Problem::UnknownChunkType { offset, chunk_type } => write!(
+                f,
+                "chunk at byte {offset} has type {chunk_type}, unknown to this reader (newer minor version?); skipped"
+            ),
+            Problem::FooterUnusable { reason } => {
+                write!(f, "footer index unusable ({reason}); read by scanning")
+            }
+        }
+    }
+}
+
+/// How a file without a usable footer was read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// Why the footer could not be used.
+    pub reason: String,
+    /// Bytes that belong to no readable chunk.
+    pub lost_bytes: u64,
+}
+
+/// Text behind the host pointers in records, by (pointer, chunk sequence number).
+#[derive(Clone, Debug, Default)]
+pub struct StringTable {
+    texts: Vec<String>,
+    /// Pointer -> (valid_from_seq, text index), sorted by valid_from_seq.
+    by_ptr: HashMap<u64, Vec<(u32, u32)>>,
+}
+
+impl StringTable {
+    fn add(&mut self, ptr: u64, valid_from_seq: u32, text: String) {
+        let id = self.texts.len() as u32;
+        self.texts.push(text);
+        let v = self.by_ptr.entry(ptr).or_default();
+        v.push((valid_from_seq, id));
+        v.sort_by_key(|e| e.0);
+    }
+
+    /// The text `ptr` pointed at when the activity chunk with sequence number `seq` was written.
+    pub fn resolve(&self, ptr: u64, seq: u32) -> Option<&str> {
+        let v = self.by_ptr.get(&ptr)?;
+        let i = v.partition_point(|e| e.0 <= seq);
+        let (_, id) = if i == 0 { v[0] } else { v[i - 1] };
+        Some(&self.texts[id as usize])
+    }
+
+    /// Like [`resolve`](Self::resolve) but returns a stable index into [`texts`](Self::texts).
+    pub fn resolve_id(&self, ptr: u64, seq: u32) -> Option<u32> {
+        let v = self.by_ptr.get(&ptr)?;
+        let i = v.partition_point(|e| e.0 <= seq);
+        Some(if i == 0 { v[0].1 } else { v[i - 1].1 })
+    }
+
+    pub fn texts(&self) -> &[String] {
+        &self.texts
+    }
+
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+}
+
+enum Data {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl Data {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Data::Mapped(m) => m,
+            Data::Owned(v) => v,
+        }
+    }
+}
+
+/// An open `.cutr` file.
+pub struct Reader {
+    data: Data,
+    path: Option<PathBuf>,
+    header: FileHeader,
+    chunks: Vec<ChunkInfo>,
+    recovery: Option<Recovery>,
+    problems: Vec<Problem>,
+    clean_close: bool,
+    metadata: Option<SessionMetadata>,
+    layouts: Option<LayoutTable>,
+    plan: Option<CodecPlan>,
+    strings: StringTable,
+    clocks: Vec<ClockSample>,
+    loss: Option<LossCounters>,
+}
+
+impl Reader {
+    /// Opens and indexes a file (memory-mapped).
+    pub fn open(path: &Path) -> Result<Reader, FormatError> {
+        let io = |source| FormatError::Io { path: path.to_path_buf(), source };
+        let file = File::open(path).map_err(io)?;
+        let len = file.metadata().map_err(io)?.len();
+        let data = if len == 0 {
+            Data::Owned(Vec::new())
+        } else {
+            // SAFETY: the map is read-only. If another process truncates the file while we read it, access past
+            // the new end faults; recorders only ever append, so a file being recorded is safe to read.
+            Data::Mapped(unsafe { memmap2::Mmap::map(&file) }.map_err(io)?)
+        };
+        let mut r = Reader::from_data(data)?;
+        r.path = Some(path.to_path_buf());
+        Ok(r)
+    }
+
+    /// Reads a file held in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<Reader, FormatError> {
+        Reader::from_data(Data::Owned(bytes))
+    }
+
+    fn from_data(data: Data) -> Result<Reader, FormatError> {
+        let bytes = data.bytes();
+        let header = FileHeader::decode(bytes)?;
+        let mut problems = Vec::new();
+        let (chunks, recovery, clean_close) = match read_footer(bytes) {
+            Ok((chunks, clean, mut p)) => {
+                problems.append(&mut p);
+                (chunks, None, clean)
+            }
+            Err(reason) => {
+                let (chunks, lost_bytes, mut p) = scan(bytes);
+                if Trailer::find(bytes).is_some() {
+                    problems.push(Problem::FooterUnusable { reason: reason.clone() });
+                }
+                problems.append(&mut p);
+                (chunks, Some(Recovery { reason, lost_bytes }), false)
+            }
+        };
+        let mut r = Reader {
+            data,
+            path: None,
+            header,
+            chunks,
+            recovery,
+            problems,
+            clean_close,
+            metadata: None,
+            layouts: None,
+            plan: None,
+            strings: StringTable::default(),
+            clocks: Vec::new(),
+            loss: None,
+        };
+        r.load_side_chunks();
+        Ok(r)
+    }
+
+    /// Decodes the small non-record chunks (metadata, strings, clocks, loss) in file order.
+    fn load_side_chunks(&mut self) {
+        let mut damaged = Vec::new();
+        for c in &self.chunks {
+            let t = c.chunk_type();
+            if !matches!(t, ChunkType::Metadata | ChunkType::Strings | ChunkType::Clocks | ChunkType::Loss) {
+                continue;
+            }
+            let res = chunk_payload(self.data.bytes(), c).and_then(|raw| match t {
+                ChunkType::Metadata => SessionMetadata::from_bytes(&raw).map(|m| self.metadata = Some(m)),
+                ChunkType::Strings => meta::strings_from_bytes(&raw).map(|entries| {
+                    for (ptr, seq, text) in entries {
+                        self.strings.add(ptr, seq, text);
+                    }
+                }),
+                ChunkType::Clocks => meta::clocks_from_bytes(&raw).map(|s| self.clocks.extend(s)),
+                ChunkType::Loss => LossCounters::from_bytes(&raw).map(|l| self.loss = Some(l)),
+                _ => unreachable!(),
+            });
+            if let Err(error) = res {
+                damaged.push(Problem::DamagedChunk {
+                    offset: c.offset,
+                    seq: c.header.seq,
+                    chunk_type: t,
+                    records: 0,
+                    error,
+                });
+            }
+        }
+        self.problems.extend(damaged);
+        self.layouts = self.metadata.as_ref().and_then(|m| m.layouts.clone());
+        self.plan = self.layouts.as_ref().map(CodecPlan::new);
+        self.clocks.sort_by_key(|c| c.cupti_ns);
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub fn header(&self) -> &FileHeader {
+        &self.header
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.data.bytes().len() as u64
+    }
+
+    /// Every readable chunk, in file order (the footer chunk itself excluded).
+    pub fn chunks(&self) -> &[ChunkInfo] {
+        &self.chunks
+    }
+
+    pub fn activity_chunks(&self) -> impl Iterator<Item = &ChunkInfo> {
+        self.chunks.iter().filter(|c| c.chunk_type() == ChunkType::Activity)
+    }
+
+    /// `Some` when the file had no usable footer and was read by scanning.
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.recovery.as_ref()
+    }
+
+    /// True when the writer closed the file (footer written).
+    pub fn clean_close(&self) -> bool {
+        self.clean_close
+    }
+
+    /// Problems found while opening. Damaged activity chunks are found when decoding (see [`Reader::verify`]).
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    pub fn metadata(&self) -> Option<&SessionMetadata> {
+        self.metadata.as_ref()
+    }
+
+    /// The record layouts the file's records were written with.
+    pub fn layouts(&self) -> Option<&LayoutTable> {
+        self.layouts.as_ref()
+    }
+
+    pub fn strings(&self) -> &StringTable {
+        &self.strings
+    }
+
+    /// Clock samples, ordered by CUPTI time.
+    pub fn clocks(&self) -> &[ClockSample] {
+        &self.clocks
+    }
+
+    /// The last loss report in the file.
+    pub fn loss(&self) -> Option<&LossCounters> {
+        self.loss.as_ref()
+    }
+
+    /// The stored payload of a chunk, checked against its checksum and decompressed (not record-decoded).
+    pub fn payload(&self, chunk: &ChunkInfo) -> Result<Vec<u8>, ChunkError> {
+        chunk_payload(self.data.bytes(), chunk)
+    }
+
+    /// Decodes one activity chunk into records grouped by kind.
+    pub fn decode_activity(&self, chunk: &ChunkInfo) -> Result<DecodedBuffer, ChunkError> {
+        let bytes = self.data.bytes();
+        let stored = stored_payload(bytes, chunk)?;
+        match chunk.header.codec {
+            Codec::Records => codec::decode(stored, chunk.header.raw_len),
+            Codec::None | Codec::Zstd => {
+                let raw = chunk_payload(bytes, chunk)?;
+                let plan = self.plan.as_ref().ok_or(ChunkError::NoLayouts)?;
+                Ok(codec::group_raw(&raw, plan))
+            }
+            Codec::Unknown(c) => Err(ChunkError::UnknownCodec(c)),
+        }
+    }
+
+    /// Decodes every activity chunk in parallel and maps each result with `f`, in file order.
+    pub fn par_map_activity<R, F>(&self, f: F) -> Vec<R>
+    where
+        R: Send,
+        F: Fn(&ChunkInfo, Result<DecodedBuffer, ChunkError>) -> R + Sync + Send,
+    {
+        let chunks: Vec<&ChunkInfo> = self.activity_chunks().collect();
+        chunks.par_iter().map(|c| f(c, self.decode_activity(c))).collect()
+    }
+
+    /// Checks every chunk's payload (checksum, and decoding for activity chunks) in parallel, returning a problem
+    /// for each damaged one, and the record counts per kind of the good ones.
+    pub fn verify(&self) -> Verification {
+        let results: Vec<Result<Vec<(u32, u32)>, Problem>> = self
+            .chunks
+            .par_iter()
+            .map(|c| {
+                let damaged = |error| Problem::DamagedChunk {
+                    offset: c.offset,
+                    seq: c.header.seq,
+                    chunk_type: c.chunk_type(),
+                    records: c.header.record_count,
+                    error,
+                };
+                match c.chunk_type() {
+                    ChunkType::Activity => self
+                        .decode_activity(c)
+                        .map(|d| d.groups.iter().map(|g| (g.kind, g.len() as u32)).collect())
+                        .map_err(damaged),
+                    _ => stored_payload(self.data.bytes(), c).map(|_| Vec::new()).map_err(damaged),
+                }
+            })
+            .collect();
+        let mut v = Verification::default();
+        let mut counts: HashMap<u32, u64> = HashMap::new();
+        for (c, r) in self.chunks.iter().zip(results) {
+            match r {
+                Ok(kc) => {
+                    if c.chunk_type() == ChunkType::Activity {
+                        v.good_activity_chunks += 1;
+                    }
+                    for (k, n) in kc {
+                        *counts.entry(k).or_default() += n as u64;
+                    }
+                }
+                Err(p) => {
+                    if !self.problems.contains(&p) {
+                        v.damaged.push(p);
+                    }
+                }
+            }
+        }
+        v.records_per_kind = counts.into_iter().collect();
+        v.records_per_kind.sort();
+        v
+    }
+}
+
+/// The outcome of [`Reader::verify`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verification {
+    pub damaged: Vec<Problem>,
+    pub good_activity_chunks: usize,
+    /// (kind, records) over the chunks that decoded.
+    pub records_per_kind: Vec<(u32, u64)>,
+}
+
+fn stored_payload<'a>(bytes: &'a [u8], chunk: &ChunkInfo) -> Result<&'a [u8], ChunkError> {
+    let start = chunk.offset as usize + CHUNK_HEADER_LEN;
+    let end = start.checked_add(chunk.header.stored_len as usize).ok_or(ChunkError::Truncated)?;
+    let stored = bytes.get(start..end).ok_or(ChunkError::Truncated)?;
+    if !payload_ok(&chunk.header, stored) {
+        return Err(ChunkError::Checksum);
+    }
+    Ok(stored)
+}
+
+fn chunk_payload(bytes: &[u8], chunk: &ChunkInfo) -> Result<Vec<u8>, ChunkError> {
+    let stored = stored_payload(bytes, chunk)?;
+    let raw = match chunk.header.codec {
+        Codec::None => stored.to_vec(),
+        Codec::Zstd => zstd::bulk::decompress(stored, chunk.header.raw_len as usize)
+            .map_err(|e| ChunkError::Decompress(e.to_string()))?,
+        Codec::Records => {
+            return Err(ChunkError::Malformed("record codec on a non-activity chunk".into()));
+        }
+        Codec::Unknown(c) => return Err(ChunkError::UnknownCodec(c)),
+    };
+    if raw.len() as u64 != chunk.header.raw_len {
+        return Err(ChunkError::SizeMismatch { expected: chunk.header.raw_len, actual: raw.len() as u64 });
+    }
+    Ok(raw)
+}
+
+/// Reads the chunk list from the footer. Any inconsistency makes the caller fall back to scanning.
+fn read_footer(bytes: &[u8]) -> Result<(Vec<ChunkInfo>, bool, Vec<Problem>), String> {
+    let trailer = Trailer::find(bytes).ok_or_else(|| "the file was not closed (no trailer)".to_string())?;
+    let fo = trailer.footer_offset as usize;
+    let fh = ChunkHeader::decode(&bytes[fo..]).map_err(|e| format!("footer chunk header: {e:?}"))?;
+    if fh.chunk_type != ChunkType::Footer || fh.codec != Codec::None {
+        return Err("the trailer does not point at a footer chunk".into());
+    }
+    let info = ChunkInfo { offset: fo as u64, header: fh, kind_counts: Vec::new() };
+    let payload = stored_payload(bytes, &info).map_err(|e| format!("footer: {e}"))?;
+    let opts =
+        flatbuffers::VerifierOptions { max_tables: 100_000_000, max_apparent_size: 1 << 40, ..Default::default() };
+    let footer = flatbuffers::root_with_opts::<fb::FooterIndex>(&opts, payload).map_err(|e| format!("footer: {e}"))?;
+    let entries = footer.chunks().ok_or("footer lists no chunks")?;
+    let counts = footer.kind_counts();
+    let mut chunks = Vec::with_capacity(entries.len());
+    let mut problems = Vec::new();
+    let mut expected_next = FILE_HEADER_LEN as u64;
+    for e in entries.iter() {
+        if e.offset() != expected_next {
+            return Err(format!(
+                "footer lists a chunk at byte {} where one should start at {expected_next}",
+                e.offset()
+            ));
+        }
+        let at = e.offset() as usize;
+        let header = match bytes.get(at..at + CHUNK_HEADER_LEN).map(ChunkHeader::decode) {
+            Some(Ok(h)) => h,
+            _ => {
+                return Err(format!("chunk header at byte {at} does not match the footer"));
+            }
+        };
+        if header.seq != e.seq() || header.stored_len != e.stored_len() || header.chunk_type.to_u8() != e.chunk_type() {
+            return Err(format!("chunk header at byte {at} does not match the footer"));
+        }
+        expected_next = e.offset() + header.span();
+        if expected_next > trailer.footer_offset {
+            return Err("footer lists chunks past its own position".into());
+        }
+        let kind_counts = match counts {
+            Some(c) => {
+                let (s, n) = (e.kind_counts_start() as usize, e.kind_counts_len() as usize);
+                if s + n > c.len() {
+                    return Err("footer kind counts out of range".into());
+                }
+                (s..s + n).map(|i| (c.get(i).kind(), c.get(i).count())).collect()
+            }
+            None => Vec::new(),
+        };
+        if let ChunkType::Unknown(t) = header.chunk_type {
+            problems.push(Problem::UnknownChunkType { offset: e.offset(), chunk_type: t });
+            continue;
+        }
+        chunks.push(ChunkInfo { offset: e.offset(), header, kind_counts });
+    }
+    if expected_next != trailer.footer_offset {
+        return Err("footer does not account for every byte before it".into());
+    }
+    Ok((chunks, footer.clean_close(), problems))
+}
+
+/// Finds the next offset (8-aligned, from `from`) where a valid chunk header starts.
+fn next_header(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from.next_multiple_of(8);
+    while at + CHUNK_HEADER_LEN <= bytes.len() {
+        if bytes[at..at + 4] == CHUNK_MAGIC && ChunkHeader::decode(&bytes[at..at + CHUNK_HEADER_LEN]).is_ok() {
+            return Some(at);
+        }
+        at += 8;
+    }
+    None
+}
+
+/// Reads a file chunk by chunk from the start: every complete chunk with a valid checksum is kept, everything
+/// else is reported. Returns the chunks, the lost bytes and the problems.
+fn scan(bytes: &[u8]) -> (Vec<ChunkInfo>, u64, Vec<Problem>) {
+    let mut chunks = Vec::new();
+    let mut problems = Vec::new();
+    let mut lost = 0u64;
+    let mut off = FILE_HEADER_LEN;
+    let len = bytes.len();
+    let mut after_footer = false;
+    while off < len {
+        let rest = len - off;
+        // What follows a footer chunk is the trailer (perhaps damaged or cut): no records live there.
+        if after_footer && rest <= TRAILER_LEN {
+            break;
+        }
+        if rest < CHUNK_HEADER_LEN {
+            problems.push(Problem::TruncatedHeader { offset: off as u64, len: rest as u64 });
+            lost += rest as u64;
+            break;
+        }
+        match ChunkHeader::decode(&bytes[off..off + CHUNK_HEADER_LEN]) {
+            Ok(h) => {
+                let end = (off + CHUNK_HEADER_LEN).saturating_add(h.stored_len as usize);
+                if end > len {
+                    problems.push(Problem::TruncatedChunk {
+                        offset: off as u64,
+                        seq: h.seq,
+                        chunk_type: h.chunk_type,
+                        records: h.record_count,
+                        missing_bytes: (end - len) as u64,
+                    });
+                    lost += rest as u64;
+                    break;
+                }
+                let info = ChunkInfo { offset: off as u64, header: h, kind_counts: Vec::new() };
+                let span = (h.span() as usize).min(rest);
+                if !payload_ok(&h, &bytes[off + CHUNK_HEADER_LEN..end]) {
+                    problems.push(Problem::DamagedChunk {
+                        offset: off as u64,
+                        seq: h.seq,
+                        chunk_type: h.chunk_type,
+                        records: h.record_count,
+                        error: ChunkError::Checksum,
+                    });
+                    lost += span as u64;
+                } else {
+                    after_footer = h.chunk_type == ChunkType::Footer;
+                    match h.chunk_type {
+                        ChunkType::Footer => {}
+                        ChunkType::Unknown(t) => {
+                            problems.push(Problem::UnknownChunkType { offset: off as u64, chunk_type: t })
+                        }
+                        _ => chunks.push(info),
+                    }
+                }
+                off += span;
+            }
+            Err(_) => {
+                let next = next_header(bytes, off + 8).unwrap_or(len);
+                problems.push(Problem::UnreadableBytes { offset: off as u64, len: (next - off) as u64 });
+                lost += (next - off) as u64;
+                after_footer = false;
+                off = next;
+            }
+        }
+    }
+    (chunks, lost, problems)
+}
