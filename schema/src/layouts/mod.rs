@@ -350,7 +350,7 @@ mod tests {
                     "{}",
                     r.struct_name
                 );
-                assert_eq!(r.fields.iter().filter(|f| f.role == FieldRole::End).count() <= 1, true);
+                assert!(r.fields.iter().filter(|f| f.role == FieldRole::End).count() <= 1);
                 if r.field("end").is_some() {
                     assert!(r.field("start").is_some(), "{} has end without start", r.struct_name);
                 }
