@@ -30,7 +30,6 @@ COMMON = [
     (9, "CONTEXT", "CUpti_ActivityContext3"),
     (11, "NAME", "CUpti_ActivityName"),
     (12, "MARKER", "CUpti_ActivityMarker2"),
-    (14, "SOURCE_LOCATOR", "CUpti_ActivitySourceLocator"),
     (17, "OVERHEAD", "CUpti_ActivityOverhead3"),
     (22, "MEMCPY2", "CUpti_ActivityMemcpyPtoP4"),
     (26, "FUNCTION", "CUpti_ActivityFunction"),
@@ -68,6 +67,9 @@ RELEASES = [
             (10, "CONCURRENT_KERNEL", "CUpti_ActivityKernel9"),
             (13, "MARKER_DATA", "CUpti_ActivityMarkerData"),
             (50, "MEMORY_POOL", "CUpti_ActivityMemoryPool2"),
+            # 13.0 still declares the struct, but its libcupti rejects kind 14 (CUPTI_ERROR_INVALID_KIND): the
+            # source-level (SASS) activity kinds are gone there, so only 12.9 can write these records.
+            (14, "SOURCE_LOCATOR", "CUpti_ActivitySourceLocator"),
         ],
     },
 ]

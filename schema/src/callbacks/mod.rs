@@ -1,6 +1,7 @@
 //! Names of CUDA runtime and driver API functions by CUPTI callback id (cbid), from the CUDA 13.0 headers.
 //! Files carry the names the recording libcupti reported; this table is the fallback for files that lack them.
 
+#[rustfmt::skip]
 mod cbid_names;
 
 /// `CUpti_CallbackDomain` of the driver API.
