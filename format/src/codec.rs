@@ -246,6 +246,7 @@ pub fn buffer_stats(buffer: &[u8], plan: &CodecPlan) -> BufferStats {
 /// Reusable state for encoding, so the writer thread does not allocate per buffer.
 pub struct Encoder {
     image: Vec<u8>,
+    scratch: Vec<u8>,
     compressor: zstd::bulk::Compressor<'static>,
 }
 
@@ -254,6 +255,7 @@ impl Encoder {
     pub fn new(level: i32) -> Encoder {
         Encoder {
             image: Vec::new(),
+            scratch: Vec::new(),
             compressor: zstd::bulk::Compressor::new(level).expect("zstd compressor with a valid level"),
         }
     }
@@ -261,13 +263,13 @@ impl Encoder {
     /// Transforms and compresses one activity buffer. Returns the compressed bytes and what the buffer held.
     pub fn encode(&mut self, buffer: &[u8], plan: &CodecPlan) -> (Vec<u8>, BufferStats) {
         let w = walk(buffer, plan);
-        build_image(buffer, plan, &w, &mut self.image);
+        build_image(buffer, plan, &w, &mut self.image, &mut self.scratch);
         let out = self.compressor.compress(&self.image).expect("zstd compression into a growable buffer");
         (out, w.stats)
     }
 }
 
-fn build_image(buffer: &[u8], plan: &CodecPlan, w: &Walk, image: &mut Vec<u8>) {
+fn build_image(buffer: &[u8], plan: &CodecPlan, w: &Walk, image: &mut Vec<u8>, scratch: &mut Vec<u8>) {
     image.clear();
     let tail = &buffer[w.parsed_len..];
     image.push(IMAGE_VERSION);
@@ -296,14 +298,12 @@ fn build_image(buffer: &[u8], plan: &CodecPlan, w: &Walk, image: &mut Vec<u8>) {
         let kp = plan.get(*kind).unwrap();
         let n = offs.len();
         let s = kp.size;
-        let base = image.len();
-        image.resize(base + n * s, 0);
-        let planes = &mut image[base..];
+        scratch.clear();
+        scratch.resize(n * s, 0);
         let mut prev = [0u64; MAX_OPS];
-        let mut rec = [0u8; 4096];
-        for (i, &o) in offs.iter().enumerate() {
+        for (rec, &o) in scratch.chunks_exact_mut(s).zip(offs) {
             let orig = &buffer[o as usize..o as usize + s];
-            rec[..s].copy_from_slice(orig);
+            rec.copy_from_slice(orig);
             for (k, op) in kp.ops.iter().enumerate() {
                 let at = op.offset as usize;
                 if op.width == 8 {
@@ -316,7 +316,7 @@ fn build_image(buffer: &[u8], plan: &CodecPlan, w: &Walk, image: &mut Vec<u8>) {
                         }
                         OpKind::MinusField => v.wrapping_sub(rd64(orig, op.reference as usize)),
                     };
-                    wr64(&mut rec, at, zz64(d));
+                    wr64(rec, at, zz64(d));
                 } else {
                     let v = rd32(orig, at);
                     let d = match op.kind {
@@ -327,16 +327,91 @@ fn build_image(buffer: &[u8], plan: &CodecPlan, w: &Walk, image: &mut Vec<u8>) {
                         }
                         OpKind::MinusField => v.wrapping_sub(rd32(orig, op.reference as usize)),
                     };
-                    wr32(&mut rec, at, zz32(d));
+                    wr32(rec, at, zz32(d));
                 }
             }
-            // Scatter into byte planes: byte j of record i goes to planes[j * n + i].
-            for (j, &b) in rec[..s].iter().enumerate() {
-                planes[j * n + i] = b;
+        }
+        let base = image.len();
+        image.resize(base + n * s, 0);
+        records_to_planes(scratch, n, s, &mut image[base..]);
+    }
+    image.extend_from_slice(tail);
+}
+
+/// Transposes an 8x8 matrix of bytes held as 8 little-endian rows.
+#[inline(always)]
+fn transpose8(x: &mut [u64; 8]) {
+    for i in 0..4 {
+        let t = ((x[i] >> 32) ^ x[i + 4]) & 0x0000_0000_FFFF_FFFF;
+        x[i] ^= t << 32;
+        x[i + 4] ^= t;
+    }
+    for i in [0, 1, 4, 5] {
+        let t = ((x[i] >> 16) ^ x[i + 2]) & 0x0000_FFFF_0000_FFFF;
+        x[i] ^= t << 16;
+        x[i + 2] ^= t;
+    }
+    for i in [0, 2, 4, 6] {
+        let t = ((x[i] >> 8) ^ x[i + 1]) & 0x00FF_00FF_00FF_00FF;
+        x[i] ^= t << 8;
+        x[i + 1] ^= t;
+    }
+}
+
+/// `n` records of `s` bytes -> `s` planes of `n` bytes (byte j of record i at `planes[j * n + i]`), in 8x8 tiles.
+fn records_to_planes(records: &[u8], n: usize, s: usize, planes: &mut [u8]) {
+    let full = n / 8 * 8;
+    let tiles_j = s / 8 * 8;
+    for i0 in (0..full).step_by(8) {
+        for j0 in (0..tiles_j).step_by(8) {
+            let mut x = [0u64; 8];
+            for (k, row) in x.iter_mut().enumerate() {
+                *row = rd64(records, (i0 + k) * s + j0);
+            }
+            transpose8(&mut x);
+            for (b, col) in x.iter().enumerate() {
+                wr64(planes, (j0 + b) * n + i0, *col);
+            }
+        }
+        for j in tiles_j..s {
+            for k in 0..8 {
+                planes[j * n + i0 + k] = records[(i0 + k) * s + j];
             }
         }
     }
-    image.extend_from_slice(tail);
+    for i in full..n {
+        for j in 0..s {
+            planes[j * n + i] = records[i * s + j];
+        }
+    }
+}
+
+/// The inverse of [`records_to_planes`].
+fn planes_to_records(planes: &[u8], n: usize, s: usize, records: &mut [u8]) {
+    let full = n / 8 * 8;
+    let tiles_j = s / 8 * 8;
+    for i0 in (0..full).step_by(8) {
+        for j0 in (0..tiles_j).step_by(8) {
+            let mut x = [0u64; 8];
+            for (b, col) in x.iter_mut().enumerate() {
+                *col = rd64(planes, (j0 + b) * n + i0);
+            }
+            transpose8(&mut x);
+            for (k, row) in x.iter().enumerate() {
+                wr64(records, (i0 + k) * s + j0, *row);
+            }
+        }
+        for j in tiles_j..s {
+            for k in 0..8 {
+                records[(i0 + k) * s + j] = planes[j * n + i0 + k];
+            }
+        }
+    }
+    for i in full..n {
+        for j in 0..s {
+            records[i * s + j] = planes[j * n + i];
+        }
+    }
 }
 
 /// One kind's records from a decoded buffer, contiguous, in their original order within the kind.
@@ -510,19 +585,7 @@ fn decode_image(image: &[u8], raw_len: u64) -> Result<DecodedBuffer, ChunkError>
         let (n, s) = (g.count, g.size);
         let planes = c.take(n.checked_mul(s).ok_or_else(|| malformed("group too large"))?)?;
         let mut bytes = vec![0u8; n * s];
-        // Gather planes back into records, a block of records at a time to stay in cache.
-        const BLOCK: usize = 64;
-        let mut i0 = 0;
-        while i0 < n {
-            let i1 = (i0 + BLOCK).min(n);
-            for j in 0..s {
-                let plane = &planes[j * n..j * n + n];
-                for i in i0..i1 {
-                    bytes[i * s + j] = plane[i];
-                }
-            }
-            i0 = i1;
-        }
+        planes_to_records(planes, n, s, &mut bytes);
         let mut prev = [0u64; MAX_OPS];
         for rec in bytes.chunks_exact_mut(s) {
             for (k, op) in g.ops.iter().enumerate() {
@@ -635,6 +698,23 @@ mod tests {
         let (enc, stats) = Encoder::new(1).encode(&buf, &p);
         assert_eq!(stats.inverted_timestamps, 2);
         assert_eq!(decode(&enc, buf.len() as u64).unwrap().to_original(), buf);
+    }
+
+    #[test]
+    fn tiled_transposition_matches_the_definition() {
+        for (n, s) in [(0, 8), (1, 8), (7, 16), (8, 8), (9, 24), (17, 13), (64, 216), (1001, 40)] {
+            let records: Vec<u8> = (0..n * s).map(|i| (i * 7 + i / 13) as u8).collect();
+            let mut planes = vec![0u8; n * s];
+            records_to_planes(&records, n, s, &mut planes);
+            for i in 0..n {
+                for j in 0..s {
+                    assert_eq!(planes[j * n + i], records[i * s + j], "n={n} s={s} i={i} j={j}");
+                }
+            }
+            let mut back = vec![0u8; n * s];
+            planes_to_records(&planes, n, s, &mut back);
+            assert_eq!(back, records);
+        }
     }
 
     #[test]

@@ -8,12 +8,9 @@ use thiserror::Error;
 /// A file that cannot be read at all.
 #[derive(Debug, Error)]
 pub enum FormatError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Opening or mapping the file failed (the message names the cause; `path` names the file).
+    #[error("{err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("not a .cutr file (it does not start with the .cutr signature)")]
     NotCutr,
     #[error("file is too short to be a .cutr file ({len} bytes)")]

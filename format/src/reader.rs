@@ -171,7 +171,7 @@ pub struct Reader {
 impl Reader {
     /// Opens and indexes a file (memory-mapped).
     pub fn open(path: &Path) -> Result<Reader, FormatError> {
-        let io = |source| FormatError::Io { path: path.to_path_buf(), source };
+        let io = |err| FormatError::Io { path: path.to_path_buf(), err };
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         let data = if len == 0 {
@@ -355,7 +355,8 @@ impl Reader {
     /// Checks every chunk's payload (checksum, and decoding for activity chunks) in parallel, returning a problem
     /// for each damaged one, and the record counts per kind of the good ones.
     pub fn verify(&self) -> Verification {
-        let results: Vec<Result<Vec<(u32, u32)>, Problem>> = self
+        type Counts = (Vec<(u32, u32)>, u64, Option<u32>);
+        let results: Vec<Result<Counts, Problem>> = self
             .chunks
             .par_iter()
             .map(|c| {
@@ -369,9 +370,13 @@ impl Reader {
                 match c.chunk_type() {
                     ChunkType::Activity => self
                         .decode_activity(c)
-                        .map(|d| d.groups.iter().map(|g| (g.kind, g.len() as u32)).collect())
+                        .map(|d| {
+                            let unknown =
+                                (d.tail.len() >= 4).then(|| u32::from_le_bytes(d.tail[..4].try_into().unwrap()));
+                            (d.groups.iter().map(|g| (g.kind, g.len() as u32)).collect(), d.tail.len() as u64, unknown)
+                        })
                         .map_err(damaged),
-                    _ => stored_payload(self.data.bytes(), c).map(|_| Vec::new()).map_err(damaged),
+                    _ => stored_payload(self.data.bytes(), c).map(|_| (Vec::new(), 0, None)).map_err(damaged),
                 }
             })
             .collect();
@@ -379,9 +384,15 @@ impl Reader {
         let mut counts: HashMap<u32, u64> = HashMap::new();
         for (c, r) in self.chunks.iter().zip(results) {
             match r {
-                Ok(kc) => {
+                Ok((kc, unparsed, unknown)) => {
                     if c.chunk_type() == ChunkType::Activity {
                         v.good_activity_chunks += 1;
+                    }
+                    v.unparsed_bytes += unparsed;
+                    if let Some(k) = unknown
+                        && !v.unknown_kinds.contains(&k)
+                    {
+                        v.unknown_kinds.push(k);
                     }
                     for (k, n) in kc {
                         *counts.entry(k).or_default() += n as u64;
@@ -396,6 +407,7 @@ impl Reader {
         }
         v.records_per_kind = counts.into_iter().collect();
         v.records_per_kind.sort();
+        v.unknown_kinds.sort();
         v
     }
 }
@@ -407,6 +419,10 @@ pub struct Verification {
     pub good_activity_chunks: usize,
     /// (kind, records) over the chunks that decoded.
     pub records_per_kind: Vec<(u32, u64)>,
+    /// Bytes of activity buffers after a record whose kind has no layout: kept in the file, not parsed.
+    pub unparsed_bytes: u64,
+    /// The kinds of the records that stopped parsing (no layout for them in the file's table).
+    pub unknown_kinds: Vec<u32>,
 }
 
 fn stored_payload<'a>(bytes: &'a [u8], chunk: &ChunkInfo) -> Result<&'a [u8], ChunkError> {
@@ -438,7 +454,7 @@ fn chunk_payload(bytes: &[u8], chunk: &ChunkInfo) -> Result<Vec<u8>, ChunkError>
 
 /// Reads the chunk list from the footer. Any inconsistency makes the caller fall back to scanning.
 fn read_footer(bytes: &[u8]) -> Result<(Vec<ChunkInfo>, bool, Vec<Problem>), String> {
-    let trailer = Trailer::find(bytes).ok_or_else(|| "the file was not closed (no trailer)".to_string())?;
+    let trailer = Trailer::find(bytes).ok_or_else(|| "no trailer: the writer never closed it".to_string())?;
     let fo = trailer.footer_offset as usize;
     let fh = ChunkHeader::decode(&bytes[fo..]).map_err(|e| format!("footer chunk header: {e:?}"))?;
     if fh.chunk_type != ChunkType::Footer || fh.codec != Codec::None {

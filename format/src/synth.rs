@@ -169,6 +169,8 @@ const LAYERS: usize = 4;
 /// A CUDA graph replay every this many steps.
 const GRAPH_EVERY: u64 = 25;
 const GRAPH_ID: u32 = 1;
+/// Pending GPU operations after which launches block (CUDA's launch queue is about this deep).
+const MAX_QUEUED: usize = 1024;
 /// `CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel`.
 const DRIVER_LAUNCH_KERNEL: u32 = 307;
 
@@ -181,11 +183,20 @@ pub struct SynthOptions {
     pub cupti_api_version: u32,
     /// Bytes per activity buffer, as a recorder would hand CUPTI.
     pub buffer_bytes: usize,
+    /// Only kernel launches (per launch: an external correlation, a runtime API and a kernel record), the
+    /// shape of a launch-bound PyTorch loop; no NVTX, copies, syncs or graphs.
+    pub launches_only: bool,
 }
 
 impl Default for SynthOptions {
     fn default() -> Self {
-        SynthOptions { records: 100_000, seed: 1, cupti_api_version: 130001, buffer_bytes: 4 << 20 }
+        SynthOptions {
+            records: 100_000,
+            seed: 1,
+            cupti_api_version: 130001,
+            buffer_bytes: 4 << 20,
+            launches_only: false,
+        }
     }
 }
 
@@ -717,7 +728,16 @@ impl Synth {
     }
 
     /// When GPU work launched at `api_start` on `stream` starts, and marks the stream busy until it ends.
+    /// Like CUDA's launch queue, a stream accepts at most [`MAX_QUEUED`] pending operations: beyond that the
+    /// launching call blocks until the oldest one finishes.
     fn schedule(&mut self, stream: u32, api_start: u64, dur: u64) -> (u64, u64) {
+        if self.pending.len() >= MAX_QUEUED
+            && let Some(Reverse((oldest_end, _, _))) = self.pending.peek()
+        {
+            let wait = *oldest_end;
+            self.host = self.host.max(wait);
+            self.drain_gpu(wait);
+        }
         let free = self.stream_free.get(&stream).copied().unwrap_or(0);
         let start = (api_start + self.rng.range(4_000, 8_000)).max(free + self.rng.range(800, 2_000));
         let end = start + dur;
@@ -777,7 +797,9 @@ impl Synth {
         let cbid = if driver { DRIVER_LAUNCH_KERNEL } else { cb::CUDA_LAUNCH_KERNEL };
         let api_dur = self.rng.range(2_500, 5_500);
         let (corr, api_start, _) = self.api_call(driver, cbid, MAIN_THREAD, api_dur, true);
-        let dur = self.rng.jitter(KERNELS[ki].mean_ns);
+        // The launch-only loop is launch-bound: its kernels are a few microseconds, shorter than a launch.
+        let mean = if self.opts.launches_only { (KERNELS[ki].mean_ns / 6).max(1_200) } else { KERNELS[ki].mean_ns };
+        let dur = self.rng.jitter(mean);
         let (start, end) = self.schedule(stream, api_start, dur);
         let r = self.kernel_record(ki, stream, corr, start, end, None);
         self.truth.gpu_records_with_api += 1;
@@ -949,6 +971,9 @@ impl Synth {
 
     /// One training step.
     fn step(&mut self) {
+        if self.opts.launches_only {
+            return self.launch_step();
+        }
         self.step += 1;
         let n = self.step;
         let step_range = self.range(&format!("step {n}"));
@@ -1020,6 +1045,20 @@ impl Synth {
         self.truth.steps += 1;
     }
 
+    /// A step of kernel launches only (forward and backward passes, optimizer), one stream.
+    fn launch_step(&mut self) {
+        self.step += 1;
+        for ki in [GEMM, ADD, RELU].repeat(LAYERS).into_iter().chain([SOFTMAX, REDUCE]) {
+            self.ext_id += 1;
+            self.launch(ki, COMPUTE_STREAM);
+        }
+        for ki in [GEMM, CUTLASS, MUL].repeat(LAYERS).into_iter().chain([ADAM, FILL]) {
+            self.ext_id += 1;
+            self.launch(ki, COMPUTE_STREAM);
+        }
+        self.truth.steps += 1;
+    }
+
     /// A CUDA graph of four kernels replayed with one cudaGraphLaunch: its kernels carry the launch's
     /// correlation id and the graph and node ids.
     fn graph_replay(&mut self) {
@@ -1049,7 +1088,9 @@ impl Synth {
             }
             if !self.started {
                 self.started = true;
-                self.prologue();
+                if !self.opts.launches_only {
+                    self.prologue();
+                }
             } else if self.truth.records < self.opts.records {
                 self.step();
             } else {
@@ -1142,5 +1183,17 @@ mod tests {
         assert_eq!(s.layouts().size_of(kinds::CONCURRENT_KERNEL), Some(208));
         assert_eq!(n as u64, s.truth().raw_bytes);
         assert!(Synth::new(SynthOptions { cupti_api_version: 27, ..Default::default() }).is_err());
+    }
+
+    #[test]
+    fn launches_only_has_one_kernel_runtime_and_external_record_per_launch() {
+        let mut s = Synth::new(SynthOptions { launches_only: true, records: 9_000, ..Default::default() }).unwrap();
+        while s.next_buffer().is_some() {}
+        let t = s.truth();
+        let k = t.records_per_kind[&kinds::CONCURRENT_KERNEL];
+        assert_eq!(k, t.steps * 28);
+        assert_eq!(t.records_per_kind[&kinds::RUNTIME], k);
+        assert_eq!(t.records_per_kind[&kinds::EXTERNAL_CORRELATION], k);
+        assert_eq!(t.records_per_kind.len(), 3);
     }
 }

@@ -102,7 +102,7 @@ fn random_id() -> [u8; 16] {
 impl Writer<File> {
     /// Creates (truncates) `path` and writes the file header.
     pub fn create(path: &Path, options: WriterOptions) -> Result<Writer<File>, FormatError> {
-        let f = File::create(path).map_err(|source| FormatError::Io { path: path.to_path_buf(), source })?;
+        let f = File::create(path).map_err(|err| FormatError::Io { path: path.to_path_buf(), err })?;
         Writer::new(f, options)
     }
 

