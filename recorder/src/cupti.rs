@@ -1,0 +1,347 @@
+//! The CUPTI functions the recorder calls, behind a trait so that tests can drive the recorder with a fake CUPTI.
+//!
+//! The real implementation resolves the functions from one chosen libcupti file. cudarc's own loader is not used
+//! for them: it cannot be pointed at a path, and it tries `libcupti.so` before `libcupti.so.13`, which in a PyTorch
+//! process can load a second copy of CUPTI next to the one PyTorch already mapped. cudarc still supplies the
+//! CUPTI types and constants.
+
+use std::ffi::{CStr, c_char, c_void};
+use std::path::{Path, PathBuf};
+
+use cudarc::cupti::sys as cs;
+use thiserror::Error;
+
+/// CUPTI's buffer-request callback.
+pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+/// CUPTI's buffer-completed callback: (context, stream id, buffer, size, valid size).
+pub type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+
+/// A CUPTI call that failed.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{call} failed: {name} ({code})")]
+pub struct CuptiError {
+    pub call: &'static str,
+    pub code: u32,
+    pub name: String,
+}
+
+pub const CUPTI_SUCCESS: u32 = 0;
+pub const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: u32 =
+    cs::CUptiResult::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED as u32;
+pub const CUPTI_ERROR_MAX_LIMIT_REACHED: u32 = cs::CUptiResult::CUPTI_ERROR_MAX_LIMIT_REACHED as u32;
+
+pub const ATTR_DEVICE_BUFFER_SIZE: u32 = cs::CUpti_ActivityAttribute::CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE as u32;
+pub const ATTR_DEVICE_BUFFER_POOL_LIMIT: u32 =
+    cs::CUpti_ActivityAttribute::CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT as u32;
+
+/// The CUPTI operations the recorder needs.
+pub trait Cupti: Send + Sync {
+    /// `cuptiGetVersion`.
+    fn api_version(&self) -> Result<u32, CuptiError>;
+    /// Fails with `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED` when another CUPTI client is attached.
+    fn check_exclusive(&self) -> Result<(), CuptiError>;
+    fn register_callbacks(&self, request: RequestFn, complete: CompleteFn) -> Result<(), CuptiError>;
+    fn enable(&self, kind: u32) -> Result<(), CuptiError>;
+    fn disable(&self, kind: u32) -> Result<(), CuptiError>;
+    /// `cuptiActivityFlushAll`; `forced` also delivers buffers with incomplete records.
+    fn flush_all(&self, forced: bool) -> Result<(), CuptiError>;
+    /// Records dropped since the last call (CUPTI resets the counter when read).
+    fn dropped_records(&self) -> Result<u64, CuptiError>;
+    /// `cuptiGetTimestamp`: the clock of record timestamps.
+    fn timestamp(&self) -> Result<u64, CuptiError>;
+    fn set_attribute(&self, attr: u32, value: usize) -> Result<(), CuptiError>;
+    /// Thread ids in records: `gettid()` values (true) instead of `pthread_self()` (CUPTI's default).
+    fn set_thread_id_type_system(&self) -> Result<(), CuptiError>;
+    fn callback_name(&self, domain: u32, cbid: u32) -> Option<String>;
+    /// Turns activity records of one runtime (domain 2) or driver (domain 1) API function on or off.
+    fn enable_api_record(&self, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError>;
+    /// Where this CUPTI comes from, for messages and metadata.
+    fn origin(&self) -> String;
+}
+
+type FnU32 = unsafe extern "C" fn(*mut u32) -> u32;
+type FnRegister = unsafe extern "C" fn(Option<RequestFn>, Option<CompleteFn>) -> u32;
+type FnKind = unsafe extern "C" fn(u32) -> u32;
+type FnDropped = unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> u32;
+type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
+type FnSetAttr = unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> u32;
+type FnCbName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32;
+type FnEnableApi = unsafe extern "C" fn(u32, u8) -> u32;
+type FnResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+type FnSubscribe = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *mut c_void) -> u32;
+type FnUnsubscribe = unsafe extern "C" fn(*mut c_void) -> u32;
+
+/// CUPTI functions resolved from one libcupti file.
+pub struct LibCupti {
+    path: PathBuf,
+    get_version: FnU32,
+    register: FnRegister,
+    enable: FnKind,
+    disable: FnKind,
+    flush_all: FnKind,
+    dropped: FnDropped,
+    timestamp: FnTimestamp,
+    set_attr: FnSetAttr,
+    set_thread_id_type: FnKind,
+    cb_name: FnCbName,
+    enable_runtime: FnEnableApi,
+    enable_driver: FnEnableApi,
+    result_string: FnResultString,
+    subscribe: FnSubscribe,
+    unsubscribe: FnUnsubscribe,
+}
+
+impl LibCupti {
+    /// Loads `path` (kept loaded for the life of the process: CUPTI registers thread-exit destructors) and
+    /// resolves every function the recorder uses.
+    pub fn load(path: &Path) -> Result<LibCupti, String> {
+        // SAFETY: loading libcupti runs only its own initializers.
+        let lib = unsafe { libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_GLOBAL) }
+            .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+        macro_rules! sym {
+            ($name:literal) => {
+                // SAFETY: the symbol's C signature is the one declared by the field's type (cupti_activity.h).
+                unsafe {
+                    *lib.get(concat!($name, "\0").as_bytes())
+                        .map_err(|e| format!("{} lacks {}: {e}", path.display(), $name))?
+                }
+            };
+        }
+        let c = LibCupti {
+            path: path.to_path_buf(),
+            get_version: sym!("cuptiGetVersion"),
+            register: sym!("cuptiActivityRegisterCallbacks"),
+            enable: sym!("cuptiActivityEnable"),
+            disable: sym!("cuptiActivityDisable"),
+            flush_all: sym!("cuptiActivityFlushAll"),
+            dropped: sym!("cuptiActivityGetNumDroppedRecords"),
+            timestamp: sym!("cuptiGetTimestamp"),
+            set_attr: sym!("cuptiActivitySetAttribute"),
+            set_thread_id_type: sym!("cuptiSetThreadIdType"),
+            cb_name: sym!("cuptiGetCallbackName"),
+            enable_runtime: sym!("cuptiActivityEnableRuntimeApi"),
+            enable_driver: sym!("cuptiActivityEnableDriverApi"),
+            result_string: sym!("cuptiGetResultString"),
+            subscribe: sym!("cuptiSubscribe"),
+            unsubscribe: sym!("cuptiUnsubscribe"),
+        };
+        std::mem::forget(lib);
+        Ok(c)
+    }
+
+    fn check(&self, call: &'static str, code: u32) -> Result<(), CuptiError> {
+        if code == CUPTI_SUCCESS {
+            return Ok(());
+        }
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: cuptiGetResultString writes a pointer to a static string.
+        let name = unsafe {
+            if (self.result_string)(code, &mut s) == CUPTI_SUCCESS && !s.is_null() {
+                CStr::from_ptr(s).to_string_lossy().into_owned()
+            } else {
+                format!("CUPTI error {code}")
+            }
+        };
+        Err(CuptiError { call, code, name })
+    }
+}
+
+unsafe extern "C" fn ignore_callback(_: *mut c_void, _: u32, _: u32, _: *const c_void) {}
+
+impl Cupti for LibCupti {
+    fn api_version(&self) -> Result<u32, CuptiError> {
+        let mut v = 0u32;
+        // SAFETY: valid out-pointer.
+        self.check("cuptiGetVersion", unsafe { (self.get_version)(&mut v) })?;
+        Ok(v)
+    }
+
+    fn check_exclusive(&self) -> Result<(), CuptiError> {
+        let mut sub: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a valid subscriber out-pointer and a callback that does nothing; we unsubscribe at once.
+        let code = unsafe { (self.subscribe)(&mut sub, ignore_callback as *mut c_void, std::ptr::null_mut()) };
+        self.check("cuptiSubscribe", code)?;
+        // SAFETY: `sub` came from a successful cuptiSubscribe.
+        self.check("cuptiUnsubscribe", unsafe { (self.unsubscribe)(sub) })
+    }
+
+    fn register_callbacks(&self, request: RequestFn, complete: CompleteFn) -> Result<(), CuptiError> {
+        // SAFETY: both callbacks are `extern "C"` functions that never unwind.
+        self.check("cuptiActivityRegisterCallbacks", unsafe { (self.register)(Some(request), Some(complete)) })
+    }
+
+    fn enable(&self, kind: u32) -> Result<(), CuptiError> {
+        // SAFETY: plain value argument.
+        self.check("cuptiActivityEnable", unsafe { (self.enable)(kind) })
+    }
+
+    fn disable(&self, kind: u32) -> Result<(), CuptiError> {
+        // SAFETY: plain value argument.
+        self.check("cuptiActivityDisable", unsafe { (self.disable)(kind) })
+    }
+
+    fn flush_all(&self, forced: bool) -> Result<(), CuptiError> {
+        // SAFETY: plain value argument (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED = 1).
+        self.check("cuptiActivityFlushAll", unsafe { (self.flush_all)(forced as u32) })
+    }
+
+    fn dropped_records(&self) -> Result<u64, CuptiError> {
+        let mut n = 0usize;
+        // SAFETY: a NULL context asks for the global queue; valid out-pointer.
+        self.check("cuptiActivityGetNumDroppedRecords", unsafe { (self.dropped)(std::ptr::null_mut(), 0, &mut n) })?;
+        Ok(n as u64)
+    }
+
+    fn timestamp(&self) -> Result<u64, CuptiError> {
+        let mut t = 0u64;
+        // SAFETY: valid out-pointer.
+        self.check("cuptiGetTimestamp", unsafe { (self.timestamp)(&mut t) })?;
+        Ok(t)
+    }
+
+    fn set_attribute(&self, attr: u32, value: usize) -> Result<(), CuptiError> {
+        let mut v = value;
+        let mut size = std::mem::size_of::<usize>();
+        // SAFETY: every activity attribute takes a size_t value.
+        self.check("cuptiActivitySetAttribute", unsafe {
+            (self.set_attr)(attr, &mut size, &mut v as *mut usize as *mut c_void)
+        })
+    }
+
+    fn set_thread_id_type_system(&self) -> Result<(), CuptiError> {
+        // SAFETY: CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM = 1.
+        self.check("cuptiSetThreadIdType", unsafe { (self.set_thread_id_type)(1) })
+    }
+
+    fn callback_name(&self, domain: u32, cbid: u32) -> Option<String> {
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: valid out-pointer; CUPTI returns a static string.
+        unsafe {
+            if (self.cb_name)(domain, cbid, &mut s) == CUPTI_SUCCESS && !s.is_null() {
+                Some(CStr::from_ptr(s).to_string_lossy().into_owned())
+            } else {
+                None
+            }
+        }
+    }
+
+    fn enable_api_record(&self, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError> {
+        let f = if domain == 1 { self.enable_driver } else { self.enable_runtime };
+        // SAFETY: plain value arguments.
+        self.check("cuptiActivityEnable{Runtime,Driver}Api", unsafe { f(cbid, enable as u8) })
+    }
+
+    fn origin(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+/// A libcupti file already mapped into this process (PyTorch maps its own): using it avoids a second copy.
+pub fn already_loaded() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| Path::new(p).file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("libcupti.so")))
+        .map(PathBuf::from)
+}
+
+/// Where libcupti usually is: CUDA toolkits (`CUDA_HOME`, `CUDA_PATH`, `/usr/local/cuda*`), the NVIDIA PyPI
+/// wheels (`nvidia/cu13/lib`, `nvidia/cuda_cupti/lib` in virtualenvs, conda, user and system site-packages) and the
+/// distribution's library folders. Newer sonames first.
+pub fn candidates() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
+        if let Some(root) = std::env::var_os(var) {
+            let root = PathBuf::from(root);
+            dirs.push(root.join("extras/CUPTI/lib64"));
+            dirs.push(root.join("lib64"));
+            dirs.push(root.join("lib"));
+        }
+    }
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(r) = std::env::var_os(var) {
+            roots.push(PathBuf::from(r));
+        }
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        roots.push(PathBuf::from(home).join(".local"));
+    }
+    roots.extend(["/usr/local", "/usr", "/opt/conda"].iter().map(PathBuf::from));
+    for root in &roots {
+        for lib in ["lib", "lib64"] {
+            let Ok(entries) = std::fs::read_dir(root.join(lib)) else { continue };
+            let mut pys: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("python3")))
+                .collect();
+            pys.sort();
+            pys.reverse();
+            for py in pys {
+                for site in ["site-packages", "dist-packages"] {
+                    for sub in ["nvidia/cu13/lib", "nvidia/cuda_cupti/lib"] {
+                        dirs.push(py.join(site).join(sub));
+                    }
+                }
+            }
+        }
+    }
+    let mut toolkits: Vec<PathBuf> = std::fs::read_dir("/usr/local")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("cuda")))
+                .collect()
+        })
+        .unwrap_or_default();
+    toolkits.sort();
+    toolkits.reverse();
+    for t in toolkits {
+        dirs.push(t.join("extras/CUPTI/lib64"));
+        dirs.push(t.join("lib64"));
+    }
+    dirs.push("/usr/lib/x86_64-linux-gnu".into());
+    dirs.push("/usr/lib64".into());
+    let mut out = Vec::new();
+    for d in dirs {
+        for name in ["libcupti.so.13", "libcupti.so.12", "libcupti.so"] {
+            let p = d.join(name);
+            if p.exists() && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Chooses the libcupti to use: the override, else one already in the process, else the first candidate, else
+/// the dynamic linker's own search for the soname.
+pub fn locate(override_path: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = override_path {
+        return if p.exists() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(format!("CUTR_CUPTI_LIB points at {}, which does not exist", p.display()))
+        };
+    }
+    if let Some(p) = already_loaded() {
+        return Ok(p);
+    }
+    if let Some(p) = candidates().into_iter().next() {
+        return Ok(p);
+    }
+    // Last resort: the dynamic linker's own search (LD_LIBRARY_PATH, ld.so.cache) for the soname.
+    Ok(PathBuf::from(FALLBACK_SONAME))
+}
+
+/// What [`locate`] returns when it found no file: left to the dynamic linker.
+pub const FALLBACK_SONAME: &str = "libcupti.so.13";
+
+/// The message for a libcupti that could not be loaded.
+pub fn not_found_message(load_error: &str) -> String {
+    format!(
+        "libcupti was not found ({load_error}; looked in CUDA_HOME, /usr/local/cuda*, the nvidia PyPI wheels and the \
+         system library folders); set CUTR_CUPTI_LIB to its path"
+    )
+}

@@ -1,0 +1,130 @@
+//! Closing the file when the process ends: at `exit()`, and on SIGINT/SIGTERM whose disposition would kill the
+//! process. A signal handler may only do async-signal-safe things, so it writes the signal number to a pipe and
+//! waits (with `poll`, bounded) for a finisher thread to flush CUPTI and write the footer; then it restores the
+//! previous disposition and re-raises the signal, so the process dies exactly as it would have. When the
+//! application installed its own handler (Python turns SIGINT into KeyboardInterrupt), that handler runs instead
+//! and the file is closed by the `exit()` hook once the application decides to exit.
+
+use std::sync::Once;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use crate::session;
+
+/// Longest wait for the writer when the process is ending.
+pub const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest a signal handler waits for the file to be closed before letting the signal through.
+const SIGNAL_WAIT_MS: libc::c_int = 15_000;
+
+static INSTALL: Once = Once::new();
+static REQUEST_FD: AtomicI32 = AtomicI32::new(-1);
+static DONE_FD: AtomicI32 = AtomicI32::new(-1);
+static mut PREVIOUS: [Option<libc::sigaction>; 2] = [None, None];
+const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = session::current_session()
+            && let Some(summary) = s.finish(FINISH_TIMEOUT)
+            && !s.config.quiet
+        {
+            eprintln!("cutr: {}", summary.describe());
+        }
+    });
+}
+
+/// Registers the `exit()` hook and the signal handlers (once per process).
+pub fn install() {
+    INSTALL.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::atexit(at_exit) };
+        install_signals();
+    });
+}
+
+fn install_signals() {
+    let mut req = [0; 2];
+    let mut done = [0; 2];
+    // SAFETY: valid arrays for pipe2.
+    if unsafe { libc::pipe2(req.as_mut_ptr(), libc::O_CLOEXEC) } != 0
+        || unsafe { libc::pipe2(done.as_mut_ptr(), libc::O_CLOEXEC) } != 0
+    {
+        return;
+    }
+    REQUEST_FD.store(req[1], Ordering::Release);
+    DONE_FD.store(done[0], Ordering::Release);
+    let (req_read, done_write) = (req[0], done[1]);
+    let spawned = std::thread::Builder::new().name("cutr-signal".into()).spawn(move || {
+        loop {
+            let mut b = [0u8; 1];
+            // SAFETY: reading one byte into a valid buffer.
+            let n = unsafe { libc::read(req_read, b.as_mut_ptr() as *mut libc::c_void, 1) };
+            if n == 1 {
+                at_exit();
+                // SAFETY: writing one byte from a valid buffer.
+                unsafe { libc::write(done_write, b.as_ptr() as *const libc::c_void, 1) };
+            } else if n == 0 {
+                return;
+            }
+        }
+    });
+    if spawned.is_err() {
+        return;
+    }
+    for (i, &sig) in SIGNALS.iter().enumerate() {
+        // SAFETY: querying and setting dispositions with valid sigaction structs; PREVIOUS is written before the
+        // handler can run for this signal and only read afterwards.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 || old.sa_sigaction == libc::SIG_IGN {
+                continue; // an ignored signal stays ignored
+            }
+            PREVIOUS[i] = Some(old);
+            let mut new: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = handler as *const () as usize;
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            libc::sigfillset(&mut new.sa_mask);
+            libc::sigaction(sig, &new, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let i = if sig == libc::SIGINT { 0 } else { 1 };
+    // SAFETY: PREVIOUS was written before this handler was installed.
+    let prev = unsafe { PREVIOUS[i] };
+    let Some(prev) = prev else { return };
+    if prev.sa_sigaction != libc::SIG_DFL {
+        // The application handles this signal: let it decide; the exit hook closes the file later.
+        // SAFETY: calling the handler the application installed, with the arguments the kernel gave us.
+        unsafe {
+            if prev.sa_flags & libc::SA_SIGINFO != 0 {
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                    std::mem::transmute(prev.sa_sigaction);
+                f(sig, info, ctx);
+            } else {
+                let f: extern "C" fn(libc::c_int) = std::mem::transmute(prev.sa_sigaction);
+                f(sig);
+            }
+        }
+        return;
+    }
+    // The signal would kill the process: close the file first (async-signal-safe calls only).
+    let req = REQUEST_FD.load(Ordering::Acquire);
+    let done = DONE_FD.load(Ordering::Acquire);
+    // SAFETY: write, poll, read, sigaction and raise are async-signal-safe.
+    unsafe {
+        if req >= 0 && done >= 0 {
+            let b = sig as u8;
+            if libc::write(req, &b as *const u8 as *const libc::c_void, 1) == 1 {
+                let mut p = libc::pollfd { fd: done, events: libc::POLLIN, revents: 0 };
+                if libc::poll(&mut p, 1, SIGNAL_WAIT_MS) == 1 {
+                    let mut r = 0u8;
+                    libc::read(done, &mut r as *mut u8 as *mut libc::c_void, 1);
+                }
+            }
+        }
+        libc::sigaction(sig, &prev, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+}

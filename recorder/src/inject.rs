@@ -1,0 +1,71 @@
+//! The entry points CUDA and NVTX look up in an injection library (`CUDA_INJECTION64_PATH`,
+//! `NVTX_INJECTION64_PATH`). Both only ever return: a failure prints one line and leaves the application
+//! untraced.
+
+use std::ffi::{c_int, c_void};
+use std::panic::catch_unwind;
+
+use crate::config::Config;
+use crate::cupti::{self, LibCupti};
+use crate::error::RecorderError;
+
+/// Called by the CUDA driver during `cuInit` when this library is named by `CUDA_INJECTION64_PATH`.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> c_int {
+    let _ = catch_unwind(|| {
+        let quiet = std::env::var("CUTR_QUIET").is_ok_and(|v| v == "1");
+        match start_from_env() {
+            Ok(path) => {
+                if !quiet {
+                    eprintln!("cutr: recording CUDA activity of pid {} to {}", std::process::id(), path);
+                }
+            }
+            Err(e) => eprintln!("cutr: not recording: {e}; the application runs untraced"),
+        }
+    });
+    // CUDA treats 0 as a failed injection; the application must run either way.
+    1
+}
+
+fn start_from_env() -> Result<String, RecorderError> {
+    let config = Config::from_env().map_err(RecorderError::Config)?;
+    // The exit hook ends the recording; the handle is not needed after this.
+    let rec = crate::Recorder::start(config)?;
+    Ok(rec.path().display().to_string())
+}
+
+type NvtxInit = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// Hands NVTX to CUPTI: NVTX calls this when `NVTX_INJECTION64_PATH` names this library (as `cupti-record`
+/// sets it), and CUPTI's own `InitializeInjectionNvtx2` turns NVTX ranges into MARKER records. Forwarding from
+/// here lets the same libcupti the recorder uses (the application's own, when it has one) serve NVTX.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjectionNvtx2(get_export_table: *mut c_void) -> c_int {
+    forward_nvtx(b"InitializeInjectionNvtx2\0", get_export_table)
+}
+
+/// NVTX extension payloads (CUPTI's `InitializeInjectionNvtxExtension`).
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjectionNvtxExtension(arg: *mut c_void) -> c_int {
+    forward_nvtx(b"InitializeInjectionNvtxExtension\0", arg)
+}
+
+fn forward_nvtx(symbol: &[u8], arg: *mut c_void) -> c_int {
+    let arg = arg as usize;
+    catch_unwind(|| {
+        let over = std::env::var_os("CUTR_CUPTI_LIB").map(std::path::PathBuf::from);
+        let path = cupti::locate(over.as_deref()).ok()?;
+        // Loads the library for good (LibCupti::load never unloads it) and checks it is a real libcupti.
+        LibCupti::load(&path).ok()?;
+        // SAFETY: the library is loaded and stays loaded; the symbol has NVTX's injection signature.
+        unsafe {
+            let lib = libloading::os::unix::Library::open(Some(&path), libc::RTLD_NOW | libc::RTLD_NOLOAD).ok()?;
+            let f = *lib.get::<NvtxInit>(symbol).ok()?;
+            std::mem::forget(lib);
+            Some(f(arg as *mut c_void))
+        }
+    })
+    .ok()
+    .flatten()
+    .unwrap_or(0)
+}

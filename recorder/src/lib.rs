@@ -1,0 +1,70 @@
+//! Records CUDA activity through CUPTI into `.cutr` files.
+//!
+//! Three ways in:
+//! - the injection library: CUDA loads this crate's `cdylib` through `CUDA_INJECTION64_PATH` and calls
+//!   `InitializeInjection`, which reads `CUTR_*` variables ([`config::ENV_VARS`]);
+//! - the `cupti-record` launcher, which sets those variables and runs a command;
+//! - the Rust API, [`Recorder`], for programs that start and stop recording themselves.
+//!
+//! Every failure (no libcupti, an unsupported CUPTI version, another CUPTI client, an unwritable output) is one
+//! clear message, and the application runs on untraced.
+
+pub mod config;
+pub mod cupti;
+pub mod driver;
+pub mod error;
+pub mod exit;
+pub mod fake;
+pub mod inject;
+pub mod pool;
+mod session;
+
+use std::path::Path;
+
+pub use config::Config;
+pub use error::RecorderError;
+pub use session::Summary;
+
+use crate::cupti::{Cupti, LibCupti};
+
+/// A running recording. Dropping it does not stop it (the process exit does); call [`Recorder::stop`].
+pub struct Recorder {
+    session: &'static session::Session,
+}
+
+impl Recorder {
+    /// Starts recording with the libcupti found by [`cupti::locate`] (or `config.cupti_library`).
+    pub fn start(config: Config) -> Result<Recorder, RecorderError> {
+        let path = cupti::locate(config.cupti_library.as_deref()).map_err(RecorderError::Library)?;
+        let lib = LibCupti::load(&path).map_err(|e| {
+            if path.as_os_str() == cupti::FALLBACK_SONAME {
+                RecorderError::Library(cupti::not_found_message(&e))
+            } else {
+                RecorderError::Library(e)
+            }
+        })?;
+        Recorder::start_with(Box::new(lib), config)
+    }
+
+    /// Starts recording through the given CUPTI (tests use [`fake::FakeCupti`]).
+    pub fn start_with(cupti: Box<dyn Cupti>, config: Config) -> Result<Recorder, RecorderError> {
+        let session = session::start(cupti, config)?;
+        exit::install();
+        Ok(Recorder { session })
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.session.path
+    }
+
+    /// Flushes everything CUPTI holds, writes the footer and closes the file.
+    pub fn stop(self) -> Result<Summary, RecorderError> {
+        self.session.finish(exit::FINISH_TIMEOUT).ok_or(RecorderError::NotRecording)
+    }
+
+    /// Buffers handed to CUPTI and not yet written (for tests and diagnostics).
+    pub fn buffers_in_flight(&self) -> usize {
+        self.session.pool.outstanding()
+    }
+}

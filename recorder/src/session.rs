@@ -1,0 +1,622 @@
+//! A recording session: CUPTI's buffer callbacks, the writer thread, the periodic flush, and the orderly end.
+//!
+//! Hot path: CUPTI calls [`on_request`] on application threads (a lock-free pop from the pool) and
+//! [`on_complete`] on its own thread (read the dropped-record counter, queue the buffer). Everything else (string
+//! interning, encoding, compression, file I/O) happens on the writer thread, which recycles each buffer when done.
+//! Every FFI entry catches panics: nothing unwinds into CUDA or the application.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::fs::{File, OpenOptions};
+use std::hash::{Hash, Hasher};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use cutr_format::records::StringPointerPlan;
+use cutr_format::{ActivityEncoder, ClockSample, LossCounters, SessionMetadata, Writer, WriterOptions};
+use cutr_schema::LayoutTable;
+
+use crate::config::{Config, expand_output};
+use crate::cupti::{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, Cupti};
+use crate::error::RecorderError;
+use crate::{driver, pool::BufferPool};
+
+enum Msg {
+    Buffer { ptr: usize, valid: usize },
+    Tick,
+    Finish { devices: Vec<cutr_format::Device>, reply: mpsc::Sender<Summary> },
+}
+
+/// What a finished session wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub path: PathBuf,
+    pub records: u64,
+    pub buffers: u64,
+    pub bytes: u64,
+    pub loss: LossCounters,
+    pub peak_buffer_bytes: u64,
+}
+
+impl Summary {
+    /// One line for stderr.
+    pub fn describe(&self) -> String {
+        let lost: Vec<String> =
+            self.loss.entries().iter().filter(|(_, v)| *v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+        format!(
+            "wrote {}: {} records in {} buffers, {:.1} MiB; {}",
+            self.path.display(),
+            self.records,
+            self.buffers,
+            self.bytes as f64 / (1 << 20) as f64,
+            if lost.is_empty() { "nothing lost".to_string() } else { format!("LOSS: {}", lost.join(", ")) }
+        )
+    }
+}
+
+pub(crate) struct Session {
+    pub(crate) cupti: Box<dyn Cupti>,
+    pub(crate) config: Config,
+    pub(crate) pool: BufferPool,
+    tx: Sender<Msg>,
+    pub(crate) pid: u32,
+    pub(crate) path: PathBuf,
+    /// Set once the end has begun: completed buffers are then still written, new requests refused.
+    finishing: AtomicBool,
+    finished: AtomicBool,
+    dropped: AtomicU64,
+    enabled: Mutex<Vec<u32>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    ticker: Mutex<Option<(JoinHandle<()>, mpsc::Sender<()>)>>,
+    summary: Mutex<Option<Summary>>,
+}
+
+/// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
+/// after a session ends, and must never find freed memory.
+static CURRENT: AtomicPtr<Session> = AtomicPtr::new(std::ptr::null_mut());
+
+fn current() -> Option<&'static Session> {
+    let p = CURRENT.load(Ordering::Acquire);
+    // SAFETY: CURRENT only ever holds leaked (never freed) sessions.
+    if p.is_null() { None } else { Some(unsafe { &*p }) }
+}
+
+pub(crate) fn current_session() -> Option<&'static Session> {
+    current()
+}
+
+/// CUPTI asks for an empty buffer (on an application thread).
+pub(crate) unsafe extern "C" fn on_request(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let r = catch_unwind(|| {
+        let got = current()
+            .filter(|s| !s.finishing.load(Ordering::Relaxed) || !s.finished.load(Ordering::Relaxed))
+            .and_then(|s| s.pool.take().map(|p| (p, s.pool.buffer_bytes())));
+        got.unwrap_or((std::ptr::null_mut(), 0))
+    });
+    let (p, n) = r.unwrap_or((std::ptr::null_mut(), 0));
+    // SAFETY: CUPTI passes valid out-pointers.
+    unsafe {
+        *buffer = p;
+        *size = n;
+        *max_records = 0;
+    }
+}
+
+/// CUPTI hands back a filled buffer (on its own thread).
+pub(crate) unsafe extern "C" fn on_complete(
+    _ctx: *mut c_void,
+    _stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let Some(s) = current() else { return };
+        if buffer.is_null() {
+            return;
+        }
+        if let Ok(n) = s.cupti.dropped_records() {
+            s.dropped.fetch_add(n, Ordering::Relaxed);
+        }
+        if s.finished.load(Ordering::Acquire) || s.tx.send(Msg::Buffer { ptr: buffer as usize, valid }).is_err() {
+            // The writer is gone (a completion after the end): nothing can be written any more.
+            // SAFETY: CUPTI returns a buffer it got from this pool.
+            unsafe { s.pool.give_back(buffer) };
+        }
+    }));
+}
+
+fn clock_sample(cupti: &dyn Cupti) -> Option<ClockSample> {
+    let read = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: valid out-pointer.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    let realtime_ns = read(libc::CLOCK_REALTIME);
+    let cupti_ns = cupti.timestamp().ok()?;
+    let monotonic_ns = read(libc::CLOCK_MONOTONIC);
+    Some(ClockSample { cupti_ns, realtime_ns, monotonic_ns })
+}
+
+fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is large enough for a host name and NUL-terminated by gethostname or zeroed.
+    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) } != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Creates the output file. When another process of the same job already created that path (a spawned worker
+/// with the parent's settings), this process writes `<stem>.<pid>.cutr` beside it instead of clobbering it.
+fn create_output(config: &Config, pid: u32) -> Result<(PathBuf, File), RecorderError> {
+    let path = PathBuf::from(expand_output(&config.output, pid, &host_name()));
+    let open = |p: &Path, overwrite: bool| {
+        let mut o = OpenOptions::new();
+        o.write(true);
+        if overwrite {
+            o.create(true).truncate(true);
+        } else {
+            o.create_new(true);
+        }
+        o.open(p)
+    };
+    match open(&path, config.overwrite) {
+        Ok(f) => Ok((path, f)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let ext = path.extension().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "cutr".into());
+            let alt = path.with_file_name(format!("{stem}.{pid}.{ext}"));
+            let f = open(&alt, true).map_err(|e| RecorderError::Output { path: alt.clone(), err: e })?;
+            Ok((alt, f))
+        }
+        Err(e) => Err(RecorderError::Output { path, err: e }),
+    }
+}
+
+/// The runtime and driver API functions PyTorch's profiler also leaves out: called constantly, launch nothing.
+const NOISY_RUNTIME: &[&str] = &["cudaGetDevice", "cudaSetDevice", "cudaGetLastError", "cudaPeekAtLastError"];
+const NOISY_DRIVER: &[&str] = &["cuCtxGetCurrent", "cuDevicePrimaryCtxGetState", "cuKernelGetAttribute"];
+
+/// Starts a session with `cupti`, making it the one CUPTI calls back. Fails without side effects on the
+/// application: nothing is enabled unless everything before succeeded.
+pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Session, RecorderError> {
+    config.validate().map_err(RecorderError::Config)?;
+    if current().is_some_and(|s| !s.finished.load(Ordering::Acquire)) {
+        return Err(RecorderError::AlreadyRecording);
+    }
+    let api = cupti.api_version().map_err(RecorderError::Cupti)?;
+    let layouts = cutr_schema::layouts::builtin(api)
+        .ok_or_else(|| RecorderError::UnsupportedCupti { api, origin: cupti.origin() })?;
+    match cupti.check_exclusive() {
+        Err(e) if e.code == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => return Err(RecorderError::OtherClient),
+        Err(e) => return Err(RecorderError::Cupti(e)),
+        Ok(()) => {}
+    }
+    let pid = std::process::id();
+    let (path, file) = create_output(&config, pid)?;
+    let meta = metadata(cupti.as_ref(), &config, &layouts, api, pid);
+    let mut writer = Writer::new(file, WriterOptions { zstd_level: config.zstd_level, ..Default::default() })
+        .map_err(|e| RecorderError::Write { path: path.clone(), err: e })?;
+    writer.write_metadata(&meta).map_err(|e| RecorderError::Write { path: path.clone(), err: e })?;
+    if let Some(c) = clock_sample(cupti.as_ref()) {
+        let _ = writer.write_clocks(&[c]);
+    }
+
+    // Every buffer that can exist fits in the queue, so CUPTI's thread never blocks on it.
+    let (tx, rx) = crossbeam_channel::bounded(config.max_buffers() + 16);
+    let session: &'static Session = Box::leak(Box::new(Session {
+        pool: BufferPool::new(config.buffer_bytes, config.max_buffers(), config.initial_buffers),
+        cupti,
+        config,
+        tx,
+        pid,
+        path,
+        finishing: AtomicBool::new(false),
+        finished: AtomicBool::new(false),
+        dropped: AtomicU64::new(0),
+        enabled: Mutex::new(Vec::new()),
+        writer: Mutex::new(None),
+        ticker: Mutex::new(None),
+        summary: Mutex::new(None),
+    }));
+
+    let c = session.cupti.as_ref();
+    let cfg = &session.config;
+    if let Some(v) = cfg.device_buffer_bytes {
+        c.set_attribute(crate::cupti::ATTR_DEVICE_BUFFER_SIZE, v).map_err(RecorderError::Cupti)?;
+    }
+    if let Some(v) = cfg.device_buffer_pool_limit {
+        c.set_attribute(crate::cupti::ATTR_DEVICE_BUFFER_POOL_LIMIT, v).map_err(RecorderError::Cupti)?;
+    }
+    let _ = c.set_thread_id_type_system();
+    CURRENT.store(session as *const Session as *mut Session, Ordering::Release);
+    c.register_callbacks(on_request, on_complete).map_err(RecorderError::Cupti)?;
+    if cfg.filter_noisy_api {
+        for (domain, names) in [(2u32, NOISY_RUNTIME), (1u32, NOISY_DRIVER)] {
+            for (d, cbid, name) in &meta.callback_names {
+                let shown = cutr_schema::callbacks::display_name(name);
+                if *d == domain && names.contains(&shown) {
+                    let _ = c.enable_api_record(domain, *cbid, false);
+                }
+            }
+        }
+    }
+
+    let layouts_for_writer = layouts.clone();
+    let writer_thread = std::thread::Builder::new()
+        .name("cutr-writer".into())
+        .spawn(move || writer_loop(session, writer, rx, meta, layouts_for_writer))
+        .map_err(|e| RecorderError::Thread(e.to_string()))?;
+    *session.writer.lock().unwrap() = Some(writer_thread);
+
+    if cfg.start_delay.is_zero() {
+        session.enable_kinds()?;
+    }
+    let (stop_tx, stop_rx) = mpsc::channel();
+    let ticker = std::thread::Builder::new()
+        .name("cutr-flush".into())
+        .spawn(move || ticker_loop(session, stop_rx))
+        .map_err(|e| RecorderError::Thread(e.to_string()))?;
+    *session.ticker.lock().unwrap() = Some((ticker, stop_tx));
+    Ok(session)
+}
+
+fn metadata(cupti: &dyn Cupti, config: &Config, layouts: &LayoutTable, api: u32, pid: u32) -> SessionMetadata {
+    let mut callback_names = Vec::new();
+    for (domain, max) in [(1u32, 2048u32), (2u32, 2048u32)] {
+        let mut misses = 0;
+        for cbid in 1..max {
+            match cupti.callback_name(domain, cbid) {
+                Some(n) if !n.is_empty() => {
+                    misses = 0;
+                    callback_names.push((domain, cbid, n));
+                }
+                _ => {
+                    misses += 1;
+                    if misses > 64 {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let cmdline: Vec<String> = std::fs::read("/proc/self/cmdline")
+        .map(|b| {
+            b.split(|&c| c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+        })
+        .unwrap_or_default();
+    let start = clock_sample(cupti).map(|c| c.realtime_ns).unwrap_or(0);
+    let mut environment = vec![("cupti_library".to_string(), cupti.origin())];
+    for var in ["CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_JOB_ID", "SLURM_PROCID"] {
+        if let Ok(v) = std::env::var(var) {
+            environment.push((var.to_string(), v));
+        }
+    }
+    SessionMetadata {
+        writer: "cutr-recorder".into(),
+        writer_version: env!("CARGO_PKG_VERSION").into(),
+        cupti_api_version: api,
+        cuda_driver_version: driver::driver_version().unwrap_or(0),
+        cuda_runtime_version: driver::runtime_version().unwrap_or(0),
+        host: host_name(),
+        pid,
+        // SAFETY: getppid has no preconditions.
+        ppid: unsafe { libc::getppid() } as u32,
+        command_line: cmdline,
+        start_unix_ns: start,
+        thread_id_type: 1,
+        config: config.describe(),
+        devices: Vec::new(),
+        layouts: Some(layouts.clone()),
+        callback_names,
+        environment,
+        synthetic: false,
+    }
+}
+
+impl Session {
+    fn enable_kinds(&self) -> Result<(), RecorderError> {
+        let mut enabled = self.enabled.lock().unwrap();
+        for &k in &self.config.kinds {
+            if enabled.contains(&k) {
+                continue;
+            }
+            match self.cupti.enable(k) {
+                Ok(()) => enabled.push(k),
+                Err(e) => {
+                    // One kind this GPU or CUPTI cannot record must not stop the others.
+                    self.note(format!("activity kind {} not recorded: {e}", cutr_schema::kinds::display(k)));
+                }
+            }
+        }
+        if enabled.is_empty() {
+            return Err(RecorderError::NothingEnabled);
+        }
+        Ok(())
+    }
+
+    fn disable_kinds(&self) {
+        let mut enabled = self.enabled.lock().unwrap();
+        for k in enabled.drain(..) {
+            let _ = self.cupti.disable(k);
+        }
+    }
+
+    fn note(&self, msg: String) {
+        if !self.config.quiet {
+            eprintln!("cutr: {msg}");
+        }
+        NOTES.lock().unwrap().push(msg);
+    }
+
+    /// Ends the session: forced flush, footer, sync. Idempotent; only the process that started it acts.
+    pub(crate) fn finish(&'static self, timeout: Duration) -> Option<Summary> {
+        // SAFETY: getpid has no preconditions.
+        if unsafe { libc::getpid() } as u32 != self.pid {
+            return None; // a forked child: the file belongs to the parent
+        }
+        if self.finishing.swap(true, Ordering::AcqRel) {
+            return self.wait_summary(timeout);
+        }
+        if let Some((t, stop)) = self.ticker.lock().unwrap().take() {
+            let _ = stop.send(());
+            let _ = t.join();
+        }
+        let _ = self.cupti.flush_all(true);
+        self.disable_kinds();
+        let devices = driver::devices();
+        let (reply_tx, reply_rx) = mpsc::channel();
+        let _ = self.tx.send(Msg::Finish { devices, reply: reply_tx });
+        let summary = reply_rx.recv_timeout(timeout).ok();
+        self.finished.store(true, Ordering::Release);
+        if let Some(s) = &summary {
+            *self.summary.lock().unwrap() = Some(s.clone());
+            if let Some(h) = self.writer.lock().unwrap().take() {
+                let _ = h.join();
+            }
+        } else {
+            self.note(format!(
+                "the writer did not finish within {timeout:?}; {} may lack its footer",
+                self.path.display()
+            ));
+        }
+        summary
+    }
+
+    fn wait_summary(&self, timeout: Duration) -> Option<Summary> {
+        let t = Instant::now();
+        while t.elapsed() < timeout {
+            if let Some(s) = self.summary.lock().unwrap().clone() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+/// Notes for the loss report (a kind that could not be enabled, a late failure).
+static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn ticker_loop(s: &'static Session, stop: mpsc::Receiver<()>) {
+    let started = Instant::now();
+    let mut recording = s.config.start_delay.is_zero();
+    let mut stopped = false;
+    loop {
+        match stop.recv_timeout(s.config.flush_period) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let _ = catch_unwind(AssertUnwindSafe(|| {
+            let since = started.elapsed();
+            if !recording && since >= s.config.start_delay {
+                recording = true;
+                if let Err(e) = s.enable_kinds() {
+                    s.note(format!("could not start recording after the delay: {e}"));
+                }
+            }
+            if recording
+                && !stopped
+                && let Some(d) = s.config.duration
+                && since >= s.config.start_delay + d
+            {
+                stopped = true;
+                let _ = s.cupti.flush_all(true);
+                s.disable_kinds();
+            }
+            // Collect buffers whose records are all complete, so they reach the file even if the process dies.
+            let _ = s.cupti.flush_all(false);
+            let _ = s.tx.send(Msg::Tick);
+        }));
+    }
+}
+
+/// Text already written for each string pointer (by content hash), to write each string once and notice when a
+/// pointer is reused for other text (a module unloaded and another loaded at the same address).
+struct Interner {
+    plan: StringPointerPlan,
+    seen: HashMap<u64, u64>,
+    scratch: Vec<u64>,
+}
+
+impl Interner {
+    /// New (pointer, text) pairs referenced by `buffer`.
+    fn new_strings(&mut self, buffer: &[u8], unresolved: &mut u64) -> Vec<(u64, String)> {
+        self.scratch.clear();
+        self.plan.collect(buffer, &mut self.scratch);
+        self.scratch.sort_unstable();
+        self.scratch.dedup();
+        let mut out = Vec::new();
+        for &ptr in &self.scratch {
+            // CUPTI's strings live at least until the module or marker they name is gone; records arrive long
+            // before that. A pointer that is not a valid address (never seen from CUPTI) is counted, not read.
+            if ptr < 4096 {
+                *unresolved += 1;
+                continue;
+            }
+            // SAFETY: `ptr` comes from a record CUPTI just delivered and points at a NUL-terminated string CUPTI
+            // owns; strnlen bounds the read.
+            let bytes = unsafe {
+                let p = ptr as *const libc::c_char;
+                let n = libc::strnlen(p, 1 << 20);
+                std::slice::from_raw_parts(p as *const u8, n)
+            };
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            bytes.hash(&mut h);
+            let hash = h.finish();
+            if self.seen.get(&ptr) != Some(&hash) {
+                self.seen.insert(ptr, hash);
+                out.push((ptr, String::from_utf8_lossy(bytes).into_owned()));
+            }
+        }
+        out
+    }
+}
+
+struct WriterState {
+    w: Writer<File>,
+    encoder: ActivityEncoder,
+    interner: Interner,
+    loss: LossCounters,
+    buffers: u64,
+    records: u64,
+    last_sync: Instant,
+}
+
+fn writer_loop(
+    s: &'static Session,
+    w: Writer<File>,
+    rx: Receiver<Msg>,
+    mut meta: SessionMetadata,
+    layouts: LayoutTable,
+) {
+    let mut st = WriterState {
+        encoder: ActivityEncoder::new(&layouts, s.config.zstd_level),
+        interner: Interner { plan: StringPointerPlan::new(&layouts), seen: HashMap::new(), scratch: Vec::new() },
+        w,
+        loss: LossCounters::default(),
+        buffers: 0,
+        records: 0,
+        last_sync: Instant::now(),
+    };
+    while let Ok(msg) = rx.recv() {
+        let r = catch_unwind(AssertUnwindSafe(|| match msg {
+            Msg::Buffer { ptr, valid } => {
+                write_buffer(s, &mut st, ptr, valid);
+                None
+            }
+            Msg::Tick => {
+                tick(s, &mut st);
+                None
+            }
+            Msg::Finish { devices, reply } => Some((devices, reply)),
+        }));
+        match r {
+            Ok(Some((devices, reply))) => {
+                // Buffers CUPTI completed before the finish request.
+                while let Ok(Msg::Buffer { ptr, valid }) = rx.try_recv() {
+                    write_buffer(s, &mut st, ptr, valid);
+                }
+                meta.devices = devices;
+                let summary = close(s, st, &meta);
+                let _ = reply.send(summary);
+                return;
+            }
+            Ok(None) => {}
+            Err(_) => st.loss.notes.push("internal error in the writer thread; a buffer may be missing".into()),
+        }
+    }
+}
+
+fn write_buffer(s: &Session, st: &mut WriterState, ptr: usize, valid: usize) {
+    let cap = s.pool.buffer_bytes();
+    // SAFETY: CUPTI filled `valid` bytes of this pool buffer and gave up ownership; the pool gets it back below.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, valid.min(cap)) };
+    let strings = st.interner.new_strings(bytes, &mut st.loss.unresolved_strings);
+    if !strings.is_empty() {
+        let entries: Vec<(u64, &str)> = strings.iter().map(|(p, t)| (*p, t.as_str())).collect();
+        if st.w.write_strings(&entries).is_err() {
+            st.loss.write_failures += 1;
+        }
+    }
+    let enc = st.encoder.encode(bytes);
+    let stats = enc.stats.clone();
+    // SAFETY: the buffer came from the pool and `bytes` is not used after this.
+    unsafe { s.pool.give_back(ptr as *mut u8) };
+    st.loss.zero_timestamp_records += stats.zero_timestamps as u64;
+    st.loss.inverted_timestamp_records += stats.inverted_timestamps as u64;
+    st.loss.unparsed_bytes += stats.unparsed_bytes as u64;
+    if st.w.append_encoded(enc).is_err() {
+        st.loss.write_failures += 1;
+        st.loss.records_lost_in_write_failures += stats.records as u64;
+    } else {
+        st.buffers += 1;
+        st.records += stats.records as u64;
+    }
+}
+
+fn update_loss(s: &Session, st: &mut WriterState) {
+    st.loss.cupti_dropped_records = s.dropped.load(Ordering::Relaxed);
+    st.loss.refused_buffers = s.pool.refused();
+    let notes = NOTES.lock().unwrap();
+    for n in notes.iter() {
+        if !st.loss.notes.contains(n) {
+            st.loss.notes.push(n.clone());
+        }
+    }
+}
+
+fn tick(s: &Session, st: &mut WriterState) {
+    if let Some(c) = clock_sample(s.cupti.as_ref())
+        && st.w.write_clocks(&[c]).is_err()
+    {
+        st.loss.write_failures += 1;
+    }
+    update_loss(s, st);
+    if st.w.write_loss(&st.loss).is_err() {
+        st.loss.write_failures += 1;
+    }
+    // Chunks are in the page cache after each write (safe from kill -9); sync now and then for power loss.
+    if st.last_sync.elapsed() >= Duration::from_secs(10) {
+        let _ = st.w.sync();
+        st.last_sync = Instant::now();
+    }
+}
+
+fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
+    if let Some(c) = clock_sample(s.cupti.as_ref()) {
+        let _ = st.w.write_clocks(&[c]);
+    }
+    let _ = st.w.write_metadata(meta);
+    update_loss(s, &mut st);
+    st.loss.is_final = true;
+    let _ = st.w.write_loss(&st.loss);
+    let bytes = match st.w.finish() {
+        Ok(mut f) => {
+            use std::io::Write;
+            let _ = f.flush();
+            let _ = f.sync_all();
+            f.metadata().map(|m| m.len()).unwrap_or(0)
+        }
+        Err(_) => {
+            st.loss.write_failures += 1;
+            0
+        }
+    };
+    Summary {
+        path: s.path.clone(),
+        records: st.records,
+        buffers: st.buffers,
+        bytes,
+        loss: st.loss,
+        peak_buffer_bytes: s.pool.peak_bytes() as u64,
+    }
+}

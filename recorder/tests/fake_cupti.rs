@@ -1,0 +1,215 @@
+//! The recorder against a fake CUPTI (no GPU): buffer lifecycle across threads, the memory cap and loss
+//! accounting, refusals, and what lands in the file, byte for byte.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use cutr_format::Reader;
+use cutr_format::synth::{Synth, SynthOptions};
+use cutr_recorder::fake::{Delivery, FakeCupti, FakeHandle};
+use cutr_recorder::{Config, Recorder, RecorderError};
+use cutr_schema::kinds;
+
+/// CUPTI's callbacks are process-wide: one recording at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Buffers {
+    bytes: Vec<Vec<u8>>,
+    counts: Vec<u64>,
+    texts: HashMap<u64, String>,
+    records_per_kind: BTreeMap<u32, u64>,
+}
+
+fn synth_buffers(records: u64, buffer_bytes: usize) -> Buffers {
+    let mut s = Synth::new(SynthOptions { records, buffer_bytes, ..Default::default() }).unwrap();
+    let plan = cutr_format::CodecPlan::new(s.layouts());
+    let mut out =
+        Buffers { bytes: Vec::new(), counts: Vec::new(), texts: HashMap::new(), records_per_kind: BTreeMap::new() };
+    while let Some(b) = s.next_buffer() {
+        out.counts.push(cutr_format::codec::buffer_stats(&b.bytes, &plan).records as u64);
+        out.texts.extend(b.new_strings);
+        out.bytes.push(b.bytes);
+    }
+    out.records_per_kind = s.truth().records_per_kind.clone();
+    out
+}
+
+fn config(dir: &std::path::Path, name: &str) -> Config {
+    Config {
+        output: dir.join(name).display().to_string(),
+        buffer_bytes: 256 << 10,
+        memory_cap_bytes: 64 << 20,
+        flush_period: Duration::from_millis(50),
+        quiet: true,
+        ..Config::default()
+    }
+}
+
+fn realize(h: &FakeHandle, b: &mut Buffers) {
+    let texts = b.texts.clone();
+    for buf in &mut b.bytes {
+        h.realize_strings(buf, &texts);
+    }
+}
+
+#[test]
+fn buffers_from_many_threads_reach_the_file_byte_for_byte() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    let mut b = synth_buffers(60_000, 200 << 10);
+    realize(&h, &mut b);
+    let rec = Recorder::start_with(Box::new(cupti), config(dir.path(), "t.cutr")).unwrap();
+    let path = rec.path().to_path_buf();
+    assert_eq!(path, dir.path().join("t.cutr"));
+    // Default kinds are enabled, noisy API calls switched off at the source.
+    let enabled = h.enabled();
+    assert!(enabled.contains(&kinds::CONCURRENT_KERNEL) && enabled.contains(&kinds::MARKER));
+    let mut off = h.disabled_api();
+    off.sort();
+    // cudaGetLastError, cudaPeekAtLastError, cudaSetDevice, cudaGetDevice; cuCtxGetCurrent,
+    // cuDevicePrimaryCtxGetState, cuKernelGetAttribute (cbids of cupti_*_cbid.h).
+    assert_eq!(off, vec![(1, 304), (1, 392), (1, 686), (2, 10), (2, 11), (2, 16), (2, 17)]);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (h, bytes, counts) = (h.clone(), &b.bytes, &b.counts);
+            s.spawn(move || {
+                for i in (t..bytes.len()).step_by(4) {
+                    assert_eq!(h.deliver(&bytes[i], counts[i]), Delivery::Written);
+                }
+            });
+        }
+    });
+    std::thread::sleep(Duration::from_millis(120)); // let a periodic flush happen
+    let summary = rec.stop().unwrap();
+    assert!(h.enabled().is_empty(), "recording ends with every kind disabled");
+    let (flushes, forced) = h.flushes();
+    assert!(flushes >= 2 && forced == 1, "periodic flushes {flushes}, forced {forced}");
+    let total: u64 = b.counts.iter().sum();
+    assert_eq!(summary.records, total);
+    assert_eq!(summary.buffers, b.bytes.len() as u64);
+    assert!(summary.loss.is_clean(), "{:?}", summary.loss);
+
+    let r = Reader::open(&path).unwrap();
+    assert!(r.clean_close() && r.problems().is_empty());
+    let mut got: Vec<Vec<u8>> = r.par_map_activity(|_, d| d.unwrap().to_original());
+    let mut want = b.bytes.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "every buffer, exactly as CUPTI filled it");
+    let per_kind: BTreeMap<u32, u64> = r.verify().records_per_kind.into_iter().collect();
+    assert_eq!(per_kind, b.records_per_kind);
+    // Every kernel name pointer resolves to its text.
+    let m = r.metadata().unwrap();
+    assert_eq!((m.writer.as_str(), m.cupti_api_version, m.pid), ("cutr-recorder", 130001, std::process::id()));
+    let layouts = r.layouts().unwrap().clone();
+    let name = cutr_format::records::FieldReader::new(layouts.get(kinds::CONCURRENT_KERNEL).unwrap(), "name").unwrap();
+    let mut names = std::collections::BTreeSet::new();
+    for c in r.activity_chunks() {
+        let d = r.decode_activity(c).unwrap();
+        if let Some(g) = d.group(kinds::CONCURRENT_KERNEL) {
+            for rec in g.iter() {
+                names.insert(
+                    r.strings().resolve(name.u64(rec), c.header.seq).expect("kernel name resolves").to_string(),
+                );
+            }
+        }
+    }
+    let expected: std::collections::BTreeSet<String> =
+        cutr_format::synth::KERNELS.iter().map(|k| k.name.to_string()).collect();
+    assert_eq!(names, expected);
+    let loss = r.loss().unwrap();
+    assert!(loss.is_final && loss.is_clean());
+    assert!(r.clocks().len() >= 3, "start, periodic and end clock samples: {}", r.clocks().len());
+    let cfg: HashMap<_, _> = m.config.iter().cloned().collect();
+    assert_eq!(cfg["buffer_size"], (256 << 10).to_string());
+    assert!(m.callback_names.iter().any(|(d, c, n)| (*d, *c, n.as_str()) == (2, 211, "cudaLaunchKernel_v7000")));
+}
+
+#[test]
+fn memory_cap_refuses_buffers_and_counts_every_lost_record() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    let mut b = synth_buffers(20_000, 200 << 10);
+    realize(&h, &mut b);
+    assert!(b.bytes.len() >= 5);
+    // Two buffers at most; CUPTI (the fake) holds them until a flush, so the third and later requests fail.
+    let cfg = Config {
+        memory_cap_bytes: 512 << 10,
+        initial_buffers: 1,
+        flush_period: Duration::from_secs(60),
+        ..config(dir.path(), "cap.cutr")
+    };
+    let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
+    let path = rec.path().to_path_buf();
+    assert_eq!(h.hold(&b.bytes[0], b.counts[0]), Delivery::Written);
+    assert_eq!(h.hold(&b.bytes[1], b.counts[1]), Delivery::Written);
+    assert_eq!(rec.buffers_in_flight(), 2);
+    let mut lost = 0;
+    for i in 2..5 {
+        assert_eq!(h.hold(&b.bytes[i], b.counts[i]), Delivery::Dropped);
+        lost += b.counts[i];
+    }
+    let summary = rec.stop().unwrap();
+    assert_eq!(summary.records, b.counts[0] + b.counts[1]);
+    assert_eq!(summary.loss.refused_buffers, 3);
+    assert_eq!(summary.loss.cupti_dropped_records, lost);
+    assert_eq!(h.dropped_total(), lost);
+    assert_eq!(summary.peak_buffer_bytes, 512 << 10);
+    let r = Reader::open(&path).unwrap();
+    let loss = r.loss().unwrap();
+    assert_eq!((loss.refused_buffers, loss.cupti_dropped_records, loss.is_final), (3, lost, true));
+    let in_file: u64 = r.activity_chunks().map(|c| c.header.record_count as u64).sum();
+    assert_eq!(in_file, b.counts[0] + b.counts[1]);
+}
+
+#[test]
+fn refusals_leave_no_file_and_say_why() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, _h) = FakeCupti::new(27);
+    let e = Recorder::start_with(Box::new(cupti), config(dir.path(), "old.cutr")).err().unwrap();
+    assert!(matches!(e, RecorderError::UnsupportedCupti { api: 27, .. }));
+    assert!(e.to_string().contains("reports CUPTI API version 27"), "{e}");
+    let (cupti, h) = FakeCupti::new(130001);
+    h.set_other_client(true);
+    let e = Recorder::start_with(Box::new(cupti), config(dir.path(), "other.cutr")).err().unwrap();
+    assert!(matches!(e, RecorderError::OtherClient), "{e}");
+    let bad = Config { output: "/nonexistent-dir/x.cutr".into(), ..config(dir.path(), "") };
+    let (cupti, _h) = FakeCupti::new(130001);
+    let e = Recorder::start_with(Box::new(cupti), bad).err().unwrap();
+    assert!(e.to_string().starts_with("cannot create /nonexistent-dir/x.cutr: "), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_kind_cupti_cannot_record_is_noted_and_the_rest_recorded() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    h.refuse_kind(kinds::MEMORY2);
+    let rec = Recorder::start_with(Box::new(cupti), config(dir.path(), "k.cutr")).unwrap();
+    let path = rec.path().to_path_buf();
+    assert!(!h.enabled().contains(&kinds::MEMORY2) && h.enabled().contains(&kinds::CONCURRENT_KERNEL));
+    rec.stop().unwrap();
+    let r = Reader::open(&path).unwrap();
+    let notes = &r.loss().unwrap().notes;
+    assert!(
+        notes.iter().any(|n| n.starts_with("activity kind MEMORY2 not recorded: cuptiActivityEnable failed")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn a_second_process_of_the_job_writes_beside_the_first_file() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("taken.cutr"), b"another process's file").unwrap();
+    let (cupti, _h) = FakeCupti::new(28);
+    let rec = Recorder::start_with(Box::new(cupti), config(dir.path(), "taken.cutr")).unwrap();
+    assert_eq!(rec.path(), dir.path().join(format!("taken.{}.cutr", std::process::id())));
+    rec.stop().unwrap();
+    assert_eq!(std::fs::read(dir.path().join("taken.cutr")).unwrap(), b"another process's file");
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the CUDA workloads: cutr_workload and launch_loop.
+#   workloads/cuda/build.sh [OUTDIR]      (default: workloads/cuda/build)
+# Environment:
+#   NVCC        nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
+#   CUDA_ARCH   -arch value (default sm_90: H100 / H200)
+#   CUDART      static (nvcc's default) or shared (adds an rpath to the CUDA lib dir next to nvcc)
+# NVTX3 is header-only (nvtx3/nvToolsExt.h from the toolkit): nothing to link but libdl, which it uses to load a
+# tool named by NVTX_INJECTION64_PATH.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/build}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+nvcc=${NVCC:-}
+if [ -z "$nvcc" ]; then
+  if command -v nvcc >/dev/null 2>&1; then nvcc=$(command -v nvcc)
+  elif [ -x /usr/local/cuda/bin/nvcc ]; then nvcc=/usr/local/cuda/bin/nvcc
+  else echo "build.sh: nvcc not found (set NVCC)" >&2; exit 1; fi
+fi
+arch=${CUDA_ARCH:-sm_90}
+flags=(-O2 -arch="$arch" -lineinfo -std=c++17 -Xcompiler -Wall)
+case ${CUDART:-static} in
+  static) ;;
+  shared)
+    libdir=$(cd "$(dirname "$nvcc")/.." && pwd)/lib64
+    flags+=(-cudart shared -Xlinker -rpath -Xlinker "$libdir") ;;
+  *) echo "build.sh: CUDART must be static or shared" >&2; exit 1 ;;
+esac
+
+"$nvcc" "${flags[@]}" -o "$out/cutr_workload" "$here/cutr_workload.cu" -lpthread -ldl
+"$nvcc" "${flags[@]}" -o "$out/launch_loop" "$here/launch_loop.cu"
+echo "$out/cutr_workload"
+echo "$out/launch_loop"

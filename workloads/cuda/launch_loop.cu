@@ -1,0 +1,91 @@
+// launch_loop: a compiled launch-bound loop, the benchmark where per-launch tracing overhead shows.
+//
+//   launch_loop [N]      (default N = 100000)
+//
+// Launches 1000 warm-up kernels and synchronizes, then times (std::chrono::steady_clock) N launches of
+// `tiny<<<1, 32, 0, s>>>(counter)` back to back on one non-blocking stream followed by one cudaStreamSynchronize.
+// Prints one JSON line on stdout:
+//   {"kernels": N, "seconds": <launch loop + final synchronize>, "launch_seconds": <launch loop alone>,
+//    "us_per_kernel": <seconds / N * 1e6>, "warmup": 1000, "check": "ok"}
+// tiny increments a counter (thread 0 only; kernels of one stream run one after another), so the final value must
+// be 1000 + N; it is read back after the timed region.
+//
+// CUPTI records per run (seen with CUDA 13.0, driver 580.159.04): N + 1000 CONCURRENT_KERNEL records named
+// _Z4tinyPi ("tiny(int*)"), N + 1000 RUNTIME records cudaLaunchKernel_v7000 (what <<<>>> is reported as), and
+// with DRIVER enabled also N + 1000 cuKernelGetName records; 1 memset (counter), 1 memcpy DtoH (pageable),
+// 2 STREAM_SYNCHRONIZE records.
+#include <cuda_runtime.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#define CK(call)                                                                                                   \
+  do {                                                                                                             \
+    cudaError_t ck_err_ = (call);                                                                                  \
+    if (ck_err_ != cudaSuccess) {                                                                                  \
+      std::fprintf(stderr, "launch_loop: %s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call,                  \
+                   cudaGetErrorName(ck_err_), cudaGetErrorString(ck_err_));                                        \
+      return 1;                                                                                                    \
+    }                                                                                                              \
+  } while (0)
+
+__global__ void tiny(int* counter) {
+  if (threadIdx.x == 0) counter[0] += 1;
+}
+
+static const long WARMUP = 1000;
+
+int main(int argc, char** argv) {
+  long n = 100000;
+  if (argc > 2) {
+    std::fprintf(stderr, "usage: %s [N]\n", argv[0]);
+    return 2;
+  }
+  if (argc == 2) {
+    char* end = nullptr;
+    errno = 0;
+    n = std::strtol(argv[1], &end, 10);
+    if (errno != 0 || end == argv[1] || *end != '\0' || n < 1 || n > 1000000000L) {
+      std::fprintf(stderr, "usage: %s [N]   (1 <= N <= 1e9)\n", argv[0]);
+      return 2;
+    }
+  }
+
+  CK(cudaSetDevice(0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int* counter = nullptr;
+  CK(cudaMalloc((void**)&counter, sizeof(int)));
+  CK(cudaMemsetAsync(counter, 0, sizeof(int), s));
+
+  for (long i = 0; i < WARMUP; ++i) tiny<<<1, 32, 0, s>>>(counter);
+  CK(cudaStreamSynchronize(s));
+  CK(cudaGetLastError());
+
+  auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < n; ++i) tiny<<<1, 32, 0, s>>>(counter);
+  auto t1 = std::chrono::steady_clock::now();
+  CK(cudaStreamSynchronize(s));
+  auto t2 = std::chrono::steady_clock::now();
+  CK(cudaGetLastError());  // a launch failure in the loop is reported here
+
+  int value = 0;
+  CK(cudaMemcpy(&value, counter, sizeof(int), cudaMemcpyDeviceToHost));
+  CK(cudaFree(counter));
+  CK(cudaStreamDestroy(s));
+
+  double launch_s = std::chrono::duration<double>(t1 - t0).count();
+  double total_s = std::chrono::duration<double>(t2 - t0).count();
+  bool ok = (long)value == WARMUP + n;
+  std::printf("{\"kernels\": %ld, \"seconds\": %.6f, \"launch_seconds\": %.6f, \"us_per_kernel\": %.4f, "
+              "\"warmup\": %ld, \"check\": \"%s\"}\n",
+              n, total_s, launch_s, total_s / (double)n * 1e6, WARMUP, ok ? "ok" : "FAIL");
+  std::fflush(stdout);
+  if (!ok) {
+    std::fprintf(stderr, "launch_loop: counter is %d, expected %ld\n", value, WARMUP + n);
+    return 3;
+  }
+  return 0;
+}
