@@ -1,5 +1,9 @@
-//! Offline analysis of `.cutr` files: what a file holds (`info`), and the command `cupti-convert`.
-//! No CUDA here: everything works from the file alone.
+//! Offline analysis of `.cutr` files: decoding records into a joined trace model, and what `cupti-convert`
+//! reports and exports. No CUDA here: everything works from the files alone.
 
+pub mod demangle;
 pub mod fmt;
 pub mod info;
+pub mod model;
+pub mod names;
+pub mod timebase;

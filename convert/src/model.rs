@@ -1,0 +1,1076 @@
+//! The trace model: CUPTI records decoded into typed rows, one time base for all files, and the joins between
+//! them (API call <-> GPU work by correlation id, external ids, NVTX ranges around launches, graph launches).
+//!
+//! Rows are read by field name through each file's own layout table, so records of CUPTI 12.9 and 13.0 (or any
+//! later table a file carries) decode the same way. Chunks are decoded in parallel and never all held at once.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use cutr_format::records::FieldReader;
+use cutr_format::{ChunkInfo, DecodedBuffer, LossCounters, Problem, Reader, SessionMetadata};
+use cutr_schema::{LayoutTable, RecordLayout, kinds};
+use rayon::prelude::*;
+
+use crate::demangle;
+use crate::timebase::TimeBase;
+
+/// Interned strings (kernel names, NVTX messages, API names).
+#[derive(Clone, Debug, Default)]
+pub struct Names {
+    map: HashMap<Box<str>, u32>,
+    list: Vec<Box<str>>,
+}
+
+impl Names {
+    pub fn intern(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.map.get(s) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(s.into());
+        self.map.insert(s.into(), i);
+        i
+    }
+
+    pub fn get(&self, id: u32) -> &str {
+        &self.list[id as usize]
+    }
+
+    /// The id of `s`, if interned.
+    pub fn intern_lookup(&self, s: &str) -> Option<u32> {
+        self.map.get(s).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+/// Id of the empty name.
+pub const NO_NAME: u32 = 0;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kernel {
+    /// Index of the input file (process) the record came from.
+    pub proc: u16,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    /// Raw (mangled) name; see [`Trace::display_name`].
+    pub name: u32,
+    pub grid: [i32; 3],
+    pub block: [i32; 3],
+    pub registers: u16,
+    pub static_smem: i32,
+    pub dynamic_smem: i32,
+    pub queued: u64,
+    pub graph_id: u32,
+    pub graph_node_id: u64,
+    pub channel: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memcpy {
+    pub proc: u16,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub bytes: u64,
+    pub copy_kind: u8,
+    pub src_kind: u8,
+    pub dst_kind: u8,
+    pub flags: u8,
+    pub graph_id: u32,
+    pub graph_node_id: u64,
+    /// Peer-to-peer copies (MEMCPY2): the devices owning source and destination.
+    pub peer: Option<(u32, u32)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Memset {
+    pub proc: u16,
+    pub start: u64,
+    pub end: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub bytes: u64,
+    pub value: u32,
+    pub memory_kind: u16,
+    pub graph_id: u32,
+    pub graph_node_id: u64,
+}
+
+/// Runtime or driver API call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiCall {
+    pub proc: u16,
+    pub start: u64,
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub correlation: u32,
+    pub cbid: u32,
+    pub driver: bool,
+    pub return_value: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sync {
+    pub proc: u16,
+    pub start: u64,
+    pub end: u64,
+    pub sync_type: u32,
+    pub correlation: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub event: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaEvent {
+    pub proc: u16,
+    pub correlation: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub event: u32,
+    pub device: u32,
+    pub device_timestamp: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overhead {
+    pub proc: u16,
+    pub start: u64,
+    pub end: u64,
+    pub kind: u32,
+    pub object_kind: u32,
+    pub tid: u32,
+}
+
+/// An NVTX range (push/pop or start/end) on a host thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NvtxRange {
+    pub proc: u16,
+    pub start: u64,
+    /// `u64::MAX` when the range was never closed in the recording.
+    pub end: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub name: u32,
+    pub domain: u32,
+    pub id: u32,
+    /// Nesting depth on its thread (0 = outermost).
+    pub depth: u16,
+}
+
+/// An NVTX instantaneous marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NvtxMark {
+    pub proc: u16,
+    pub ts: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub name: u32,
+    pub domain: u32,
+}
+
+/// A device memory allocation or free (MEMORY2 records).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryOp {
+    pub proc: u16,
+    pub ts: u64,
+    pub device: u32,
+    pub stream: u32,
+    pub correlation: u32,
+    pub address: u64,
+    pub bytes: u64,
+    pub free: bool,
+    pub memory_kind: u32,
+}
+
+/// An input file: one recorded process.
+#[derive(Clone, Debug)]
+pub struct Process {
+    pub path: PathBuf,
+    pub meta: SessionMetadata,
+    pub pid: u32,
+    pub time: TimeBase,
+    pub loss: LossCounters,
+    pub problems: Vec<Problem>,
+    /// cbid -> name for this file (runtime: domain 2, driver: domain 1).
+    pub api_names: HashMap<(u32, u32), String>,
+}
+
+/// Counts of joins that failed and records that could not be used; all shown in every output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JoinStats {
+    /// Kernels, memcpys and memsets whose correlation id matches no runtime or driver API record.
+    pub gpu_without_api: u64,
+    /// External correlation records whose correlation id matches no API record.
+    pub external_without_api: u64,
+    /// Kernels from CUDA graphs whose correlation id matches no API record (the graph launch).
+    pub graph_kernels_without_launch: u64,
+    /// NVTX range ends with no start, and starts never ended.
+    pub nvtx_ends_without_start: u64,
+    pub nvtx_unclosed_ranges: u64,
+    /// GPU records with start == end == 0 (CUPTI could not time them); kept out of the timeline.
+    pub zero_timestamp_records: u64,
+    /// Records with end < start; kept out of the timeline.
+    pub inverted_records: u64,
+    /// Records of kinds the converter does not model (counted by kind name).
+    pub unmodelled_records: u64,
+    /// Activity chunks that could not be decoded.
+    pub damaged_chunks: u64,
+    /// Records in damaged or truncated chunks.
+    pub records_in_damaged_chunks: u64,
+    /// Records whose string pointer (kernel or NVTX name) had no entry in the file's string tables.
+    pub unresolved_names: u64,
+    /// Bytes kept in the file but not parsed (records of kinds without a layout).
+    pub unparsed_bytes: u64,
+}
+
+/// What to decode.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Keep records overlapping [start, end] (ns, trace time); `None` = unbounded.
+    pub start: Option<u64>,
+    pub end: Option<u64>,
+    /// Only these CUPTI kinds (empty = all).
+    pub kinds: Vec<u32>,
+}
+
+impl Filter {
+    fn wants_kind(&self, k: u32) -> bool {
+        self.kinds.is_empty() || self.kinds.contains(&k)
+    }
+
+    fn keeps(&self, start: u64, end: u64) -> bool {
+        self.start.is_none_or(|s| end >= s) && self.end.is_none_or(|e| start <= e)
+    }
+}
+
+/// The decoded, joined trace of one or more files.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    pub processes: Vec<Process>,
+    pub names: Names,
+    pub kernels: Vec<Kernel>,
+    pub memcpys: Vec<Memcpy>,
+    pub memsets: Vec<Memset>,
+    pub apis: Vec<ApiCall>,
+    pub syncs: Vec<Sync>,
+    pub cuda_events: Vec<CudaEvent>,
+    pub overheads: Vec<Overhead>,
+    pub ranges: Vec<NvtxRange>,
+    pub marks: Vec<NvtxMark>,
+    pub memory: Vec<MemoryOp>,
+    /// (proc, correlation) -> PyTorch op id (external kind CUSTOM0) and user annotation id (CUSTOM1).
+    pub external: HashMap<u64, (u64, u64)>,
+    /// (proc, correlation) -> index into `apis` of the launching call (runtime preferred over driver).
+    pub api_by_corr: HashMap<u64, u32>,
+    /// Index into `ranges` of the innermost NVTX range enclosing each API call (`u32::MAX` = none).
+    pub api_range: Vec<u32>,
+    pub stats: JoinStats,
+    /// Records per CUPTI kind, over all files.
+    pub records_per_kind: Vec<(u32, u64)>,
+    demangled: Vec<u32>,
+}
+
+/// Key of a (process, correlation id) pair.
+#[inline]
+pub fn corr_key(proc: u16, correlation: u32) -> u64 {
+    ((proc as u64) << 32) | correlation as u64
+}
+
+/// Field readers of one record kind, looked up once per file.
+struct Fields(Vec<Option<FieldReader>>);
+
+impl Fields {
+    fn new(layout: &RecordLayout, names: &[&str]) -> Fields {
+        Fields(names.iter().map(|n| FieldReader::new(layout, n)).collect())
+    }
+
+    #[inline]
+    fn u64(&self, i: usize, rec: &[u8]) -> u64 {
+        self.0[i].map_or(0, |f| f.u64(rec))
+    }
+
+    #[inline]
+    fn u32(&self, i: usize, rec: &[u8]) -> u32 {
+        self.u64(i, rec) as u32
+    }
+
+    #[inline]
+    fn i32(&self, i: usize, rec: &[u8]) -> i32 {
+        self.0[i].map_or(0, |f| f.i64(rec) as i32)
+    }
+}
+
+const KERNEL_FIELDS: &[&str] = &[
+    "start",
+    "end",
+    "deviceId",
+    "contextId",
+    "streamId",
+    "correlationId",
+    "name",
+    "gridX",
+    "gridY",
+    "gridZ",
+    "blockX",
+    "blockY",
+    "blockZ",
+    "registersPerThread",
+    "staticSharedMemory",
+    "dynamicSharedMemory",
+    "queued",
+    "graphId",
+    "graphNodeId",
+    "channelID",
+];
+const MEMCPY_FIELDS: &[&str] = &[
+    "start",
+    "end",
+    "deviceId",
+    "contextId",
+    "streamId",
+    "correlationId",
+    "bytes",
+    "copyKind",
+    "srcKind",
+    "dstKind",
+    "flags",
+    "graphId",
+    "graphNodeId",
+    "srcDeviceId",
+    "dstDeviceId",
+    "runtimeCorrelationId",
+];
+const MEMSET_FIELDS: &[&str] = &[
+    "start",
+    "end",
+    "deviceId",
+    "contextId",
+    "streamId",
+    "correlationId",
+    "bytes",
+    "value",
+    "memoryKind",
+    "graphId",
+    "graphNodeId",
+];
+const API_FIELDS: &[&str] = &["start", "end", "processId", "threadId", "correlationId", "cbid", "returnValue"];
+const SYNC_FIELDS: &[&str] = &["start", "end", "type", "correlationId", "contextId", "streamId", "cudaEventId"];
+const EVENT_FIELDS: &[&str] = &["correlationId", "contextId", "streamId", "eventId", "deviceId", "deviceTimestamp"];
+const EXT_FIELDS: &[&str] = &["externalKind", "externalId", "correlationId"];
+const MARKER_FIELDS: &[&str] =
+    &["flags", "timestamp", "id", "objectKind", "objectId.pt.processId", "objectId.pt.threadId", "name", "domain"];
+const OVERHEAD_FIELDS: &[&str] = &["start", "end", "overheadKind", "objectKind", "objectId.pt.threadId"];
+const MEMORY_FIELDS: &[&str] =
+    &["timestamp", "deviceId", "streamId", "correlationId", "address", "bytes", "memoryOperationType", "memoryKind"];
+
+struct FileFields {
+    kernel: Option<Fields>,
+    memcpy: Option<Fields>,
+    memcpy2: Option<Fields>,
+    memset: Option<Fields>,
+    runtime: Option<Fields>,
+    driver: Option<Fields>,
+    sync: Option<Fields>,
+    event: Option<Fields>,
+    ext: Option<Fields>,
+    marker: Option<Fields>,
+    overhead: Option<Fields>,
+    memory: Option<Fields>,
+}
+
+impl FileFields {
+    fn new(t: &LayoutTable) -> FileFields {
+        let f = |k: u32, names: &[&str]| t.get(k).map(|l| Fields::new(l, names));
+        FileFields {
+            kernel: f(kinds::CONCURRENT_KERNEL, KERNEL_FIELDS),
+            memcpy: f(kinds::MEMCPY, MEMCPY_FIELDS),
+            memcpy2: f(kinds::MEMCPY2, MEMCPY_FIELDS),
+            memset: f(kinds::MEMSET, MEMSET_FIELDS),
+            runtime: f(kinds::RUNTIME, API_FIELDS),
+            driver: f(kinds::DRIVER, API_FIELDS),
+            sync: f(kinds::SYNCHRONIZATION, SYNC_FIELDS),
+            event: f(kinds::CUDA_EVENT, EVENT_FIELDS),
+            ext: f(kinds::EXTERNAL_CORRELATION, EXT_FIELDS),
+            marker: f(kinds::MARKER, MARKER_FIELDS),
+            overhead: f(kinds::OVERHEAD, OVERHEAD_FIELDS),
+            memory: f(kinds::MEMORY2, MEMORY_FIELDS),
+        }
+    }
+}
+
+/// A raw NVTX marker before start/end pairing.
+#[derive(Clone, Copy, Debug)]
+struct RawMarker {
+    ts: u64,
+    flags: u32,
+    id: u32,
+    pid: u32,
+    tid: u32,
+    name: u32,
+    domain: u32,
+}
+
+/// Rows decoded from one chunk; file-local string ids are mapped to trace ids afterwards.
+#[derive(Default)]
+struct ChunkRows {
+    kernels: Vec<Kernel>,
+    memcpys: Vec<Memcpy>,
+    memsets: Vec<Memset>,
+    apis: Vec<ApiCall>,
+    syncs: Vec<Sync>,
+    events: Vec<CudaEvent>,
+    ext: Vec<(u32, u32, u64)>,
+    markers: Vec<RawMarker>,
+    overheads: Vec<Overhead>,
+    memory: Vec<MemoryOp>,
+    per_kind: Vec<(u32, u64)>,
+    zero: u64,
+    inverted: u64,
+    unmodelled: u64,
+    unresolved: u64,
+    unparsed: u64,
+}
+
+/// Maps a string pointer of a record to the file's text id (+1; 0 = none).
+fn text_id(r: &Reader, ptr: u64, seq: u32, unresolved: &mut u64) -> u32 {
+    if ptr == 0 {
+        return 0;
+    }
+    match r.strings().resolve_id(ptr, seq) {
+        Some(id) => id + 1,
+        None => {
+            *unresolved += 1;
+            0
+        }
+    }
+}
+
+fn decode_chunk(
+    r: &Reader,
+    ff: &FileFields,
+    proc: u16,
+    tb: &TimeBase,
+    filter: &Filter,
+    chunk: &ChunkInfo,
+    d: &DecodedBuffer,
+) -> ChunkRows {
+    let mut out = ChunkRows::default();
+    let seq = chunk.header.seq;
+    let t = |v: u64| tb.to_trace(v);
+    let valid = |s: u64, e: u64, out: &mut ChunkRows| -> bool {
+        if s == 0 && e == 0 {
+            out.zero += 1;
+            false
+        } else if e < s {
+            out.inverted += 1;
+            false
+        } else {
+            true
+        }
+    };
+    out.unparsed = d.tail.len() as u64;
+    for g in &d.groups {
+        out.per_kind.push((g.kind, g.len() as u64));
+        if !filter.wants_kind(g.kind) {
+            continue;
+        }
+        match g.kind {
+            kinds::CONCURRENT_KERNEL | kinds::KERNEL => {
+                let Some(f) = &ff.kernel else { continue };
+                for rec in g.iter() {
+                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                        continue;
+                    }
+                    let name = text_id(r, f.u64(6, rec), seq, &mut out.unresolved);
+                    out.kernels.push(Kernel {
+                        proc,
+                        start: t(s),
+                        end: t(e),
+                        device: f.u32(2, rec),
+                        context: f.u32(3, rec),
+                        stream: f.u32(4, rec),
+                        correlation: f.u32(5, rec),
+                        name,
+                        grid: [f.i32(7, rec), f.i32(8, rec), f.i32(9, rec)],
+                        block: [f.i32(10, rec), f.i32(11, rec), f.i32(12, rec)],
+                        registers: f.u32(13, rec) as u16,
+                        static_smem: f.i32(14, rec),
+                        dynamic_smem: f.i32(15, rec),
+                        queued: f.u64(16, rec),
+                        graph_id: f.u32(17, rec),
+                        graph_node_id: f.u64(18, rec),
+                        channel: f.u32(19, rec),
+                    });
+                }
+            }
+            kinds::MEMCPY | kinds::MEMCPY2 => {
+                let p2p = g.kind == kinds::MEMCPY2;
+                let Some(f) = (if p2p { &ff.memcpy2 } else { &ff.memcpy }) else { continue };
+                for rec in g.iter() {
+                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                        continue;
+                    }
+                    out.memcpys.push(Memcpy {
+                        proc,
+                        start: t(s),
+                        end: t(e),
+                        device: f.u32(2, rec),
+                        context: f.u32(3, rec),
+                        stream: f.u32(4, rec),
+                        correlation: f.u32(5, rec),
+                        bytes: f.u64(6, rec),
+                        copy_kind: f.u32(7, rec) as u8,
+                        src_kind: f.u32(8, rec) as u8,
+                        dst_kind: f.u32(9, rec) as u8,
+                        flags: f.u32(10, rec) as u8,
+                        graph_id: f.u32(11, rec),
+                        graph_node_id: f.u64(12, rec),
+                        peer: p2p.then(|| (f.u32(13, rec), f.u32(14, rec))),
+                    });
+                }
+            }
+            kinds::MEMSET => {
+                let Some(f) = &ff.memset else { continue };
+                for rec in g.iter() {
+                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                        continue;
+                    }
+                    out.memsets.push(Memset {
+                        proc,
+                        start: t(s),
+                        end: t(e),
+                        device: f.u32(2, rec),
+                        context: f.u32(3, rec),
+                        stream: f.u32(4, rec),
+                        correlation: f.u32(5, rec),
+                        bytes: f.u64(6, rec),
+                        value: f.u32(7, rec),
+                        memory_kind: f.u32(8, rec) as u16,
+                        graph_id: f.u32(9, rec),
+                        graph_node_id: f.u64(10, rec),
+                    });
+                }
+            }
+            kinds::RUNTIME | kinds::DRIVER => {
+                let driver = g.kind == kinds::DRIVER;
+                let Some(f) = (if driver { &ff.driver } else { &ff.runtime }) else { continue };
+                for rec in g.iter() {
+                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                        continue;
+                    }
+                    out.apis.push(ApiCall {
+                        proc,
+                        start: t(s),
+                        end: t(e),
+                        pid: f.u32(2, rec),
+                        tid: f.u32(3, rec),
+                        correlation: f.u32(4, rec),
+                        cbid: f.u32(5, rec),
+                        driver,
+                        return_value: f.u32(6, rec),
+                    });
+                }
+            }
+            kinds::SYNCHRONIZATION => {
+                let Some(f) = &ff.sync else { continue };
+                for rec in g.iter() {
+                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                        continue;
+                    }
+                    out.syncs.push(Sync {
+                        proc,
+                        start: t(s),
+                        end: t(e),
+                        sync_type: f.u32(2, rec),
+                        correlation: f.u32(3, rec),
+                        context: f.u32(4, rec),
+                        stream: f.u32(5, rec),
+                        event: f.u32(6, rec),
+                    });
+                }
+            }
+            kinds::CUDA_EVENT => {
+                let Some(f) = &ff.event else { continue };
+                for rec in g.iter() {
+                    let dt = f.u64(5, rec);
+                    out.events.push(CudaEvent {
+                        proc,
+                        correlation: f.u32(0, rec),
+                        context: f.u32(1, rec),
+                        stream: f.u32(2, rec),
+                        event: f.u32(3, rec),
+                        device: f.u32(4, rec),
+                        device_timestamp: if dt == 0 { 0 } else { t(dt) },
+                    });
+                }
+            }
+            kinds::EXTERNAL_CORRELATION => {
+                let Some(f) = &ff.ext else { continue };
+                for rec in g.iter() {
+                    out.ext.push((f.u32(0, rec), f.u32(2, rec), f.u64(1, rec)));
+                }
+            }
+            kinds::MARKER => {
+                let Some(f) = &ff.marker else { continue };
+                for rec in g.iter() {
+                    let ts = f.u64(1, rec);
+                    // objectKind 2 = THREAD: pt holds the process and thread; others have no host thread.
+                    let thread = f.u32(3, rec) == 2;
+                    out.markers.push(RawMarker {
+                        ts: t(ts),
+                        flags: f.u32(0, rec),
+                        id: f.u32(2, rec),
+                        pid: if thread { f.u32(4, rec) } else { 0 },
+                        tid: if thread { f.u32(5, rec) } else { 0 },
+                        name: text_id(r, f.u64(6, rec), seq, &mut out.unresolved),
+                        domain: text_id(r, f.u64(7, rec), seq, &mut out.unresolved),
+                    });
+                }
+            }
+            kinds::OVERHEAD => {
+                let Some(f) = &ff.overhead else { continue };
+                for rec in g.iter() {
+                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                        continue;
+                    }
+                    out.overheads.push(Overhead {
+                        proc,
+                        start: t(s),
+                        end: t(e),
+                        kind: f.u32(2, rec),
+                        object_kind: f.u32(3, rec),
+                        tid: f.u32(4, rec),
+                    });
+                }
+            }
+            kinds::MEMORY2 => {
+                let Some(f) = &ff.memory else { continue };
+                for rec in g.iter() {
+                    let ts = f.u64(0, rec);
+                    if ts == 0 || !filter.keeps(t(ts), t(ts)) {
+                        continue;
+                    }
+                    out.memory.push(MemoryOp {
+                        proc,
+                        ts: t(ts),
+                        device: f.u32(1, rec),
+                        stream: f.u32(2, rec),
+                        correlation: f.u32(3, rec),
+                        address: f.u64(4, rec),
+                        bytes: f.u64(5, rec),
+                        free: f.u32(6, rec) == 2,
+                        memory_kind: f.u32(7, rec),
+                    });
+                }
+            }
+            _ => out.unmodelled += g.len() as u64,
+        }
+    }
+    out
+}
+
+/// How to open the inputs.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    pub filter: Filter,
+}
+
+/// Errors that stop a conversion: an input that cannot be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {err}")]
+    Open { path: PathBuf, err: cutr_format::FormatError },
+    #[error("{path}: no session metadata, so its records cannot be interpreted")]
+    NoMetadata { path: PathBuf },
+    #[error("too many input files ({0}; at most 65535)")]
+    TooMany(usize),
+}
+
+/// Loads and joins one or more recordings (one per process or rank) onto one timeline.
+pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<Trace, LoadError> {
+    if paths.len() > u16::MAX as usize {
+        return Err(LoadError::TooMany(paths.len()));
+    }
+    let readers: Vec<Reader> = paths
+        .iter()
+        .map(|p| Reader::open(p).map_err(|err| LoadError::Open { path: p.clone(), err }))
+        .collect::<Result<_, _>>()?;
+    load_readers(paths, &readers, opts)
+}
+
+/// [`load`] for already open readers (`paths` label them).
+pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -> Result<Trace, LoadError> {
+    let mut trace = Trace::default();
+    trace.names.intern(""); // NO_NAME
+    let mut per_kind: HashMap<u32, u64> = HashMap::new();
+    for (proc, (path, r)) in paths.iter().zip(readers).enumerate() {
+        let proc = proc as u16;
+        let meta = r.metadata().cloned().ok_or_else(|| LoadError::NoMetadata { path: path.clone() })?;
+        let layouts = meta.layouts.clone().ok_or_else(|| LoadError::NoMetadata { path: path.clone() })?;
+        let tb = TimeBase::from_clocks(r.clocks());
+        let ff = FileFields::new(&layouts);
+        let filter = &opts.filter;
+        // Chunks whose time range is entirely outside the window are skipped without decoding.
+        let skip = |c: &ChunkInfo| {
+            let (a, b) = (tb.to_trace(c.header.t_min), tb.to_trace(c.header.t_max));
+            c.header.t_max != 0 && (filter.start.is_some_and(|s| b < s) || filter.end.is_some_and(|e| a > e))
+        };
+        let mut damaged = 0u64;
+        let mut damaged_records = 0u64;
+        let rows: Vec<ChunkRows> = r
+            .activity_chunks()
+            .collect::<Vec<_>>()
+            .par_iter()
+            .filter(|c| !skip(c))
+            .filter_map(|c| match r.decode_activity(c) {
+                Ok(d) => Some(decode_chunk(r, &ff, proc, &tb, filter, c, &d)),
+                Err(_) => None,
+            })
+            .collect();
+        let decoded: usize = rows.len();
+        let wanted = r.activity_chunks().filter(|c| !skip(c)).count();
+        if decoded < wanted {
+            // Find which chunks failed (rare path): count them and their records.
+            for c in r.activity_chunks().filter(|c| !skip(c)) {
+                if r.decode_activity(c).is_err() {
+                    damaged += 1;
+                    damaged_records += c.header.record_count as u64;
+                }
+            }
+        }
+        let mut problems = r.problems().to_vec();
+        for p in &problems {
+            if let Problem::TruncatedChunk { records, chunk_type: cutr_format::ChunkType::Activity, .. } = p {
+                damaged_records += *records as u64;
+            }
+        }
+        // File-local text ids -> trace name ids.
+        let texts = r.strings().texts();
+        let map: Vec<u32> = std::iter::once(NO_NAME).chain(texts.iter().map(|t| trace.names.intern(t))).collect();
+        let m = |id: u32| map.get(id as usize).copied().unwrap_or(NO_NAME);
+        let mut markers = Vec::new();
+        for mut c in rows {
+            for k in &mut c.kernels {
+                k.name = m(k.name);
+            }
+            for mk in &mut c.markers {
+                mk.name = m(mk.name);
+                mk.domain = m(mk.domain);
+            }
+            for (k, n) in c.per_kind {
+                *per_kind.entry(k).or_default() += n;
+            }
+            trace.kernels.append(&mut c.kernels);
+            trace.memcpys.append(&mut c.memcpys);
+            trace.memsets.append(&mut c.memsets);
+            trace.apis.append(&mut c.apis);
+            trace.syncs.append(&mut c.syncs);
+            trace.cuda_events.append(&mut c.events);
+            trace.overheads.append(&mut c.overheads);
+            trace.memory.append(&mut c.memory);
+            markers.append(&mut c.markers);
+            for (kind, corr, id) in c.ext {
+                let e = trace.external.entry(corr_key(proc, corr)).or_default();
+                match kind {
+                    3 => e.0 = id,
+                    4 => e.1 = id,
+                    _ => {}
+                }
+            }
+            trace.stats.zero_timestamp_records += c.zero;
+            trace.stats.inverted_records += c.inverted;
+            trace.stats.unmodelled_records += c.unmodelled;
+            trace.stats.unresolved_names += c.unresolved;
+            trace.stats.unparsed_bytes += c.unparsed;
+        }
+        pair_markers(&mut trace, proc, markers, filter);
+        trace.stats.damaged_chunks += damaged;
+        trace.stats.records_in_damaged_chunks += damaged_records;
+        let mut api_names = HashMap::new();
+        for (d, c, n) in &meta.callback_names {
+            api_names.insert((*d, *c), cutr_schema::callbacks::display_name(n).to_string());
+        }
+        problems.sort_by_key(|p| format!("{p}"));
+        trace.processes.push(Process {
+            path: path.clone(),
+            pid: meta.pid,
+            time: tb,
+            loss: r.loss().cloned().unwrap_or_default(),
+            problems,
+            api_names,
+            meta,
+        });
+    }
+    trace.records_per_kind = per_kind.into_iter().collect();
+    trace.records_per_kind.sort();
+    trace.finish();
+    Ok(trace)
+}
+
+/// Pairs NVTX start/end markers by id into ranges; instantaneous markers become marks.
+fn pair_markers(trace: &mut Trace, proc: u16, mut markers: Vec<RawMarker>, filter: &Filter) {
+    const INSTANT: u32 = 1;
+    const START: u32 = 1 << 1;
+    const END: u32 = 1 << 2;
+    markers.sort_by_key(|m| (m.ts, m.flags & END == 0));
+    let mut open: HashMap<u32, RawMarker> = HashMap::new();
+    for mk in markers {
+        if mk.flags & INSTANT != 0 {
+            if filter.keeps(mk.ts, mk.ts) {
+                trace.marks.push(NvtxMark {
+                    proc,
+                    ts: mk.ts,
+                    pid: mk.pid,
+                    tid: mk.tid,
+                    name: mk.name,
+                    domain: mk.domain,
+                });
+            }
+        } else if mk.flags & START != 0 {
+            open.insert(mk.id, mk);
+        } else if mk.flags & END != 0 {
+            match open.remove(&mk.id) {
+                Some(s) => {
+                    if filter.keeps(s.ts, mk.ts) {
+                        trace.ranges.push(NvtxRange {
+                            proc,
+                            start: s.ts,
+                            end: mk.ts.max(s.ts),
+                            pid: s.pid,
+                            tid: s.tid,
+                            name: s.name,
+                            domain: s.domain,
+                            id: s.id,
+                            depth: 0,
+                        });
+                    }
+                }
+                None => trace.stats.nvtx_ends_without_start += 1,
+            }
+        }
+    }
+    for (_, s) in open {
+        trace.stats.nvtx_unclosed_ranges += 1;
+        if filter.keeps(s.ts, u64::MAX) {
+            trace.ranges.push(NvtxRange {
+                proc,
+                start: s.ts,
+                end: u64::MAX,
+                pid: s.pid,
+                tid: s.tid,
+                name: s.name,
+                domain: s.domain,
+                id: s.id,
+                depth: 0,
+            });
+        }
+    }
+}
+
+impl Trace {
+    /// Sorts rows by time and builds the joins.
+    fn finish(&mut self) {
+        self.kernels.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
+        self.memcpys.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
+        self.memsets.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
+        self.apis.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
+        self.syncs.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
+        self.overheads.sort_unstable_by_key(|k| (k.start, k.proc));
+        self.memory.sort_unstable_by_key(|k| (k.ts, k.proc));
+        self.marks.sort_unstable_by_key(|k| (k.ts, k.proc));
+        // Outer ranges first at equal starts, so depth follows nesting.
+        self.ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
+
+        self.api_by_corr = HashMap::with_capacity(self.apis.len());
+        for (i, a) in self.apis.iter().enumerate() {
+            let key = corr_key(a.proc, a.correlation);
+            match self.api_by_corr.get(&key) {
+                // A runtime call and the driver call it makes can share an id: the runtime call is the launch.
+                Some(&j) if !self.apis[j as usize].driver && a.driver => {}
+                _ => {
+                    self.api_by_corr.insert(key, i as u32);
+                }
+            }
+        }
+        let missing = |proc: u16, corr: u32| !self.api_by_corr.contains_key(&corr_key(proc, corr));
+        self.stats.gpu_without_api = self.kernels.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
+            + self.memcpys.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
+            + self.memsets.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64;
+        self.stats.graph_kernels_without_launch =
+            self.kernels.iter().filter(|k| k.graph_id != 0 && missing(k.proc, k.correlation)).count() as u64;
+        self.stats.external_without_api =
+            self.external.keys().filter(|&&key| !self.api_by_corr.contains_key(&key)).count() as u64;
+
+        // NVTX depth per thread, and the innermost range around each API call.
+        let mut stack: Vec<usize> = Vec::new();
+        let mut thread = None;
+        for i in 0..self.ranges.len() {
+            let r = self.ranges[i];
+            if thread != Some((r.proc, r.pid, r.tid)) {
+                thread = Some((r.proc, r.pid, r.tid));
+                stack.clear();
+            }
+            while let Some(&top) = stack.last() {
+                if self.ranges[top].end <= r.start {
+                    stack.pop();
+                } else {
+                    break;
+                }
+            }
+            self.ranges[i].depth = stack.len() as u16;
+            stack.push(i);
+        }
+        self.api_range = self.enclosing_ranges();
+        self.demangled = Vec::new();
+    }
+
+    /// For each API call, the innermost NVTX range on its thread that contains its start.
+    fn enclosing_ranges(&self) -> Vec<u32> {
+        // Ranges grouped by thread, each group sorted by start.
+        let mut by_thread: HashMap<(u16, u32), Vec<u32>> = HashMap::new();
+        for (i, r) in self.ranges.iter().enumerate() {
+            by_thread.entry((r.proc, r.tid)).or_default().push(i as u32);
+        }
+        self.apis
+            .par_iter()
+            .map(|a| {
+                let Some(list) = by_thread.get(&(a.proc, a.tid)) else { return u32::MAX };
+                // Candidates start at or before the call; the innermost is the deepest that still contains it.
+                let n = list.partition_point(|&i| self.ranges[i as usize].start <= a.start);
+                let mut best = u32::MAX;
+                let mut best_depth = -1i32;
+                for &i in list[..n].iter().rev() {
+                    let r = &self.ranges[i as usize];
+                    if r.end >= a.end && r.depth as i32 > best_depth {
+                        best = i;
+                        best_depth = r.depth as i32;
+                        if r.depth == 0 {
+                            break;
+                        }
+                    }
+                    if r.depth == 0 && r.end < a.start {
+                        break; // an outermost range that ended earlier: nothing older can contain the call
+                    }
+                }
+                best
+            })
+            .collect()
+    }
+
+    /// Demangles every kernel name once (like `c++filt`); afterwards [`Trace::display_name`] is cheap.
+    pub fn demangle_names(&mut self) {
+        let n = self.names.len();
+        if self.demangled.len() == n && n > 0 {
+            return;
+        }
+        let mut used = vec![false; n];
+        for k in &self.kernels {
+            used[k.name as usize] = true;
+        }
+        let todo: Vec<(u32, String)> =
+            (0..n as u32).filter(|&i| used[i as usize]).map(|i| (i, self.names.get(i).to_string())).collect();
+        let done: Vec<(u32, String)> = todo.into_par_iter().map(|(i, s)| (i, demangle::demangle(&s))).collect();
+        let mut map: Vec<u32> = (0..n as u32).collect();
+        for (i, d) in done {
+            map[i as usize] = self.names.intern(&d);
+        }
+        self.demangled = map;
+    }
+
+    /// The demangled name id of a kernel name id (after [`Trace::demangle_names`]).
+    pub fn display_name_id(&self, name: u32) -> u32 {
+        self.demangled.get(name as usize).copied().unwrap_or(name)
+    }
+
+    pub fn display_name(&self, name: u32) -> &str {
+        self.names.get(self.display_name_id(name))
+    }
+
+    /// The API call that launched GPU work with this correlation id.
+    pub fn launcher(&self, proc: u16, correlation: u32) -> Option<&ApiCall> {
+        self.api_by_corr.get(&corr_key(proc, correlation)).map(|&i| &self.apis[i as usize])
+    }
+
+    /// The function name of an API call (`cudaLaunchKernel`), from the file's own table, else CUDA 13.0's.
+    pub fn api_name(&self, a: &ApiCall) -> String {
+        let domain = if a.driver { 1 } else { 2 };
+        self.processes[a.proc as usize]
+            .api_names
+            .get(&(domain, a.cbid))
+            .cloned()
+            .or_else(|| cutr_schema::callbacks::name(domain, a.cbid).map(str::to_string))
+            .unwrap_or_else(|| format!("{}_cbid_{}", if a.driver { "cuDriver" } else { "cudaRuntime" }, a.cbid))
+    }
+
+    /// Earliest and latest timestamp of any row (0, 0 when empty).
+    pub fn span(&self) -> (u64, u64) {
+        let mut lo = u64::MAX;
+        let mut hi = 0;
+        let mut see = |s: u64, e: u64| {
+            lo = lo.min(s);
+            hi = hi.max(e);
+        };
+        self.kernels.iter().for_each(|k| see(k.start, k.end));
+        self.memcpys.iter().for_each(|k| see(k.start, k.end));
+        self.memsets.iter().for_each(|k| see(k.start, k.end));
+        self.apis.iter().for_each(|k| see(k.start, k.end));
+        self.syncs.iter().for_each(|k| see(k.start, k.end));
+        self.ranges.iter().for_each(|k| see(k.start, if k.end == u64::MAX { k.start } else { k.end }));
+        self.marks.iter().for_each(|k| see(k.ts, k.ts));
+        if lo == u64::MAX { (0, 0) } else { (lo, hi) }
+    }
+
+    /// Total records decoded per CUPTI kind.
+    pub fn records(&self) -> u64 {
+        self.records_per_kind.iter().map(|k| k.1).sum()
+    }
+
+    /// The combined loss counters of every file.
+    pub fn loss(&self) -> LossCounters {
+        let mut t = LossCounters::default();
+        for p in &self.processes {
+            let l = &p.loss;
+            t.cupti_dropped_records += l.cupti_dropped_records;
+            t.refused_buffers += l.refused_buffers;
+            t.zero_timestamp_records += l.zero_timestamp_records;
+            t.inverted_timestamp_records += l.inverted_timestamp_records;
+            t.write_failures += l.write_failures;
+            t.records_lost_in_write_failures += l.records_lost_in_write_failures;
+            t.unparsed_bytes += l.unparsed_bytes;
+            t.unresolved_strings += l.unresolved_strings;
+            t.notes.extend(l.notes.iter().cloned());
+        }
+        t
+    }
+
+    /// Short label of an input file for messages.
+    pub fn label(&self, proc: u16) -> String {
+        let p = &self.processes[proc as usize];
+        Path::new(&p.path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+}
