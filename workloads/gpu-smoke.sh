@@ -48,6 +48,13 @@ for f in 1 2; do
   floor "wl10f$f" "$bin/cutr_workload" --iters 10 --heavy-kernel-factor "$f" 2>"$out/files/wl10f$f.json"
   keep "wl10f$f.floor.json"
 done
+python3 - "$out/files/wl10f1.floor.json" "$out/files/wl10f2.floor.json" <<'PY' 2>&1 | tee -a "$log"
+import json, sys
+a, b = (json.load(open(p))["kernels"] for p in sys.argv[1:3])
+for k in sorted(a):
+    ma, mb = a[k]["total_ns"] / a[k]["count"], b[k]["total_ns"] / b[k]["count"]
+    print(f"heavy-kernel-factor 1 -> 2: {k:24s} mean {ma / 1e3:9.2f} us -> {mb / 1e3:9.2f} us  x{mb / ma:.3f}")
+PY
 # Floor in its cheapest mode (no counting): only buffer statistics and dropped records.
 CUDA_INJECTION64_PATH=$bin/floor_inject.so FLOOR_OUT=$out/files/wl10.nocount.floor.json \
   "$bin/cutr_workload" --iters 10 2>/dev/null
