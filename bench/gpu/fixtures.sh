@@ -41,11 +41,15 @@ cupti-record -o "$w/rec/pytorch_loop.cutr" -- python3 "$py" --steps 20; echo "rc
 NVTX_CUPTI=$torch_cupti floor pytorch_loop python3 "$py" --steps 20; echo "floor rc=$?"
 python3 "$py" --steps 20 --mode profiler --trace-out "$w/rec/pytorch_loop.kineto.json"; echo "profiler rc=$?"
 cupti-convert info "$w/rec/pytorch_loop.cutr"
-say "crash: SIGTERM and kill -9 in the middle of a 400-step loop"
+say "crash: SIGTERM and kill -9 in the middle of a long loop"
 for sig in TERM KILL; do
-  cupti-record -q -o "$w/rec/crash_$sig.cutr" --flush-period 0.5 -- python3 "$py" --steps 400 >/dev/null 2>&1 &
-  sleep 12; pkill -$sig -f "train_loop.py --steps 400"; wait; echo "sig $sig rc=$?"
-  cupti-convert info "$w/rec/crash_$sig.cutr" | head -4
+  cupti-record -q -o "$w/rec/crash_$sig.cutr" --flush-period 0.5 -- python3 "$py" --steps 3000 >/dev/null 2>&1 &
+  rec=$!
+  sleep 10
+  pid=$(pgrep -f "^python3 .*train_loop.py --steps 3000" | head -1)
+  echo "signal $sig to python pid $pid"; kill -$sig "$pid"
+  timeout 60 tail --pid="$rec" -f /dev/null; wait "$rec"; echo "sig $sig: cupti-record rc=$?"
+  cupti-convert info "$w/rec/crash_$sig.cutr" 2>&1 | head -12
 done
 say "bad input: unsupported libcupti path, missing library"
 CUTR_CUPTI_LIB=/nonexistent/libcupti.so.13 CUDA_INJECTION64_PATH=$dev/libcutr_recorder.so "$wl" --iters 1 2>&1 | grep cutr
