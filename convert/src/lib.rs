@@ -2,8 +2,10 @@
 //! reports and exports. No CUDA here: everything works from the files alone.
 
 pub mod demangle;
+pub mod export;
 pub mod fmt;
 pub mod info;
+pub mod layout;
 pub mod model;
 pub mod names;
 pub mod timebase;

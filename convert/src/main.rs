@@ -1,21 +1,63 @@
-//! `cupti-convert`: reads `.cutr` recordings and reports on or converts them.
+//! `cupti-convert`: reads `.cutr` recordings and converts them or reports on them.
 //!
-//! Exit codes: 0 success (warnings, e.g. a recovered file, go to stderr); 1 an input could not be read or an
-//! output not written; 2 wrong arguments.
+//! Exit codes: 0 success (warnings, e.g. a recovered file or failed joins, go to stderr); 1 an input could not
+//! be read or an output not written; 2 wrong arguments.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
-use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use cutr_convert::export::{ExportOptions, Format, export};
+use cutr_convert::model::{Filter, LoadOptions, load_readers};
 use cutr_format::Reader;
 use cutr_format::synth::{SynthOptions, write_file};
 
 #[derive(Parser, Debug)]
-#[command(name = "cupti-convert", version, about = "Analyse and convert .cutr CUDA activity recordings")]
+#[command(
+    name = "cupti-convert",
+    version,
+    about = "Convert .cutr CUDA activity recordings to Perfetto or Chrome traces, and report on them",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    convert: ConvertArgs,
+}
+
+#[derive(Args, Debug)]
+struct ConvertArgs {
+    /// Recordings to convert; several (one per process or rank) merge onto one timeline.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Write a Perfetto protobuf trace (.pftrace).
+    #[arg(long, conflicts_with = "chrome", required_unless_present = "chrome")]
+    perfetto: bool,
+    /// Write a Chrome trace JSON in PyTorch profiler conventions (.json).
+    #[arg(long)]
+    chrome: bool,
+    /// Output path (default: the first input with .pftrace or .json, plus .gz with --gzip).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Compress the output with gzip.
+    #[arg(long)]
+    gzip: bool,
+    /// Keep only activity after this time since the first record (e.g. 1.5, 1.5s, 200ms, 10us).
+    #[arg(long)]
+    start: Option<String>,
+    /// Keep only activity before this time since the first record.
+    #[arg(long)]
+    end: Option<String>,
+    /// Keep only these kinds: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead, memory, event.
+    #[arg(long, value_delimiter = ',')]
+    kinds: Vec<String>,
+    /// Print nothing but errors and warnings.
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -56,9 +98,151 @@ fn open(file: &Path) -> Result<Reader> {
     Reader::open(file).with_context(|| file.display().to_string())
 }
 
+/// Parses a time like `1.5`, `1.5s`, `200ms`, `10us`, `500ns` into ns.
+fn parse_time(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, scale) = [("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .iter()
+        .find_map(|(suf, sc)| t.strip_suffix(suf).map(|n| (n, *sc)))
+        .unwrap_or((t, 1e9));
+    let v: f64 = num.trim().parse().with_context(|| format!("not a time: '{s}' (use e.g. 1.5, 200ms, 10us)"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        bail!("time must be a non-negative number: '{s}'");
+    }
+    Ok((v * scale) as u64)
+}
+
+fn kinds(names: &[String]) -> Result<Vec<u32>> {
+    use cutr_schema::kinds::*;
+    let mut out = Vec::new();
+    for n in names {
+        let ks: &[u32] = match n.as_str() {
+            "kernel" => &[CONCURRENT_KERNEL, KERNEL],
+            "memcpy" => &[MEMCPY, MEMCPY2],
+            "memset" => &[MEMSET],
+            "runtime" => &[RUNTIME],
+            "driver" => &[DRIVER],
+            "sync" => &[SYNCHRONIZATION],
+            "nvtx" => &[MARKER, MARKER_DATA],
+            "overhead" => &[OVERHEAD],
+            "memory" => &[MEMORY2],
+            "event" => &[CUDA_EVENT],
+            "external" => &[EXTERNAL_CORRELATION],
+            other => bail!(
+                "unknown kind '{other}' (kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead, memory, event, external)"
+            ),
+        };
+        out.extend_from_slice(ks);
+    }
+    Ok(out)
+}
+
+fn convert(a: ConvertArgs) -> Result<()> {
+    let started = Instant::now();
+    let format = if a.perfetto { Format::Perfetto } else { Format::Chrome };
+    let output = a.output.clone().unwrap_or_else(|| {
+        let ext = match (format, a.gzip) {
+            (Format::Perfetto, false) => "pftrace",
+            (Format::Perfetto, true) => "pftrace.gz",
+            (Format::Chrome, false) => "json",
+            (Format::Chrome, true) => "json.gz",
+        };
+        let stem = if a.files.len() > 1 { "merged" } else { "" };
+        let base = a.files[0].with_extension("");
+        let name = format!("{}{}{}.{ext}", base.display(), if stem.is_empty() { "" } else { "." }, stem);
+        PathBuf::from(name)
+    });
+    let readers: Vec<Reader> = a.files.iter().map(|f| open(f)).collect::<Result<_>>()?;
+    for (f, r) in a.files.iter().zip(&readers) {
+        if let Some(rec) = r.recovery() {
+            warn(
+                f,
+                &format!(
+                    "not closed cleanly ({}); converting up to its last complete chunk, {} bytes lost",
+                    rec.reason, rec.lost_bytes
+                ),
+            );
+        }
+        for p in r.problems() {
+            warn(f, &p.to_string());
+        }
+    }
+    // --start/--end count from the earliest record of all inputs.
+    let mut filter = Filter { kinds: kinds(&a.kinds)?, ..Default::default() };
+    if a.start.is_some() || a.end.is_some() {
+        let first = readers
+            .iter()
+            .filter_map(|r| {
+                let tb = cutr_convert::timebase::TimeBase::from_clocks(r.clocks());
+                r.activity_chunks().filter(|c| c.header.t_min != 0).map(|c| tb.to_trace(c.header.t_min)).min()
+            })
+            .min()
+            .unwrap_or(0);
+        filter.start = a.start.as_deref().map(parse_time).transpose()?.map(|t| first + t);
+        filter.end = a.end.as_deref().map(parse_time).transpose()?.map(|t| first + t);
+        if let (Some(s), Some(e)) = (filter.start, filter.end)
+            && e < s
+        {
+            bail!("--end is before --start");
+        }
+    }
+    let progress = !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if progress {
+        eprint!("cupti-convert: decoding {} file(s)...\r", readers.len());
+    }
+    let opened = started.elapsed();
+    let mut trace = load_readers(&a.files, &readers, &LoadOptions { filter }).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let loaded = started.elapsed();
+    drop(readers);
+    let s = &trace.stats;
+    let join_warnings = [
+        (s.gpu_without_api, "GPU records have no launching runtime/driver API record (no arrow)"),
+        (s.graph_kernels_without_launch, "CUDA graph kernels have no graph launch record"),
+        (s.external_without_api, "external correlation ids match no API record"),
+        (s.nvtx_ends_without_start, "NVTX range ends have no start"),
+        (s.nvtx_unclosed_ranges, "NVTX ranges were never closed (shown up to the end of the trace)"),
+        (s.zero_timestamp_records, "records have no timestamps (CUPTI could not time them); left out"),
+        (s.inverted_records, "records end before they start; left out"),
+        (s.records_in_damaged_chunks, "records are in damaged or truncated chunks; lost"),
+        (s.unresolved_names, "string pointers have no text in the file"),
+    ];
+    for (n, what) in join_warnings {
+        if n > 0 {
+            warn(&a.files[0], &format!("{n} {what}"));
+        }
+    }
+    let loss = trace.loss();
+    for (k, v) in loss.entries() {
+        if v > 0 {
+            warn(&a.files[0], &format!("recording lost data: {k} = {v}"));
+        }
+    }
+    if progress {
+        eprint!("cupti-convert: writing {}...          \r", output.display());
+    }
+    let opts = ExportOptions { format, gzip: a.gzip, ..Default::default() };
+    let summary = export(&mut trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()))?;
+    if std::env::var_os("CUTR_TIMING").is_some() {
+        eprintln!("timing: open {:?}, decode+model {:?}, total {:?}", opened, loaded - opened, started.elapsed());
+    }
+    if !a.quiet {
+        eprintln!(
+            "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks in {:.3} s",
+            output.display(),
+            summary.bytes,
+            summary.slices,
+            summary.flows,
+            summary.tracks,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Info { file, json } => {
+        None => convert(cli.convert),
+        Some(Command::Info { file, json }) => {
             let reader = open(&file)?;
             let report = cutr_convert::info::report(&reader);
             for w in &report.warnings {
@@ -69,8 +253,9 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 print!("{}", cutr_convert::info::render_text(&report));
             }
+            Ok(())
         }
-        Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only } => {
+        Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only }) => {
             let opts = SynthOptions { records, seed, cupti_api_version: cupti_api, buffer_bytes, launches_only };
             let truth = write_file(&output, opts).with_context(|| output.display().to_string())?;
             eprintln!(
@@ -80,9 +265,9 @@ fn run(cli: Cli) -> Result<()> {
                 truth.buffers,
                 truth.steps
             );
+            Ok(())
         }
     }
-    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -5,6 +5,8 @@
 //! later table a file carries) decode the same way. Chunks are decoded in parallel and never all held at once.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 
 use cutr_format::records::FieldReader;
@@ -278,9 +280,9 @@ pub struct Trace {
     pub marks: Vec<NvtxMark>,
     pub memory: Vec<MemoryOp>,
     /// (proc, correlation) -> PyTorch op id (external kind CUSTOM0) and user annotation id (CUSTOM1).
-    pub external: HashMap<u64, (u64, u64)>,
+    pub external: FxHashMap<u64, (u64, u64)>,
     /// (proc, correlation) -> index into `apis` of the launching call (runtime preferred over driver).
-    pub api_by_corr: HashMap<u64, u32>,
+    pub api_by_corr: FxHashMap<u64, u32>,
     /// Index into `ranges` of the innermost NVTX range enclosing each API call (`u32::MAX` = none).
     pub api_range: Vec<u32>,
     pub stats: JoinStats,
@@ -906,7 +908,7 @@ impl Trace {
         // Outer ranges first at equal starts, so depth follows nesting.
         self.ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
 
-        self.api_by_corr = HashMap::with_capacity(self.apis.len());
+        self.api_by_corr = FxHashMap::with_capacity_and_hasher(self.apis.len(), Default::default());
         for (i, a) in self.apis.iter().enumerate() {
             let key = corr_key(a.proc, a.correlation);
             match self.api_by_corr.get(&key) {
@@ -1018,13 +1020,18 @@ impl Trace {
 
     /// The function name of an API call (`cudaLaunchKernel`), from the file's own table, else CUDA 13.0's.
     pub fn api_name(&self, a: &ApiCall) -> String {
-        let domain = if a.driver { 1 } else { 2 };
-        self.processes[a.proc as usize]
+        self.api_name_of(a.proc, a.driver, a.cbid)
+    }
+
+    /// The function name of a runtime (`driver` false) or driver API cbid as recorded in file `proc`.
+    pub fn api_name_of(&self, proc: u16, driver: bool, cbid: u32) -> String {
+        let domain = if driver { 1 } else { 2 };
+        self.processes[proc as usize]
             .api_names
-            .get(&(domain, a.cbid))
+            .get(&(domain, cbid))
             .cloned()
-            .or_else(|| cutr_schema::callbacks::name(domain, a.cbid).map(str::to_string))
-            .unwrap_or_else(|| format!("{}_cbid_{}", if a.driver { "cuDriver" } else { "cudaRuntime" }, a.cbid))
+            .or_else(|| cutr_schema::callbacks::name(domain, cbid).map(str::to_string))
+            .unwrap_or_else(|| format!("{}_cbid_{cbid}", if driver { "cuDriver" } else { "cudaRuntime" }))
     }
 
     /// Earliest and latest timestamp of any row (0, 0 when empty).

@@ -18,3 +18,54 @@ pub fn installed(rel: &str, installer: &str) -> PathBuf {
     assert!(p.exists(), "{} is missing: run {installer} first (the README's test command does)", p.display());
     p
 }
+
+use std::path::Path;
+use std::process::Command;
+
+/// Runs the real Perfetto trace processor (wasm, tests/clients/tp.cjs) on `trace` with one SQL statement per
+/// query and returns each query's rows. Panics with the tool's output if anything fails to load or run.
+pub fn trace_processor(trace: &Path, queries: &[&str]) -> Vec<Vec<Vec<serde_json::Value>>> {
+    installed("clients/perfetto-ui-1.1.0/trace_processor.wasm", ".ci/setup-clients.sh");
+    let out = Command::new("node")
+        .arg(repo().join("tests/clients/tp.cjs"))
+        .arg(trace)
+        .args(queries)
+        .env("CUTR_CACHE", cache())
+        .output()
+        .expect("node runs");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("tp.cjs printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(doc["load_error"].is_null(), "trace processor could not load {}: {}", trace.display(), doc["load_error"]);
+    doc["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            assert!(q["error"].is_null(), "query {} failed: {}", q["sql"], q["error"]);
+            q["rows"].as_array().unwrap().iter().map(|r| r.as_array().unwrap().clone()).collect()
+        })
+        .collect()
+}
+
+/// A single integer cell.
+pub fn int(rows: &[Vec<serde_json::Value>]) -> i64 {
+    rows[0][0].as_i64().or_else(|| rows[0][0].as_str().and_then(|s| s.parse().ok())).expect("an integer cell")
+}
+
+/// Runs one of the Python harnesses (they switch to the clients' venv themselves) and parses its JSON output.
+pub fn python_tool(script: &str, args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> serde_json::Value {
+    installed("clients/venv/bin/python", ".ci/setup-clients.sh");
+    let mut c = Command::new("python3");
+    c.arg(repo().join("tests/clients").join(script)).args(args).env("CUTR_CACHE", cache());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("python3 runs");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{script} printed no JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}

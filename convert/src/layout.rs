@@ -1,0 +1,611 @@
+//! How the trace model is laid out for viewers: tracks (host process -> thread, GPU -> context -> stream), the
+//! slices on each track, the CPU->GPU arrows, and the split of all slices into shards that are written in
+//! parallel.
+//!
+//! Perfetto pairs a slice's END with the most recent open slice on its track, so slices on one track must nest.
+//! Work that overlaps without nesting (clock skew, concurrent work reported on one stream) moves to an overflow
+//! lane beside its track. Each track's slices are then cut into segments at points where no slice is open, and
+//! segments are grouped by time into shards: within a shard every track's events come out in order, and a track's
+//! segments appear in shard order, so equal timestamps at segment boundaries can never pair the wrong ends.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use rayon::prelude::*;
+
+use crate::model::{Trace, corr_key};
+use crate::names;
+
+/// Where a slice comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Src {
+    Kernel(u32),
+    Memcpy(u32),
+    Memset(u32),
+    Api(u32),
+    Range(u32),
+    Sync(u32),
+    Overhead(u32),
+    /// The recording-health slice spanning the whole trace.
+    Health,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub track: u32,
+    pub start: u64,
+    pub end: u64,
+    pub src: Src,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TrackRole {
+    HostProcess {
+        proc: u16,
+        pid: u32,
+    },
+    Thread {
+        proc: u16,
+        pid: u32,
+        tid: u32,
+    },
+    Gpu {
+        proc: u16,
+        device: u32,
+    },
+    Context {
+        proc: u16,
+        device: u32,
+        context: u32,
+    },
+    Stream {
+        proc: u16,
+        device: u32,
+        context: u32,
+        stream: u32,
+    },
+    Sync {
+        proc: u16,
+        device: u32,
+        context: u32,
+    },
+    Overhead {
+        proc: u16,
+    },
+    Memory {
+        proc: u16,
+        device: u32,
+    },
+    Health,
+    /// Overflow lane `k` of track `of`.
+    Lane {
+        of: u32,
+        k: u32,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Track {
+    pub role: TrackRole,
+    pub parent: Option<u32>,
+    pub name: String,
+    /// Chrome JSON row of this track's events (Kineto's pid/tid conventions).
+    pub json_pid: i64,
+    pub json_tid: i64,
+    /// For process-like tracks: the pid Perfetto sees (unique in the trace).
+    pub pid: u32,
+}
+
+/// A run of one track's items with no slice open across its ends.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    pub start: u64,
+    pub items: (u32, u32),
+}
+
+/// Names resolved once, before the parallel writers run.
+#[derive(Clone, Debug, Default)]
+pub struct Labels {
+    pub api: HashMap<(u16, bool, u32), u32>,
+    pub memcpy: HashMap<(u8, u8, u8), u32>,
+    pub memset: HashMap<u16, u32>,
+    pub sync: HashMap<u32, u32>,
+    pub overhead: HashMap<u32, u32>,
+    pub health: u32,
+}
+
+pub struct Layout {
+    pub tracks: Vec<Track>,
+    /// Sorted by (track, start, longer first).
+    pub items: Vec<Item>,
+    pub segments: Vec<Segment>,
+    /// Segment indexes of each shard, in time order.
+    pub shards: Vec<Vec<u32>>,
+    /// Arrow id ending at each kernel / memcpy / memset (0 = no launching API call).
+    pub kernel_flow: Vec<u64>,
+    pub memcpy_flow: Vec<u64>,
+    pub memset_flow: Vec<u64>,
+    /// Arrow ids starting at each API call: `api_flows[api_flow_at[i]..api_flow_at[i + 1]]`.
+    pub api_flow_at: Vec<u32>,
+    pub api_flows: Vec<u64>,
+    pub labels: Labels,
+    /// (proc, device) -> Chrome pid of its GPU rows.
+    pub gpu_json_pid: HashMap<(u16, u32), i64>,
+    /// Memory counter track of each (proc, device).
+    pub memory_track: HashMap<(u16, u32), u32>,
+    pub health_track: u32,
+    pub span: (u64, u64),
+    pub overflow_lanes: u32,
+}
+
+/// Arrow id of the `k`-th GPU record launched by one API call: the correlation id itself for the first (as
+/// Kineto's `ac2g` ids), distinct ids for the others (graph launches start many), distinct per file.
+pub fn flow_id(proc: u16, correlation: u32, k: u32) -> u64 {
+    ((proc as u64) << 52) | ((k as u64) << 32) | correlation as u64
+}
+
+/// Pseudo pids for GPUs, out of the range of real pids.
+const GPU_PID_BASE: u32 = 0x4000_0000;
+
+struct Builder {
+    tracks: Vec<Track>,
+    index: HashMap<TrackRole, u32>,
+    /// The last role looked up: consecutive records mostly land on the same track.
+    last: Option<(TrackRole, u32)>,
+}
+
+impl Builder {
+    fn get(&mut self, role: TrackRole, make: impl FnOnce(&mut Builder) -> Track) -> u32 {
+        if let Some((r, i)) = &self.last
+            && *r == role
+        {
+            return *i;
+        }
+        if let Some(&i) = self.index.get(&role) {
+            self.last = Some((role, i));
+            return i;
+        }
+        let t = make(self);
+        let i = self.tracks.len() as u32;
+        self.tracks.push(t);
+        self.index.insert(role.clone(), i);
+        self.last = Some((role, i));
+        i
+    }
+}
+
+/// The process name shown for a recording: the program's file name.
+pub fn process_name(trace: &Trace, proc: u16) -> String {
+    let m = &trace.processes[proc as usize].meta;
+    let prog = m.command_line.first().map(|c| c.rsplit('/').next().unwrap_or(c).to_string()).unwrap_or_default();
+    if prog.is_empty() { format!("pid {}", m.pid) } else { prog }
+}
+
+fn device_name(trace: &Trace, proc: u16, device: u32) -> String {
+    trace.processes[proc as usize]
+        .meta
+        .devices
+        .iter()
+        .find(|d| d.id == device)
+        .map(|d| format!("GPU {device}: {}", d.name))
+        .unwrap_or_else(|| format!("GPU {device}"))
+}
+
+impl Layout {
+    pub fn build(trace: &mut Trace, shard_slices: usize) -> Layout {
+        trace.demangle_names();
+        let labels = labels(trace);
+        let multi = trace.processes.len() > 1;
+        let mut b = Builder { tracks: Vec::new(), index: HashMap::default(), last: None };
+        let health_track = b.get(TrackRole::Health, |_| Track {
+            role: TrackRole::Health,
+            parent: None,
+            name: "cutr: recording health".into(),
+            json_pid: 0,
+            json_tid: 0,
+            pid: 0,
+        });
+
+        // Host processes: pids must be unique in the trace even when files come from several hosts.
+        let mut used_pids = std::collections::HashSet::new();
+        let mut host_pid = Vec::new();
+        for (i, p) in trace.processes.iter().enumerate() {
+            let mut pid = p.pid;
+            while !used_pids.insert(pid) {
+                pid = pid.wrapping_add(1 << 22);
+            }
+            host_pid.push(pid);
+            let name = if multi {
+                format!("{} (pid {}, {})", process_name(trace, i as u16), p.pid, trace.label(i as u16))
+            } else {
+                format!("{} (pid {})", process_name(trace, i as u16), p.pid)
+            };
+            b.get(TrackRole::HostProcess { proc: i as u16, pid }, |_| Track {
+                role: TrackRole::HostProcess { proc: i as u16, pid },
+                parent: None,
+                name,
+                json_pid: p.pid as i64,
+                json_tid: 0,
+                pid,
+            });
+        }
+        let process_track =
+            |b: &mut Builder, proc: u16| b.index[&TrackRole::HostProcess { proc, pid: host_pid[proc as usize] }];
+        let thread_track = |b: &mut Builder, proc: u16, tid: u32| {
+            let pid = host_pid[proc as usize];
+            let parent = process_track(b, proc);
+            b.get(TrackRole::Thread { proc, pid, tid }, |_| Track {
+                role: TrackRole::Thread { proc, pid, tid },
+                parent: Some(parent),
+                name: format!("thread {tid}"),
+                json_pid: trace.processes[proc as usize].pid as i64,
+                json_tid: tid as i64,
+                pid,
+            })
+        };
+
+        // GPU rows: Chrome pid = device id, as Kineto; offset per file when two files use the same device ids.
+        let mut gpu_json_pid: HashMap<(u16, u32), i64> = HashMap::default();
+        let mut gpus: Vec<(u16, u32)> = trace
+            .kernels
+            .iter()
+            .map(|k| (k.proc, k.device))
+            .chain(trace.memcpys.iter().map(|k| (k.proc, k.device)))
+            .chain(trace.memsets.iter().map(|k| (k.proc, k.device)))
+            .chain(trace.memory.iter().map(|k| (k.proc, k.device)))
+            .collect();
+        gpus.sort_unstable();
+        gpus.dedup();
+        let clash = gpus.iter().map(|g| g.1).collect::<std::collections::HashSet<_>>().len() < gpus.len();
+        for &(proc, dev) in &gpus {
+            gpu_json_pid.insert((proc, dev), if clash { dev as i64 + 1000 * proc as i64 } else { dev as i64 });
+        }
+        let mut next_gpu_pid = GPU_PID_BASE;
+        let mut gpu_track = |b: &mut Builder, proc: u16, device: u32| {
+            let json_pid = gpu_json_pid.get(&(proc, device)).copied().unwrap_or(device as i64);
+            b.get(TrackRole::Gpu { proc, device }, |_| {
+                next_gpu_pid += 1;
+                let mut name = device_name(trace, proc, device);
+                if multi {
+                    name = format!("{name} ({})", trace.label(proc));
+                }
+                Track {
+                    role: TrackRole::Gpu { proc, device },
+                    parent: None,
+                    name,
+                    json_pid,
+                    json_tid: 0,
+                    pid: next_gpu_pid,
+                }
+            })
+        };
+        // Contexts map to devices through the GPU records and CUDA events that name both.
+        let mut ctx_device: HashMap<(u16, u32), u32> = HashMap::default();
+        for k in &trace.kernels {
+            ctx_device.entry((k.proc, k.context)).or_insert(k.device);
+        }
+        for k in &trace.memcpys {
+            ctx_device.entry((k.proc, k.context)).or_insert(k.device);
+        }
+        for k in &trace.memsets {
+            ctx_device.entry((k.proc, k.context)).or_insert(k.device);
+        }
+        for e in &trace.cuda_events {
+            ctx_device.entry((e.proc, e.context)).or_insert(e.device);
+        }
+        let mut stream_track = |b: &mut Builder, proc: u16, device: u32, context: u32, stream: u32| {
+            let gpu = gpu_track(b, proc, device);
+            let json_pid = b.tracks[gpu as usize].json_pid;
+            let ctx = b.get(TrackRole::Context { proc, device, context }, |_| Track {
+                role: TrackRole::Context { proc, device, context },
+                parent: Some(gpu),
+                name: format!("context {context}"),
+                json_pid,
+                json_tid: 0,
+                pid: 0,
+            });
+            b.get(TrackRole::Stream { proc, device, context, stream }, |_| Track {
+                role: TrackRole::Stream { proc, device, context, stream },
+                parent: Some(ctx),
+                name: format!("stream {stream}"),
+                json_pid,
+                json_tid: stream as i64,
+                pid: 0,
+            })
+        };
+
+        let mut items: Vec<Item> = Vec::with_capacity(
+            trace.kernels.len() + trace.memcpys.len() + trace.memsets.len() + trace.apis.len() + trace.ranges.len(),
+        );
+        for (i, k) in trace.kernels.iter().enumerate() {
+            let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
+            items.push(Item { track: t, start: k.start, end: k.end, src: Src::Kernel(i as u32) });
+        }
+        for (i, k) in trace.memcpys.iter().enumerate() {
+            let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
+            items.push(Item { track: t, start: k.start, end: k.end, src: Src::Memcpy(i as u32) });
+        }
+        for (i, k) in trace.memsets.iter().enumerate() {
+            let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
+            items.push(Item { track: t, start: k.start, end: k.end, src: Src::Memset(i as u32) });
+        }
+        for (i, a) in trace.apis.iter().enumerate() {
+            let t = thread_track(&mut b, a.proc, a.tid);
+            items.push(Item { track: t, start: a.start, end: a.end, src: Src::Api(i as u32) });
+        }
+        let span = trace.span();
+        for (i, r) in trace.ranges.iter().enumerate() {
+            let t = thread_track(&mut b, r.proc, r.tid);
+            let end = if r.end == u64::MAX { span.1.max(r.start) } else { r.end };
+            items.push(Item { track: t, start: r.start, end, src: Src::Range(i as u32) });
+        }
+        for (i, s) in trace.syncs.iter().enumerate() {
+            let device = ctx_device.get(&(s.proc, s.context)).copied().unwrap_or(0);
+            let gpu = gpu_track(&mut b, s.proc, device);
+            let json_pid = b.tracks[gpu as usize].json_pid;
+            let t = b.get(TrackRole::Sync { proc: s.proc, device, context: s.context }, |_| Track {
+                role: TrackRole::Sync { proc: s.proc, device, context: s.context },
+                parent: Some(gpu),
+                name: format!("synchronization (context {})", s.context),
+                json_pid,
+                json_tid: if s.stream == u32::MAX { 1 } else { s.stream as i64 },
+                pid: 0,
+            });
+            items.push(Item { track: t, start: s.start, end: s.end, src: Src::Sync(i as u32) });
+        }
+        for (i, o) in trace.overheads.iter().enumerate() {
+            let parent = process_track(&mut b, o.proc);
+            let json_pid = trace.processes[o.proc as usize].pid as i64;
+            let t = b.get(TrackRole::Overhead { proc: o.proc }, |_| Track {
+                role: TrackRole::Overhead { proc: o.proc },
+                parent: Some(parent),
+                name: "CUPTI overhead".into(),
+                json_pid,
+                json_tid: 0,
+                pid: 0,
+            });
+            items.push(Item { track: t, start: o.start, end: o.end, src: Src::Overhead(i as u32) });
+        }
+        let mut memory_track = HashMap::default();
+        for m in &trace.memory {
+            let gpu = gpu_track(&mut b, m.proc, m.device);
+            let json_pid = b.tracks[gpu as usize].json_pid;
+            let t = b.get(TrackRole::Memory { proc: m.proc, device: m.device }, |_| Track {
+                role: TrackRole::Memory { proc: m.proc, device: m.device },
+                parent: Some(gpu),
+                name: "device memory allocated (bytes)".into(),
+                json_pid,
+                json_tid: 0,
+                pid: 0,
+            });
+            memory_track.insert((m.proc, m.device), t);
+        }
+        items.push(Item { track: health_track, start: span.0, end: span.1.max(span.0), src: Src::Health });
+        // Marks (NVTX instants) need their thread's track too.
+        for m in &trace.marks {
+            thread_track(&mut b, m.proc, m.tid);
+        }
+
+        items.par_sort_unstable_by(|a, b| {
+            (a.track, a.start, std::cmp::Reverse(a.end), a.src).cmp(&(
+                b.track,
+                b.start,
+                std::cmp::Reverse(b.end),
+                b.src,
+            ))
+        });
+        let overflow_lanes = assign_lanes(&mut b, &mut items);
+        let (segments, shards) = segment(&items, shard_slices);
+        let (kernel_flow, memcpy_flow, memset_flow, api_flow_at, api_flows) = flows(trace);
+        Layout {
+            tracks: b.tracks,
+            items,
+            segments,
+            shards,
+            kernel_flow,
+            memcpy_flow,
+            memset_flow,
+            api_flow_at,
+            api_flows,
+            labels,
+            gpu_json_pid,
+            memory_track,
+            health_track,
+            span,
+            overflow_lanes,
+        }
+    }
+}
+
+/// Moves items that overlap without nesting to overflow lanes (new tracks beside theirs); items stay sorted.
+fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
+    let mut lanes_made = 0u32;
+    let mut moved = false;
+    let mut i = 0;
+    while i < items.len() {
+        let track = items[i].track;
+        let mut j = i;
+        while j < items.len() && items[j].track == track {
+            j += 1;
+        }
+        // stacks[k] holds the end times of open slices on lane k.
+        let mut stacks: Vec<Vec<u64>> = vec![Vec::new()];
+        for it in &mut items[i..j] {
+            let mut lane = None;
+            for (k, st) in stacks.iter_mut().enumerate() {
+                while st.last().is_some_and(|&e| e <= it.start) {
+                    st.pop();
+                }
+                if st.last().is_none_or(|&e| it.end <= e) {
+                    st.push(it.end);
+                    lane = Some(k);
+                    break;
+                }
+            }
+            let k = lane.unwrap_or_else(|| {
+                stacks.push(vec![it.end]);
+                stacks.len() - 1
+            });
+            if k > 0 {
+                let base = &b.tracks[track as usize];
+                let (name, parent, jp, jt, pid) =
+                    (format!("{} (overlapping {k})", base.name), base.parent, base.json_pid, base.json_tid, base.pid);
+                let role = TrackRole::Lane { of: track, k: k as u32 };
+                let before = b.tracks.len();
+                let lt = b.get(role.clone(), |_| Track { role, parent, name, json_pid: jp, json_tid: jt, pid });
+                if b.tracks.len() > before {
+                    lanes_made += 1;
+                }
+                it.track = lt;
+                moved = true;
+            }
+        }
+        i = j;
+    }
+    if moved {
+        items.par_sort_by(|a, b| {
+            (a.track, a.start, std::cmp::Reverse(a.end), a.src).cmp(&(
+                b.track,
+                b.start,
+                std::cmp::Reverse(b.end),
+                b.src,
+            ))
+        });
+    }
+    lanes_made
+}
+
+/// Cuts each track's items into segments at points where no slice is open (at least `min` items each), and
+/// groups segments by start time into shards of about `shard_slices` items.
+fn segment(items: &[Item], shard_slices: usize) -> (Vec<Segment>, Vec<Vec<u32>>) {
+    let min = (shard_slices / 8).max(1);
+    let mut segments = Vec::new();
+    let mut i = 0;
+    while i < items.len() {
+        let track = items[i].track;
+        let mut seg_start = i;
+        let mut open_until = 0u64;
+        let mut j = i;
+        while j < items.len() && items[j].track == track {
+            let it = &items[j];
+            if j > seg_start && it.start >= open_until && j - seg_start >= min {
+                segments.push(Segment { start: items[seg_start].start, items: (seg_start as u32, j as u32) });
+                seg_start = j;
+            }
+            open_until = open_until.max(it.end);
+            j += 1;
+        }
+        segments.push(Segment { start: items[seg_start].start, items: (seg_start as u32, j as u32) });
+        i = j;
+    }
+    let mut order: Vec<u32> = (0..segments.len() as u32).collect();
+    order.sort_by_key(|&s| (segments[s as usize].start, s));
+    let mut shards: Vec<Vec<u32>> = Vec::new();
+    let mut cur = Vec::new();
+    let mut n = 0usize;
+    for s in order {
+        let seg = &segments[s as usize];
+        cur.push(s);
+        n += (seg.items.1 - seg.items.0) as usize;
+        if n >= shard_slices {
+            shards.push(std::mem::take(&mut cur));
+            n = 0;
+        }
+    }
+    if !cur.is_empty() {
+        shards.push(cur);
+    }
+    (segments, shards)
+}
+
+type Flows = (Vec<u64>, Vec<u64>, Vec<u64>, Vec<u32>, Vec<u64>);
+
+/// Arrow ids from each API call to the GPU records it launched.
+fn flows(trace: &Trace) -> Flows {
+    // (api index, start, which list, index)
+    let mut links: Vec<(u32, u64, u8, u32)> = Vec::new();
+    let lookup = |proc: u16, corr: u32| trace.api_by_corr.get(&corr_key(proc, corr)).copied();
+    for (i, k) in trace.kernels.iter().enumerate() {
+        if let Some(a) = lookup(k.proc, k.correlation) {
+            links.push((a, k.start, 0, i as u32));
+        }
+    }
+    for (i, k) in trace.memcpys.iter().enumerate() {
+        if let Some(a) = lookup(k.proc, k.correlation) {
+            links.push((a, k.start, 1, i as u32));
+        }
+    }
+    for (i, k) in trace.memsets.iter().enumerate() {
+        if let Some(a) = lookup(k.proc, k.correlation) {
+            links.push((a, k.start, 2, i as u32));
+        }
+    }
+    links.par_sort_unstable();
+    let mut kernel_flow = vec![0u64; trace.kernels.len()];
+    let mut memcpy_flow = vec![0u64; trace.memcpys.len()];
+    let mut memset_flow = vec![0u64; trace.memsets.len()];
+    let mut api_flow_at = vec![0u32; trace.apis.len() + 1];
+    let mut api_flows = Vec::with_capacity(links.len());
+    let mut k = 0u32;
+    let mut prev_api = u32::MAX;
+    for &(a, _, list, idx) in &links {
+        k = if a == prev_api { k + 1 } else { 0 };
+        prev_api = a;
+        let api = &trace.apis[a as usize];
+        let id = flow_id(api.proc, api.correlation, k);
+        match list {
+            0 => kernel_flow[idx as usize] = id,
+            1 => memcpy_flow[idx as usize] = id,
+            _ => memset_flow[idx as usize] = id,
+        }
+        api_flows.push(id);
+        api_flow_at[a as usize + 1] += 1;
+    }
+    for i in 0..trace.apis.len() {
+        api_flow_at[i + 1] += api_flow_at[i];
+    }
+    (kernel_flow, memcpy_flow, memset_flow, api_flow_at, api_flows)
+}
+
+fn labels(trace: &mut Trace) -> Labels {
+    let mut l = Labels::default();
+    let mut apis: Vec<(u16, bool, u32)> = trace.apis.iter().map(|a| (a.proc, a.driver, a.cbid)).collect();
+    apis.sort_unstable();
+    apis.dedup();
+    for (proc, driver, cbid) in apis {
+        let name = trace.api_name_of(proc, driver, cbid);
+        l.api.insert((proc, driver, cbid), trace.names.intern(&name));
+    }
+    let copies: Vec<(u8, u8, u8)> = trace.memcpys.iter().map(|m| (m.copy_kind, m.src_kind, m.dst_kind)).collect();
+    for c in copies {
+        l.memcpy.entry(c).or_insert_with(|| trace.names.intern(&names::memcpy_name(c.0, c.1, c.2)));
+    }
+    let sets: Vec<u16> = trace.memsets.iter().map(|m| m.memory_kind).collect();
+    for s in sets {
+        l.memset.entry(s).or_insert_with(|| trace.names.intern(&names::memset_name(s)));
+    }
+    let syncs: Vec<u32> = trace.syncs.iter().map(|s| s.sync_type).collect();
+    for s in syncs {
+        l.sync.entry(s).or_insert_with(|| trace.names.intern(names::sync_type(s)));
+    }
+    let ovh: Vec<u32> = trace.overheads.iter().map(|o| o.kind).collect();
+    for o in ovh {
+        l.overhead.entry(o).or_insert_with(|| trace.names.intern(names::overhead_kind(o)));
+    }
+    l.health = trace.names.intern(&health_name(trace));
+    l
+}
+
+/// "nothing lost" or "LOSS: ..." for the health slice.
+pub fn health_name(trace: &Trace) -> String {
+    let loss = trace.loss();
+    let mut parts: Vec<String> =
+        loss.entries().iter().filter(|(_, v)| *v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+    let s = &trace.stats;
+    if s.records_in_damaged_chunks > 0 {
+        parts.push(format!("records in damaged chunks {}", s.records_in_damaged_chunks));
+    }
+    if trace.processes.iter().any(|p| !p.problems.is_empty()) {
+        parts.push("file problems (see args)".into());
+    }
+    if parts.is_empty() { "recording complete: nothing lost".into() } else { format!("LOSS: {}", parts.join(", ")) }
+}

@@ -1,0 +1,189 @@
+//! Our Perfetto and Chrome traces read by real outside clients: Perfetto's trace processor (on both files),
+//! Perfetto's own protobuf schema, and Holistic Trace Analysis, against the synthetic generator's exact truth.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cutr_convert::export::{ExportOptions, Format, export};
+use cutr_convert::model::{LoadOptions, load};
+use cutr_format::synth::{SynthOptions, SynthTruth, write_file};
+use cutr_tests::{int, python_tool, trace_processor};
+
+/// The stricter stats query of tests/clients/README.md: empty for a trace that imported cleanly. Besides the
+/// timing rows it leaves out `clock_sync_cache_miss`, v20's count of first-time clock conversions (severity info,
+/// source analysis): the sequence-scoped delta clock of each sequence is converted once.
+const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
+                     and name != 'clock_sync_cache_miss'";
+
+struct Case {
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+    cutr: PathBuf,
+    truth: SynthTruth,
+}
+
+fn case(records: u64) -> Case {
+    let dir = tempfile::tempdir().unwrap();
+    let cutr = dir.path().join("s.cutr");
+    let truth = write_file(&cutr, SynthOptions { records, buffer_bytes: 256 << 10, ..Default::default() }).unwrap();
+    Case { dir: dir.path().to_path_buf(), _dir: dir, cutr, truth }
+}
+
+fn convert(c: &Case, format: Format, name: &str, shard_slices: usize) -> PathBuf {
+    let mut t = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
+    let out = c.dir.join(name);
+    export(&mut t, &out, &ExportOptions { format, gzip: false, shard_slices }).unwrap();
+    out
+}
+
+/// Demangled kernel name -> (count, total ns) from the generator's truth.
+fn kernels_by_display_name(t: &SynthTruth) -> BTreeMap<String, (i64, i64)> {
+    t.kernels.iter().map(|(k, v)| (cutr_convert::demangle::demangle(k), (v.0 as i64, v.1 as i64))).collect()
+}
+
+fn rows_by_name(rows: &[Vec<serde_json::Value>]) -> BTreeMap<String, (i64, i64)> {
+    rows.iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), (r[1].as_i64().unwrap(), r[2].as_i64().unwrap())))
+        .collect()
+}
+
+#[test]
+fn perfetto_trace_processor_reads_our_protobuf_exactly() {
+    let c = case(20_000);
+    let t = &c.truth;
+    // Small shards: many sequences, each with its own interning and delta clock, must concatenate correctly.
+    let pf = convert(&c, Format::Perfetto, "s.pftrace", 3_000);
+    let gpu = t.records_per_kind[&10] + t.records_per_kind[&1] + t.records_per_kind[&2];
+    let api = t.records_per_kind[&5] + t.records_per_kind[&4];
+    let ranges: u64 = t.nvtx_ranges.values().sum();
+    let r = trace_processor(
+        &pf,
+        &[
+            STATS,
+            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %'",
+            "select count(*) from slice s join thread_track tt on s.track_id = tt.id",
+            "select count(*) from slice s join thread_track tt on s.track_id = tt.id where s.category = 'nvtx'",
+            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'synchronization%'",
+            "select count(*) from flow",
+            "select name, count(*), sum(dur) from slice where category = 'kernel' group by name",
+            "select count(*) from slice where dur < 0",
+            "select s.name from slice s join track t on s.track_id = t.id where t.name = 'cutr: recording health'",
+            "select count(*) from slice where depth > 0 and category = 'cuda_runtime'",
+            "select a.key, a.int_value from slice s join args a using (arg_set_id) where s.name like '%cunn_SoftMaxForward%' \
+             and a.key like 'debug.grid%' group by a.key order by a.key",
+            "select count(distinct name) from thread",
+        ],
+    );
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
+    assert_eq!(int(&r[1]) as u64, gpu, "GPU slices on stream tracks");
+    assert_eq!(int(&r[2]) as u64, api + ranges, "API calls and NVTX ranges on thread tracks");
+    assert_eq!(int(&r[3]) as u64, ranges);
+    assert_eq!(int(&r[4]) as u64, t.records_per_kind[&38]);
+    assert_eq!(int(&r[5]) as u64, t.gpu_records_with_api, "one arrow per GPU record with a launching call");
+    assert_eq!(rows_by_name(&r[6]), kernels_by_display_name(t), "kernel names (demangled) and their total ns");
+    assert_eq!(int(&r[7]), 0);
+    assert_eq!(r[8][0][0], "recording complete: nothing lost");
+    // NVTX ranges enclose the launches: runtime calls nest under them (depth > 0).
+    assert!(int(&r[9]) as u64 >= t.steps * 14);
+    assert_eq!(
+        serde_json::json!(r[10]),
+        serde_json::json!([["debug.grid[0]", 256], ["debug.grid[1]", 1], ["debug.grid[2]", 1]])
+    );
+
+    // Perfetto's own schema parses every byte.
+    let p = python_tool("proto_check.py", &[pf.as_os_str()], &[]);
+    assert_eq!(p["unknown_fields"], 0, "{p}");
+    let slices = gpu + api + ranges + t.records_per_kind[&38] + t.records_per_kind.get(&17).copied().unwrap_or(0) + 1;
+    assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);
+    assert_eq!(p["track_event_types"]["TYPE_SLICE_END"].as_u64().unwrap(), slices);
+}
+
+#[test]
+fn chrome_json_loads_in_perfetto_and_hta_with_our_numbers() {
+    let c = case(20_000);
+    let t = &c.truth;
+    let json = convert(&c, Format::Chrome, "s.json", 4_000);
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert!(text.starts_with("{\"traceEvents\": ["), "traceEvents first, as Perfetto v20 requires");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(doc["schemaVersion"], 1);
+    assert!(doc.get("displayTimeUnit").is_none(), "Perfetto v20 would rescale every timestamp");
+    let gpu = t.records_per_kind[&10] + t.records_per_kind[&1] + t.records_per_kind[&2];
+    let r = trace_processor(
+        &json,
+        &[
+            STATS,
+            "select count(*) from slice where category in ('kernel', 'gpu_memcpy', 'gpu_memset')",
+            "select count(*) from flow",
+            "select name, count(*), sum(dur) from slice where category = 'kernel' group by name",
+            "select count(*) from thread where name like 'stream % '",
+        ],
+    );
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
+    assert_eq!(int(&r[1]) as u64, gpu);
+    assert_eq!(int(&r[2]) as u64, t.gpu_records_with_api);
+    // Perfetto v20's JSON importer turns a `dur` of `18.123` into int64(18.123 * 1000.0), which truncates
+    // (18122); its per-kernel sums are our exact durations passed through that same arithmetic.
+    let mut model = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
+    model.demangle_names();
+    let mut v20: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for k in &model.kernels {
+        let d = k.end - k.start;
+        let us: f64 = format!("{}.{:03}", d / 1000, d % 1000).parse().unwrap();
+        let e = v20.entry(model.display_name(k.name).to_string()).or_default();
+        e.0 += 1;
+        e.1 += (us * 1000.0) as i64;
+    }
+    assert_eq!(rows_by_name(&r[3]), v20);
+    let exact: BTreeMap<String, i64> = v20.keys().map(|k| (k.clone(), kernels_by_display_name(t)[k].1)).collect();
+    let lost: i64 = v20.iter().map(|(k, v)| exact[k] - v.1).sum();
+    assert!((0..=model.kernels.len() as i64).contains(&lost), "at most 1 ns lost per kernel by the truncation");
+    assert_eq!(int(&r[4]), 3, "Kineto's stream row names, trailing space included");
+
+    // HTA's kernel breakdown equals our totals (its ns rounding off, so its sums are our ns as us).
+    let hdir = c.dir.join("hta");
+    std::fs::create_dir_all(&hdir).unwrap();
+    std::fs::copy(&json, hdir.join("rank0.json")).unwrap();
+    let h = python_tool("hta_kernels.py", &[hdir.as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]);
+    let mut want = kernels_by_display_name(t);
+    let names = |k: (u8, u8, u8)| cutr_convert::names::memcpy_name(k.0, k.1, k.2);
+    for (k, v) in &t.memcpys {
+        want.insert(names(*k), (v.0 as i64, v.2 as i64));
+    }
+    want.insert("Memset (Device)".into(), (t.memsets.0 as i64, t.memsets.2 as i64));
+    // HTA counts every event with a `stream` arg as GPU work and classifies by name: `Stream Wait Event` sync
+    // records (Kineto gives them a stream too) become "kernels"; names containing "Sync" are left out.
+    for s in &model.syncs {
+        let n = cutr_convert::names::sync_type(s.sync_type);
+        if !n.contains("Sync") {
+            let e = want.entry(n.to_string()).or_default();
+            e.0 += 1;
+            e.1 += (s.end - s.start) as i64;
+        }
+    }
+    let got: BTreeMap<String, (i64, i64)> = h["kernels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), (v["count"].as_i64().unwrap(), (v["sum"].as_f64().unwrap() * 1000.0).round() as i64)))
+        .collect();
+    assert_eq!(got, want, "HTA's per-kernel breakdown");
+}
+
+fn check_fixture_pair(path: &Path, out: &Path) {
+    let mut t = load(&[path.to_path_buf()], &LoadOptions::default()).unwrap();
+    export(&mut t, out, &ExportOptions { format: Format::Perfetto, ..Default::default() }).unwrap();
+}
+
+#[test]
+fn real_recordings_import_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["cuda_workload.cutr", "pytorch_loop.cutr"] {
+        let src = cutr_tests::repo().join("fixtures").join(f);
+        let out = dir.path().join(f).with_extension("pftrace");
+        check_fixture_pair(&src, &out);
+        let r = trace_processor(&out, &[STATS, "select count(*) from slice where dur < 0"]);
+        assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "{f}: import errors {:?}", r[0]);
+        assert_eq!(int(&r[1]), 0, "{f}");
+    }
+}

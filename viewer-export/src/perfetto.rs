@@ -1,0 +1,347 @@
+//! A streaming writer of Perfetto `TracePacket`s (protos/perfetto/trace/trace_packet.proto).
+//!
+//! Output is a sequence of shards, each its own packet sequence (`trusted_packet_sequence_id`) with its own
+//! interning tables, so shards are encoded in parallel and simply concatenated (a trace is just repeated field 1).
+//! Within a shard events must come in non-decreasing time order: timestamps are deltas on an incremental,
+//! sequence-scoped clock (a few bytes instead of ten), declared by a `ClockSnapshot` that maps it to BOOTTIME
+//! with equal values, so trace-processor timestamps equal the converter's ns.
+//!
+//! Field numbers and wire types follow docs/reference/conventions.md section 3; in particular flows use fields
+//! 36/42 (the only ones Perfetto v20 reads, still read today), and no repeated field is packed.
+
+use crate::protobuf as pb;
+
+/// `TracePacket` fields.
+mod packet {
+    pub const CLOCK_SNAPSHOT: u32 = 6;
+    pub const TIMESTAMP: u32 = 8;
+    pub const SEQ_ID: u32 = 10;
+    pub const TRACK_EVENT: u32 = 11;
+    pub const INTERNED_DATA: u32 = 12;
+    pub const SEQUENCE_FLAGS: u32 = 13;
+    pub const DEFAULTS: u32 = 59;
+    pub const TRACK_DESCRIPTOR: u32 = 60;
+}
+const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+/// Sequence-scoped clock of the deltas (ids 64..127 are per sequence).
+const DELTA_CLOCK: u64 = 64;
+const BOOTTIME: u64 = 6;
+
+/// A value of a debug annotation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    Int(i64),
+    UInt(u64),
+    Double(f64),
+    Bool(bool),
+    Str(&'a str),
+    /// A 3-element array (grid and block dimensions).
+    Int3([i64; 3]),
+}
+
+/// A debug annotation: `key` indexes the annotation-name table the shard was created with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arg<'a> {
+    pub key: u16,
+    pub value: Value<'a>,
+}
+
+/// How a track is shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrackKind {
+    /// A process (host process, or a GPU shown as one): `pid` must be unique in the trace.
+    Process { pid: u32, name: String },
+    /// A host thread of a process.
+    Thread { pid: u32, tid: u32, name: String },
+    /// Any other track (context, stream, NVTX lane), under `parent`.
+    Custom { name: String },
+    /// A counter track.
+    Counter { name: String, unit_name: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackDescriptor {
+    /// Unique in the trace, non-zero.
+    pub uuid: u64,
+    pub parent: Option<u64>,
+    pub kind: TrackKind,
+}
+
+/// Encodes the track descriptors (written first, on their own sequence).
+pub fn write_descriptors(tracks: &[TrackDescriptor], seq_id: u32, out: &mut Vec<u8>) {
+    for t in tracks {
+        pb::message(out, 1, |p| {
+            pb::uint(p, packet::SEQ_ID, seq_id as u64);
+            pb::message(p, packet::TRACK_DESCRIPTOR, |d| {
+                pb::uint(d, 1, t.uuid);
+                if let Some(parent) = t.parent {
+                    pb::uint(d, 5, parent);
+                }
+                match &t.kind {
+                    TrackKind::Process { pid, name } => {
+                        pb::string(d, 2, name);
+                        pb::message(d, 3, |pd| {
+                            pb::int(pd, 1, *pid as i64);
+                            pb::string(pd, 6, name);
+                        });
+                    }
+                    TrackKind::Thread { pid, tid, name } => {
+                        pb::string(d, 2, name);
+                        pb::message(d, 4, |td| {
+                            pb::int(td, 1, *pid as i64);
+                            pb::int(td, 2, *tid as i64);
+                            pb::string(td, 5, name);
+                        });
+                    }
+                    TrackKind::Custom { name } => pb::string(d, 2, name),
+                    TrackKind::Counter { name, unit_name } => {
+                        pb::string(d, 2, name);
+                        pb::message(d, 8, |c| pb::string(c, 6, unit_name));
+                    }
+                }
+            });
+        });
+    }
+}
+
+/// One packet sequence being encoded: interning tables, the delta clock and the output bytes.
+pub struct Shard<'n> {
+    out: Vec<u8>,
+    seq_id: u32,
+    /// Clock value of the last packet (the snapshot's value before the first event).
+    last_ts: u64,
+    started: bool,
+    /// Interned event-name iid by caller key (0 = not yet interned).
+    name_iids: Vec<u32>,
+    next_name_iid: u32,
+    /// Interned annotation-name iids, by index into `arg_names`.
+    arg_names: &'n [&'n str],
+    arg_iids: Vec<u32>,
+    next_arg_iid: u32,
+    categories: &'n [&'n str],
+    cat_iids: Vec<u32>,
+    next_cat_iid: u32,
+    /// Interned data of the packet being built.
+    pending: Vec<u8>,
+    event: Vec<u8>,
+    pub events: u64,
+}
+
+impl<'n> Shard<'n> {
+    /// A shard whose first event is at or after `t0`. `arg_names` and `categories` are the tables that
+    /// [`Arg::key`] and `category` indexes refer to.
+    pub fn new(seq_id: u32, t0: u64, arg_names: &'n [&'n str], categories: &'n [&'n str]) -> Shard<'n> {
+        Shard {
+            out: Vec::with_capacity(1 << 20),
+            seq_id,
+            last_ts: t0,
+            started: false,
+            name_iids: Vec::new(),
+            next_name_iid: 1,
+            arg_names,
+            arg_iids: vec![0; arg_names.len()],
+            next_arg_iid: 1,
+            categories,
+            cat_iids: vec![0; categories.len()],
+            next_cat_iid: 1,
+            pending: Vec::new(),
+            event: Vec::with_capacity(256),
+            events: 0,
+        }
+    }
+
+    /// The clock snapshot that anchors the deltas; written before the first event.
+    fn start(&mut self) {
+        self.started = true;
+        let t0 = self.last_ts;
+        let seq = self.seq_id as u64;
+        pb::message(&mut self.out, 1, |p| {
+            pb::uint(p, packet::SEQ_ID, seq);
+            pb::message(p, packet::CLOCK_SNAPSHOT, |cs| {
+                pb::message(cs, 1, |c| {
+                    pb::uint(c, 1, BOOTTIME);
+                    pb::uint(c, 2, t0);
+                });
+                pb::message(cs, 1, |c| {
+                    pb::uint(c, 1, DELTA_CLOCK);
+                    pb::uint(c, 2, t0);
+                    pb::uint(c, 3, 1);
+                });
+            });
+        });
+    }
+
+    fn intern_name(&mut self, key: u32, text: &str) -> u32 {
+        let k = key as usize;
+        if self.name_iids.len() <= k {
+            self.name_iids.resize(k + 1, 0);
+        }
+        if self.name_iids[k] == 0 {
+            let iid = self.next_name_iid;
+            self.next_name_iid += 1;
+            self.name_iids[k] = iid;
+            pb::message(&mut self.pending, 2, |e| {
+                pb::uint(e, 1, iid as u64);
+                pb::string(e, 2, text);
+            });
+        }
+        self.name_iids[k]
+    }
+
+    fn intern_arg(&mut self, key: u16) -> u32 {
+        let k = key as usize;
+        if self.arg_iids[k] == 0 {
+            let iid = self.next_arg_iid;
+            self.next_arg_iid += 1;
+            self.arg_iids[k] = iid;
+            let name = self.arg_names[k];
+            pb::message(&mut self.pending, 3, |e| {
+                pb::uint(e, 1, iid as u64);
+                pb::string(e, 2, name);
+            });
+        }
+        self.arg_iids[k]
+    }
+
+    fn intern_category(&mut self, key: u16) -> u32 {
+        let k = key as usize;
+        if self.cat_iids[k] == 0 {
+            let iid = self.next_cat_iid;
+            self.next_cat_iid += 1;
+            self.cat_iids[k] = iid;
+            let name = self.categories[k];
+            pb::message(&mut self.pending, 1, |e| {
+                pb::uint(e, 1, iid as u64);
+                pb::string(e, 2, name);
+            });
+        }
+        self.cat_iids[k]
+    }
+
+    /// Writes the packet around `self.event` (an encoded TrackEvent) at `ts`. `uses_state`: the packet needs the
+    /// sequence's interned data or defaults (the trace processor skips such packets if that state was lost).
+    fn emit(&mut self, ts: u64, uses_state: bool) {
+        if !self.started {
+            self.start();
+        }
+        debug_assert!(ts >= self.last_ts, "events of a shard must be in time order");
+        let delta = ts.saturating_sub(self.last_ts);
+        self.last_ts = self.last_ts.max(ts);
+        let first = self.events == 0;
+        let seq = self.seq_id as u64;
+        let (pending, event) = (&self.pending, &self.event);
+        pb::message(&mut self.out, 1, |p| {
+            pb::uint(p, packet::TIMESTAMP, delta);
+            pb::uint(p, packet::SEQ_ID, seq);
+            if first {
+                pb::uint(p, packet::SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE);
+                // Every packet of this sequence uses the delta clock.
+                pb::message(p, packet::DEFAULTS, |d| pb::uint(d, 58, DELTA_CLOCK));
+            } else if uses_state {
+                pb::uint(p, packet::SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+            }
+            if !pending.is_empty() {
+                pb::bytes(p, packet::INTERNED_DATA, pending);
+            }
+            pb::bytes(p, packet::TRACK_EVENT, event);
+        });
+        self.pending.clear();
+        self.events += 1;
+    }
+
+    fn annotations(&mut self, args: &[Arg<'_>]) {
+        for a in args {
+            let iid = self.intern_arg(a.key);
+            let ev = &mut self.event;
+            pb::message(ev, 4, |d| {
+                pb::uint(d, 1, iid as u64);
+                match a.value {
+                    Value::Int(v) => pb::int(d, 4, v),
+                    Value::UInt(v) => pb::uint(d, 3, v),
+                    Value::Double(v) => pb::double(d, 5, v),
+                    Value::Bool(v) => pb::uint(d, 2, v as u64),
+                    Value::Str(s) => pb::string(d, 6, s),
+                    Value::Int3(v) => {
+                        for x in v {
+                            pb::message(d, 12, |e| pb::int(e, 4, x));
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// A slice begins on `track` at `ts`. Each id in `flow_out` starts an arrow from it; `flow_in` ends one at it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin(
+        &mut self,
+        track: u64,
+        ts: u64,
+        name_key: u32,
+        name: &str,
+        category: u16,
+        args: &[Arg<'_>],
+        flow_out: &[u64],
+        flow_in: Option<u64>,
+    ) {
+        let name_iid = self.intern_name(name_key, name);
+        let cat_iid = self.intern_category(category);
+        self.event.clear();
+        pb::uint(&mut self.event, 9, 1); // TYPE_SLICE_BEGIN
+        pb::uint(&mut self.event, 11, track);
+        pb::uint(&mut self.event, 10, name_iid as u64);
+        pb::uint(&mut self.event, 3, cat_iid as u64);
+        self.annotations(args);
+        for &f in flow_out {
+            pb::uint(&mut self.event, 36, f);
+        }
+        if let Some(f) = flow_in {
+            pb::uint(&mut self.event, 42, f);
+        }
+        self.emit(ts, true);
+    }
+
+    /// The slice most recently begun on `track` and still open ends at `ts`.
+    pub fn end(&mut self, track: u64, ts: u64) {
+        self.event.clear();
+        pb::uint(&mut self.event, 9, 2); // TYPE_SLICE_END
+        pb::uint(&mut self.event, 11, track);
+        // The END relies on the sequence's defaults (its clock), so it is marked as needing that state too.
+        self.emit(ts, true);
+    }
+
+    /// An instant event.
+    pub fn instant(&mut self, track: u64, ts: u64, name_key: u32, name: &str, category: u16, args: &[Arg<'_>]) {
+        let name_iid = self.intern_name(name_key, name);
+        let cat_iid = self.intern_category(category);
+        self.event.clear();
+        pb::uint(&mut self.event, 9, 3); // TYPE_INSTANT
+        pb::uint(&mut self.event, 11, track);
+        pb::uint(&mut self.event, 10, name_iid as u64);
+        pb::uint(&mut self.event, 3, cat_iid as u64);
+        self.annotations(args);
+        self.emit(ts, true);
+    }
+
+    /// A counter value at `ts` on a counter track.
+    pub fn counter(&mut self, track: u64, ts: u64, value: f64) {
+        self.event.clear();
+        pb::uint(&mut self.event, 9, 4); // TYPE_COUNTER
+        pb::uint(&mut self.event, 11, track);
+        pb::double(&mut self.event, 44, value);
+        self.emit(ts, true);
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.out
+    }
+
+    pub fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+}
