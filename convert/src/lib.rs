@@ -2,10 +2,12 @@
 //! reports and exports. No CUDA here: everything works from the files alone.
 
 pub mod demangle;
+pub mod diff;
 pub mod export;
 pub mod fmt;
 pub mod info;
 pub mod layout;
 pub mod model;
 pub mod names;
+pub mod stats;
 pub mod timebase;

@@ -1,7 +1,7 @@
 //! `cupti-convert`: reads `.cutr` recordings and converts them or reports on them.
 //!
 //! Exit codes: 0 success (warnings, e.g. a recovered file or failed joins, go to stderr); 1 an input could not
-//! be read or an output not written; 2 wrong arguments.
+//! be read or an output not written; 2 wrong arguments; 3 `diff` found a regression.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -68,6 +68,51 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Where GPU time went: kernels, API calls, copies and memsets, NVTX ranges, utilization, losses.
+    Stats {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV (one table; the `section` column tells the summaries apart).
+        #[arg(long)]
+        csv: bool,
+        /// Show only the N biggest rows of each summary.
+        #[arg(long)]
+        top: Option<usize>,
+    },
+    /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
+    /// Exit code 3 when something regressed.
+    Diff {
+        /// BASE NEW (one recording each); use --base/--new for several runs per side.
+        #[arg(num_args = 0..=2)]
+        files: Vec<PathBuf>,
+        /// Baseline runs (several recordings estimate run-to-run noise).
+        #[arg(long, num_args = 1.., conflicts_with = "files")]
+        base: Vec<PathBuf>,
+        /// New runs.
+        #[arg(long, num_args = 1.., requires = "base")]
+        new: Vec<PathBuf>,
+        /// Changes within this many percent are neutral.
+        #[arg(long, default_value_t = 5.0)]
+        threshold: f64,
+        /// Changes smaller than this per run are neutral (e.g. 10us, 1ms).
+        #[arg(long, default_value = "10us")]
+        min_delta: String,
+        /// Match kernels with template arguments and parameter lists removed.
+        #[arg(long)]
+        normalize_templates: bool,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print Markdown fit for a pull-request comment.
+        #[arg(long)]
+        markdown: bool,
+        /// Also list unchanged rows.
+        #[arg(long)]
+        all: bool,
     },
     /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
     Generate {
@@ -239,9 +284,81 @@ fn convert(a: ConvertArgs) -> Result<()> {
     Ok(())
 }
 
-fn run(cli: Cli) -> Result<()> {
+/// Loads each file as its own trace (one run each).
+fn load_runs(files: &[PathBuf]) -> Result<Vec<cutr_convert::model::Trace>> {
+    files
+        .iter()
+        .map(|f| {
+            let r = open(f)?;
+            if let Some(rec) = r.recovery() {
+                warn(f, &format!("not closed cleanly ({}); using it up to its last complete chunk", rec.reason));
+            }
+            load_readers(std::slice::from_ref(f), std::slice::from_ref(&r), &LoadOptions::default())
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        })
+        .collect()
+}
+
+/// Exit code of `diff` when it finds a regression.
+const EXIT_REGRESSION: u8 = 3;
+
+fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        None => convert(cli.convert),
+        None => convert(cli.convert).map(|()| ExitCode::SUCCESS),
+        Some(Command::Stats { files, json, csv, top }) => {
+            let mut t = load_runs(&files)?;
+            let mut trace = if t.len() == 1 {
+                t.pop().unwrap()
+            } else {
+                let readers: Vec<Reader> = files.iter().map(|f| open(f)).collect::<Result<_>>()?;
+                load_readers(&files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?
+            };
+            let s = cutr_convert::stats::compute(&mut trace, top);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else if csv {
+                print!("{}", cutr_convert::stats::render_csv(&s));
+            } else {
+                print!("{}", cutr_convert::stats::render_text(&s));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Diff { files, base, new, threshold, min_delta, normalize_templates, json, markdown, all }) => {
+            let (base, new) = if !base.is_empty() {
+                if new.is_empty() {
+                    bail!("--base needs --new");
+                }
+                (base, new)
+            } else if files.len() == 2 {
+                (vec![files[0].clone()], vec![files[1].clone()])
+            } else {
+                bail!("give BASE NEW, or --base RUN... --new RUN...");
+            };
+            if !(threshold >= 0.0 && threshold.is_finite()) {
+                bail!("--threshold must be a non-negative percentage");
+            }
+            let opts = cutr_convert::diff::DiffOptions {
+                threshold_pct: threshold,
+                min_delta_ns: parse_time(&min_delta)?,
+                normalize_templates,
+                ..Default::default()
+            };
+            let mut b = load_runs(&base)?;
+            let mut n = load_runs(&new)?;
+            let report = cutr_convert::diff::diff(&mut b, &mut n, &opts);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else if markdown {
+                print!("{}", cutr_convert::diff::render_markdown(&report, 20));
+            } else {
+                print!("{}", cutr_convert::diff::render_text(&report, all));
+            }
+            Ok(if report.verdict == cutr_convert::diff::Verdict::Regression {
+                ExitCode::from(EXIT_REGRESSION)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
         Some(Command::Info { file, json }) => {
             let reader = open(&file)?;
             let report = cutr_convert::info::report(&reader);
@@ -253,7 +370,7 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 print!("{}", cutr_convert::info::render_text(&report));
             }
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only }) => {
             let opts = SynthOptions { records, seed, cupti_api_version: cupti_api, buffer_bytes, launches_only };
@@ -265,7 +382,7 @@ fn run(cli: Cli) -> Result<()> {
                 truth.buffers,
                 truth.steps
             );
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
 }
@@ -273,7 +390,7 @@ fn run(cli: Cli) -> Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("cupti-convert: error: {e:#}");
             ExitCode::from(1)

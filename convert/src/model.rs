@@ -176,6 +176,8 @@ pub struct NvtxRange {
     pub id: u32,
     /// Nesting depth on its thread (0 = outermost).
     pub depth: u16,
+    /// Index of the enclosing range on the same thread (`u32::MAX` = none).
+    pub parent: u32,
 }
 
 /// An NVTX instantaneous marker.
@@ -869,6 +871,7 @@ fn pair_markers(trace: &mut Trace, proc: u16, mut markers: Vec<RawMarker>, filte
                             domain: s.domain,
                             id: s.id,
                             depth: 0,
+                            parent: u32::MAX,
                         });
                     }
                 }
@@ -889,6 +892,7 @@ fn pair_markers(trace: &mut Trace, proc: u16, mut markers: Vec<RawMarker>, filte
                 domain: s.domain,
                 id: s.id,
                 depth: 0,
+                parent: u32::MAX,
             });
         }
     }
@@ -945,6 +949,7 @@ impl Trace {
                 }
             }
             self.ranges[i].depth = stack.len() as u16;
+            self.ranges[i].parent = stack.last().map_or(u32::MAX, |&p| p as u32);
             stack.push(i);
         }
         self.api_range = self.enclosing_ranges();
@@ -1011,6 +1016,32 @@ impl Trace {
 
     pub fn display_name(&self, name: u32) -> &str {
         self.names.get(self.display_name_id(name))
+    }
+
+    /// For each NVTX range: the GPU time (ns) and number of kernels, copies and memsets launched by API calls
+    /// inside it, nested ranges included.
+    pub fn gpu_work_by_range(&self) -> Vec<(u64, u64)> {
+        let mut out = vec![(0u64, 0u64); self.ranges.len()];
+        let mut credit = |proc: u16, corr: u32, dur: u64| {
+            if let Some(&ai) = self.api_by_corr.get(&corr_key(proc, corr)) {
+                let mut r = self.api_range[ai as usize];
+                while r != u32::MAX {
+                    out[r as usize].0 += dur;
+                    out[r as usize].1 += 1;
+                    r = self.ranges[r as usize].parent;
+                }
+            }
+        };
+        for k in &self.kernels {
+            credit(k.proc, k.correlation, k.end - k.start);
+        }
+        for k in &self.memcpys {
+            credit(k.proc, k.correlation, k.end - k.start);
+        }
+        for k in &self.memsets {
+            credit(k.proc, k.correlation, k.end - k.start);
+        }
+        out
     }
 
     /// The API call that launched GPU work with this correlation id.

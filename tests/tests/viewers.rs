@@ -187,3 +187,36 @@ fn real_recordings_import_cleanly() {
         assert_eq!(int(&r[1]), 0, "{f}");
     }
 }
+
+#[test]
+fn hta_breakdown_of_a_real_recording_equals_our_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = cutr_tests::repo().join("fixtures/cuda_workload.cutr");
+    let mut t = load(std::slice::from_ref(&src), &LoadOptions::default()).unwrap();
+    let s = cutr_convert::stats::compute(&mut t, None);
+    std::fs::create_dir_all(dir.path().join("hta")).unwrap();
+    let json = dir.path().join("hta/rank0.json");
+    export(&mut t, &json, &ExportOptions { format: Format::Chrome, gzip: false, shard_slices: 50_000 }).unwrap();
+    let h = python_tool("hta_kernels.py", &[dir.path().join("hta").as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]);
+    let got: BTreeMap<String, (i64, i64)> = h["kernels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), (v["count"].as_i64().unwrap(), (v["sum"].as_f64().unwrap() * 1000.0).round() as i64)))
+        .collect();
+    let mut want: BTreeMap<String, (i64, i64)> =
+        s.kernels.iter().map(|k| (k.name.clone(), (k.count as i64, k.total_ns as i64))).collect();
+    for m in &s.memory_ops {
+        want.insert(m.time.name.clone(), (m.time.count as i64, m.time.total_ns as i64));
+    }
+    // HTA counts `Stream Wait Event` sync records (they carry a stream) as kernels.
+    for sy in &t.syncs {
+        if sy.sync_type == 2 {
+            let e = want.entry("Stream Wait Event".into()).or_default();
+            e.0 += 1;
+            e.1 += (sy.end - sy.start) as i64;
+        }
+    }
+    assert_eq!(got, want);
+    assert_eq!(got["spin(unsigned long long, unsigned long long*)"], (10, 20_009_843));
+}

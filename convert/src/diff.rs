@@ -1,0 +1,420 @@
+//! `cupti-convert diff`: what got slower or faster between recordings, per kernel and per NVTX range, with a
+//! verdict that respects run-to-run noise.
+//!
+//! Each side is one or more recordings of the same program (runs). Per row (a kernel name, an NVTX range name
+//! compared by the GPU time of the work launched inside it, total GPU time) the per-run totals give a mean and, with two runs or more, a measured noise: half the spread
+//! of the runs relative to their mean. A change is
+//! - **neutral** when it is within the threshold (default 5%) or smaller than an absolute floor (a few
+//!   microseconds of change in a kernel that takes almost no time is not a regression);
+//! - **regression** / **improvement** when it exceeds both the threshold and the noise floor (twice the
+//!   measured noise, or 2% when a side has a single run), and, with several runs per side, the runs of the two
+//!   sides do not overlap;
+//! - **inconclusive** otherwise: beyond the threshold, but not clearly beyond the noise.
+//!
+//! Kernels found on one side only are **added** or **removed**. The overall verdict is a regression if any
+//! kernel, range or the total GPU time regressed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::fmt;
+use crate::model::Trace;
+
+#[derive(Clone, Debug)]
+pub struct DiffOptions {
+    /// Changes within this many percent are neutral.
+    pub threshold_pct: f64,
+    /// The noise floor used when a side has one run (no measured noise).
+    pub default_noise_pct: f64,
+    /// Changes smaller than this (ns, per run) are neutral, whatever their percentage.
+    pub min_delta_ns: u64,
+    /// Match kernels with their template arguments and parameter lists removed.
+    pub normalize_templates: bool,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions { threshold_pct: 5.0, default_noise_pct: 2.0, min_delta_ns: 10_000, normalize_templates: false }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Regression,
+    Improvement,
+    Inconclusive,
+    Added,
+    Removed,
+    Neutral,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Regression => "regression",
+            Verdict::Improvement => "improvement",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::Added => "added",
+            Verdict::Removed => "removed",
+            Verdict::Neutral => "neutral",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// `kernel`, `nvtx`, `total` (GPU time) or `span` (first to last record).
+    pub section: &'static str,
+    pub name: String,
+    /// Per-run totals (ns) and counts.
+    pub base_ns: Vec<u64>,
+    pub new_ns: Vec<u64>,
+    pub base_count: Vec<u64>,
+    pub new_count: Vec<u64>,
+    pub base_mean_ns: f64,
+    pub new_mean_ns: f64,
+    pub delta_ns: f64,
+    pub delta_pct: f64,
+    /// The noise floor this row was judged against (percent).
+    pub noise_pct: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub verdict: Verdict,
+    pub threshold_pct: f64,
+    pub base_files: Vec<String>,
+    pub new_files: Vec<String>,
+    pub rows: Vec<Row>,
+    pub counts: BTreeMap<&'static str, usize>,
+}
+
+/// `name<...>(...)` -> `name<>`: template arguments and parameters removed, so kernels match across builds that
+/// change them.
+pub fn normalize_template_name(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => {
+                if depth == 0 {
+                    out.push('<');
+                }
+                depth += 1;
+            }
+            '>' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    out.push('>');
+                }
+            }
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    // Drop the parameter list of a function signature.
+    if let Some(i) = out.rfind('(')
+        && out.ends_with(')')
+    {
+        out.truncate(i);
+    }
+    out.strip_prefix("void ").map(str::to_string).unwrap_or(out)
+}
+
+/// Per-name (total ns, count) of one run.
+type RunTotals = BTreeMap<String, (u64, u64)>;
+
+struct Run {
+    kernels: RunTotals,
+    ranges: RunTotals,
+    gpu_ns: u64,
+    span_ns: u64,
+}
+
+fn run_totals(t: &mut Trace, opts: &DiffOptions) -> Run {
+    t.demangle_names();
+    let mut kernels: RunTotals = BTreeMap::new();
+    let mut gpu = 0;
+    for k in &t.kernels {
+        let mut n = t.display_name(k.name).to_string();
+        if opts.normalize_templates {
+            n = normalize_template_name(&n);
+        }
+        let e = kernels.entry(n).or_default();
+        e.0 += k.end - k.start;
+        e.1 += 1;
+        gpu += k.end - k.start;
+    }
+    gpu +=
+        t.memcpys.iter().map(|m| m.end - m.start).sum::<u64>() + t.memsets.iter().map(|m| m.end - m.start).sum::<u64>();
+    // NVTX ranges are compared by the GPU time of the work launched inside them: the host time a range spans
+    // moves with CPU scheduling from run to run, the GPU work it launched does not.
+    let mut ranges: RunTotals = BTreeMap::new();
+    for (r, (ns, _)) in t.ranges.iter().zip(t.gpu_work_by_range()) {
+        if r.end != u64::MAX {
+            let e = ranges.entry(t.names.get(r.name).to_string()).or_default();
+            e.0 += ns;
+            e.1 += 1;
+        }
+    }
+    let (a, b) = t.span();
+    Run { kernels, ranges, gpu_ns: gpu, span_ns: b - a }
+}
+
+fn mean(v: &[u64]) -> f64 {
+    if v.is_empty() { 0.0 } else { v.iter().sum::<u64>() as f64 / v.len() as f64 }
+}
+
+/// Half the spread of the runs relative to their mean, in percent (0 with fewer than two runs).
+fn noise(v: &[u64]) -> Option<f64> {
+    if v.len() < 2 {
+        return None;
+    }
+    let m = mean(v);
+    let (lo, hi) = (*v.iter().min().unwrap() as f64, *v.iter().max().unwrap() as f64);
+    Some(if m > 0.0 { 50.0 * (hi - lo) / m } else { 0.0 })
+}
+
+fn judge(
+    section: &'static str,
+    name: String,
+    base: (Vec<u64>, Vec<u64>),
+    new: (Vec<u64>, Vec<u64>),
+    opts: &DiffOptions,
+) -> Row {
+    let (bm, nm) = (mean(&base.0), mean(&new.0));
+    let present_base = base.1.iter().any(|&c| c > 0);
+    let present_new = new.1.iter().any(|&c| c > 0);
+    let delta = nm - bm;
+    let pct = if bm > 0.0 {
+        100.0 * delta / bm
+    } else if nm > 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
+    };
+    let noise_pct = match (noise(&base.0), noise(&new.0)) {
+        (Some(a), Some(b)) => 2.0 * a.max(b),
+        _ => opts.default_noise_pct,
+    };
+    let verdict = if !present_base && present_new {
+        Verdict::Added
+    } else if present_base && !present_new {
+        Verdict::Removed
+    } else if delta.abs() < opts.min_delta_ns as f64 || pct.abs() <= opts.threshold_pct {
+        Verdict::Neutral
+    } else {
+        let separated = if base.0.len() >= 2 && new.0.len() >= 2 {
+            let (bmin, bmax) = (*base.0.iter().min().unwrap(), *base.0.iter().max().unwrap());
+            let (nmin, nmax) = (*new.0.iter().min().unwrap(), *new.0.iter().max().unwrap());
+            if delta > 0.0 { nmin > bmax } else { nmax < bmin }
+        } else {
+            true
+        };
+        if pct.abs() > noise_pct && separated {
+            if delta > 0.0 { Verdict::Regression } else { Verdict::Improvement }
+        } else {
+            Verdict::Inconclusive
+        }
+    };
+    Row {
+        section,
+        name,
+        base_ns: base.0,
+        new_ns: new.0,
+        base_count: base.1,
+        new_count: new.1,
+        base_mean_ns: bm,
+        new_mean_ns: nm,
+        delta_ns: delta,
+        delta_pct: pct,
+        noise_pct,
+        verdict,
+    }
+}
+
+fn per_run(runs: &[Run], pick: impl Fn(&Run) -> &RunTotals, name: &str) -> (Vec<u64>, Vec<u64>) {
+    runs.iter().map(|r| pick(r).get(name).copied().unwrap_or((0, 0))).unzip()
+}
+
+/// Compares recordings: `base` and `new` hold one trace per run.
+pub fn diff(base: &mut [Trace], new: &mut [Trace], opts: &DiffOptions) -> Report {
+    let b: Vec<Run> = base.iter_mut().map(|t| run_totals(t, opts)).collect();
+    let n: Vec<Run> = new.iter_mut().map(|t| run_totals(t, opts)).collect();
+    let mut rows = Vec::new();
+    for (section, pick) in [("kernel", (|r: &Run| &r.kernels) as fn(&Run) -> &RunTotals), ("nvtx", |r: &Run| &r.ranges)]
+    {
+        let names: BTreeSet<String> = b.iter().chain(&n).flat_map(|r| pick(r).keys().cloned()).collect();
+        for name in names {
+            let row = judge(section, name.clone(), per_run(&b, pick, &name), per_run(&n, pick, &name), opts);
+            rows.push(row);
+        }
+    }
+    let gpu = |rs: &[Run]| (rs.iter().map(|r| r.gpu_ns).collect::<Vec<_>>(), vec![1; rs.len()]);
+    let span = |rs: &[Run]| (rs.iter().map(|r| r.span_ns).collect::<Vec<_>>(), vec![1; rs.len()]);
+    rows.push(judge("total", "GPU time (kernels, copies, memsets)".into(), gpu(&b), gpu(&n), opts));
+    rows.push(judge("span", "wall span (first to last record)".into(), span(&b), span(&n), opts));
+    // Biggest changes first, verdicts that need attention before neutral ones.
+    rows.sort_by(|x, y| {
+        (x.verdict == Verdict::Neutral)
+            .cmp(&(y.verdict == Verdict::Neutral))
+            .then(y.delta_ns.abs().partial_cmp(&x.delta_ns.abs()).unwrap_or(std::cmp::Ordering::Equal))
+    });
+    // The wall span includes program start-up and shut-down: reported, not part of the verdict.
+    let judged = rows.iter().filter(|r| r.section != "span");
+    let has = |v: Verdict| rows.iter().filter(|r| r.section != "span").any(|r| r.verdict == v);
+    let verdict = if has(Verdict::Regression) {
+        Verdict::Regression
+    } else if has(Verdict::Improvement) {
+        Verdict::Improvement
+    } else if has(Verdict::Inconclusive) {
+        Verdict::Inconclusive
+    } else {
+        Verdict::Neutral
+    };
+    let mut counts = BTreeMap::new();
+    for r in judged {
+        *counts.entry(r.verdict.as_str()).or_insert(0) += 1;
+    }
+    Report {
+        verdict,
+        threshold_pct: opts.threshold_pct,
+        base_files: base.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect(),
+        new_files: new.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect(),
+        rows,
+        counts,
+    }
+}
+
+fn signed_duration(ns: f64) -> String {
+    let s = fmt::duration_ns(ns.abs().round() as u64);
+    if ns < 0.0 { format!("-{s}") } else { format!("+{s}") }
+}
+
+fn counts(v: &[u64]) -> String {
+    let mut u: Vec<u64> = v.to_vec();
+    u.dedup();
+    u.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("/")
+}
+
+fn shorten(s: &str, n: usize) -> String {
+    if s.chars().count() <= n { s.to_string() } else { format!("{}...", s.chars().take(n - 3).collect::<String>()) }
+}
+
+/// Text for people: the verdict, then every row that is not neutral.
+pub fn render_text(r: &Report, show_all: bool) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "verdict: {} (threshold {}%; {} base run(s), {} new run(s))",
+        r.verdict.as_str().to_uppercase(),
+        r.threshold_pct,
+        r.base_files.len(),
+        r.new_files.len()
+    );
+    let c: Vec<String> = r.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let _ = writeln!(o, "rows: {}", c.join(", "));
+    let _ = writeln!(
+        o,
+        "\n{:>13} {:>7} {:>12} {:>12} {:>13} {:>9} {:>8}  name",
+        "verdict", "section", "base", "new", "delta", "delta %", "noise %"
+    );
+    for row in r.rows.iter().filter(|x| show_all || x.verdict != Verdict::Neutral || x.section == "total") {
+        let _ = writeln!(
+            o,
+            "{:>13} {:>7} {:>12} {:>12} {:>13} {:>9} {:>8}  {} [{} -> {}]",
+            row.verdict.as_str(),
+            row.section,
+            fmt::duration_ns(row.base_mean_ns.round() as u64),
+            fmt::duration_ns(row.new_mean_ns.round() as u64),
+            signed_duration(row.delta_ns),
+            if row.delta_pct.is_finite() { format!("{:+.1}", row.delta_pct) } else { "new".into() },
+            format!("{:.1}", row.noise_pct),
+            shorten(&row.name, 120),
+            counts(&row.base_count),
+            counts(&row.new_count)
+        );
+    }
+    o
+}
+
+/// Markdown fit for a pull-request comment.
+pub fn render_markdown(r: &Report, top: usize) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "### cutr diff: **{}**\n", r.verdict.as_str());
+    let _ = writeln!(
+        o,
+        "{} base run(s) vs {} new run(s); threshold {}%; a change must also exceed twice the run-to-run noise \
+         (2% with a single run).\n",
+        r.base_files.len(),
+        r.new_files.len(),
+        r.threshold_pct
+    );
+    let _ = writeln!(o, "| verdict | what | base | new | change | count |");
+    let _ = writeln!(o, "|---|---|---:|---:|---:|---|");
+    let mut shown = 0;
+    for row in &r.rows {
+        if row.verdict == Verdict::Neutral && row.section != "total" {
+            continue;
+        }
+        if shown == top {
+            break;
+        }
+        shown += 1;
+        let pct = if row.delta_pct.is_finite() { format!(" ({:+.1}%)", row.delta_pct) } else { String::new() };
+        let _ = writeln!(
+            o,
+            "| {} | {} `{}` | {} | {} | {}{} | {} → {} |",
+            row.verdict.as_str(),
+            row.section,
+            shorten(&row.name, 80).replace('|', "\\|").replace('`', "'"),
+            fmt::duration_ns(row.base_mean_ns.round() as u64),
+            fmt::duration_ns(row.new_mean_ns.round() as u64),
+            signed_duration(row.delta_ns),
+            pct,
+            counts(&row.base_count),
+            counts(&row.new_count)
+        );
+    }
+    let neutral = r.counts.get("neutral").copied().unwrap_or(0);
+    let _ = writeln!(o, "\n{neutral} more rows unchanged.");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_normalization() {
+        assert_eq!(normalize_template_name("void scale<float>(float*, float, int)"), "scale<>");
+        assert_eq!(
+            normalize_template_name(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)"
+            ),
+            "at::native::vectorized_elementwise_kernel<>"
+        );
+        assert_eq!(normalize_template_name("ampere_sgemm_128x64_nn"), "ampere_sgemm_128x64_nn");
+    }
+
+    #[test]
+    fn verdict_rules() {
+        let o = DiffOptions::default();
+        let j = |b: Vec<u64>, n: Vec<u64>| {
+            let c = vec![1; b.len()];
+            let d = vec![1; n.len()];
+            judge("kernel", "k".into(), (b, c), (n, d), &o).verdict
+        };
+        assert_eq!(j(vec![1_000_000], vec![1_200_000]), Verdict::Regression);
+        assert_eq!(j(vec![1_000_000], vec![1_040_000]), Verdict::Neutral);
+        assert_eq!(j(vec![1_000_000], vec![800_000]), Verdict::Improvement);
+        assert_eq!(j(vec![10_000], vec![15_000]), Verdict::Neutral, "5 us of change is below the absolute floor");
+        // Noisy runs: base spans 0.9..1.1 ms, new 1.05..1.25: overlapping, so inconclusive.
+        assert_eq!(j(vec![900_000, 1_100_000], vec![1_050_000, 1_250_000]), Verdict::Inconclusive);
+        assert_eq!(j(vec![1_000_000, 1_010_000], vec![1_300_000, 1_310_000]), Verdict::Regression);
+    }
+}

@@ -1,0 +1,191 @@
+//! `stats` and `diff` on the real fixtures and on generated traces with known perturbations.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cutr_convert::diff::{DiffOptions, Verdict, diff};
+use cutr_convert::model::{LoadOptions, Trace, load};
+use cutr_convert::stats;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(name)
+}
+
+fn load_one(p: PathBuf) -> Trace {
+    load(&[p], &LoadOptions::default()).unwrap()
+}
+
+#[test]
+fn stats_of_the_cuda_workload_match_the_program_and_the_floor_client() {
+    let mut t = load_one(fixture("cuda_workload.cutr"));
+    let s = stats::compute(&mut t, None);
+    let counts: BTreeMap<&str, u64> = s.kernels.iter().map(|k| (k.name.as_str(), k.count)).collect();
+    // workloads/cuda/EXPECTED.md with --iters 10; the floor client counted the same in its own run.
+    let want: BTreeMap<&str, u64> = [
+        ("fill(float*, float, int)", 15),
+        ("heavy(float*, int, int)", 10),
+        ("saxpy(float, float const*, float*, int)", 15),
+        ("spin(unsigned long long, unsigned long long*)", 10),
+        ("void scale<float>(float*, float, int)", 15),
+        ("void scale<int>(int*, int, int)", 10),
+    ]
+    .into();
+    assert_eq!(counts, want);
+    let floor: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("cuda_workload.floor.json")).unwrap()).unwrap();
+    let floor_counts: u64 = floor["kernels"].as_object().unwrap().values().map(|v| v["count"].as_u64().unwrap()).sum();
+    assert_eq!(floor_counts, 75);
+    // Exact figures of this recording (the spin kernel busy-waits 2 ms per launch).
+    let spin = s.kernels.iter().find(|k| k.name.starts_with("spin")).unwrap();
+    assert_eq!(s.kernels[0].name, spin.name, "the slow kernel dominates GPU time");
+    assert_eq!((spin.count, spin.total_ns, spin.min_ns, spin.max_ns), (10, 20_009_843, 2_000_914, 2_001_107));
+    let mut durs: Vec<u64> =
+        t.kernels.iter().filter(|k| t.display_name(k.name).starts_with("spin")).map(|k| k.end - k.start).collect();
+    durs.sort();
+    assert_eq!(spin.median_ns, (durs[4] + durs[5]) as f64 / 2.0);
+    let copies: BTreeMap<&str, (u64, u64)> =
+        s.memory_ops.iter().map(|m| (m.time.name.as_str(), (m.time.count, m.bytes))).collect();
+    assert_eq!(copies["Memcpy DtoD (Device -> Device)"], (20, 20 << 20));
+    assert_eq!(copies["Memset (Device)"].0, 21);
+    let nvtx: BTreeMap<&str, (u64, u64)> =
+        s.nvtx.iter().map(|r| (r.time.name.as_str(), (r.time.count, r.gpu_ops))).collect();
+    assert_eq!(nvtx.values().map(|v| v.0).sum::<u64>(), 106);
+    assert_eq!(nvtx["A:compute"].0, 10);
+    assert_eq!(s.joins.gpu_without_api, 0);
+    assert!(s.loss.values().all(|&v| v == 0));
+    // Utilization: every GPU op is on some stream; the device's busy time is at most the sum of its streams'.
+    let dev = s.utilization.iter().find(|u| u.stream.is_none()).unwrap();
+    let streams: u64 = s.utilization.iter().filter(|u| u.stream.is_some()).map(|u| u.busy_ns).sum();
+    assert_eq!(dev.ops, 75 + 73 + 21);
+    assert!(dev.busy_ns <= streams && dev.busy_ns >= spin.total_ns);
+    let csv = stats::render_csv(&s);
+    assert_eq!(csv.lines().filter(|l| l.starts_with("kernel,")).count(), 6);
+}
+
+#[test]
+fn the_pytorch_loop_has_the_kernels_pytorch_profiler_saw() {
+    let mut t = load_one(fixture("pytorch_loop.cutr"));
+    t.demangle_names();
+    let kineto: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("pytorch_loop.kineto.summary.json")).unwrap()).unwrap();
+    // Kernels launched while an NVTX "step i" range was open: the 20 measured steps, what the profiler recorded
+    // over the same steps (in a separate run of the same program). By time, not by thread: autograd launches the
+    // backward pass from its own threads.
+    let mut steps: Vec<(u64, u64)> =
+        t.ranges.iter().filter(|r| t.names.get(r.name).starts_with("step ")).map(|r| (r.start, r.end)).collect();
+    steps.sort();
+    assert_eq!(steps.len(), 20);
+    let in_step = |ts: u64| {
+        let i = steps.partition_point(|s| s.0 <= ts);
+        i > 0 && ts <= steps[i - 1].1
+    };
+    let mut by_name: BTreeMap<String, u64> = BTreeMap::new();
+    for k in &t.kernels {
+        let Some(a) = t.launcher(k.proc, k.correlation) else { continue };
+        if in_step(a.start) {
+            *by_name.entry(t.display_name(k.name).to_string()).or_default() += 1;
+        }
+    }
+    assert_eq!(by_name.values().sum::<u64>(), kineto["kernel_events"].as_u64().unwrap());
+    assert_eq!(by_name.values().sum::<u64>(), 4820);
+    let kineto_names: BTreeMap<String, u64> = kineto["kernels_by_name"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(by_name, kineto_names, "same kernels, same demangled names as PyTorch profiler");
+}
+
+#[test]
+fn the_recorded_regression_pair_flags_the_heavy_kernel_only() {
+    let mut base: Vec<Trace> = ["regress/base_a.cutr", "regress/base_b.cutr"].map(|f| load_one(fixture(f))).into();
+    let mut new: Vec<Trace> = ["regress/heavy_a.cutr", "regress/heavy_b.cutr"].map(|f| load_one(fixture(f))).into();
+    let r = diff(&mut base, &mut new, &DiffOptions::default());
+    assert_eq!(r.verdict, Verdict::Regression);
+    let flagged: Vec<&str> = r
+        .rows
+        .iter()
+        .filter(|x| x.section == "kernel" && x.verdict != Verdict::Neutral)
+        .map(|x| x.name.as_str())
+        .collect();
+    assert_eq!(flagged, ["heavy(float*, int, int)"]);
+    let heavy = r.rows.iter().find(|x| x.name.starts_with("heavy")).unwrap();
+    assert_eq!((heavy.base_count.clone(), heavy.new_count.clone()), (vec![10, 10], vec![10, 10]));
+    assert!((95.0..105.0).contains(&heavy.delta_pct), "{}", heavy.delta_pct);
+    // The ranges around the heavy kernel regress with it, by exactly its extra time.
+    let compute = r.rows.iter().find(|x| x.name == "A:compute").unwrap();
+    assert_eq!(compute.verdict, Verdict::Regression);
+    assert!((compute.delta_ns - heavy.delta_ns).abs() < heavy.delta_ns / 100.0);
+    // Two runs of the same program against each other: no kernel changes.
+    let mut a = vec![load_one(fixture("regress/base_a.cutr"))];
+    let mut b = vec![load_one(fixture("regress/base_b.cutr"))];
+    let same = diff(&mut a, &mut b, &DiffOptions::default());
+    assert!(same.rows.iter().filter(|x| x.section == "kernel").all(|x| x.verdict == Verdict::Neutral));
+}
+
+fn synthetic() -> (tempfile::TempDir, Trace) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.cutr");
+    cutr_format::synth::write_file(&p, cutr_format::synth::SynthOptions { records: 30_000, ..Default::default() })
+        .unwrap();
+    let t = load_one(p);
+    (dir, t)
+}
+
+const GEMM: &str = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas";
+
+#[test]
+fn generated_perturbations_get_the_right_verdicts() {
+    let (_d, base) = synthetic();
+    let name_of = |t: &Trace, i: usize| t.names.get(t.kernels[i].name).to_string();
+    // One kernel 20% slower: flagged, with the exact delta.
+    let mut slow = base.clone();
+    let mut extra = 0u64;
+    for i in 0..slow.kernels.len() {
+        if name_of(&slow, i) == GEMM {
+            let d = slow.kernels[i].end - slow.kernels[i].start;
+            slow.kernels[i].end += d / 5;
+            extra += d / 5;
+        }
+    }
+    let r = diff(&mut [base.clone()], &mut [slow], &DiffOptions::default());
+    assert_eq!(r.verdict, Verdict::Regression);
+    let flagged: Vec<(&str, Verdict, f64)> = r
+        .rows
+        .iter()
+        .filter(|x| x.section == "kernel" && x.verdict != Verdict::Neutral)
+        .map(|x| (x.name.as_str(), x.verdict, x.delta_ns))
+        .collect();
+    assert_eq!(flagged, [(GEMM, Verdict::Regression, extra as f64)]);
+    let row = r.rows.iter().find(|x| x.name == GEMM).unwrap();
+    assert!((row.delta_pct - 20.0).abs() < 0.01, "{}", row.delta_pct);
+
+    // Every kernel jittered within 1%: neutral.
+    let mut jitter = base.clone();
+    for (i, k) in jitter.kernels.iter_mut().enumerate() {
+        let d = k.end - k.start;
+        let pm = (i as u64 * 7919) % 21; // 0..=20 -> -1.0% ..= +1.0%
+        k.end = k.start + d * (1000 + pm * 1 - 10) / 1000;
+    }
+    let r = diff(&mut [base.clone()], &mut [jitter], &DiffOptions::default());
+    assert_eq!(r.verdict, Verdict::Neutral);
+
+    // A kernel removed: reported as removed.
+    let mut fewer = base.clone();
+    let cutlass =
+        fewer.kernels.iter().map(|k| fewer.names.get(k.name)).find(|n| n.contains("cutlass")).unwrap().to_string();
+    let keep: Vec<_> = fewer.kernels.iter().filter(|k| fewer.names.get(k.name) != cutlass).copied().collect();
+    fewer.kernels = keep;
+    let r = diff(&mut [base.clone()], &mut [fewer], &DiffOptions::default());
+    let removed: Vec<&str> = r.rows.iter().filter(|x| x.verdict == Verdict::Removed).map(|x| x.name.as_str()).collect();
+    assert_eq!(removed.len(), 1);
+    assert!(removed[0].starts_with("void cutlass::Kernel2<"));
+
+    // Self-diff: neutral, every delta zero.
+    let r = diff(&mut [base.clone()], &mut [base.clone()], &DiffOptions::default());
+    assert_eq!(r.verdict, Verdict::Neutral);
+    assert!(r.rows.iter().all(|x| x.delta_ns == 0.0 && x.verdict == Verdict::Neutral));
+    let md = cutr_convert::diff::render_markdown(&r, 20);
+    assert!(md.starts_with("### cutr diff: **neutral**"));
+}
