@@ -109,12 +109,15 @@ const A_THREAD: u16 = 22;
 const A_FROM_DEV: u16 = 23;
 const A_TO_DEV: u16 = 24;
 
-/// Args of one slice, in Kineto's order. `Str` values borrow from the trace.
+/// Args of one slice, in Kineto's order. `Str` values borrow from the trace. With `kineto` false (Perfetto), the
+/// args a Perfetto track already states (device, context, stream) or that follow from others (blocks and warps
+/// per SM, a zero `queued`) are left out: they cost bytes on every slice and add nothing.
 fn slice_args<'t>(
     trace: &'t Trace,
     lay: &Layout,
     it: &Item,
     sms: &dyn Fn(u16, u32) -> Option<u32>,
+    kineto: bool,
     out: &mut Vec<Arg<'t>>,
 ) {
     use pf::Value::*;
@@ -131,14 +134,18 @@ fn slice_args<'t>(
             if user != 0 {
                 out.push(Arg { key: A_USER, value: UInt(user) });
             }
-            out.push(Arg { key: A_QUEUED, value: UInt(k.queued) });
-            out.push(Arg { key: A_DEVICE, value: UInt(k.device as u64) });
-            out.push(Arg { key: A_CONTEXT, value: UInt(k.context as u64) });
-            out.push(Arg { key: A_STREAM, value: UInt(k.stream as u64) });
+            if kineto || k.queued != 0 {
+                out.push(Arg { key: A_QUEUED, value: UInt(k.queued) });
+            }
+            if kineto {
+                out.push(Arg { key: A_DEVICE, value: UInt(k.device as u64) });
+                out.push(Arg { key: A_CONTEXT, value: UInt(k.context as u64) });
+                out.push(Arg { key: A_STREAM, value: UInt(k.stream as u64) });
+            }
             out.push(Arg { key: A_CORR, value: UInt(k.correlation as u64) });
             out.push(Arg { key: A_REGS, value: UInt(k.registers as u64) });
             out.push(Arg { key: A_SMEM, value: Int(k.static_smem as i64 + k.dynamic_smem as i64) });
-            if let Some(n) = sms(k.proc, k.device).filter(|&n| n > 0) {
+            if let Some(n) = sms(k.proc, k.device).filter(|&n| n > 0 && kineto) {
                 let blocks = k.grid.iter().map(|&g| g.max(0) as u64).product::<u64>() as f64 / n as f64;
                 let threads = k.block.iter().map(|&b| b.max(0) as u64).product::<u64>() as f64;
                 out.push(Arg { key: A_BLOCKS_SM, value: Double(blocks) });
@@ -157,9 +164,11 @@ fn slice_args<'t>(
             if op != 0 {
                 out.push(Arg { key: A_EXT, value: UInt(op) });
             }
-            out.push(Arg { key: A_DEVICE, value: UInt(m.device as u64) });
-            out.push(Arg { key: A_CONTEXT, value: UInt(m.context as u64) });
-            out.push(Arg { key: A_STREAM, value: UInt(m.stream as u64) });
+            if kineto {
+                out.push(Arg { key: A_DEVICE, value: UInt(m.device as u64) });
+                out.push(Arg { key: A_CONTEXT, value: UInt(m.context as u64) });
+                out.push(Arg { key: A_STREAM, value: UInt(m.stream as u64) });
+            }
             out.push(Arg { key: A_CORR, value: UInt(m.correlation as u64) });
             out.push(Arg { key: A_BYTES, value: UInt(m.bytes) });
             out.push(Arg { key: A_BW, value: bw(m.bytes, m.start, m.end) });
@@ -174,9 +183,11 @@ fn slice_args<'t>(
             if op != 0 {
                 out.push(Arg { key: A_EXT, value: UInt(op) });
             }
-            out.push(Arg { key: A_DEVICE, value: UInt(m.device as u64) });
-            out.push(Arg { key: A_CONTEXT, value: UInt(m.context as u64) });
-            out.push(Arg { key: A_STREAM, value: UInt(m.stream as u64) });
+            if kineto {
+                out.push(Arg { key: A_DEVICE, value: UInt(m.device as u64) });
+                out.push(Arg { key: A_CONTEXT, value: UInt(m.context as u64) });
+                out.push(Arg { key: A_STREAM, value: UInt(m.stream as u64) });
+            }
             out.push(Arg { key: A_CORR, value: UInt(m.correlation as u64) });
             out.push(Arg { key: A_BYTES, value: UInt(m.bytes) });
             out.push(Arg { key: A_BW, value: bw(m.bytes, m.start, m.end) });
@@ -261,15 +272,14 @@ fn flows_out<'a>(lay: &'a Layout, it: &Item) -> &'a [u64] {
 }
 
 /// SM count of each recorded device (from the file's metadata), for Kineto's per-SM args.
-fn sm_counts(trace: &Trace) -> impl Fn(u16, u32) -> Option<u32> + Sync + '_ {
-    move |proc: u16, device: u32| {
-        trace.processes[proc as usize]
-            .meta
-            .devices
-            .iter()
-            .find(|d| d.id == device)
-            .map(|d| d.multiprocessors.max(0) as u32)
-    }
+fn sm_counts(trace: &Trace) -> impl Fn(u16, u32) -> Option<u32> + Sync + use<> {
+    let table: rustc_hash::FxHashMap<(u16, u32), u32> = trace
+        .processes
+        .iter()
+        .enumerate()
+        .flat_map(|(p, pr)| pr.meta.devices.iter().map(move |d| ((p as u16, d.id), d.multiprocessors.max(0) as u32)))
+        .collect();
+    move |proc: u16, device: u32| table.get(&(proc, device)).copied()
 }
 
 /// The args of the health slice: every loss counter, join failure and file problem.
@@ -380,7 +390,7 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
                 Ev::Begin(i) => {
                     let it = &lay.items[i as usize];
                     let (name, cat) = slice_name(trace, lay, it);
-                    slice_args(trace, lay, it, &sms, &mut args);
+                    slice_args(trace, lay, it, &sms, false, &mut args);
                     // A graph launch starts one arrow per node it ran.
                     let out_flows = flows_out(lay, it);
                     shard.begin(
@@ -467,7 +477,7 @@ fn write_chrome(trace: &Trace, lay: &Layout, out: &mut Output, path: &Path) -> i
                 let it = &lay.items[i as usize];
                 let t = &lay.tracks[it.track as usize];
                 let (name, cat) = slice_name(trace, lay, it);
-                slice_args(trace, lay, it, &sms, &mut args);
+                slice_args(trace, lay, it, &sms, true, &mut args);
                 cargs.clear();
                 for a in &args {
                     cargs.push((ARG_NAMES[a.key as usize], to_chrome(a.value)));

@@ -14,6 +14,11 @@ use cutr_convert::model::{Filter, LoadOptions, load_readers};
 use cutr_format::Reader;
 use cutr_format::synth::{SynthOptions, write_file};
 
+// Conversion allocates and frees large buffers (decoded chunks, shard outputs) many times over: mimalloc keeps
+// and reuses them, where the system allocator hands them back and the kernel must zero fresh pages again.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "cupti-convert",

@@ -1,0 +1,153 @@
+//! Conversion benchmark (docs/BENCHMARKS.md, "Converter"): a generated trace converted by the `cupti-convert`
+//! binary to Perfetto and to Chrome JSON, and analysed by `stats` and `diff`, each as its own process (wall time
+//! and peak RSS from wait4), interleaved with decompression alone (decode every chunk, in this process) as the
+//! floor, repeated; medians reported.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use cutr_bench::median;
+use cutr_format::Reader;
+use cutr_format::synth::{SynthOptions, write_file};
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, default_value_t = 10_000_000)]
+    records: u64,
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// The cupti-convert binary to measure.
+    #[arg(long, default_value = "target/release/cupti-convert")]
+    bin: PathBuf,
+    /// Where to write the generated trace and the outputs.
+    #[arg(long, default_value = "/tmp/cutr-bench")]
+    dir: PathBuf,
+}
+
+/// Runs a command; returns (seconds, peak RSS bytes, stderr).
+fn measure(cmd: &mut Command) -> Result<(f64, u64, String)> {
+    let t = Instant::now();
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let stderr = child.stderr.map(|mut e| {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut e, &mut s);
+        s
+    });
+    // SAFETY: waiting for our own child with valid out-pointers.
+    unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    let secs = t.elapsed().as_secs_f64();
+    if std::process::ExitStatus::from_raw(status).code().is_none_or(|c| c != 0 && c != 3) {
+        bail!("command failed: {:?}: {}", cmd, stderr.unwrap_or_default());
+    }
+    Ok((secs, ru.ru_maxrss as u64 * 1024, stderr.unwrap_or_default()))
+}
+
+fn slices(stderr: &str) -> Option<u64> {
+    let i = stderr.find(" slices")?;
+    stderr[..i].rsplit(' ').next()?.parse().ok()
+}
+
+fn main() -> Result<()> {
+    let a = Args::parse();
+    std::fs::create_dir_all(&a.dir)?;
+    let input = a.dir.join("bench.cutr");
+    let truth = write_file(&input, SynthOptions { records: a.records, ..Default::default() }).context("generating")?;
+    let r = Reader::open(&input)?;
+    let raw: u64 = r.activity_chunks().map(|c| c.header.raw_len).sum();
+    drop(r);
+    println!(
+        "# converter benchmark: {} records ({} MB decompressed record bytes, {} MB file), {} reps, {} threads",
+        truth.records,
+        raw / 1_000_000,
+        std::fs::metadata(&input)?.len() / 1_000_000,
+        a.reps,
+        rayon::current_num_threads()
+    );
+    let bin = a.bin.clone();
+    let out = |n: &str| a.dir.join(n);
+    let cmds: Vec<(&str, Box<dyn Fn() -> Command>)> = vec![
+        (
+            "perfetto",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.arg(&input).arg("--perfetto").arg("-o").arg(out("o.pftrace"));
+                c
+            }),
+        ),
+        (
+            "chrome json",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.arg(&input).arg("--chrome").arg("-o").arg(out("o.json"));
+                c
+            }),
+        ),
+        (
+            "stats",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.arg("stats").arg(&input).arg("--json");
+                c
+            }),
+        ),
+        (
+            "diff (self)",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.arg("diff").arg(&input).arg(&input).arg("--json");
+                c
+            }),
+        ),
+    ];
+    let mut floor = Vec::new();
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); cmds.len()];
+    let mut rss: Vec<u64> = vec![0; cmds.len()];
+    let mut slice_count = 0;
+    for _ in 0..a.reps {
+        let t = Instant::now();
+        let r = Reader::open(&input)?;
+        let n: usize = r.par_map_activity(|_, d| d.map(|d| d.record_count()).unwrap_or(0)).iter().sum();
+        floor.push(t.elapsed().as_secs_f64());
+        assert_eq!(n as u64, truth.records);
+        drop(r);
+        for (i, (_, make)) in cmds.iter().enumerate() {
+            let (s, m, err) = measure(&mut make())?;
+            times[i].push(s);
+            rss[i] = rss[i].max(m);
+            if i == 0 {
+                slice_count = slices(&err).unwrap_or(0);
+            }
+        }
+    }
+    let f = median(floor);
+    println!("decompression alone (decode every chunk): {:.3} s, {:.1} M records/s", f, truth.records as f64 / f / 1e6);
+    for (i, (name, _)) in cmds.iter().enumerate() {
+        let t = median(times[i].clone());
+        println!(
+            "{name}: {:.3} s ({:.1}x decompression), {:.1} M records/s, peak RSS {} MB ({:.2}x decompressed bytes)",
+            t,
+            t / f,
+            truth.records as f64 / t / 1e6,
+            rss[i] / 1_000_000,
+            rss[i] as f64 / raw as f64
+        );
+    }
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "perfetto: {} slices, {:.1} bytes/slice ({} MB); chrome json: {:.1} bytes/slice ({} MB)",
+        slice_count,
+        size(&out("o.pftrace")) as f64 / slice_count.max(1) as f64,
+        size(&out("o.pftrace")) / 1_000_000,
+        size(&out("o.json")) as f64 / slice_count.max(1) as f64,
+        size(&out("o.json")) / 1_000_000
+    );
+    Ok(())
+}
