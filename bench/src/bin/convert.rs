@@ -73,7 +73,8 @@ fn main() -> Result<()> {
     );
     let bin = a.bin.clone();
     let out = |n: &str| a.dir.join(n);
-    let cmds: Vec<(&str, Box<dyn Fn() -> Command>)> = vec![
+    type Make<'a> = Box<dyn Fn() -> Command + 'a>;
+    let cmds: Vec<(&str, Make)> = vec![
         (
             "perfetto",
             Box::new(|| {
