@@ -306,7 +306,11 @@ fn health_args(trace: &Trace) -> Vec<(String, String)> {
 
 /// Writes `trace` to `path`.
 pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Result<ExportSummary> {
+    let t0 = std::time::Instant::now();
     let lay = Layout::build(trace, opts.shard_slices.max(1));
+    if std::env::var_os("CUTR_TIMING").is_some() {
+        eprintln!("timing: layout {:?}", t0.elapsed());
+    }
     let trace: &Trace = trace;
     let mut out = Output::create(path, opts.gzip)?;
     match opts.format {

@@ -236,6 +236,15 @@ impl Cupti for FakeCupti {
     }
 
     fn enable_api_record(&self, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError> {
+        // As with the real CUPTI, a per-function filter only takes effect on an enabled API kind.
+        let kind = if domain == 1 { cutr_schema::kinds::DRIVER } else { cutr_schema::kinds::RUNTIME };
+        if !self.state.enabled.lock().unwrap().contains(&kind) {
+            return Err(CuptiError {
+                call: "cuptiActivityEnableRuntimeApi",
+                code: 7,
+                name: "CUPTI_ERROR_INVALID_OPERATION".into(),
+            });
+        }
         if !enable {
             self.state.disabled_api.lock().unwrap().push((domain, cbid));
         }

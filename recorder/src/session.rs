@@ -71,6 +71,8 @@ pub(crate) struct Session {
     finished: AtomicBool,
     dropped: AtomicU64,
     enabled: Mutex<Vec<u32>>,
+    /// (domain, cbid) of API functions whose records are switched off (cudaGetDevice & co.).
+    quiet_api: Mutex<Vec<(u32, u32)>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     ticker: Mutex<Option<(JoinHandle<()>, mpsc::Sender<()>)>>,
     summary: Mutex<Option<Summary>>,
@@ -223,6 +225,7 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         finished: AtomicBool::new(false),
         dropped: AtomicU64::new(0),
         enabled: Mutex::new(Vec::new()),
+        quiet_api: Mutex::new(Vec::new()),
         writer: Mutex::new(None),
         ticker: Mutex::new(None),
         summary: Mutex::new(None),
@@ -239,12 +242,13 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
     let _ = c.set_thread_id_type_system();
     CURRENT.store(session as *const Session as *mut Session, Ordering::Release);
     c.register_callbacks(on_request, on_complete).map_err(RecorderError::Cupti)?;
+    // The API calls to keep out, by cbid, as this libcupti names them.
     if cfg.filter_noisy_api {
+        let mut quiet = session.quiet_api.lock().unwrap();
         for (domain, names) in [(2u32, NOISY_RUNTIME), (1u32, NOISY_DRIVER)] {
             for (d, cbid, name) in &meta.callback_names {
-                let shown = cutr_schema::callbacks::display_name(name);
-                if *d == domain && names.contains(&shown) {
-                    let _ = c.enable_api_record(domain, *cbid, false);
+                if *d == domain && names.contains(&cutr_schema::callbacks::display_name(name)) {
+                    quiet.push((domain, *cbid));
                 }
             }
         }
@@ -339,6 +343,15 @@ impl Session {
         }
         if enabled.is_empty() {
             return Err(RecorderError::NothingEnabled);
+        }
+        // Per-function filters apply to an enabled API kind: set them after enabling it.
+        for &(domain, cbid) in self.quiet_api.lock().unwrap().iter() {
+            let kind = if domain == 1 { cutr_schema::kinds::DRIVER } else { cutr_schema::kinds::RUNTIME };
+            if enabled.contains(&kind)
+                && let Err(e) = self.cupti.enable_api_record(domain, cbid, false)
+            {
+                self.note(format!("could not leave out API cbid {cbid} (domain {domain}): {e}"));
+            }
         }
         Ok(())
     }

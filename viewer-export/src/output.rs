@@ -160,7 +160,7 @@ impl Output {
         Ok(())
     }
 
-    /// Completes the file (gzip trailer), syncs it and moves it to its final name. Returns the bytes written.
+    /// Completes the file (gzip trailer) and moves it to its final name. Returns the bytes written.
     pub fn finish(mut self) -> io::Result<u64> {
         if let Some(g) = self.gzip.take() {
             let end = deflate_sync(g.level, &[], true)?;
@@ -171,8 +171,9 @@ impl Output {
         }
         let mut f = self.file.take().expect("output open");
         f.flush()?;
-        let file = f.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
+        // No fsync: a converted trace can always be made again, and a sync costs tens of milliseconds on some
+        // disks, as much as the whole conversion of a small recording.
+        drop(f);
         std::fs::rename(&self.tmp, &self.path)?;
         Ok(self.written)
     }
