@@ -471,7 +471,7 @@ fn write_chrome(trace: &Trace, lay: &Layout, out: &mut Output, path: &Path) -> i
     out.begin_list();
     let n_shards = lay.shards.len();
     out.write_shards(n_shards, b",\n", |s| {
-        let mut buf = Vec::with_capacity(1 << 20);
+        let mut buf = Vec::with_capacity(64 << 10);
         let mut w = EventWriter { out: &mut buf, base_ns: base, events: 0 };
         let mut args = Vec::with_capacity(16);
         let mut cargs: Vec<(&str, chrome::Value)> = Vec::with_capacity(16);

@@ -493,6 +493,16 @@ fn decode_chunk(
     };
     out.unparsed = d.tail.len() as u64;
     for g in &d.groups {
+        // Room for every record of the group up front: growing row vectors record by record reallocates.
+        match g.kind {
+            kinds::CONCURRENT_KERNEL | kinds::KERNEL => out.kernels.reserve(g.len()),
+            kinds::RUNTIME | kinds::DRIVER => out.apis.reserve(g.len()),
+            kinds::EXTERNAL_CORRELATION => out.ext.reserve(g.len()),
+            kinds::MARKER => out.markers.reserve(g.len()),
+            _ => {}
+        }
+    }
+    for g in &d.groups {
         out.per_kind.push((g.kind, g.len() as u64));
         if !filter.wants_kind(g.kind) {
             continue;
@@ -778,6 +788,9 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         let map: Vec<u32> = std::iter::once(NO_NAME).chain(texts.iter().map(|t| trace.names.intern(t))).collect();
         let m = |id: u32| map.get(id as usize).copied().unwrap_or(NO_NAME);
         let mut markers = Vec::new();
+        trace.kernels.reserve(rows.iter().map(|c| c.kernels.len()).sum());
+        trace.apis.reserve(rows.iter().map(|c| c.apis.len()).sum());
+        trace.external.reserve(rows.iter().map(|c| c.ext.len()).sum());
         for mut c in rows {
             for k in &mut c.kernels {
                 k.name = m(k.name);

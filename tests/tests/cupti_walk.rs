@@ -116,3 +116,33 @@ fn libcupti_13_0_walks_records_where_our_table_puts_them() {
 fn libcupti_12_9_walks_records_where_our_table_puts_them() {
     check_release("cupti/cupti-12.9/lib/libcupti.so.12", 28);
 }
+
+/// Buffers the recorder wrote on the GPU machine (real CUPTI 13.0 records), restored from the file, walked by the
+/// real libcupti: it finds exactly the records our reader finds, kind by kind.
+#[test]
+fn libcupti_walks_the_buffers_the_recorder_wrote() {
+    let c = load("cupti/cupti-13.0/lib/libcupti.so.13");
+    for f in ["cuda_workload.cutr", "pytorch_loop.cutr", "allreduce/allreduce-588.cutr"] {
+        let path = cutr_tests::repo().join("fixtures").join(f);
+        let r = cutr_format::Reader::open(&path).unwrap();
+        assert_eq!(r.metadata().unwrap().cupti_api_version, 130001);
+        let mut ours = std::collections::BTreeMap::new();
+        let mut theirs = std::collections::BTreeMap::new();
+        for chunk in r.activity_chunks() {
+            let d = r.decode_activity(chunk).unwrap();
+            for g in &d.groups {
+                *ours.entry(g.kind).or_insert(0u64) += g.len() as u64;
+            }
+            let bytes = d.to_original();
+            let len = bytes.len();
+            let mut store = aligned(&bytes);
+            let (found, end) = walk(&c, as_bytes(&mut store, len));
+            assert_eq!(end, CUPTI_ERROR_MAX_LIMIT_REACHED, "{f}");
+            for (_, kind) in found {
+                *theirs.entry(kind).or_insert(0u64) += 1;
+            }
+        }
+        assert_eq!(ours, theirs, "{f}");
+        assert!(ours[&kinds::CONCURRENT_KERNEL] > 0);
+    }
+}

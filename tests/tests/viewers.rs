@@ -220,3 +220,61 @@ fn hta_breakdown_of_a_real_recording_equals_our_stats() {
     assert_eq!(got, want);
     assert_eq!(got["spin(unsigned long long, unsigned long long*)"], (10, 20_009_843));
 }
+
+/// Two ranks of an NCCL all-reduce (two processes, one GPU each, recorded on one host) merge onto one timeline:
+/// one host process and one GPU group per rank, each rank's arrows to its own GPU work, nothing mixed up.
+#[test]
+fn two_ranks_merge_onto_one_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<PathBuf> = ["allreduce-588.cutr", "allreduce-589.cutr"]
+        .iter()
+        .map(|f| cutr_tests::repo().join("fixtures/allreduce").join(f))
+        .collect();
+    let mut t = load(&files, &LoadOptions::default()).unwrap();
+    let per_rank: Vec<usize> = (0..2).map(|p| t.kernels.iter().filter(|k| k.proc == p).count()).collect();
+    let devices: Vec<Vec<u32>> = (0..2)
+        .map(|p| {
+            let mut d: Vec<u32> = t.kernels.iter().filter(|k| k.proc == p).map(|k| k.device).collect();
+            d.sort();
+            d.dedup();
+            d
+        })
+        .collect();
+    assert_eq!(devices, vec![vec![0], vec![1]], "rank r ran on GPU r");
+    let gpu_ops = t.kernels.len() + t.memcpys.len() + t.memsets.len();
+    // Each (rank, device) with GPU work or allocations is a GPU group (PyTorch also touches GPU 0 from rank 1).
+    let mut groups: Vec<(u16, u32)> = t
+        .memcpys
+        .iter()
+        .map(|k| (k.proc, k.device))
+        .chain(t.kernels.iter().map(|k| (k.proc, k.device)))
+        .chain(t.memsets.iter().map(|k| (k.proc, k.device)))
+        .chain(t.memory.iter().map(|k| (k.proc, k.device)))
+        .collect();
+    groups.sort();
+    groups.dedup();
+    let flows = t.kernels.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count()
+        + t.memcpys.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count()
+        + t.memsets.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count();
+    let out = dir.path().join("job.pftrace");
+    let s = export(&mut t, &out, &ExportOptions::default()).unwrap();
+    assert_eq!(s.flows as usize, flows);
+    let r = trace_processor(
+        &out,
+        &[
+            STATS,
+            "select count(*) from process where name like 'python3%'",
+            "select count(*) from process where name like 'GPU %'",
+            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %'",
+            "select count(*) from flow",
+            "select count(*) from slice where category = 'kernel' and name like 'ncclDevKernel%'",
+        ],
+    );
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
+    assert_eq!(int(&r[1]), 2, "one host process per rank");
+    assert_eq!(int(&r[2]) as usize, groups.len(), "one GPU group per (rank, device): {groups:?}");
+    assert_eq!(int(&r[3]) as usize, gpu_ops);
+    assert_eq!(int(&r[4]) as usize, flows);
+    assert_eq!(int(&r[5]) as usize, t.kernels.iter().filter(|k| t.names.get(k.name).contains("ncclDevKernel")).count());
+    assert!(per_rank.iter().all(|&n| n > 50), "{per_rank:?}");
+}

@@ -61,7 +61,7 @@ impl Output {
         let mut o = Output {
             tmp,
             path: path.to_path_buf(),
-            file: Some(BufWriter::with_capacity(1 << 20, f)),
+            file: Some(BufWriter::with_capacity(256 << 10, f)),
             gzip: gzip.then(|| Gzip { level: Compression::new(3), crc: crc32fast::Hasher::new(), len: 0 }),
             written: 0,
             items: 0,

@@ -133,7 +133,7 @@ impl<'n> Shard<'n> {
     /// [`Arg::key`] and `category` indexes refer to.
     pub fn new(seq_id: u32, t0: u64, arg_names: &'n [&'n str], categories: &'n [&'n str]) -> Shard<'n> {
         Shard {
-            out: Vec::with_capacity(1 << 20),
+            out: Vec::with_capacity(64 << 10),
             seq_id,
             last_ts: t0,
             started: false,
