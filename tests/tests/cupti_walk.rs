@@ -118,16 +118,26 @@ fn libcupti_12_9_walks_records_where_our_table_puts_them() {
 }
 
 /// Buffers the recorder wrote on the GPU machine (real CUPTI 13.0 records), restored from the file, walked by the
-/// real libcupti: it finds exactly the records our reader finds, kind by kind.
+/// real libcupti: it finds exactly the records our reader finds, kind by kind, and the kernels it finds add up to
+/// the count and GPU time that `cupti-convert stats` reports.
 #[test]
 fn libcupti_walks_the_buffers_the_recorder_wrote() {
     let c = load("cupti/cupti-13.0/lib/libcupti.so.13");
-    for f in ["cuda_workload.cutr", "pytorch_loop.cutr", "allreduce/allreduce-588.cutr"] {
+    let kernel = builtin(130001).unwrap().get(kinds::CONCURRENT_KERNEL).unwrap().clone();
+    let (start, end) = (kernel.offset("start").unwrap(), kernel.offset("end").unwrap());
+    let u64_at = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    // Kernel count and GPU time per file, as the floor client and PyTorch's profiler confirm (analyses.rs).
+    for (f, kernels, kernel_ns) in [
+        ("cuda_workload.cutr", 75, 23_050_891),
+        ("pytorch_loop.cutr", 5_653, 36_884_764),
+        ("allreduce/allreduce-588.cutr", 228, 10_768_887),
+    ] {
         let path = cutr_tests::repo().join("fixtures").join(f);
         let r = cutr_format::Reader::open(&path).unwrap();
         assert_eq!(r.metadata().unwrap().cupti_api_version, 130001);
         let mut ours = std::collections::BTreeMap::new();
         let mut theirs = std::collections::BTreeMap::new();
+        let (mut walked_kernels, mut walked_ns) = (0u64, 0u64);
         for chunk in r.activity_chunks() {
             let d = r.decode_activity(chunk).unwrap();
             for g in &d.groups {
@@ -136,13 +146,28 @@ fn libcupti_walks_the_buffers_the_recorder_wrote() {
             let bytes = d.to_original();
             let len = bytes.len();
             let mut store = aligned(&bytes);
-            let (found, end) = walk(&c, as_bytes(&mut store, len));
-            assert_eq!(end, CUPTI_ERROR_MAX_LIMIT_REACHED, "{f}");
-            for (_, kind) in found {
+            let buf = as_bytes(&mut store, len);
+            let (found, status) = walk(&c, buf);
+            assert_eq!(status, CUPTI_ERROR_MAX_LIMIT_REACHED, "{f}");
+            for (off, kind) in found {
                 *theirs.entry(kind).or_insert(0u64) += 1;
+                if kind == kinds::CONCURRENT_KERNEL {
+                    walked_kernels += 1;
+                    walked_ns += u64_at(buf, off + end) - u64_at(buf, off + start);
+                }
             }
         }
         assert_eq!(ours, theirs, "{f}");
-        assert!(ours[&kinds::CONCURRENT_KERNEL] > 0);
+        assert_eq!((walked_kernels, walked_ns), (kernels, kernel_ns), "{f}: kernels libcupti walked");
+        let mut trace = cutr_convert::model::load_readers(
+            &[path.clone()],
+            std::slice::from_ref(&r),
+            &cutr_convert::model::LoadOptions::default(),
+        )
+        .unwrap();
+        let stats = cutr_convert::stats::compute(&mut trace, None);
+        let counted: u64 = stats.kernels.iter().map(|k| k.count).sum();
+        let timed: u64 = stats.kernels.iter().map(|k| k.total_ns).sum();
+        assert_eq!((counted, timed), (kernels, kernel_ns), "{f}: kernels in cupti-convert stats");
     }
 }
