@@ -160,7 +160,7 @@ fn libcupti_walks_the_buffers_the_recorder_wrote() {
         assert_eq!(ours, theirs, "{f}");
         assert_eq!((walked_kernels, walked_ns), (kernels, kernel_ns), "{f}: kernels libcupti walked");
         let mut trace = cutr_convert::model::load_readers(
-            &[path.clone()],
+            std::slice::from_ref(&path),
             std::slice::from_ref(&r),
             &cutr_convert::model::LoadOptions::default(),
         )
