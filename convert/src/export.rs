@@ -3,6 +3,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use cutr_export::chrome::{self, EventWriter};
 use cutr_export::output::Output;
@@ -25,11 +26,32 @@ pub struct ExportOptions {
     pub gzip: bool,
     /// Slices per shard (the unit of parallel work).
     pub shard_slices: usize,
+    /// Told where the export stands (for a progress bar).
+    pub progress: Option<Progress>,
 }
 
 impl Default for ExportOptions {
     fn default() -> Self {
-        ExportOptions { format: Format::Perfetto, gzip: false, shard_slices: 50_000 }
+        ExportOptions { format: Format::Perfetto, gzip: false, shard_slices: 50_000, progress: None }
+    }
+}
+
+/// Where an export stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Laying out tracks, lanes and shards.
+    Layout,
+    /// Writing: `done` of `total` shards are in the file.
+    Writing { done: u64, total: u64 },
+}
+
+/// A callback told each [`Stage`] as the export reaches it, on the thread that runs [`export`].
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(Stage) + Send + Sync>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
     }
 }
 
@@ -307,12 +329,25 @@ fn health_args(trace: &Trace) -> Vec<(String, String)> {
 /// Writes `trace` to `path`.
 pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Result<ExportSummary> {
     let t0 = std::time::Instant::now();
+    if let Some(p) = &opts.progress {
+        (p.0)(Stage::Layout);
+    }
     let lay = Layout::build(trace, opts.shard_slices.max(1));
     if std::env::var_os("CUTR_TIMING").is_some() {
         eprintln!("timing: layout {:?}", t0.elapsed());
     }
     let trace: &Trace = trace;
     let mut out = Output::create(path, opts.gzip)?;
+    if let Some(p) = opts.progress.clone() {
+        // Perfetto writes one shard more than the layout has: the side events (counters, instants).
+        let total = lay.shards.len() as u64 + u64::from(opts.format == Format::Perfetto);
+        let mut done = 0;
+        (p.0)(Stage::Writing { done, total });
+        out.on_progress(move |n| {
+            done += n as u64;
+            (p.0)(Stage::Writing { done, total });
+        });
+    }
     match opts.format {
         Format::Perfetto => write_perfetto(trace, &lay, &mut out)?,
         Format::Chrome => write_chrome(trace, &lay, &mut out, path)?,

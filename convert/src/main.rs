@@ -5,11 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use cutr_convert::export::{ExportOptions, Format, export};
+use cutr_convert::export::{ExportOptions, Format, Progress, Stage, export};
 use cutr_convert::model::{Filter, LoadOptions, load_readers};
 use cutr_format::Reader;
 use cutr_format::synth::{SynthOptions, write_file};
@@ -187,6 +188,65 @@ fn kinds(names: &[String]) -> Result<Vec<u32>> {
     Ok(out)
 }
 
+/// The progress bar on stderr while converting: a spinner while decoding and laying out, then a bar over the
+/// shards written. Only on a terminal, and never with `--quiet`: piped or logged stderr gets no control characters.
+struct ProgressBar(Option<indicatif::ProgressBar>);
+
+impl ProgressBar {
+    fn new(quiet: bool) -> Self {
+        if quiet || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return ProgressBar(None);
+        }
+        let b = indicatif::ProgressBar::new_spinner();
+        b.enable_steady_tick(std::time::Duration::from_millis(100));
+        ProgressBar(Some(b))
+    }
+
+    fn stage(&self, what: &str) {
+        if let Some(b) = &self.0 {
+            b.set_message(what.to_string());
+        }
+    }
+
+    fn export_progress(&self) -> Option<Progress> {
+        let b = self.0.clone()?;
+        let style =
+            indicatif::ProgressStyle::with_template("{spinner} writing [{bar:40}] {pos}/{len} shards, {elapsed}")
+                .expect("a valid template")
+                .progress_chars("=> ");
+        Some(Progress(Arc::new(move |stage| match stage {
+            Stage::Layout => b.set_message("laying out tracks"),
+            Stage::Writing { done, total } => {
+                if b.length() != Some(total) {
+                    b.set_style(style.clone());
+                    b.set_length(total);
+                }
+                b.set_position(done);
+            }
+        })))
+    }
+
+    /// Runs `f` (which prints to stderr) with the bar hidden, so the two do not garble each other.
+    fn suspend(&self, f: impl FnOnce()) {
+        match &self.0 {
+            Some(b) => b.suspend(f),
+            None => f(),
+        }
+    }
+
+    fn clear(&self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for ProgressBar {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 fn convert(a: ConvertArgs) -> Result<()> {
     let started = Instant::now();
     let format = if a.perfetto { Format::Perfetto } else { Format::Chrome };
@@ -236,10 +296,9 @@ fn convert(a: ConvertArgs) -> Result<()> {
             bail!("--end is before --start");
         }
     }
-    let progress = !a.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
-    if progress {
-        eprint!("cupti-convert: decoding {} file(s)...\r", readers.len());
-    }
+    let bar = ProgressBar::new(a.quiet);
+    let records: u64 = readers.iter().flat_map(|r| r.activity_chunks()).map(|c| u64::from(c.header.record_count)).sum();
+    bar.stage(&format!("decoding {records} records from {} file(s)", readers.len()));
     let opened = started.elapsed();
     let mut trace = load_readers(&a.files, &readers, &LoadOptions { filter }).map_err(|e| anyhow::anyhow!("{e}"))?;
     let loaded = started.elapsed();
@@ -258,20 +317,19 @@ fn convert(a: ConvertArgs) -> Result<()> {
     ];
     for (n, what) in join_warnings {
         if n > 0 {
-            warn(&a.files[0], &format!("{n} {what}"));
+            bar.suspend(|| warn(&a.files[0], &format!("{n} {what}")));
         }
     }
     let loss = trace.loss();
     for (k, v) in loss.entries() {
         if v > 0 {
-            warn(&a.files[0], &format!("recording lost data: {k} = {v}"));
+            bar.suspend(|| warn(&a.files[0], &format!("recording lost data: {k} = {v}")));
         }
     }
-    if progress {
-        eprint!("cupti-convert: writing {}...          \r", output.display());
-    }
-    let opts = ExportOptions { format, gzip: a.gzip, ..Default::default() };
-    let summary = export(&mut trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()))?;
+    let opts = ExportOptions { format, gzip: a.gzip, progress: bar.export_progress(), ..Default::default() };
+    let summary = export(&mut trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
+    bar.clear();
+    let summary = summary?;
     if std::env::var_os("CUTR_TIMING").is_some() {
         eprintln!("timing: open {:?}, decode+model {:?}, total {:?}", opened, loaded - opened, started.elapsed());
     }

@@ -91,19 +91,24 @@ pub struct LibCupti {
     unsubscribe: FnUnsubscribe,
 }
 
+/// The dynamic loader's own words (libloading's message is only "dlopen failed"; the cause is its source).
+fn loader_detail(e: &libloading::Error) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), |s| s.to_string())
+}
+
 impl LibCupti {
     /// Loads `path` (kept loaded for the life of the process: CUPTI registers thread-exit destructors) and
     /// resolves every function the recorder uses.
     pub fn load(path: &Path) -> Result<LibCupti, String> {
         // SAFETY: loading libcupti runs only its own initializers.
         let lib = unsafe { libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_GLOBAL) }
-            .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+            .map_err(|e| format!("cannot load {}: {}", path.display(), loader_detail(&e)))?;
         macro_rules! sym {
             ($name:literal) => {
                 // SAFETY: the symbol's C signature is the one declared by the field's type (cupti_activity.h).
                 unsafe {
                     *lib.get(concat!($name, "\0").as_bytes())
-                        .map_err(|e| format!("{} lacks {}: {e}", path.display(), $name))?
+                        .map_err(|_| format!("{} lacks {}: it is not libcupti", path.display(), $name))?
                 }
             };
         }

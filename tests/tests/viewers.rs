@@ -32,7 +32,7 @@ fn case(records: u64) -> Case {
 fn convert(c: &Case, format: Format, name: &str, shard_slices: usize) -> PathBuf {
     let mut t = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
     let out = c.dir.join(name);
-    export(&mut t, &out, &ExportOptions { format, gzip: false, shard_slices }).unwrap();
+    export(&mut t, &out, &ExportOptions { format, shard_slices, ..Default::default() }).unwrap();
     out
 }
 
@@ -196,7 +196,7 @@ fn hta_breakdown_of_a_real_recording_equals_our_stats() {
     let s = cutr_convert::stats::compute(&mut t, None);
     std::fs::create_dir_all(dir.path().join("hta")).unwrap();
     let json = dir.path().join("hta/rank0.json");
-    export(&mut t, &json, &ExportOptions { format: Format::Chrome, gzip: false, shard_slices: 50_000 }).unwrap();
+    export(&mut t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
     let h = python_tool("hta_kernels.py", &[dir.path().join("hta").as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]);
     let got: BTreeMap<String, (i64, i64)> = h["kernels"]
         .as_object()

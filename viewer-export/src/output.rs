@@ -25,6 +25,8 @@ pub struct Output {
     written: u64,
     /// Items written since [`Output::begin_list`], for separators.
     items: u64,
+    /// Told how many shards have been appended since the last call, after each window.
+    progress: Option<Box<dyn FnMut(usize) + Send>>,
 }
 
 struct Gzip {
@@ -65,6 +67,7 @@ impl Output {
             gzip: gzip.then(|| Gzip { level: Compression::new(3), crc: crc32fast::Hasher::new(), len: 0 }),
             written: 0,
             items: 0,
+            progress: None,
         };
         if o.gzip.is_some() {
             // Member header: deflate, no name, no mtime, OS unknown.
@@ -94,6 +97,11 @@ impl Output {
                 self.raw(&z)
             }
         }
+    }
+
+    /// Calls `f` with the number of shards appended, after each window of [`Output::write_shards`].
+    pub fn on_progress(&mut self, f: impl FnMut(usize) + Send + 'static) {
+        self.progress = Some(Box::new(f));
     }
 
     /// Starts a list: the next item written by [`Output::write_shards`] or [`Output::write_item`] gets no separator.
@@ -155,6 +163,9 @@ impl Output {
                     }
                     _ => self.raw(&plain)?,
                 }
+            }
+            if let Some(p) = &mut self.progress {
+                p(end - start);
             }
         }
         Ok(())

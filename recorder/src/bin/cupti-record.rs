@@ -6,6 +6,7 @@
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 use clap::Parser;
 use cutr_recorder::config::{self, Config, KIND_GROUPS};
@@ -154,6 +155,8 @@ fn main() -> ExitCode {
             Ok(())
         });
     }
+    // A second early: file times come from a coarser clock than SystemTime::now.
+    let started = std::time::SystemTime::now() - Duration::from_secs(1);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot run {}: {e}", args.command[0])),
@@ -163,11 +166,41 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(format!("waiting for {}: {e}", args.command[0])),
     };
+    if !cfg.quiet && !recording_written(Path::new(&cfg.output), started) {
+        eprintln!(
+            "cupti-record: warning: no recording was written to {}: {} never initialized CUDA, or the recorder \
+             could not start (see the cutr: lines above)",
+            cfg.output, args.command[0]
+        );
+    }
     if let Some(code) = status.code() {
         ExitCode::from(code as u8)
     } else {
         ExitCode::from(128 + status.signal().unwrap_or(0) as u8)
     }
+}
+
+/// Whether the job wrote a recording to `output` since `since`: the file itself, or for a pattern with `%p`/`%h`
+/// (or the `<stem>.<pid>.cutr` files a job's later processes write beside the first), any file in its folder with
+/// the same beginning and end. A pattern whose folder holds `%` is not checked.
+fn recording_written(output: &Path, since: std::time::SystemTime) -> bool {
+    let name = output.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let dir = output.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if dir.to_string_lossy().contains('%') {
+        return true;
+    }
+    let (prefix, suffix) = match (name.find('%'), name.rfind('%')) {
+        (Some(first), Some(last)) => (&name[..first], name.get(last + 2..).unwrap_or("")),
+        _ => (name.strip_suffix(".cutr").unwrap_or(name), ".cutr"),
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return true };
+    entries.flatten().any(|e| {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        n.starts_with(prefix)
+            && n.ends_with(suffix)
+            && e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t >= since)
+    })
 }
 
 static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);

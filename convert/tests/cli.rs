@@ -1,0 +1,198 @@
+//! The `cupti-convert` binary as a user runs it: exit codes, one-line errors for bad input, warnings for recovered
+//! files, no partial output, no terminal control characters when stderr is not a terminal.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(rel)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cupti-convert")).args(args).output().expect("cupti-convert runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).expect("UTF-8 output")
+}
+
+/// Lines of stderr; none may be a panic, and none may carry progress-bar control characters.
+fn stderr_lines(o: &Output) -> Vec<String> {
+    let e = text(&o.stderr);
+    assert!(!e.contains("panicked"), "panic: {e}");
+    assert!(!e.contains('\r') && !e.contains('\x1b'), "control characters on a non-terminal stderr: {e:?}");
+    e.lines().map(str::to_string).collect()
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn converts_a_fixture_with_one_summary_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("w.pftrace");
+    let o = run(&[path_str(&fixture("cuda_workload.cutr")), "--perfetto", "-o", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(0));
+    let lines = stderr_lines(&o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let bytes = std::fs::metadata(&out).unwrap().len();
+    assert!(lines[0].starts_with(&format!("cupti-convert: wrote {} ({bytes} bytes): ", out.display())), "{lines:?}");
+    // One arrow per GPU record: 75 kernels + 73 memcpys + 21 memsets (workloads/cuda/EXPECTED.md).
+    assert!(lines[0].contains(" bytes): 805 slices, 169 arrows, 16 tracks in "), "{lines:?}");
+    // --quiet: nothing at all.
+    let o =
+        run(&[path_str(&fixture("cuda_workload.cutr")), "--chrome", "-q", "-o", path_str(&dir.path().join("w.json"))]);
+    assert_eq!((o.status.code(), o.stderr.len()), (Some(0), 0));
+}
+
+#[test]
+fn unreadable_inputs_fail_with_one_line_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.cutr");
+    std::fs::write(&junk, vec![0x5a; 5000]).unwrap();
+    let mut newer = std::fs::read(fixture("cuda_workload.cutr")).unwrap();
+    newer[8] = 9; // major version 9
+    let newer_path = dir.path().join("newer.cutr");
+    std::fs::write(&newer_path, newer).unwrap();
+    let missing = dir.path().join("missing.cutr");
+    for (input, why) in [
+        (&missing, "No such file or directory"),
+        (&junk, "not a .cutr file (it does not start with the .cutr signature)"),
+        (&newer_path, "written in .cutr format 9.0, newer than this reader understands (major version 1)"),
+    ] {
+        let out = dir.path().join("x.pftrace");
+        let o = run(&[path_str(input), "--perfetto", "-o", path_str(&out)]);
+        assert_eq!(o.status.code(), Some(1), "{}", input.display());
+        let lines = stderr_lines(&o);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with(&format!("cupti-convert: error: {}: ", input.display())), "{lines:?}");
+        assert!(lines[0].contains(why), "{lines:?}");
+        assert!(!out.exists(), "no output for an unreadable input");
+        // info reports the same.
+        let o = run(&["info", path_str(input)]);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(stderr_lines(&o)[0].contains(why));
+    }
+}
+
+#[test]
+fn a_truncated_file_converts_up_to_its_last_chunk_with_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.cutr");
+    std::fs::write(&cut, &std::fs::read(fixture("cuda_workload.cutr")).unwrap()[..30_000]).unwrap();
+    let out = dir.path().join("cut.pftrace");
+    let o = run(&[path_str(&cut), "--perfetto", "-o", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(0));
+    let lines = stderr_lines(&o);
+    let p = cut.display();
+    assert_eq!(
+        lines[..3],
+        [
+            format!(
+                "cupti-convert: warning: {p}: not closed cleanly (no trailer: the writer never closed it); converting \
+                 up to its last complete chunk, 944 bytes lost"
+            ),
+            format!(
+                "cupti-convert: warning: {p}: file ends inside activity chunk #5 at byte 29056 (1818 bytes missing, \
+                 372 records); that chunk is lost"
+            ),
+            format!("cupti-convert: warning: {p}: 372 records are in damaged or truncated chunks; lost"),
+        ]
+    );
+    assert!(lines[3].contains(": 286 slices, 70 arrows, 9 tracks in "), "{lines:?}");
+    assert!(out.exists());
+}
+
+#[test]
+fn wrong_arguments_and_unwritable_outputs_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture("cuda_workload.cutr");
+    let f = path_str(&f);
+    // clap's usage errors: exit 2.
+    for args in [vec![f], vec![f, "--perfetto", "--chrome"], vec!["--perfetto"]] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr_lines(&o)[0].starts_with("error: "), "{args:?}");
+    }
+    let out = dir.path().join("x.pftrace");
+    let out = path_str(&out);
+    for (args, msg) in [
+        (
+            vec![f, "--perfetto", "--start", "2s", "--end", "1s", "-o", out],
+            "cupti-convert: error: --end is before --start",
+        ),
+        (
+            vec![f, "--perfetto", "--kinds", "bogus", "-o", out],
+            "cupti-convert: error: unknown kind 'bogus' (kernel, memcpy, memset, runtime, driver, sync, nvtx, \
+             overhead, memory, event, external)",
+        ),
+        (
+            vec![f, "--perfetto", "-o", "/nonexistent-dir/x.pftrace"],
+            "cupti-convert: error: cannot write /nonexistent-dir/x.pftrace: No such file or directory (os error 2)",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert_eq!(stderr_lines(&o), [msg]);
+    }
+    // Nothing was left behind: no output, no temporary file.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn diff_exits_3_on_a_regression_and_0_otherwise() {
+    let base = fixture("regress/base_a.cutr");
+    let o = run(&["diff", path_str(&base), path_str(&fixture("regress/heavy_a.cutr")), "--json"]);
+    assert_eq!(o.status.code(), Some(3));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["verdict"], "regression");
+    let o = run(&["diff", path_str(&base), path_str(&fixture("regress/base_b.cutr")), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_ne!(j["verdict"], "regression");
+    let o = run(&["diff", path_str(&base)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr_lines(&o), ["cupti-convert: error: give BASE NEW, or --base RUN... --new RUN..."]);
+}
+
+/// What drives the progress bar: the layout stage, then every shard counted once, ending at the total.
+#[test]
+fn export_reports_progress_shard_by_shard() {
+    use cutr_convert::export::{ExportOptions, Format, Progress, Stage, export};
+    use std::sync::{Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("s.cutr");
+    cutr_format::synth::write_file(
+        &input,
+        cutr_format::synth::SynthOptions { records: 40_000, buffer_bytes: 512 << 10, ..Default::default() },
+    )
+    .unwrap();
+    for format in [Format::Perfetto, Format::Chrome] {
+        let mut t = cutr_convert::model::load(std::slice::from_ref(&input), &Default::default()).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let opts = ExportOptions {
+            format,
+            shard_slices: 2_000,
+            progress: Some(Progress(Arc::new(move |s| sink.lock().unwrap().push(s)))),
+            ..Default::default()
+        };
+        let summary = export(&mut t, &dir.path().join("out"), &opts).unwrap();
+        let seen = seen.lock().unwrap();
+        // Perfetto writes one shard more than the layout has (the counters and instants).
+        let total = summary.shards as u64 + u64::from(format == Format::Perfetto);
+        assert!(total > 10, "{format:?}: {total} shards");
+        assert_eq!(seen[0], Stage::Layout);
+        assert_eq!(seen[1], Stage::Writing { done: 0, total });
+        assert_eq!(*seen.last().unwrap(), Stage::Writing { done: total, total });
+        let done: Vec<u64> = seen[1..]
+            .iter()
+            .map(|s| match s {
+                Stage::Writing { done, total: t } if *t == total => *done,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(done.windows(2).all(|w| w[0] < w[1]), "{format:?}: {done:?}");
+    }
+}

@@ -1,0 +1,134 @@
+//! The `cupti-record` launcher as a user runs it, without a GPU: exit codes, the command's status passed through,
+//! and the application running on untraced, with one clear line, when the recorder cannot start.
+
+use std::process::{Command, Output};
+
+const CHILD_ENV: &str = "CUTR_CLI_TEST_CHILD";
+
+/// Not a test of its own: the body of the "CUDA application" the tests below launch (this test binary, re-run).
+/// It does what the CUDA driver does at cuInit, loads the injection library and calls InitializeInjection, then
+/// carries on and exits with status 7.
+#[test]
+fn child_process_body() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        return;
+    }
+    let lib = std::env::var("CUDA_INJECTION64_PATH").expect("cupti-record sets CUDA_INJECTION64_PATH");
+    // SAFETY: the recorder's library; InitializeInjection takes no arguments and returns an int.
+    let status = unsafe {
+        let l = libloading::Library::new(&lib).unwrap();
+        let init = l.get::<unsafe extern "C" fn() -> i32>(b"InitializeInjection\0").unwrap();
+        let s = init();
+        std::mem::forget(l);
+        s
+    };
+    println!("InitializeInjection returned {status}; the application goes on");
+    std::process::exit(7);
+}
+
+/// The injection library cargo built with this test. Cargo leaves a copy next to `cupti-record` only when it
+/// builds the library as a target of its own, so the launcher is told where the fresh one is.
+fn injection_library() -> std::path::PathBuf {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_cupti-record"));
+    let lib = bin.parent().unwrap().join("deps/libcutr_recorder.so");
+    assert!(lib.exists(), "{} was not built", lib.display());
+    lib
+}
+
+fn record(dir: &std::path::Path, env: &[(&str, &str)], command: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cupti-record"));
+    c.arg("--injection-lib").arg(injection_library()).arg("-o").arg(dir.join("run.cutr")).arg("--").args(command);
+    c.env_remove("CUTR_CUPTI_LIB");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn app(env_extra: &[(&'static str, &'static str)]) -> (Vec<(&'static str, &'static str)>, Vec<String>) {
+    let mut env = vec![(CHILD_ENV, "1")];
+    env.extend_from_slice(env_extra);
+    let exe = std::env::current_exe().unwrap().to_string_lossy().into_owned();
+    (env, vec![exe, "--exact".into(), "child_process_body".into(), "--nocapture".into()])
+}
+
+fn lines(b: &[u8]) -> Vec<String> {
+    let s = String::from_utf8(b.to_vec()).unwrap();
+    assert!(!s.contains("panicked"), "{s}");
+    s.lines().map(str::to_string).collect()
+}
+
+#[test]
+fn without_libcupti_the_application_runs_untraced_with_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_library = dir.path().join("libcupti.so.13");
+    std::fs::write(&not_a_library, "not a shared object").unwrap();
+    let nal = not_a_library.to_str().unwrap().to_string();
+    let out = dir.path().join("run.cutr");
+    for (lib, why) in [
+        (
+            "/nonexistent/libcupti.so.13".to_string(),
+            "cutr: not recording: CUTR_CUPTI_LIB points at /nonexistent/libcupti.so.13, which does not exist; the \
+             application runs untraced"
+                .to_string(),
+        ),
+        (
+            nal.clone(),
+            format!("cutr: not recording: cannot load {nal}: {nal}: file too short; the application runs untraced"),
+        ),
+    ] {
+        let lib: &'static str = Box::leak(lib.into_boxed_str());
+        let (env, cmd) = app(&[("CUTR_CUPTI_LIB", lib)]);
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        let o = record(dir.path(), &env, &cmd);
+        assert_eq!(o.status.code(), Some(7), "the application's own exit status");
+        assert!(
+            lines(&o.stdout).iter().any(|l| l.contains("InitializeInjection returned 1; the application goes on")),
+            "{:?}",
+            lines(&o.stdout)
+        );
+        let err = lines(&o.stderr);
+        assert_eq!(
+            err,
+            [
+                why,
+                format!(
+                    "cupti-record: warning: no recording was written to {}: {} never initialized CUDA, or the \
+                     recorder could not start (see the cutr: lines above)",
+                    out.display(),
+                    cmd[0]
+                )
+            ]
+        );
+        assert!(!out.exists());
+    }
+}
+
+#[test]
+fn launcher_errors_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    // The command's exit status comes back unchanged; a program without CUDA leaves no file, and we say so.
+    let o = record(dir.path(), &[], &["sh", "-c", "exit 5"]);
+    assert_eq!(o.status.code(), Some(5));
+    assert_eq!(lines(&o.stderr).len(), 1);
+    assert!(lines(&o.stderr)[0].starts_with("cupti-record: warning: no recording was written to "));
+    // A command that cannot start: 125, like env(1) and docker.
+    let o = record(dir.path(), &[], &["/nonexistent/cmd"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert_eq!(
+        lines(&o.stderr),
+        ["cupti-record: error: cannot run /nonexistent/cmd: No such file or directory (os error 2)"]
+    );
+    // Wrong arguments: 2.
+    for args in [vec!["-o", "x.cutr"], vec!["--bogus", "--", "true"]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_cupti-record")).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(lines(&o.stderr)[0].starts_with("error: "), "{args:?}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_cupti-record"))
+        .args(["--cupti-lib", "/nonexistent/libcupti.so", "-o", "x.cutr", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(lines(&o.stderr), ["cupti-record: error: --cupti-lib /nonexistent/libcupti.so does not exist"]);
+}
