@@ -145,7 +145,25 @@ fn slice_args<'t>(
     use pf::Value::*;
     out.clear();
     let ext = |proc: u16, corr: u32| trace.external.get(&corr_key(proc, corr)).copied().unwrap_or((0, 0));
-    let bw = |bytes: u64, s: u64, e: u64| if e > s { Double(bytes as f64 / (e - s) as f64) } else { Str("N/A") };
+    // Copies and memsets share their args: (proc, device, context, stream, correlation), bytes, (start, end).
+    let memory_op = |out: &mut Vec<Arg<'t>>,
+                     (proc, device, context, stream, corr): (u16, u32, u32, u32, u32),
+                     bytes: u64,
+                     (s, e): (u64, u64)| {
+        let (op, _) = ext(proc, corr);
+        if op != 0 {
+            out.push(Arg { key: A_EXT, value: UInt(op) });
+        }
+        if kineto {
+            out.push(Arg { key: A_DEVICE, value: UInt(device as u64) });
+            out.push(Arg { key: A_CONTEXT, value: UInt(context as u64) });
+            out.push(Arg { key: A_STREAM, value: UInt(stream as u64) });
+        }
+        out.push(Arg { key: A_CORR, value: UInt(corr as u64) });
+        out.push(Arg { key: A_BYTES, value: UInt(bytes) });
+        let bw = if e > s { Double(bytes as f64 / (e - s) as f64) } else { Str("N/A") };
+        out.push(Arg { key: A_BW, value: bw });
+    };
     match it.src {
         Src::Kernel(i) => {
             let k = &trace.kernels[i as usize];
@@ -182,18 +200,7 @@ fn slice_args<'t>(
         }
         Src::Memcpy(i) => {
             let m = &trace.memcpys[i as usize];
-            let (op, _) = ext(m.proc, m.correlation);
-            if op != 0 {
-                out.push(Arg { key: A_EXT, value: UInt(op) });
-            }
-            if kineto {
-                out.push(Arg { key: A_DEVICE, value: UInt(m.device as u64) });
-                out.push(Arg { key: A_CONTEXT, value: UInt(m.context as u64) });
-                out.push(Arg { key: A_STREAM, value: UInt(m.stream as u64) });
-            }
-            out.push(Arg { key: A_CORR, value: UInt(m.correlation as u64) });
-            out.push(Arg { key: A_BYTES, value: UInt(m.bytes) });
-            out.push(Arg { key: A_BW, value: bw(m.bytes, m.start, m.end) });
+            memory_op(out, (m.proc, m.device, m.context, m.stream, m.correlation), m.bytes, (m.start, m.end));
             if let Some((from, to)) = m.peer {
                 out.push(Arg { key: A_FROM_DEV, value: UInt(from as u64) });
                 out.push(Arg { key: A_TO_DEV, value: UInt(to as u64) });
@@ -201,18 +208,7 @@ fn slice_args<'t>(
         }
         Src::Memset(i) => {
             let m = &trace.memsets[i as usize];
-            let (op, _) = ext(m.proc, m.correlation);
-            if op != 0 {
-                out.push(Arg { key: A_EXT, value: UInt(op) });
-            }
-            if kineto {
-                out.push(Arg { key: A_DEVICE, value: UInt(m.device as u64) });
-                out.push(Arg { key: A_CONTEXT, value: UInt(m.context as u64) });
-                out.push(Arg { key: A_STREAM, value: UInt(m.stream as u64) });
-            }
-            out.push(Arg { key: A_CORR, value: UInt(m.correlation as u64) });
-            out.push(Arg { key: A_BYTES, value: UInt(m.bytes) });
-            out.push(Arg { key: A_BW, value: bw(m.bytes, m.start, m.end) });
+            memory_op(out, (m.proc, m.device, m.context, m.stream, m.correlation), m.bytes, (m.start, m.end));
         }
         Src::Api(i) => {
             let a = &trace.apis[i as usize];
