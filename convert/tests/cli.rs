@@ -180,9 +180,10 @@ fn export_reports_progress_shard_by_shard() {
         };
         let summary = export(&mut t, &dir.path().join("out"), &opts).unwrap();
         let seen = seen.lock().unwrap();
-        // Perfetto writes one shard more than the layout has (the counters and instants).
-        let total = summary.shards as u64 + u64::from(format == Format::Perfetto);
-        assert!(total > 10, "{format:?}: {total} shards");
+        // 26,711 slices in shards of about 2,000 (segments are not split); Perfetto writes one shard more than
+        // the layout has (the counters and instants).
+        assert_eq!((summary.slices, summary.shards), (26_711, 13), "{format:?}");
+        let total = 13 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);
         assert_eq!(seen[1], Stage::Writing { done: 0, total });
         assert_eq!(*seen.last().unwrap(), Stage::Writing { done: total, total });
