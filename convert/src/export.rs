@@ -10,8 +10,8 @@ use cutr_export::output::Output;
 use cutr_export::perfetto::{self as pf, Arg, Shard, TrackDescriptor, TrackKind};
 use serde::Serialize;
 
-use crate::layout::{Item, Layout, Src, TrackRole, health_name, process_name};
-use crate::model::{Trace, corr_key};
+use crate::layout::{Flows, Item, Layout, Src, TrackRole, flow_id, health_name, process_name};
+use crate::model::Trace;
 use crate::names;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +144,7 @@ fn slice_args<'t>(
 ) {
     use pf::Value::*;
     out.clear();
-    let ext = |proc: u16, corr: u32| trace.external.get(&corr_key(proc, corr)).copied().unwrap_or((0, 0));
+    let ext = |proc: u16, corr: u32| trace.external_ids(proc, corr);
     // Copies and memsets share their args: (proc, device, context, stream, correlation), bytes, (start, end).
     let memory_op = |out: &mut Vec<Arg<'t>>,
                      (proc, device, context, stream, corr): (u16, u32, u32, u32, u32),
@@ -164,7 +164,7 @@ fn slice_args<'t>(
         let bw = if e > s { Double(bytes as f64 / (e - s) as f64) } else { Str("N/A") };
         out.push(Arg { key: A_BW, value: bw });
     };
-    match it.src {
+    match it.src() {
         Src::Kernel(i) => {
             let k = &trace.kernels[i as usize];
             let (op, user) = ext(k.proc, k.correlation);
@@ -254,7 +254,7 @@ fn slice_args<'t>(
 
 /// Name id and category of a slice.
 fn slice_name(trace: &Trace, lay: &Layout, it: &Item) -> (u32, u16) {
-    match it.src {
+    match it.src() {
         Src::Kernel(i) => (trace.display_name_id(trace.kernels[i as usize].name), C_KERNEL),
         Src::Memcpy(i) => {
             let m = &trace.memcpys[i as usize];
@@ -272,20 +272,24 @@ fn slice_name(trace: &Trace, lay: &Layout, it: &Item) -> (u32, u16) {
     }
 }
 
-fn flow_in(lay: &Layout, it: &Item) -> Option<u64> {
-    let f = match it.src {
-        Src::Kernel(i) => lay.kernel_flow[i as usize],
-        Src::Memcpy(i) => lay.memcpy_flow[i as usize],
-        Src::Memset(i) => lay.memset_flow[i as usize],
-        _ => 0,
+/// The arrow ending at a GPU record, if its launching API call is known.
+fn flow_in(trace: &Trace, lay: &Layout, it: &Item) -> Option<u64> {
+    let f = &lay.flows;
+    let (k, proc, corr) = match it.src() {
+        Src::Kernel(i) => (f.kernel[i as usize], trace.kernels[i as usize].proc, trace.kernels[i as usize].correlation),
+        Src::Memcpy(i) => (f.memcpy[i as usize], trace.memcpys[i as usize].proc, trace.memcpys[i as usize].correlation),
+        Src::Memset(i) => (f.memset[i as usize], trace.memsets[i as usize].proc, trace.memsets[i as usize].correlation),
+        _ => return None,
     };
-    (f != 0).then_some(f)
+    (k != Flows::NONE).then(|| flow_id(proc, corr, k))
 }
 
-fn flows_out<'a>(lay: &'a Layout, it: &Item) -> &'a [u64] {
-    match it.src {
-        Src::Api(i) => &lay.api_flows[lay.api_flow_at[i as usize] as usize..lay.api_flow_at[i as usize + 1] as usize],
-        _ => &[],
+/// The arrows starting at an API call (one per GPU record it launched), into `out`.
+fn flows_out(trace: &Trace, lay: &Layout, it: &Item, out: &mut Vec<u64>) {
+    out.clear();
+    if let Src::Api(i) = it.src() {
+        let a = &trace.apis[i as usize];
+        out.extend((0..lay.flows.api[i as usize]).map(|k| flow_id(a.proc, a.correlation, k)));
     }
 }
 
@@ -324,14 +328,11 @@ fn health_args(trace: &Trace) -> Vec<(String, String)> {
 
 /// Writes `trace` to `path`.
 pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Result<ExportSummary> {
-    let t0 = std::time::Instant::now();
     if let Some(p) = &opts.progress {
         (p.0)(Stage::Layout);
     }
     let lay = Layout::build(trace, opts.shard_slices.max(1));
-    if std::env::var_os("CUTR_TIMING").is_some() {
-        eprintln!("timing: layout {:?}", t0.elapsed());
-    }
+    crate::phase::mark("layout");
     let trace: &Trace = trace;
     let mut out = Output::create(path, opts.gzip)?;
     if let Some(p) = opts.progress.clone() {
@@ -349,10 +350,11 @@ pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Resul
         Format::Chrome => write_chrome(trace, &lay, &mut out, path)?,
     }
     let bytes = out.finish()?;
+    crate::phase::mark("write");
     Ok(ExportSummary {
         bytes,
         slices: lay.items.len() as u64,
-        flows: lay.api_flows.len() as u64,
+        flows: lay.flows.total,
         tracks: lay.tracks.len(),
         shards: lay.shards.len(),
         overflow_lanes: lay.overflow_lanes,
@@ -420,6 +422,7 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
         }
         evs.sort_by_key(|e| e.0);
         let mut args = Vec::with_capacity(16);
+        let mut out_flows = Vec::new();
         for (ts, ev) in evs {
             match ev {
                 Ev::Begin(i) => {
@@ -427,7 +430,7 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
                     let (name, cat) = slice_name(trace, lay, it);
                     slice_args(trace, lay, it, &sms, false, &mut args);
                     // A graph launch starts one arrow per node it ran.
-                    let out_flows = flows_out(lay, it);
+                    flows_out(trace, lay, it, &mut out_flows);
                     shard.begin(
                         uuid(it.track),
                         ts,
@@ -435,8 +438,8 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
                         trace.names.get(name),
                         cat,
                         &args,
-                        out_flows,
-                        flow_in(lay, it),
+                        &out_flows,
+                        flow_in(trace, lay, it),
                     );
                 }
                 Ev::End(i) => shard.end(uuid(lay.items[i as usize].track), ts),
@@ -506,6 +509,7 @@ fn write_chrome(trace: &Trace, lay: &Layout, out: &mut Output, path: &Path) -> i
         let mut w = EventWriter { out: &mut buf, base_ns: base, events: 0 };
         let mut args = Vec::with_capacity(16);
         let mut cargs: Vec<(&str, chrome::Value)> = Vec::with_capacity(16);
+        let mut out_flows = Vec::new();
         for &g in &lay.shards[s] {
             let seg = &lay.segments[g as usize];
             for i in seg.items.0..seg.items.1 {
@@ -517,15 +521,16 @@ fn write_chrome(trace: &Trace, lay: &Layout, out: &mut Output, path: &Path) -> i
                 for a in &args {
                     cargs.push((ARG_NAMES[a.key as usize], to_chrome(a.value)));
                 }
-                if it.src == Src::Health {
+                if it.src() == Src::Health {
                     continue; // written with the metadata
                 }
                 let (pid, tid) = json_row(trace, lay, it, t);
                 w.complete(CATEGORIES[cat as usize], trace.names.get(name), pid, tid, it.start, it.end, &cargs);
-                for &f in flows_out(lay, it) {
+                flows_out(trace, lay, it, &mut out_flows);
+                for &f in &out_flows {
                     w.flow(true, f, pid, tid, it.start);
                 }
-                if let Some(f) = flow_in(lay, it) {
+                if let Some(f) = flow_in(trace, lay, it) {
                     w.flow(false, f, pid, tid, it.start);
                 }
             }
@@ -564,7 +569,7 @@ fn to_chrome(v: pf::Value<'_>) -> chrome::Value<'_> {
 
 /// Kineto's pid/tid of a slice: GPU rows pid = device, tid = stream; host rows pid = process, tid = thread.
 fn json_row(trace: &Trace, lay: &Layout, it: &Item, t: &crate::layout::Track) -> (i64, i64) {
-    match it.src {
+    match it.src() {
         Src::Overhead(i) => (
             trace.processes[trace.overheads[i as usize].proc as usize].pid as i64,
             trace.overheads[i as usize].tid as i64,

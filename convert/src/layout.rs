@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use rayon::prelude::*;
 
-use crate::model::{Trace, corr_key};
+use crate::model::Trace;
 use crate::names;
 
 /// Where a slice comes from.
@@ -29,12 +29,67 @@ pub enum Src {
     Health,
 }
 
+impl Src {
+    const INDEX_BITS: u32 = 29;
+
+    /// The source packed in 32 bits: the kind in the top 3, the row index below (rows < 2^29 per kind). Packed
+    /// values order like the enum (kind first, then index).
+    #[inline]
+    fn pack(self) -> u32 {
+        let (kind, i) = match self {
+            Src::Kernel(i) => (0, i),
+            Src::Memcpy(i) => (1, i),
+            Src::Memset(i) => (2, i),
+            Src::Api(i) => (3, i),
+            Src::Range(i) => (4, i),
+            Src::Sync(i) => (5, i),
+            Src::Overhead(i) => (6, i),
+            Src::Health => (7, 0),
+        };
+        assert!(i < 1 << Self::INDEX_BITS, "more than 2^29 records of one kind");
+        (kind << Self::INDEX_BITS) | i
+    }
+
+    #[inline]
+    fn unpack(v: u32) -> Src {
+        let i = v & ((1 << Self::INDEX_BITS) - 1);
+        match v >> Self::INDEX_BITS {
+            0 => Src::Kernel(i),
+            1 => Src::Memcpy(i),
+            2 => Src::Memset(i),
+            3 => Src::Api(i),
+            4 => Src::Range(i),
+            5 => Src::Sync(i),
+            6 => Src::Overhead(i),
+            _ => Src::Health,
+        }
+    }
+}
+
+/// One slice on a track: 24 bytes, as there is one per record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Item {
     pub track: u32,
+    src: u32,
     pub start: u64,
     pub end: u64,
-    pub src: Src,
+}
+
+impl Item {
+    pub fn new(track: u32, start: u64, end: u64, src: Src) -> Item {
+        Item { track, src: src.pack(), start, end }
+    }
+
+    #[inline]
+    pub fn src(&self) -> Src {
+        Src::unpack(self.src)
+    }
+
+    /// Layout order: by track, then start, longer first (so enclosing slices open first), then source.
+    #[inline]
+    fn key(&self) -> (u32, u64, std::cmp::Reverse<u64>, u32) {
+        (self.track, self.start, std::cmp::Reverse(self.end), self.src)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -120,13 +175,7 @@ pub struct Layout {
     pub segments: Vec<Segment>,
     /// Segment indexes of each shard, in time order.
     pub shards: Vec<Vec<u32>>,
-    /// Arrow id ending at each kernel / memcpy / memset (0 = no launching API call).
-    pub kernel_flow: Vec<u64>,
-    pub memcpy_flow: Vec<u64>,
-    pub memset_flow: Vec<u64>,
-    /// Arrow ids starting at each API call: `api_flows[api_flow_at[i]..api_flow_at[i + 1]]`.
-    pub api_flow_at: Vec<u32>,
-    pub api_flows: Vec<u64>,
+    pub flows: Flows,
     pub labels: Labels,
     /// (proc, device) -> Chrome pid of its GPU rows.
     pub gpu_json_pid: HashMap<(u16, u32), i64>,
@@ -318,25 +367,25 @@ impl Layout {
         );
         for (i, k) in trace.kernels.iter().enumerate() {
             let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
-            items.push(Item { track: t, start: k.start, end: k.end, src: Src::Kernel(i as u32) });
+            items.push(Item::new(t, k.start, k.end, Src::Kernel(i as u32)));
         }
         for (i, k) in trace.memcpys.iter().enumerate() {
             let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
-            items.push(Item { track: t, start: k.start, end: k.end, src: Src::Memcpy(i as u32) });
+            items.push(Item::new(t, k.start, k.end, Src::Memcpy(i as u32)));
         }
         for (i, k) in trace.memsets.iter().enumerate() {
             let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
-            items.push(Item { track: t, start: k.start, end: k.end, src: Src::Memset(i as u32) });
+            items.push(Item::new(t, k.start, k.end, Src::Memset(i as u32)));
         }
         for (i, a) in trace.apis.iter().enumerate() {
             let t = thread_track(&mut b, a.proc, a.tid);
-            items.push(Item { track: t, start: a.start, end: a.end, src: Src::Api(i as u32) });
+            items.push(Item::new(t, a.start, a.end, Src::Api(i as u32)));
         }
         let span = trace.span();
         for (i, r) in trace.ranges.iter().enumerate() {
             let t = thread_track(&mut b, r.proc, r.tid);
             let end = if r.end == u64::MAX { span.1.max(r.start) } else { r.end };
-            items.push(Item { track: t, start: r.start, end, src: Src::Range(i as u32) });
+            items.push(Item::new(t, r.start, end, Src::Range(i as u32)));
         }
         for (i, s) in trace.syncs.iter().enumerate() {
             let device = ctx_device.get(&(s.proc, s.context)).copied().unwrap_or(0);
@@ -350,7 +399,7 @@ impl Layout {
                 json_tid: if s.stream == u32::MAX { 1 } else { s.stream as i64 },
                 pid: 0,
             });
-            items.push(Item { track: t, start: s.start, end: s.end, src: Src::Sync(i as u32) });
+            items.push(Item::new(t, s.start, s.end, Src::Sync(i as u32)));
         }
         for (i, o) in trace.overheads.iter().enumerate() {
             let parent = process_track(&mut b, o.proc);
@@ -363,7 +412,7 @@ impl Layout {
                 json_tid: 0,
                 pid: 0,
             });
-            items.push(Item { track: t, start: o.start, end: o.end, src: Src::Overhead(i as u32) });
+            items.push(Item::new(t, o.start, o.end, Src::Overhead(i as u32)));
         }
         let mut memory_track = HashMap::default();
         for m in &trace.memory {
@@ -379,33 +428,22 @@ impl Layout {
             });
             memory_track.insert((m.proc, m.device), t);
         }
-        items.push(Item { track: health_track, start: span.0, end: span.1.max(span.0), src: Src::Health });
+        items.push(Item::new(health_track, span.0, span.1.max(span.0), Src::Health));
         // Marks (NVTX instants) need their thread's track too.
         for m in &trace.marks {
             thread_track(&mut b, m.proc, m.tid);
         }
 
-        items.par_sort_unstable_by(|a, b| {
-            (a.track, a.start, std::cmp::Reverse(a.end), a.src).cmp(&(
-                b.track,
-                b.start,
-                std::cmp::Reverse(b.end),
-                b.src,
-            ))
-        });
+        items.par_sort_unstable_by_key(Item::key);
         let overflow_lanes = assign_lanes(&mut b, &mut items);
         let (segments, shards) = segment(&items, shard_slices);
-        let (kernel_flow, memcpy_flow, memset_flow, api_flow_at, api_flows) = flows(trace);
+        let flows = Flows::build(trace);
         Layout {
             tracks: b.tracks,
             items,
             segments,
             shards,
-            kernel_flow,
-            memcpy_flow,
-            memset_flow,
-            api_flow_at,
-            api_flows,
+            flows,
             labels,
             gpu_json_pid,
             memory_track,
@@ -462,14 +500,7 @@ fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
         i = j;
     }
     if moved {
-        items.par_sort_by(|a, b| {
-            (a.track, a.start, std::cmp::Reverse(a.end), a.src).cmp(&(
-                b.track,
-                b.start,
-                std::cmp::Reverse(b.end),
-                b.src,
-            ))
-        });
+        items.par_sort_unstable_by_key(Item::key);
     }
     lanes_made
 }
@@ -517,53 +548,44 @@ fn segment(items: &[Item], shard_slices: usize) -> (Vec<Segment>, Vec<Vec<u32>>)
     (segments, shards)
 }
 
-type Flows = (Vec<u64>, Vec<u64>, Vec<u64>, Vec<u32>, Vec<u64>);
+/// The CPU->GPU arrows: for each GPU record its number among the records its API call launched, and for each
+/// API call how many it launched. Arrow ids follow from these and the correlation id ([`flow_id`]), so no id
+/// lists are stored.
+#[derive(Clone, Debug, Default)]
+pub struct Flows {
+    /// Per kernel / memcpy / memset: its number among its launcher's GPU records (`NONE` = no launcher).
+    pub kernel: Vec<u32>,
+    pub memcpy: Vec<u32>,
+    pub memset: Vec<u32>,
+    /// Per API call: how many GPU records it launched.
+    pub api: Vec<u32>,
+    pub total: u64,
+}
 
-/// Arrow ids from each API call to the GPU records it launched.
-fn flows(trace: &Trace) -> Flows {
-    // (api index, start, which list, index)
-    let mut links: Vec<(u32, u64, u8, u32)> = Vec::new();
-    let lookup = |proc: u16, corr: u32| trace.api_by_corr.get(&corr_key(proc, corr)).copied();
-    for (i, k) in trace.kernels.iter().enumerate() {
-        if let Some(a) = lookup(k.proc, k.correlation) {
-            links.push((a, k.start, 0, i as u32));
-        }
+impl Flows {
+    pub const NONE: u32 = u32::MAX;
+
+    fn build(trace: &Trace) -> Flows {
+        let mut api = vec![0u32; trace.apis.len()];
+        let mut total = 0;
+        // Rows are in start order, so a graph launch numbers its kernels by start time.
+        let mut number = |rows: &mut dyn Iterator<Item = (u16, u32)>| -> Vec<u32> {
+            rows.map(|(proc, corr)| match trace.launcher_index(proc, corr) {
+                Some(a) => {
+                    total += 1;
+                    let k = api[a as usize];
+                    api[a as usize] += 1;
+                    k
+                }
+                None => Flows::NONE,
+            })
+            .collect()
+        };
+        let kernel = number(&mut trace.kernels.iter().map(|k| (k.proc, k.correlation)));
+        let memcpy = number(&mut trace.memcpys.iter().map(|k| (k.proc, k.correlation)));
+        let memset = number(&mut trace.memsets.iter().map(|k| (k.proc, k.correlation)));
+        Flows { kernel, memcpy, memset, api, total }
     }
-    for (i, k) in trace.memcpys.iter().enumerate() {
-        if let Some(a) = lookup(k.proc, k.correlation) {
-            links.push((a, k.start, 1, i as u32));
-        }
-    }
-    for (i, k) in trace.memsets.iter().enumerate() {
-        if let Some(a) = lookup(k.proc, k.correlation) {
-            links.push((a, k.start, 2, i as u32));
-        }
-    }
-    links.par_sort_unstable();
-    let mut kernel_flow = vec![0u64; trace.kernels.len()];
-    let mut memcpy_flow = vec![0u64; trace.memcpys.len()];
-    let mut memset_flow = vec![0u64; trace.memsets.len()];
-    let mut api_flow_at = vec![0u32; trace.apis.len() + 1];
-    let mut api_flows = Vec::with_capacity(links.len());
-    let mut k = 0u32;
-    let mut prev_api = u32::MAX;
-    for &(a, _, list, idx) in &links {
-        k = if a == prev_api { k + 1 } else { 0 };
-        prev_api = a;
-        let api = &trace.apis[a as usize];
-        let id = flow_id(api.proc, api.correlation, k);
-        match list {
-            0 => kernel_flow[idx as usize] = id,
-            1 => memcpy_flow[idx as usize] = id,
-            _ => memset_flow[idx as usize] = id,
-        }
-        api_flows.push(id);
-        api_flow_at[a as usize + 1] += 1;
-    }
-    for i in 0..trace.apis.len() {
-        api_flow_at[i + 1] += api_flow_at[i];
-    }
-    (kernel_flow, memcpy_flow, memset_flow, api_flow_at, api_flows)
 }
 
 fn labels(trace: &mut Trace) -> Labels {

@@ -1,6 +1,7 @@
 //! Offline analysis of `.cutr` files: decoding records into a joined trace model, and what `cupti-convert`
 //! reports and exports. No CUDA here: everything works from the files alone.
 
+pub mod corr;
 pub mod demangle;
 pub mod diff;
 pub mod export;
@@ -9,5 +10,6 @@ pub mod info;
 pub mod layout;
 pub mod model;
 pub mod names;
+pub mod phase;
 pub mod stats;
 pub mod timebase;

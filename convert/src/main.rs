@@ -299,9 +299,8 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let bar = ProgressBar::new(a.quiet);
     let records: u64 = readers.iter().flat_map(|r| r.activity_chunks()).map(|c| u64::from(c.header.record_count)).sum();
     bar.stage(&format!("decoding {records} records from {} file(s)", readers.len()));
-    let opened = started.elapsed();
+    cutr_convert::phase::mark("open");
     let mut trace = load_readers(&a.files, &readers, &LoadOptions { filter }).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let loaded = started.elapsed();
     drop(readers);
     let s = &trace.stats;
     let join_warnings = [
@@ -330,9 +329,6 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let summary = export(&mut trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
     bar.clear();
     let summary = summary?;
-    if std::env::var_os("CUTR_TIMING").is_some() {
-        eprintln!("timing: open {:?}, decode+model {:?}, total {:?}", opened, loaded - opened, started.elapsed());
-    }
     if !a.quiet {
         eprintln!(
             "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks in {:.3} s",
@@ -451,6 +447,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    cutr_convert::phase::init();
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 
-use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 
 use cutr_format::records::FieldReader;
@@ -14,6 +13,7 @@ use cutr_format::{ChunkInfo, DecodedBuffer, LossCounters, Problem, Reader, Sessi
 use cutr_schema::{LayoutTable, RecordLayout, kinds};
 use rayon::prelude::*;
 
+use crate::corr::CorrMap;
 use crate::demangle;
 use crate::timebase::TimeBase;
 
@@ -282,9 +282,10 @@ pub struct Trace {
     pub marks: Vec<NvtxMark>,
     pub memory: Vec<MemoryOp>,
     /// (proc, correlation) -> PyTorch op id (external kind CUSTOM0) and user annotation id (CUSTOM1).
-    pub external: FxHashMap<u64, (u64, u64)>,
-    /// (proc, correlation) -> index into `apis` of the launching call (runtime preferred over driver).
-    pub api_by_corr: FxHashMap<u64, u32>,
+    pub external: CorrMap<(u64, u64)>,
+    /// (proc, correlation) -> index + 1 into `apis` of the launching call (runtime preferred over driver); see
+    /// [`Trace::launcher_index`].
+    pub api_by_corr: CorrMap<u32>,
     /// Index into `ranges` of the innermost NVTX range enclosing each API call (`u32::MAX` = none).
     pub api_range: Vec<u32>,
     pub stats: JoinStats,
@@ -756,27 +757,6 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         };
         let mut damaged = 0u64;
         let mut damaged_records = 0u64;
-        let rows: Vec<ChunkRows> = r
-            .activity_chunks()
-            .collect::<Vec<_>>()
-            .par_iter()
-            .filter(|c| !skip(c))
-            .filter_map(|c| match r.decode_activity(c) {
-                Ok(d) => Some(decode_chunk(r, &ff, proc, &tb, filter, c, &d)),
-                Err(_) => None,
-            })
-            .collect();
-        let decoded: usize = rows.len();
-        let wanted = r.activity_chunks().filter(|c| !skip(c)).count();
-        if decoded < wanted {
-            // Find which chunks failed (rare path): count them and their records.
-            for c in r.activity_chunks().filter(|c| !skip(c)) {
-                if r.decode_activity(c).is_err() {
-                    damaged += 1;
-                    damaged_records += c.header.record_count as u64;
-                }
-            }
-        }
         let mut problems = r.problems().to_vec();
         for p in &problems {
             if let Problem::TruncatedChunk { records, chunk_type: cutr_format::ChunkType::Activity, .. } = p {
@@ -788,43 +768,98 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         let map: Vec<u32> = std::iter::once(NO_NAME).chain(texts.iter().map(|t| trace.names.intern(t))).collect();
         let m = |id: u32| map.get(id as usize).copied().unwrap_or(NO_NAME);
         let mut markers = Vec::new();
-        trace.kernels.reserve(rows.iter().map(|c| c.kernels.len()).sum());
-        trace.apis.reserve(rows.iter().map(|c| c.apis.len()).sum());
-        trace.external.reserve(rows.iter().map(|c| c.ext.len()).sum());
-        for mut c in rows {
-            for k in &mut c.kernels {
-                k.name = m(k.name);
+        let mut ext: Vec<(u32, u32, u64)> = Vec::new();
+        let chunks: Vec<ChunkInfo> = r.activity_chunks().filter(|c| !skip(c)).cloned().collect();
+        let file_records: u64 = chunks.iter().map(|c| c.header.record_count as u64).sum();
+        // Chunks are decoded in parallel a window at a time and their rows appended before the next window, so
+        // the rows exist once (not once per chunk and again in the trace) and decode buffers are reused.
+        let window = (rayon::current_num_threads() * 2).max(1);
+        let mut seen_records = 0u64;
+        let mut reserved = false;
+        for win in chunks.chunks(window) {
+            let rows: Vec<Result<ChunkRows, ()>> = win
+                .par_iter()
+                .map(|c| match r.decode_activity(c) {
+                    Ok(d) => Ok(decode_chunk(r, &ff, proc, &tb, filter, c, &d)),
+                    Err(_) => Err(()),
+                })
+                .collect();
+            if !reserved {
+                // Room for the whole file, estimated from the first window's mix of kinds (25% spare): growing
+                // vectors of hundreds of MB by doubling copies them and touches twice the memory.
+                reserved = true;
+                let got: u64 = win.iter().map(|c| c.header.record_count as u64).sum::<u64>().max(1);
+                let scale = |n: usize| (n as u64 * file_records / got * 5 / 4) as usize;
+                let ok = || rows.iter().flatten();
+                trace.kernels.reserve(scale(ok().map(|c| c.kernels.len()).sum()));
+                trace.apis.reserve(scale(ok().map(|c| c.apis.len()).sum()));
+                trace.memcpys.reserve(scale(ok().map(|c| c.memcpys.len()).sum()));
+                trace.memsets.reserve(scale(ok().map(|c| c.memsets.len()).sum()));
+                trace.syncs.reserve(scale(ok().map(|c| c.syncs.len()).sum()));
+                trace.cuda_events.reserve(scale(ok().map(|c| c.events.len()).sum()));
+                markers.reserve(scale(ok().map(|c| c.markers.len()).sum()));
+                ext.reserve(scale(ok().map(|c| c.ext.len()).sum()));
             }
-            for mk in &mut c.markers {
-                mk.name = m(mk.name);
-                mk.domain = m(mk.domain);
-            }
-            for (k, n) in c.per_kind {
-                *per_kind.entry(k).or_default() += n;
-            }
-            trace.kernels.append(&mut c.kernels);
-            trace.memcpys.append(&mut c.memcpys);
-            trace.memsets.append(&mut c.memsets);
-            trace.apis.append(&mut c.apis);
-            trace.syncs.append(&mut c.syncs);
-            trace.cuda_events.append(&mut c.events);
-            trace.overheads.append(&mut c.overheads);
-            trace.memory.append(&mut c.memory);
-            markers.append(&mut c.markers);
-            for (kind, corr, id) in c.ext {
-                let e = trace.external.entry(corr_key(proc, corr)).or_default();
-                match kind {
-                    3 => e.0 = id,
-                    4 => e.1 = id,
-                    _ => {}
+            for (c, rows) in win.iter().zip(rows) {
+                seen_records += c.header.record_count as u64;
+                let Ok(mut c) = rows else {
+                    damaged += 1;
+                    damaged_records += c.header.record_count as u64;
+                    continue;
+                };
+                for k in &mut c.kernels {
+                    k.name = m(k.name);
                 }
+                for mk in &mut c.markers {
+                    mk.name = m(mk.name);
+                    mk.domain = m(mk.domain);
+                }
+                for (k, n) in c.per_kind {
+                    *per_kind.entry(k).or_default() += n;
+                }
+                trace.kernels.append(&mut c.kernels);
+                trace.memcpys.append(&mut c.memcpys);
+                trace.memsets.append(&mut c.memsets);
+                trace.apis.append(&mut c.apis);
+                trace.syncs.append(&mut c.syncs);
+                trace.cuda_events.append(&mut c.events);
+                trace.overheads.append(&mut c.overheads);
+                trace.memory.append(&mut c.memory);
+                markers.append(&mut c.markers);
+                ext.append(&mut c.ext);
+                trace.stats.zero_timestamp_records += c.zero;
+                trace.stats.inverted_records += c.inverted;
+                trace.stats.unmodelled_records += c.unmodelled;
+                trace.stats.unresolved_names += c.unresolved;
+                trace.stats.unparsed_bytes += c.unparsed;
             }
-            trace.stats.zero_timestamp_records += c.zero;
-            trace.stats.inverted_records += c.inverted;
-            trace.stats.unmodelled_records += c.unmodelled;
-            trace.stats.unresolved_names += c.unresolved;
-            trace.stats.unparsed_bytes += c.unparsed;
         }
+        debug_assert_eq!(seen_records, file_records);
+        // External ids by correlation id: PyTorch's op id (kind CUSTOM0 = 3) and user annotation id (CUSTOM1 = 4).
+        trace.external.build_file(
+            proc,
+            ext.iter().map(|&(kind, corr, id)| (corr, (kind, id))).map(|(c, (k, id))| {
+                (
+                    c,
+                    if k == 3 {
+                        (id, 0)
+                    } else if k == 4 {
+                        (0, id)
+                    } else {
+                        (0, 0)
+                    },
+                )
+            }),
+            |slot, v| {
+                if v.0 != 0 {
+                    slot.0 = v.0;
+                }
+                if v.1 != 0 {
+                    slot.1 = v.1;
+                }
+            },
+        );
+        drop(ext);
         pair_markers(&mut trace, proc, markers, filter);
         trace.stats.damaged_chunks += damaged;
         trace.stats.records_in_damaged_chunks += damaged_records;
@@ -845,7 +880,9 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
     }
     trace.records_per_kind = per_kind.into_iter().collect();
     trace.records_per_kind.sort();
+    crate::phase::mark("decode");
     trace.finish();
+    crate::phase::mark("joins");
     Ok(trace)
 }
 
@@ -925,25 +962,26 @@ impl Trace {
         // Outer ranges first at equal starts, so depth follows nesting.
         self.ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
 
-        self.api_by_corr = FxHashMap::with_capacity_and_hasher(self.apis.len(), Default::default());
-        for (i, a) in self.apis.iter().enumerate() {
-            let key = corr_key(a.proc, a.correlation);
-            match self.api_by_corr.get(&key) {
+        let procs = self.processes.len().max(1) as u16;
+        for proc in 0..procs {
+            let apis = &self.apis;
+            let entries =
+                apis.iter().enumerate().filter(|(_, a)| a.proc == proc).map(|(i, a)| (a.correlation, i as u32 + 1));
+            self.api_by_corr.build_file(proc, entries, |slot, i| {
                 // A runtime call and the driver call it makes can share an id: the runtime call is the launch.
-                Some(&j) if !self.apis[j as usize].driver && a.driver => {}
-                _ => {
-                    self.api_by_corr.insert(key, i as u32);
+                if *slot == 0 || !(!apis[*slot as usize - 1].driver && apis[i as usize - 1].driver) {
+                    *slot = i;
                 }
-            }
+            });
         }
-        let missing = |proc: u16, corr: u32| !self.api_by_corr.contains_key(&corr_key(proc, corr));
+        let missing = |proc: u16, corr: u32| !self.api_by_corr.contains(proc, corr);
         self.stats.gpu_without_api = self.kernels.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
             + self.memcpys.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
             + self.memsets.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64;
         self.stats.graph_kernels_without_launch =
             self.kernels.iter().filter(|k| k.graph_id != 0 && missing(k.proc, k.correlation)).count() as u64;
         self.stats.external_without_api =
-            self.external.keys().filter(|&&key| !self.api_by_corr.contains_key(&key)).count() as u64;
+            self.external.entries().filter(|&(p, c, _)| !self.api_by_corr.contains(p, c)).count() as u64;
 
         // NVTX depth per thread, and the innermost range around each API call.
         let mut stack: Vec<usize> = Vec::new();
@@ -1036,7 +1074,7 @@ impl Trace {
     pub fn gpu_work_by_range(&self) -> Vec<(u64, u64)> {
         let mut out = vec![(0u64, 0u64); self.ranges.len()];
         let mut credit = |proc: u16, corr: u32, dur: u64| {
-            if let Some(&ai) = self.api_by_corr.get(&corr_key(proc, corr)) {
+            if let Some(ai) = self.launcher_index(proc, corr) {
                 let mut r = self.api_range[ai as usize];
                 while r != u32::MAX {
                     out[r as usize].0 += dur;
@@ -1059,7 +1097,19 @@ impl Trace {
 
     /// The API call that launched GPU work with this correlation id.
     pub fn launcher(&self, proc: u16, correlation: u32) -> Option<&ApiCall> {
-        self.api_by_corr.get(&corr_key(proc, correlation)).map(|&i| &self.apis[i as usize])
+        self.launcher_index(proc, correlation).map(|i| &self.apis[i as usize])
+    }
+
+    /// Index into `apis` of the call that launched GPU work with this correlation id.
+    #[inline]
+    pub fn launcher_index(&self, proc: u16, correlation: u32) -> Option<u32> {
+        self.api_by_corr.get(proc, correlation).map(|i| i - 1)
+    }
+
+    /// PyTorch's op id (external kind CUSTOM0) and user annotation id (CUSTOM1) of a correlation id; 0 = none.
+    #[inline]
+    pub fn external_ids(&self, proc: u16, correlation: u32) -> (u64, u64) {
+        self.external.get(proc, correlation).unwrap_or((0, 0))
     }
 
     /// The function name of an API call (`cudaLaunchKernel`), from the file's own table, else CUDA 13.0's.
