@@ -132,8 +132,10 @@ const A_FROM_DEV: u16 = 23;
 const A_TO_DEV: u16 = 24;
 
 /// Args of one slice, in Kineto's order. `Str` values borrow from the trace. With `kineto` false (Perfetto), the
-/// args a Perfetto track already states (device, context, stream) or that follow from others (blocks and warps
-/// per SM, a zero `queued`) are left out: they cost bytes on every slice and add nothing.
+/// args that the slice's track, name or arrow already state are left out, as they cost bytes on every slice and
+/// add nothing: device, context and stream (the track), blocks and warps per SM (grid and the device's SMs), a
+/// zero `queued`, an API call's cbid (its name), and on GPU work with a launching API call its correlation and
+/// External id (the same as on that call, which its arrow leads to).
 fn slice_args<'t>(
     trace: &'t Trace,
     lay: &Layout,
@@ -145,13 +147,16 @@ fn slice_args<'t>(
     use pf::Value::*;
     out.clear();
     let ext = |proc: u16, corr: u32| trace.external_ids(proc, corr);
+    // Perfetto: GPU work shows its correlation and External id only when no API call (arrow) carries them.
+    let own_ids = |proc: u16, corr: u32| kineto || trace.launcher_index(proc, corr).is_none();
     // Copies and memsets share their args: (proc, device, context, stream, correlation), bytes, (start, end).
     let memory_op = |out: &mut Vec<Arg<'t>>,
                      (proc, device, context, stream, corr): (u16, u32, u32, u32, u32),
                      bytes: u64,
                      (s, e): (u64, u64)| {
+        let own = own_ids(proc, corr);
         let (op, _) = ext(proc, corr);
-        if op != 0 {
+        if op != 0 && own {
             out.push(Arg { key: A_EXT, value: UInt(op) });
         }
         if kineto {
@@ -159,7 +164,9 @@ fn slice_args<'t>(
             out.push(Arg { key: A_CONTEXT, value: UInt(context as u64) });
             out.push(Arg { key: A_STREAM, value: UInt(stream as u64) });
         }
-        out.push(Arg { key: A_CORR, value: UInt(corr as u64) });
+        if own {
+            out.push(Arg { key: A_CORR, value: UInt(corr as u64) });
+        }
         out.push(Arg { key: A_BYTES, value: UInt(bytes) });
         let bw = if e > s { Double(bytes as f64 / (e - s) as f64) } else { Str("N/A") };
         out.push(Arg { key: A_BW, value: bw });
@@ -167,8 +174,9 @@ fn slice_args<'t>(
     match it.src() {
         Src::Kernel(i) => {
             let k = &trace.kernels[i as usize];
+            let own = own_ids(k.proc, k.correlation);
             let (op, user) = ext(k.proc, k.correlation);
-            if op != 0 {
+            if op != 0 && own {
                 out.push(Arg { key: A_EXT, value: UInt(op) });
             }
             if user != 0 {
@@ -182,7 +190,9 @@ fn slice_args<'t>(
                 out.push(Arg { key: A_CONTEXT, value: UInt(k.context as u64) });
                 out.push(Arg { key: A_STREAM, value: UInt(k.stream as u64) });
             }
-            out.push(Arg { key: A_CORR, value: UInt(k.correlation as u64) });
+            if own {
+                out.push(Arg { key: A_CORR, value: UInt(k.correlation as u64) });
+            }
             out.push(Arg { key: A_REGS, value: UInt(k.registers as u64) });
             out.push(Arg { key: A_SMEM, value: Int(k.static_smem as i64 + k.dynamic_smem as i64) });
             if let Some(n) = sms(k.proc, k.device).filter(|&n| n > 0 && kineto) {
@@ -216,7 +226,9 @@ fn slice_args<'t>(
             if op != 0 {
                 out.push(Arg { key: A_EXT, value: UInt(op) });
             }
-            out.push(Arg { key: A_CBID, value: UInt(a.cbid as u64) });
+            if kineto {
+                out.push(Arg { key: A_CBID, value: UInt(a.cbid as u64) });
+            }
             out.push(Arg { key: A_CORR, value: UInt(a.correlation as u64) });
             if a.return_value != 0 {
                 out.push(Arg { key: A_RET, value: UInt(a.return_value as u64) });
@@ -361,13 +373,6 @@ pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Resul
     })
 }
 
-/// One BEGIN/END/INSTANT of a shard, before sorting by time.
-#[derive(Clone, Copy)]
-enum Ev {
-    Begin(u32),
-    End(u32),
-}
-
 fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<()> {
     let uuid = |t: u32| t as u64 + 1;
     let mut desc = Vec::new();
@@ -395,55 +400,29 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
         if s == n_shards {
             return side_events(trace, lay, uuid);
         }
-        let segs = &lay.shards[s];
-        let t0 = segs.iter().map(|&g| lay.segments[g as usize].start).min().unwrap_or(0);
-        let mut shard = Shard::new(s as u32 + 2, t0, ARG_NAMES, CATEGORIES);
-        // Each segment's events, nested properly, then all merged by time (stable: a track's order is kept).
-        let mut evs: Vec<(u64, Ev)> = Vec::new();
-        let mut stack: Vec<u32> = Vec::new();
-        for &g in segs {
-            let seg = &lay.segments[g as usize];
-            for i in seg.items.0..seg.items.1 {
-                let it = &lay.items[i as usize];
-                while let Some(&top) = stack.last() {
-                    if lay.items[top as usize].end <= it.start {
-                        evs.push((lay.items[top as usize].end, Ev::End(top)));
-                        stack.pop();
-                    } else {
-                        break;
-                    }
-                }
-                evs.push((it.start, Ev::Begin(i)));
-                stack.push(i);
-            }
-            while let Some(top) = stack.pop() {
-                evs.push((lay.items[top as usize].end, Ev::End(top)));
-            }
-        }
-        evs.sort_by_key(|e| e.0);
+        let range = lay.shards[s];
+        let track = uuid(range.track);
+        let t0 = lay.items[range.start as usize].start;
+        let mut shard = Shard::new(s as u32 + 2, t0, ARG_NAMES, CATEGORIES).on_track(track);
+        // One track's slices sorted by (start, longer first) and properly nested: a walk with a stack of open
+        // slices emits BEGINs and ENDs in time order, ENDs before BEGINs at equal times.
+        let mut stack: Vec<u64> = Vec::new();
         let mut args = Vec::with_capacity(16);
         let mut out_flows = Vec::new();
-        for (ts, ev) in evs {
-            match ev {
-                Ev::Begin(i) => {
-                    let it = &lay.items[i as usize];
-                    let (name, cat) = slice_name(trace, lay, it);
-                    slice_args(trace, lay, it, &sms, false, &mut args);
-                    // A graph launch starts one arrow per node it ran.
-                    flows_out(trace, lay, it, &mut out_flows);
-                    shard.begin(
-                        uuid(it.track),
-                        ts,
-                        name,
-                        trace.names.get(name),
-                        cat,
-                        &args,
-                        &out_flows,
-                        flow_in(trace, lay, it),
-                    );
-                }
-                Ev::End(i) => shard.end(uuid(lay.items[i as usize].track), ts),
+        for it in &lay.items[range.start as usize..range.end as usize] {
+            while stack.last().is_some_and(|&end| end <= it.start) {
+                shard.end(track, stack.pop().unwrap_or_default());
             }
+            let (name, cat) = slice_name(trace, lay, it);
+            slice_args(trace, lay, it, &sms, false, &mut args);
+            // A graph launch starts one arrow per node it ran.
+            flows_out(trace, lay, it, &mut out_flows);
+            let arrow_in = flow_in(trace, lay, it);
+            shard.begin(track, it.start, name, trace.names.get(name), cat, &args, &out_flows, arrow_in);
+            stack.push(it.end);
+        }
+        while let Some(end) = stack.pop() {
+            shard.end(track, end);
         }
         shard.into_bytes()
     })?;
@@ -510,10 +489,9 @@ fn write_chrome(trace: &Trace, lay: &Layout, out: &mut Output, path: &Path) -> i
         let mut args = Vec::with_capacity(16);
         let mut cargs: Vec<(&str, chrome::Value)> = Vec::with_capacity(16);
         let mut out_flows = Vec::new();
-        for &g in &lay.shards[s] {
-            let seg = &lay.segments[g as usize];
-            for i in seg.items.0..seg.items.1 {
-                let it = &lay.items[i as usize];
+        let range = lay.shards[s];
+        {
+            for it in &lay.items[range.start as usize..range.end as usize] {
                 let t = &lay.tracks[it.track as usize];
                 let (name, cat) = slice_name(trace, lay, it);
                 slice_args(trace, lay, it, &sms, true, &mut args);

@@ -4,9 +4,10 @@
 //!
 //! Perfetto pairs a slice's END with the most recent open slice on its track, so slices on one track must nest.
 //! Work that overlaps without nesting (clock skew, concurrent work reported on one stream) moves to an overflow
-//! lane beside its track. Each track's slices are then cut into segments at points where no slice is open, and
-//! segments are grouped by time into shards: within a shard every track's events come out in order, and a track's
-//! segments appear in shard order, so equal timestamps at segment boundaries can never pair the wrong ends.
+//! lane beside its track. Each track's slices are then cut into shards at points where no slice is open: a shard
+//! holds one track's run of slices, so its BEGIN/END events come out in time order from a single walk (no sort)
+//! and can share that track as a default; shards are written in order of their first slice, and a track's shards
+//! in time order, so equal timestamps at shard boundaries can never pair the wrong ends.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -150,11 +151,13 @@ pub struct Track {
     pub pid: u32,
 }
 
-/// A run of one track's items with no slice open across its ends.
-#[derive(Clone, Copy, Debug)]
-pub struct Segment {
-    pub start: u64,
-    pub items: (u32, u32),
+/// A run of one track's items (`items[start..end]`) with no slice open across its ends: the unit of parallel
+/// writing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardRange {
+    pub track: u32,
+    pub start: u32,
+    pub end: u32,
 }
 
 /// Names resolved once, before the parallel writers run.
@@ -172,9 +175,8 @@ pub struct Layout {
     pub tracks: Vec<Track>,
     /// Sorted by (track, start, longer first).
     pub items: Vec<Item>,
-    pub segments: Vec<Segment>,
-    /// Segment indexes of each shard, in time order.
-    pub shards: Vec<Vec<u32>>,
+    /// In order of their first slice's start.
+    pub shards: Vec<ShardRange>,
     pub flows: Flows,
     pub labels: Labels,
     /// (proc, device) -> Chrome pid of its GPU rows.
@@ -436,12 +438,11 @@ impl Layout {
 
         items.par_sort_unstable_by_key(Item::key);
         let overflow_lanes = assign_lanes(&mut b, &mut items);
-        let (segments, shards) = segment(&items, shard_slices);
+        let shards = shard(&items, shard_slices);
         let flows = Flows::build(trace);
         Layout {
             tracks: b.tracks,
             items,
-            segments,
             shards,
             flows,
             labels,
@@ -505,47 +506,30 @@ fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
     lanes_made
 }
 
-/// Cuts each track's items into segments at points where no slice is open (at least `min` items each), and
-/// groups segments by start time into shards of about `shard_slices` items.
-fn segment(items: &[Item], shard_slices: usize) -> (Vec<Segment>, Vec<Vec<u32>>) {
-    let min = (shard_slices / 8).max(1);
-    let mut segments = Vec::new();
+/// Cuts each track's items into shards of at least `shard_slices` items (fewer at a track's end), at points where
+/// no slice is open, and orders the shards by their first item's start.
+fn shard(items: &[Item], shard_slices: usize) -> Vec<ShardRange> {
+    let mut shards = Vec::new();
     let mut i = 0;
     while i < items.len() {
         let track = items[i].track;
-        let mut seg_start = i;
+        let mut from = i;
         let mut open_until = 0u64;
         let mut j = i;
         while j < items.len() && items[j].track == track {
             let it = &items[j];
-            if j > seg_start && it.start >= open_until && j - seg_start >= min {
-                segments.push(Segment { start: items[seg_start].start, items: (seg_start as u32, j as u32) });
-                seg_start = j;
+            if j - from >= shard_slices && it.start >= open_until {
+                shards.push(ShardRange { track, start: from as u32, end: j as u32 });
+                from = j;
             }
             open_until = open_until.max(it.end);
             j += 1;
         }
-        segments.push(Segment { start: items[seg_start].start, items: (seg_start as u32, j as u32) });
+        shards.push(ShardRange { track, start: from as u32, end: j as u32 });
         i = j;
     }
-    let mut order: Vec<u32> = (0..segments.len() as u32).collect();
-    order.sort_by_key(|&s| (segments[s as usize].start, s));
-    let mut shards: Vec<Vec<u32>> = Vec::new();
-    let mut cur = Vec::new();
-    let mut n = 0usize;
-    for s in order {
-        let seg = &segments[s as usize];
-        cur.push(s);
-        n += (seg.items.1 - seg.items.0) as usize;
-        if n >= shard_slices {
-            shards.push(std::mem::take(&mut cur));
-            n = 0;
-        }
-    }
-    if !cur.is_empty() {
-        shards.push(cur);
-    }
-    (segments, shards)
+    shards.sort_by_key(|s| (items[s.start as usize].start, s.track, s.start));
+    shards
 }
 
 /// The CPU->GPU arrows: for each GPU record its number among the records its API call launched, and for each

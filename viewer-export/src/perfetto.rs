@@ -125,6 +125,8 @@ pub struct Shard<'n> {
     /// Interned data of the packet being built.
     pending: Vec<u8>,
     event: Vec<u8>,
+    /// The track events go to unless they name another (a packet default, so events leave it out).
+    default_track: Option<u64>,
     pub events: u64,
 }
 
@@ -147,7 +149,21 @@ impl<'n> Shard<'n> {
             next_cat_iid: 1,
             pending: Vec::new(),
             event: Vec::with_capacity(256),
+            default_track: None,
             events: 0,
+        }
+    }
+
+    /// Makes `track` the sequence's default track: events on it leave out their `track_uuid` (2+ bytes each).
+    pub fn on_track(mut self, track: u64) -> Shard<'n> {
+        self.default_track = Some(track);
+        self
+    }
+
+    #[inline]
+    fn track(&mut self, track: u64) {
+        if self.default_track != Some(track) {
+            pb::uint(&mut self.event, 11, track);
         }
     }
 
@@ -219,9 +235,11 @@ impl<'n> Shard<'n> {
         self.cat_iids[k]
     }
 
-    /// Writes the packet around `self.event` (an encoded TrackEvent) at `ts`. `uses_state`: the packet needs the
-    /// sequence's interned data or defaults (the trace processor skips such packets if that state was lost).
-    fn emit(&mut self, ts: u64, uses_state: bool) {
+    /// Writes the packet around `self.event` (an encoded TrackEvent) at `ts`. Only the first packet carries
+    /// sequence flags: it clears and sets up the sequence's state (defaults, first interned names), and the later
+    /// packets of a sequence written in one piece cannot find that state lost, so marking each of them as
+    /// needing it (2 bytes per packet) would change nothing.
+    fn emit(&mut self, ts: u64) {
         if !self.started {
             self.start();
         }
@@ -230,16 +248,20 @@ impl<'n> Shard<'n> {
         self.last_ts = self.last_ts.max(ts);
         let first = self.events == 0;
         let seq = self.seq_id as u64;
-        let (pending, event) = (&self.pending, &self.event);
+        let (pending, event, default_track) = (&self.pending, &self.event, self.default_track);
         pb::message(&mut self.out, 1, |p| {
             pb::uint(p, packet::TIMESTAMP, delta);
             pb::uint(p, packet::SEQ_ID, seq);
             if first {
                 pb::uint(p, packet::SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE);
-                // Every packet of this sequence uses the delta clock.
-                pb::message(p, packet::DEFAULTS, |d| pb::uint(d, 58, DELTA_CLOCK));
-            } else if uses_state {
-                pb::uint(p, packet::SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+                pb::message(p, packet::DEFAULTS, |d| {
+                    // Every packet of this sequence uses the delta clock ...
+                    pb::uint(d, 58, DELTA_CLOCK);
+                    // ... and its events go to the default track unless they name one.
+                    if let Some(t) = default_track {
+                        pb::message(d, 11, |te| pb::uint(te, 11, t));
+                    }
+                });
             }
             if !pending.is_empty() {
                 pb::bytes(p, packet::INTERNED_DATA, pending);
@@ -289,7 +311,7 @@ impl<'n> Shard<'n> {
         let cat_iid = self.intern_category(category);
         self.event.clear();
         pb::uint(&mut self.event, 9, 1); // TYPE_SLICE_BEGIN
-        pb::uint(&mut self.event, 11, track);
+        self.track(track);
         pb::uint(&mut self.event, 10, name_iid as u64);
         pb::uint(&mut self.event, 3, cat_iid as u64);
         self.annotations(args);
@@ -299,16 +321,15 @@ impl<'n> Shard<'n> {
         if let Some(f) = flow_in {
             pb::uint(&mut self.event, 42, f);
         }
-        self.emit(ts, true);
+        self.emit(ts);
     }
 
     /// The slice most recently begun on `track` and still open ends at `ts`.
     pub fn end(&mut self, track: u64, ts: u64) {
         self.event.clear();
         pb::uint(&mut self.event, 9, 2); // TYPE_SLICE_END
-        pb::uint(&mut self.event, 11, track);
-        // The END relies on the sequence's defaults (its clock), so it is marked as needing that state too.
-        self.emit(ts, true);
+        self.track(track);
+        self.emit(ts);
     }
 
     /// An instant event.
@@ -317,20 +338,20 @@ impl<'n> Shard<'n> {
         let cat_iid = self.intern_category(category);
         self.event.clear();
         pb::uint(&mut self.event, 9, 3); // TYPE_INSTANT
-        pb::uint(&mut self.event, 11, track);
+        self.track(track);
         pb::uint(&mut self.event, 10, name_iid as u64);
         pb::uint(&mut self.event, 3, cat_iid as u64);
         self.annotations(args);
-        self.emit(ts, true);
+        self.emit(ts);
     }
 
     /// A counter value at `ts` on a counter track.
     pub fn counter(&mut self, track: u64, ts: u64, value: f64) {
         self.event.clear();
         pb::uint(&mut self.event, 9, 4); // TYPE_COUNTER
-        pb::uint(&mut self.event, 11, track);
+        self.track(track);
         pb::double(&mut self.event, 44, value);
-        self.emit(ts, true);
+        self.emit(ts);
     }
 
     pub fn into_bytes(self) -> Vec<u8> {
