@@ -44,7 +44,7 @@ impl<T: Copy + PartialEq> CorrMap<T> {
         }
         let store = if n == 0 {
             Store::Dense { base: 0, vals: Vec::new() }
-        } else if (hi - lo) as u64 + 1 <= n * DENSE_RANGE_PER_ENTRY + DENSE_SLACK {
+        } else if ((hi - lo) as u64) < n * DENSE_RANGE_PER_ENTRY + DENSE_SLACK {
             let mut vals = vec![self.empty; (hi - lo) as usize + 1];
             for (c, v) in entries {
                 merge(&mut vals[(c - lo) as usize], v);

@@ -969,7 +969,7 @@ impl Trace {
                 apis.iter().enumerate().filter(|(_, a)| a.proc == proc).map(|(i, a)| (a.correlation, i as u32 + 1));
             self.api_by_corr.build_file(proc, entries, |slot, i| {
                 // A runtime call and the driver call it makes can share an id: the runtime call is the launch.
-                if *slot == 0 || !(!apis[*slot as usize - 1].driver && apis[i as usize - 1].driver) {
+                if *slot == 0 || apis[*slot as usize - 1].driver || !apis[i as usize - 1].driver {
                     *slot = i;
                 }
             });
