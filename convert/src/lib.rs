@@ -8,6 +8,7 @@ pub mod export;
 pub mod fmt;
 pub mod info;
 pub mod layout;
+pub mod memory;
 pub mod model;
 pub mod names;
 pub mod phase;

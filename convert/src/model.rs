@@ -20,7 +20,7 @@ use crate::timebase::TimeBase;
 /// Interned strings (kernel names, NVTX messages, API names).
 #[derive(Clone, Debug, Default)]
 pub struct Names {
-    map: HashMap<Box<str>, u32>,
+    map: rustc_hash::FxHashMap<Box<str>, u32>,
     list: Vec<Box<str>>,
 }
 
