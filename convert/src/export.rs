@@ -403,7 +403,9 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
         let range = lay.shards[s];
         let track = uuid(range.track);
         let t0 = lay.items[range.start as usize].start;
-        let mut shard = Shard::new(s as u32 + 2, t0, ARG_NAMES, CATEGORIES).on_track(track);
+        // About 64 bytes per slice (BEGIN, END and args; docs/BENCHMARKS.md measures 60 on a kernel-heavy mix).
+        let room = (range.end - range.start) as usize * 64 + 4096;
+        let mut shard = Shard::new(s as u32 + 2, t0, ARG_NAMES, CATEGORIES).on_track(track).with_capacity(room);
         // One track's slices sorted by (start, longer first) and properly nested: a walk with a stack of open
         // slices emits BEGINs and ENDs in time order, ENDs before BEGINs at equal times.
         let mut stack: Vec<u64> = Vec::new();

@@ -367,20 +367,29 @@ impl Layout {
         let mut items: Vec<Item> = Vec::with_capacity(
             trace.kernels.len() + trace.memcpys.len() + trace.memsets.len() + trace.apis.len() + trace.ranges.len(),
         );
+        // Stream and thread tracks of the rows, remembered per key: a lookup goes through three track roles
+        // (GPU, context, stream), and millions of rows share a handful of streams.
+        let mut streams: HashMap<(u16, u32, u32, u32), u32> = HashMap::default();
+        let mut stream_of = |b: &mut Builder, proc: u16, device: u32, context: u32, stream: u32| {
+            *streams
+                .entry((proc, device, context, stream))
+                .or_insert_with(|| stream_track(b, proc, device, context, stream))
+        };
         for (i, k) in trace.kernels.iter().enumerate() {
-            let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
+            let t = stream_of(&mut b, k.proc, k.device, k.context, k.stream);
             items.push(Item::new(t, k.start, k.end, Src::Kernel(i as u32)));
         }
         for (i, k) in trace.memcpys.iter().enumerate() {
-            let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
+            let t = stream_of(&mut b, k.proc, k.device, k.context, k.stream);
             items.push(Item::new(t, k.start, k.end, Src::Memcpy(i as u32)));
         }
         for (i, k) in trace.memsets.iter().enumerate() {
-            let t = stream_track(&mut b, k.proc, k.device, k.context, k.stream);
+            let t = stream_of(&mut b, k.proc, k.device, k.context, k.stream);
             items.push(Item::new(t, k.start, k.end, Src::Memset(i as u32)));
         }
+        let mut threads: HashMap<(u16, u32), u32> = HashMap::default();
         for (i, a) in trace.apis.iter().enumerate() {
-            let t = thread_track(&mut b, a.proc, a.tid);
+            let t = *threads.entry((a.proc, a.tid)).or_insert_with(|| thread_track(&mut b, a.proc, a.tid));
             items.push(Item::new(t, a.start, a.end, Src::Api(i as u32)));
         }
         let span = trace.span();
@@ -436,7 +445,9 @@ impl Layout {
             thread_track(&mut b, m.proc, m.tid);
         }
 
+        crate::phase::mark("layout items");
         items.par_sort_unstable_by_key(Item::key);
+        crate::phase::mark("sort items");
         let overflow_lanes = assign_lanes(&mut b, &mut items);
         let shards = shard(&items, shard_slices);
         let flows = Flows::build(trace);

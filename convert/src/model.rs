@@ -961,6 +961,7 @@ impl Trace {
         self.marks.sort_unstable_by_key(|k| (k.ts, k.proc));
         // Outer ranges first at equal starts, so depth follows nesting.
         self.ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
+        crate::phase::mark("sort rows");
 
         let procs = self.processes.len().max(1) as u16;
         for proc in 0..procs {

@@ -135,7 +135,7 @@ impl<'n> Shard<'n> {
     /// [`Arg::key`] and `category` indexes refer to.
     pub fn new(seq_id: u32, t0: u64, arg_names: &'n [&'n str], categories: &'n [&'n str]) -> Shard<'n> {
         Shard {
-            out: Vec::with_capacity(64 << 10),
+            out: Vec::new(),
             seq_id,
             last_ts: t0,
             started: false,
@@ -152,6 +152,12 @@ impl<'n> Shard<'n> {
             default_track: None,
             events: 0,
         }
+    }
+
+    /// Reserves room for `bytes` of output up front (growing a multi-MB buffer by doubling copies it).
+    pub fn with_capacity(mut self, bytes: usize) -> Shard<'n> {
+        self.out.reserve(bytes);
+        self
     }
 
     /// Makes `track` the sequence's default track: events on it leave out their `track_uuid` (2+ bytes each).
