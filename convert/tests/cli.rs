@@ -183,6 +183,10 @@ fn export_reports_progress_shard_by_shard() {
         // 26,711 slices (13 tracks) in shards of one track each, at least 2,000 slices but a track's last:
         // 20 shards. Perfetto writes one shard more than the layout has (the counters and instants).
         assert_eq!((summary.slices, summary.tracks, summary.shards), (26_711, 13, 20), "{format:?}");
+        if format == Format::Perfetto {
+            // The exact size guards the encoding against silent growth: 58.4 bytes per slice on this mix.
+            assert_eq!(summary.bytes, 1_559_423);
+        }
         let total = 20 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);
         assert_eq!(seen[1], Stage::Writing { done: 0, total });
