@@ -492,27 +492,25 @@ fn write_chrome(trace: &Trace, lay: &Layout, out: &mut Output, path: &Path) -> i
         let mut cargs: Vec<(&str, chrome::Value)> = Vec::with_capacity(16);
         let mut out_flows = Vec::new();
         let range = lay.shards[s];
-        {
-            for it in &lay.items[range.start as usize..range.end as usize] {
-                let t = &lay.tracks[it.track as usize];
-                let (name, cat) = slice_name(trace, lay, it);
-                slice_args(trace, lay, it, &sms, true, &mut args);
-                cargs.clear();
-                for a in &args {
-                    cargs.push((ARG_NAMES[a.key as usize], to_chrome(a.value)));
-                }
-                if it.src() == Src::Health {
-                    continue; // written with the metadata
-                }
-                let (pid, tid) = json_row(trace, lay, it, t);
-                w.complete(CATEGORIES[cat as usize], trace.names.get(name), pid, tid, it.start, it.end, &cargs);
-                flows_out(trace, lay, it, &mut out_flows);
-                for &f in &out_flows {
-                    w.flow(true, f, pid, tid, it.start);
-                }
-                if let Some(f) = flow_in(trace, lay, it) {
-                    w.flow(false, f, pid, tid, it.start);
-                }
+        for it in &lay.items[range.start as usize..range.end as usize] {
+            let t = &lay.tracks[it.track as usize];
+            let (name, cat) = slice_name(trace, lay, it);
+            slice_args(trace, lay, it, &sms, true, &mut args);
+            cargs.clear();
+            for a in &args {
+                cargs.push((ARG_NAMES[a.key as usize], to_chrome(a.value)));
+            }
+            if it.src() == Src::Health {
+                continue; // written with the metadata
+            }
+            let (pid, tid) = json_row(trace, lay, it, t);
+            w.complete(CATEGORIES[cat as usize], trace.names.get(name), pid, tid, it.start, it.end, &cargs);
+            flows_out(trace, lay, it, &mut out_flows);
+            for &f in &out_flows {
+                w.flow(true, f, pid, tid, it.start);
+            }
+            if let Some(f) = flow_in(trace, lay, it) {
+                w.flow(false, f, pid, tid, it.start);
             }
         }
         buf

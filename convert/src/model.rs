@@ -774,7 +774,6 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         // Chunks are decoded in parallel a window at a time and their rows appended before the next window, so
         // the rows exist once (not once per chunk and again in the trace) and decode buffers are reused.
         let window = (rayon::current_num_threads() * 2).max(1);
-        let mut seen_records = 0u64;
         let mut reserved = false;
         for win in chunks.chunks(window) {
             let rows: Vec<Result<ChunkRows, ()>> = win
@@ -801,7 +800,6 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 ext.reserve(scale(ok().map(|c| c.ext.len()).sum()));
             }
             for (c, rows) in win.iter().zip(rows) {
-                seen_records += c.header.record_count as u64;
                 let Ok(mut c) = rows else {
                     damaged += 1;
                     damaged_records += c.header.record_count as u64;
@@ -834,21 +832,17 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 trace.stats.unparsed_bytes += c.unparsed;
             }
         }
-        debug_assert_eq!(seen_records, file_records);
         // External ids by correlation id: PyTorch's op id (kind CUSTOM0 = 3) and user annotation id (CUSTOM1 = 4).
+        // Other external kinds (OpenACC, OpenMP, CUSTOM2) are not shown anywhere: counted as unmodelled.
+        const CUSTOM0: u32 = 3;
+        const CUSTOM1: u32 = 4;
+        trace.stats.unmodelled_records += ext.iter().filter(|e| e.0 != CUSTOM0 && e.0 != CUSTOM1).count() as u64;
         trace.external.build_file(
             proc,
-            ext.iter().map(|&(kind, corr, id)| (corr, (kind, id))).map(|(c, (k, id))| {
-                (
-                    c,
-                    if k == 3 {
-                        (id, 0)
-                    } else if k == 4 {
-                        (0, id)
-                    } else {
-                        (0, 0)
-                    },
-                )
+            ext.iter().filter_map(|&(kind, corr, id)| match kind {
+                CUSTOM0 => Some((corr, (id, 0))),
+                CUSTOM1 => Some((corr, (0, id))),
+                _ => None,
             }),
             |slot, v| {
                 if v.0 != 0 {
@@ -963,12 +957,14 @@ impl Trace {
         self.ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
         crate::phase::mark("sort rows");
 
-        let procs = self.processes.len().max(1) as u16;
-        for proc in 0..procs {
-            let apis = &self.apis;
-            let entries =
-                apis.iter().enumerate().filter(|(_, a)| a.proc == proc).map(|(i, a)| (a.correlation, i as u32 + 1));
-            self.api_by_corr.build_file(proc, entries, |slot, i| {
+        // (correlation id, index + 1) of each file's calls, gathered in one pass over all calls.
+        let mut per_file: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.processes.len().max(1)];
+        for (i, a) in self.apis.iter().enumerate() {
+            per_file[a.proc as usize].push((a.correlation, i as u32 + 1));
+        }
+        let apis = &self.apis;
+        for (proc, entries) in per_file.into_iter().enumerate() {
+            self.api_by_corr.build_file(proc as u16, entries.into_iter(), |slot, i| {
                 // A runtime call and the driver call it makes can share an id: the runtime call is the launch.
                 if *slot == 0 || apis[*slot as usize - 1].driver || !apis[i as usize - 1].driver {
                     *slot = i;
