@@ -439,8 +439,7 @@ fn chunk_payload(bytes: &[u8], chunk: &ChunkInfo) -> Result<Vec<u8>, ChunkError>
     let stored = stored_payload(bytes, chunk)?;
     let raw = match chunk.header.codec {
         Codec::None => stored.to_vec(),
-        Codec::Zstd => zstd::bulk::decompress(stored, chunk.header.raw_len as usize)
-            .map_err(|e| ChunkError::Decompress(e.to_string()))?,
+        Codec::Zstd => crate::codec::decompress(stored, chunk.header.raw_len as usize)?,
         Codec::Records => {
             return Err(ChunkError::Malformed("record codec on a non-activity chunk".into()));
         }

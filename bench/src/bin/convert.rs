@@ -28,6 +28,19 @@ struct Args {
     dir: PathBuf,
 }
 
+/// Writes `n` bytes to `path` from a reused block (as an exporter streaming its shards would).
+fn write_bytes(path: &Path, n: u64, block: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path)?;
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(block.len() as u64) as usize;
+        f.write_all(&block[..k])?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
 /// Runs a command; returns (seconds, peak RSS bytes, stderr).
 fn measure(cmd: &mut Command) -> Result<(f64, u64, String)> {
     let t = Instant::now();
@@ -130,6 +143,27 @@ fn main() -> Result<()> {
     }
     let f = median(floor);
     println!("decompression alone (decode every chunk): {:.3} s, {:.1} M records/s", f, truth.records as f64 / f / 1e6);
+    // The least any converter producing this output can take: decompression plus writing as many bytes as the
+    // Perfetto output has, with no decoding or encoding at all.
+    let pf_bytes = std::fs::metadata(out("o.pftrace")).map(|m| m.len()).unwrap_or(0);
+    let mut write_floor = Vec::new();
+    let block: Vec<u8> = (0..8usize << 20).map(|i| (i * 31 % 251) as u8).collect();
+    for _ in 0..a.reps {
+        let t = Instant::now();
+        let r = Reader::open(&input)?;
+        let n: usize = r.par_map_activity(|_, d| d.map(|d| d.record_count()).unwrap_or(0)).iter().sum();
+        assert_eq!(n as u64, truth.records);
+        drop(r);
+        write_bytes(&out("floor.bin"), pf_bytes, &block)?;
+        write_floor.push(t.elapsed().as_secs_f64());
+    }
+    let wf = median(write_floor);
+    println!(
+        "floor: decompression + writing {} MB (the Perfetto output's size): {:.3} s ({:.1}x decompression)",
+        pf_bytes / 1_000_000,
+        wf,
+        wf / f
+    );
     for (i, (name, _)) in cmds.iter().enumerate() {
         let t = median(times[i].clone());
         println!(
