@@ -771,18 +771,20 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         let mut ext: Vec<(u32, u32, u64)> = Vec::new();
         let chunks: Vec<ChunkInfo> = r.activity_chunks().filter(|c| !skip(c)).cloned().collect();
         let file_records: u64 = chunks.iter().map(|c| c.header.record_count as u64).sum();
-        // Chunks are decoded in parallel a window at a time and their rows appended before the next window, so
-        // the rows exist once (not once per chunk and again in the trace) and decode buffers are reused.
+        // Chunks are decoded in parallel a window at a time, and each window's rows are appended to the trace
+        // while the next window decodes: the rows exist once (not once per chunk and again in the trace), decode
+        // buffers are reused, and the serial appends overlap the decoding.
         let window = (rayon::current_num_threads() * 2).max(1);
-        let mut reserved = false;
-        for win in chunks.chunks(window) {
-            let rows: Vec<Result<ChunkRows, ()>> = win
-                .par_iter()
+        let decode_window = |win: &[ChunkInfo]| -> Vec<Result<ChunkRows, ()>> {
+            win.par_iter()
                 .map(|c| match r.decode_activity(c) {
                     Ok(d) => Ok(decode_chunk(r, &ff, proc, &tb, filter, c, &d)),
                     Err(_) => Err(()),
                 })
-                .collect();
+                .collect()
+        };
+        let mut reserved = false;
+        let mut append = |win: &[ChunkInfo], rows: Vec<Result<ChunkRows, ()>>| {
             if !reserved {
                 // Room for the whole file, estimated from the first window's mix of kinds (25% spare): growing
                 // vectors of hundreds of MB by doubling copies them and touches twice the memory.
@@ -831,6 +833,17 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 trace.stats.unresolved_names += c.unresolved;
                 trace.stats.unparsed_bytes += c.unparsed;
             }
+        };
+        let mut decoded: Option<(&[ChunkInfo], Vec<Result<ChunkRows, ()>>)> = None;
+        for win in chunks.chunks(window) {
+            let next = match decoded.take() {
+                None => decode_window(win),
+                Some((prev, rows)) => rayon::join(|| append(prev, rows), || decode_window(win)).1,
+            };
+            decoded = Some((win, next));
+        }
+        if let Some((prev, rows)) = decoded {
+            append(prev, rows);
         }
         // External ids by correlation id: PyTorch's op id (kind CUSTOM0 = 3) and user annotation id (CUSTOM1 = 4).
         // Other external kinds (OpenACC, OpenMP, CUSTOM2) are not shown anywhere: counted as unmodelled.

@@ -1,5 +1,6 @@
 //! Writing an output file from shards rendered in parallel: shards are rendered a window at a time (so memory
-//! stays bounded by the window, never the whole output), then appended in order. With gzip, each shard is also
+//! stays bounded by two windows, never the whole output), and each window is appended in order while the next
+//! renders. With gzip, each shard is also
 //! compressed in parallel into deflate blocks that end on a byte boundary (pigz's method), so the result is one
 //! ordinary gzip member any reader accepts. The file is written under a temporary name and renamed at the end;
 //! on any error the partial file is removed.
@@ -122,16 +123,16 @@ impl Output {
     }
 
     /// Renders shards `0..n` in parallel with `render` and appends them in order as items of the current list
-    /// (`sep` between non-empty ones).
+    /// (`sep` between non-empty ones). Shards are rendered a window at a time, and each window is appended to the
+    /// file while the next one renders, so the file writes (a single stream) overlap the encoding.
     pub fn write_shards<F>(&mut self, n: usize, sep: &[u8], render: F) -> io::Result<()>
     where
         F: Fn(usize) -> Vec<u8> + Sync,
     {
         let window = (rayon::current_num_threads() * WINDOW_PER_THREAD).max(1);
         let level = self.gzip.as_ref().map(|g| g.level);
-        for start in (0..n).step_by(window) {
-            let end = (start + window).min(n);
-            let rendered: Vec<io::Result<Rendered>> = (start..end)
+        let render_window = |start: usize, end: usize| -> Vec<io::Result<Rendered>> {
+            (start..end)
                 .into_par_iter()
                 .map(|i| {
                     let b = render(i);
@@ -145,28 +146,51 @@ impl Output {
                         _ => Ok((b, None)),
                     }
                 })
-                .collect();
-            for r in rendered {
-                let (plain, compressed) = r?;
-                if plain.is_empty() {
-                    continue;
+                .collect()
+        };
+        let mut rendered: Option<Vec<io::Result<Rendered>>> = None;
+        for start in (0..n).step_by(window) {
+            let end = (start + window).min(n);
+            let next = match rendered.take() {
+                None => render_window(start, end),
+                Some(prev) => {
+                    let (appended, next) =
+                        rayon::join(|| self.append_rendered(prev, sep), || render_window(start, end));
+                    appended?;
+                    next
                 }
-                if self.items > 0 {
-                    self.write(sep)?;
-                }
-                self.items += 1;
-                match (compressed, &mut self.gzip) {
-                    (Some((z, h)), Some(g)) => {
-                        g.crc.combine(&h);
-                        g.len += plain.len() as u64;
-                        self.raw(&z)?;
-                    }
-                    _ => self.raw(&plain)?,
-                }
+            };
+            rendered = Some(next);
+        }
+        if let Some(last) = rendered {
+            self.append_rendered(last, sep)?;
+        }
+        Ok(())
+    }
+
+    /// Appends one rendered window in order, then reports progress.
+    fn append_rendered(&mut self, window: Vec<io::Result<Rendered>>, sep: &[u8]) -> io::Result<()> {
+        let count = window.len();
+        for r in window {
+            let (plain, compressed) = r?;
+            if plain.is_empty() {
+                continue;
             }
-            if let Some(p) = &mut self.progress {
-                p(end - start);
+            if self.items > 0 {
+                self.write(sep)?;
             }
+            self.items += 1;
+            match (compressed, &mut self.gzip) {
+                (Some((z, h)), Some(g)) => {
+                    g.crc.combine(&h);
+                    g.len += plain.len() as u64;
+                    self.raw(&z)?;
+                }
+                _ => self.raw(&plain)?,
+            }
+        }
+        if let Some(p) = &mut self.progress {
+            p(count);
         }
         Ok(())
     }
