@@ -739,6 +739,9 @@ pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<Trace, LoadError> {
 }
 
 /// [`load`] for already open readers (`paths` label them).
+/// The rows of a window of chunks, one entry per chunk (`Err` for a chunk that failed to decode).
+type WindowRows = Vec<Result<ChunkRows, ()>>;
+
 pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -> Result<Trace, LoadError> {
     let mut trace = Trace::default();
     trace.names.intern(""); // NO_NAME
@@ -775,7 +778,7 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         // while the next window decodes: the rows exist once (not once per chunk and again in the trace), decode
         // buffers are reused, and the serial appends overlap the decoding.
         let window = (rayon::current_num_threads() * 2).max(1);
-        let decode_window = |win: &[ChunkInfo]| -> Vec<Result<ChunkRows, ()>> {
+        let decode_window = |win: &[ChunkInfo]| -> WindowRows {
             win.par_iter()
                 .map(|c| match r.decode_activity(c) {
                     Ok(d) => Ok(decode_chunk(r, &ff, proc, &tb, filter, c, &d)),
@@ -784,7 +787,7 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 .collect()
         };
         let mut reserved = false;
-        let mut append = |win: &[ChunkInfo], rows: Vec<Result<ChunkRows, ()>>| {
+        let mut append = |win: &[ChunkInfo], rows: WindowRows| {
             if !reserved {
                 // Room for the whole file, estimated from the first window's mix of kinds (25% spare): growing
                 // vectors of hundreds of MB by doubling copies them and touches twice the memory.
@@ -834,7 +837,7 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 trace.stats.unparsed_bytes += c.unparsed;
             }
         };
-        let mut decoded: Option<(&[ChunkInfo], Vec<Result<ChunkRows, ()>>)> = None;
+        let mut decoded: Option<(&[ChunkInfo], WindowRows)> = None;
         for win in chunks.chunks(window) {
             let next = match decoded.take() {
                 None => decode_window(win),
