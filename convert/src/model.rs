@@ -738,10 +738,10 @@ pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<Trace, LoadError> {
     load_readers(paths, &readers, opts)
 }
 
-/// [`load`] for already open readers (`paths` label them).
 /// The rows of a window of chunks, one entry per chunk (`Err` for a chunk that failed to decode).
 type WindowRows = Vec<Result<ChunkRows, ()>>;
 
+/// [`load`] for already open readers (`paths` label them).
 pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -> Result<Trace, LoadError> {
     let mut trace = Trace::default();
     trace.names.intern(""); // NO_NAME
