@@ -345,6 +345,10 @@ pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Resul
     }
     let lay = Layout::build(trace, opts.shard_slices.max(1));
     crate::phase::mark("layout");
+    crate::phase::note(|| {
+        let largest = lay.shards.iter().map(|s| s.end - s.start).max().unwrap_or(0);
+        format!("{} shards of {} slices, largest {largest}", lay.shards.len(), lay.items.len())
+    });
     let trace: &Trace = trace;
     let mut out = Output::create(path, opts.gzip)?;
     if let Some(p) = opts.progress.clone() {
@@ -407,8 +411,10 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
         let room = (range.end - range.start) as usize * 64 + 4096;
         let mut shard = Shard::new(s as u32 + 2, t0, ARG_NAMES, CATEGORIES).on_track(track).with_capacity(room);
         // One track's slices sorted by (start, longer first) and properly nested: a walk with a stack of open
-        // slices emits BEGINs and ENDs in time order, ENDs before BEGINs at equal times.
-        let mut stack: Vec<u64> = Vec::new();
+        // slices emits BEGINs and ENDs in time order, ENDs before BEGINs at equal times. The stack starts with
+        // the slices earlier shards left open, and leaves open those the next shard of the track ends.
+        let open = range.open_from as usize..(range.open_from + range.open_len) as usize;
+        let mut stack: Vec<u64> = lay.open_ends[open].to_vec();
         let mut args = Vec::with_capacity(16);
         let mut out_flows = Vec::new();
         for it in &lay.items[range.start as usize..range.end as usize] {
@@ -423,8 +429,9 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output) -> io::Result<(
             shard.begin(track, it.start, name, trace.names.get(name), cat, &args, &out_flows, arrow_in);
             stack.push(it.end);
         }
-        while let Some(end) = stack.pop() {
-            shard.end(track, end);
+        let until = range.next_start(&lay.items).unwrap_or(u64::MAX);
+        while stack.last().is_some_and(|&end| end <= until) {
+            shard.end(track, stack.pop().unwrap_or_default());
         }
         shard.into_bytes()
     })?;

@@ -4,10 +4,13 @@
 //!
 //! Perfetto pairs a slice's END with the most recent open slice on its track, so slices on one track must nest.
 //! Work that overlaps without nesting (clock skew, concurrent work reported on one stream) moves to an overflow
-//! lane beside its track. Each track's slices are then cut into shards at points where no slice is open: a shard
-//! holds one track's run of slices, so its BEGIN/END events come out in time order from a single walk (no sort)
-//! and can share that track as a default; shards are written in order of their first slice, and a track's shards
-//! in time order, so equal timestamps at shard boundaries can never pair the wrong ends.
+//! lane beside its track. Each track's slices are then cut into shards of a fixed number of slices: a shard holds
+//! one track's run of slices, so its BEGIN/END events come out in time order from a single walk with a stack of
+//! open slices (no sort) and can share that track as a default. Slices still open at a cut (an NVTX range around
+//! the whole run, say) are handed to the next shard as its starting stack, which ends them (Perfetto pairs an END
+//! with its track's innermost open slice, whichever sequence began it), so no slice, however long, keeps a
+//! track from being split. Shards are written in order of their first slice, and a track's shards in time
+//! order, so equal timestamps at shard boundaries can never pair the wrong ends.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -151,13 +154,24 @@ pub struct Track {
     pub pid: u32,
 }
 
-/// A run of one track's items (`items[start..end]`) with no slice open across its ends: the unit of parallel
-/// writing.
+/// A run of one track's items (`items[start..end]`): the unit of parallel writing. Slices of earlier shards still
+/// open at `items[start]` are `Layout::open_ends[open_from..open_from + open_len]`: their end times, outermost
+/// first, which this shard ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardRange {
     pub track: u32,
     pub start: u32,
     pub end: u32,
+    pub open_from: u32,
+    pub open_len: u32,
+}
+
+impl ShardRange {
+    /// The start of the next shard on the same track (its slices open at or after it), if there is one: a
+    /// shard ends only its slices that end by then and leaves the rest open for that shard.
+    pub fn next_start(&self, items: &[Item]) -> Option<u64> {
+        items.get(self.end as usize).filter(|it| it.track == self.track).map(|it| it.start)
+    }
 }
 
 /// Names resolved once, before the parallel writers run.
@@ -177,6 +191,8 @@ pub struct Layout {
     pub items: Vec<Item>,
     /// In order of their first slice's start.
     pub shards: Vec<ShardRange>,
+    /// End times of the slices open at each shard's start ([`ShardRange::open_from`]).
+    pub open_ends: Vec<u64>,
     pub flows: Flows,
     pub labels: Labels,
     /// (proc, device) -> Chrome pid of its GPU rows.
@@ -449,12 +465,13 @@ impl Layout {
         items.par_sort_unstable_by_key(Item::key);
         crate::phase::mark("sort items");
         let overflow_lanes = assign_lanes(&mut b, &mut items);
-        let shards = shard(&items, shard_slices);
+        let (shards, open_ends) = shard(&items, shard_slices);
         let flows = Flows::build(trace);
         Layout {
             tracks: b.tracks,
             items,
             shards,
+            open_ends,
             flows,
             labels,
             gpu_json_pid,
@@ -517,30 +534,37 @@ fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
     lanes_made
 }
 
-/// Cuts each track's items into shards of at least `shard_slices` items (fewer at a track's end), at points where
-/// no slice is open, and orders the shards by their first item's start.
-fn shard(items: &[Item], shard_slices: usize) -> Vec<ShardRange> {
+/// Cuts each track's items into shards of `shard_slices` items (fewer at a track's end), remembering the slices
+/// open at each cut, and orders the shards by their first item's start. Returns the shards and the end times
+/// of the open slices they start with.
+fn shard(items: &[Item], shard_slices: usize) -> (Vec<ShardRange>, Vec<u64>) {
     let mut shards = Vec::new();
+    let mut open_ends = Vec::new();
+    let mut stack: Vec<u64> = Vec::new();
     let mut i = 0;
     while i < items.len() {
         let track = items[i].track;
-        let mut from = i;
-        let mut open_until = 0u64;
+        stack.clear();
+        let (mut from, mut open_from, mut open_len) = (i, 0u32, 0u32);
         let mut j = i;
         while j < items.len() && items[j].track == track {
             let it = &items[j];
-            if j - from >= shard_slices && it.start >= open_until {
-                shards.push(ShardRange { track, start: from as u32, end: j as u32 });
-                from = j;
+            while stack.last().is_some_and(|&end| end <= it.start) {
+                stack.pop();
             }
-            open_until = open_until.max(it.end);
+            if j - from >= shard_slices {
+                shards.push(ShardRange { track, start: from as u32, end: j as u32, open_from, open_len });
+                (from, open_from, open_len) = (j, open_ends.len() as u32, stack.len() as u32);
+                open_ends.extend_from_slice(&stack);
+            }
+            stack.push(it.end);
             j += 1;
         }
-        shards.push(ShardRange { track, start: from as u32, end: j as u32 });
+        shards.push(ShardRange { track, start: from as u32, end: j as u32, open_from, open_len });
         i = j;
     }
     shards.sort_by_key(|s| (items[s.start as usize].start, s.track, s.start));
-    shards
+    (shards, open_ends)
 }
 
 /// The CPU->GPU arrows: for each GPU record its number among the records its API call launched, and for each
@@ -625,4 +649,45 @@ pub fn health_name(trace: &Trace) -> String {
         parts.push("file problems (see args)".into());
     }
     if parts.is_empty() { "recording complete: nothing lost".into() } else { format!("LOSS: {}", parts.join(", ")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_cut_through_open_slices_and_hand_them_on() {
+        // Track 0: a range [0, 100] around three calls, the second with a nested call; track 1: two kernels.
+        let api = |i| Src::Api(i);
+        let items = vec![
+            Item::new(0, 0, 100, Src::Range(0)),
+            Item::new(0, 10, 20, api(0)),
+            Item::new(0, 30, 60, api(1)),
+            Item::new(0, 40, 50, api(2)),
+            Item::new(0, 70, 80, api(3)),
+            Item::new(1, 5, 15, Src::Kernel(0)),
+            Item::new(1, 25, 35, Src::Kernel(1)),
+        ];
+        let (shards, open) = shard(&items, 2);
+        let view: Vec<(u32, u32, u32, Vec<u64>)> = shards
+            .iter()
+            .map(|s| {
+                (s.track, s.start, s.end, open[s.open_from as usize..(s.open_from + s.open_len) as usize].to_vec())
+            })
+            .collect();
+        assert_eq!(
+            view,
+            vec![
+                (0, 0, 2, vec![]),
+                (1, 5, 7, vec![]),
+                // Cut at the call starting at 30: the range is open (ends at 100), the call [10, 20] is not.
+                (0, 2, 4, vec![100]),
+                // Cut at 70: the range is still open; [30, 60] and [40, 50] ended.
+                (0, 4, 5, vec![100]),
+            ]
+        );
+        assert_eq!(shards[0].next_start(&items), Some(30));
+        assert_eq!(shards[1].next_start(&items), None);
+        assert_eq!(shards[3].next_start(&items), None);
+    }
 }

@@ -40,3 +40,10 @@ pub fn mark(name: &str) {
         );
     }
 }
+
+/// Reports a detail of the phase that just finished (shown only with `CUTR_TIMING=1`).
+pub fn note(what: impl FnOnce() -> String) {
+    if enabled() {
+        eprintln!("timing:   {}", what());
+    }
+}

@@ -47,6 +47,13 @@ fn rows_by_name(rows: &[Vec<serde_json::Value>]) -> BTreeMap<String, (i64, i64)>
         .collect()
 }
 
+/// Slices a generated trace converts to: GPU work, API calls, NVTX ranges, synchronizations, CUPTI overhead and
+/// the recording-health slice.
+fn slices_expected(t: &SynthTruth) -> u64 {
+    let kinds = |k: &[u32]| k.iter().map(|k| t.records_per_kind.get(k).copied().unwrap_or(0)).sum::<u64>();
+    kinds(&[10, 1, 2, 5, 4, 38, 17]) + t.nvtx_ranges.values().sum::<u64>() + 1
+}
+
 #[test]
 fn perfetto_trace_processor_reads_our_protobuf_exactly() {
     let c = case(20_000);
@@ -90,10 +97,23 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
         serde_json::json!([["debug.grid[0]", 256], ["debug.grid[1]", 1], ["debug.grid[2]", 1]])
     );
 
+    // Shards cut through open slices (the step ranges around the calls): the trace processor must see exactly
+    // the slices (ts, dur, depth) that one shard per track gives.
+    let mut trace = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
+    let lay = cutr_convert::layout::Layout::build(&mut trace, 3_000);
+    let handed_on = lay.shards.iter().filter(|s| s.open_len > 0).count();
+    assert!(handed_on >= 2, "the 3,000-slice shards cut through open ranges ({handed_on} shards start inside one)");
+    let whole = convert(&c, Format::Perfetto, "whole.pftrace", usize::MAX);
+    let all_slices = "select t.name, s.ts, s.dur, s.depth, s.name, s.category from slice s \
+                      join track t on s.track_id = t.id order by t.id, s.ts, s.depth";
+    let (a, b) = (trace_processor(&pf, &[all_slices]), trace_processor(&whole, &[all_slices]));
+    assert_eq!(a[0].len() as u64, slices_expected(t));
+    assert!(a[0] == b[0], "small shards and whole tracks give different slices");
+
     // Perfetto's own schema parses every byte.
     let p = python_tool("proto_check.py", &[pf.as_os_str()], &[]);
     assert_eq!(p["unknown_fields"], 0, "{p}");
-    let slices = gpu + api + ranges + t.records_per_kind[&38] + t.records_per_kind.get(&17).copied().unwrap_or(0) + 1;
+    let slices = slices_expected(t);
     assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);
     assert_eq!(p["track_event_types"]["TYPE_SLICE_END"].as_u64().unwrap(), slices);
 }
