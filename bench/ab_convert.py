@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""Side-by-side timing of cupti-convert binaries on one input: each rep runs every binary once, in turn, as a
+fresh process (wall time from spawn to exit); prints the median and minimum per binary.
+
+usage: bench/ab_convert.py REPS INPUT.cutr (perfetto|chrome) BINARY...
+"""
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def main():
+    reps, path, fmt, bins = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
+    times = {b: [] for b in bins}
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(reps):
+            for b in bins:
+                t = time.perf_counter()
+                subprocess.run([b, path, f"--{fmt}", "-q", "-o", f"{d}/out"], check=True)
+                times[b].append(time.perf_counter() - t)
+    for b in bins:
+        print(f"{b}: median {statistics.median(times[b]) * 1e3:.1f} ms, min {min(times[b]) * 1e3:.1f} ms over {reps}")
+
+
+if __name__ == "__main__":
+    main()

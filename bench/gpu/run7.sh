@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Seventh GPU-machine session: the converter with each window appended while the next decodes or renders, and
+# shards cut through open slices, against the previous session's binary (.dev/bin/cupti-convert-base, 8bc8c1e),
+# both timed against PyTorch profiler's own export of the same 20-step loop, interleaved; then the 10M-record
+# converter benchmark on 16 cores with each binary.
+# Each conversion is a fresh process timed from spawn to exit by Python's perf_counter. Input: the loop's
+# recording (fixtures/pytorch_loop_filtered.cutr, made on the H100). Results in OUTDIR/run7.jsonl and run7.log.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: run7.sh OUTDIR [REPS]}
+reps=${2:-7}
+export PATH=$repo/.dev/bin:$PATH
+w=$(mktemp -d)
+res=$out/run7.jsonl
+exec 3>&1 > >(tee -a "$out/run7.log") 2>&1
+nvidia-smi -L
+nproc
+py=$repo/workloads/pytorch/train_loop.py
+f=$repo/fixtures/pytorch_loop_filtered.cutr
+for b in cupti-convert cupti-convert-base; do
+  for i in 1 2 3; do echo "== $b"; CUTR_TIMING=1 $b "$f" --perfetto -o "$w/t.pftrace"; done
+done
+for r in $(seq 1 "$reps"); do
+  o=$(python3 "$py" --steps 20 --mode profiler --trace-out "$w/k.json" 2>/dev/null | grep '^{' | tail -1)
+  echo "{\"bench\": \"profiler_export\", \"rep\": $r, \"result\": $o}" >>"$res"
+  python3 - "$f" "$w" "$r" >>"$res" <<'PY'
+import json, subprocess, sys, time
+f, w, rep = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for k in range(3):
+    for b in ("cupti-convert", "cupti-convert-base"):
+        for fmt in ("perfetto", "chrome"):
+            t = time.perf_counter()
+            subprocess.run([b, f, f"--{fmt}", "-q", "-o", f"{w}/out.{fmt}"], check=True)
+            print(json.dumps({"bench": "cutr_convert", "bin": b, "format": fmt, "rep": rep, "seconds": time.perf_counter() - t}))
+PY
+done
+python3 - "$res" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+exp = [r["result"]["export_seconds"] for r in rows if r["bench"] == "profiler_export"]
+print(f"profiler export: median {statistics.median(exp) * 1e3:.1f} ms over {len(exp)} runs")
+for b in ("cupti-convert", "cupti-convert-base"):
+    for fmt in ("perfetto", "chrome"):
+        t = [r["seconds"] for r in rows if r.get("format") == fmt and r.get("bin") == b]
+        m = statistics.median(t)
+        print(f"{b} {fmt}: median {m * 1e3:.1f} ms over {len(t)} runs; profiler export / ours = {statistics.median(exp) / m:.1f}x")
+PY
+echo "== 10M-record converter benchmark, $(nproc) cores"
+timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/cupti-convert" --dir "$w/bench"
+echo "== the same with the previous binary (8bc8c1e)"
+timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/cupti-convert-base" --dir "$w/bench"
+echo "run7 done"
