@@ -343,6 +343,9 @@ pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Resul
     if let Some(p) = &opts.progress {
         (p.0)(Stage::Layout);
     }
+    if let Some(why) = crate::layout::too_large(trace) {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{why}; use --start/--end or --kinds")));
+    }
     let lay = Layout::build(trace, opts.shard_slices.max(1));
     crate::phase::mark("layout");
     crate::phase::note(|| {

@@ -185,6 +185,31 @@ pub struct Labels {
     pub health: u32,
 }
 
+/// Rows of one kind the layout can address (29 bits of an item's packed source).
+pub const MAX_ROWS_PER_KIND: usize = 1 << Src::INDEX_BITS;
+
+/// Why a trace is too large to lay out, if it is: more rows of one kind than [`MAX_ROWS_PER_KIND`], or more
+/// slices in all than 32-bit item indices reach.
+pub fn too_large(trace: &Trace) -> Option<String> {
+    rows_over_limit(&[
+        ("kernel", trace.kernels.len()),
+        ("memcpy", trace.memcpys.len()),
+        ("memset", trace.memsets.len()),
+        ("API call", trace.apis.len()),
+        ("NVTX range", trace.ranges.len()),
+        ("synchronization", trace.syncs.len()),
+        ("overhead", trace.overheads.len()),
+    ])
+}
+
+fn rows_over_limit(kinds: &[(&str, usize)]) -> Option<String> {
+    if let Some((what, n)) = kinds.iter().find(|(_, n)| *n >= MAX_ROWS_PER_KIND) {
+        return Some(format!("{n} {what} records exceed the {MAX_ROWS_PER_KIND} one conversion can lay out"));
+    }
+    let total: usize = kinds.iter().map(|(_, n)| n).sum();
+    (total >= u32::MAX as usize).then(|| format!("{total} slices exceed the {} one conversion can lay out", u32::MAX))
+}
+
 pub struct Layout {
     pub tracks: Vec<Track>,
     /// Sorted by (track, start, longer first).
@@ -689,5 +714,19 @@ mod tests {
         assert_eq!(shards[0].next_start(&items), Some(30));
         assert_eq!(shards[1].next_start(&items), None);
         assert_eq!(shards[3].next_start(&items), None);
+    }
+
+    #[test]
+    fn traces_past_the_index_limits_are_refused() {
+        assert_eq!(rows_over_limit(&[("kernel", MAX_ROWS_PER_KIND - 1), ("API call", 5)]), None);
+        assert_eq!(
+            rows_over_limit(&[("kernel", 1), ("API call", 1 << 29)]).as_deref(),
+            Some("536870912 API call records exceed the 536870912 one conversion can lay out")
+        );
+        assert_eq!(rows_over_limit(&[("kernel", 500_000_000); 8]), None);
+        assert_eq!(
+            rows_over_limit(&[("kernel", 500_000_000); 9]).as_deref(),
+            Some("4500000000 slices exceed the 4294967295 one conversion can lay out")
+        );
     }
 }
