@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Seventh GPU-machine session: the converter with each window appended while the next decodes or renders, and
-# shards cut through open slices, against the previous session's binary (.dev/bin/cupti-convert-base, 8bc8c1e),
-# both timed against PyTorch profiler's own export of the same 20-step loop, interleaved; then the 10M-record
-# converter benchmark on 16 cores with each binary.
+# The converter on the GPU machine, side by side: .dev/bin/cupti-convert against a reference binary
+# (.dev/bin/cupti-convert-base: copy a previous build there), both timed against PyTorch profiler's own export of
+# the same 20-step loop, interleaved; then the 10M-record converter benchmark on all cores with each binary.
 # Each conversion is a fresh process timed from spawn to exit by Python's perf_counter. Input: the loop's
-# recording (fixtures/pytorch_loop_filtered.cutr, made on the H100). Results in OUTDIR/run7.jsonl and run7.log.
+# recording (fixtures/pytorch_loop_filtered.cutr, made on the H100). Results in OUTDIR/NAME.jsonl and NAME.log.
+# Sessions: run6 (a worker pool sized by input vs 8bc8c1e; that run's script lacked the second 10M benchmark) and
+# run7 (pipelined decode and write, shards cut through open slices vs 8bc8c1e): `convert_ab.sh OUTDIR 7 run7`.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run7.sh OUTDIR [REPS]}
+out=${1:?usage: convert_ab.sh OUTDIR [REPS] [NAME]}
 reps=${2:-7}
+name=${3:-convert_ab}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-res=$out/run7.jsonl
-exec 3>&1 > >(tee -a "$out/run7.log") 2>&1
+res=$out/$name.jsonl
+exec 3>&1 > >(tee -a "$out/$name.log") 2>&1
 nvidia-smi -L
 nproc
 py=$repo/workloads/pytorch/train_loop.py
@@ -47,6 +49,6 @@ for b in ("cupti-convert", "cupti-convert-base"):
 PY
 echo "== 10M-record converter benchmark, $(nproc) cores"
 timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/cupti-convert" --dir "$w/bench"
-echo "== the same with the previous binary (8bc8c1e)"
+echo "== the same with the reference binary"
 timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/cupti-convert-base" --dir "$w/bench"
-echo "run7 done"
+echo "$name done"
