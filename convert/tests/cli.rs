@@ -28,6 +28,10 @@ fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
+const CUDA_WORKLOAD_PFTRACE: u64 = 15_762;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 39_270;
+
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -40,6 +44,12 @@ fn converts_a_fixture_with_one_summary_line() {
     assert!(lines[0].starts_with(&format!("cupti-convert: wrote {} ({bytes} bytes): ", out.display())), "{lines:?}");
     // One arrow per GPU record: 75 kernels + 73 memcpys + 21 memsets (workloads/cuda/EXPECTED.md).
     assert!(lines[0].contains(" bytes): 805 slices, 169 arrows, 16 tracks in "), "{lines:?}");
+    // The default is compressed packets; --no-compress writes them plain (exact sizes, this fixture).
+    let plain = dir.path().join("plain.pftrace");
+    let o =
+        run(&[path_str(&fixture("cuda_workload.cutr")), "--perfetto", "--no-compress", "-q", "-o", path_str(&plain)]);
+    assert_eq!((o.status.code(), o.stderr.len()), (Some(0), 0));
+    assert_eq!((bytes, std::fs::metadata(&plain).unwrap().len()), (CUDA_WORKLOAD_PFTRACE, CUDA_WORKLOAD_PFTRACE_PLAIN));
     // --quiet: nothing at all.
     let o =
         run(&[path_str(&fixture("cuda_workload.cutr")), "--chrome", "-q", "-o", path_str(&dir.path().join("w.json"))]);
@@ -110,7 +120,7 @@ fn wrong_arguments_and_unwritable_outputs_are_refused() {
     let f = fixture("cuda_workload.cutr");
     let f = path_str(&f);
     // clap's usage errors: exit 2.
-    for args in [vec![f], vec![f, "--perfetto", "--chrome"], vec!["--perfetto"]] {
+    for args in [vec![f], vec![f, "--perfetto", "--chrome"], vec!["--perfetto"], vec![f, "--chrome", "--no-compress"]] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr_lines(&o)[0].starts_with("error: "), "{args:?}");
@@ -168,12 +178,13 @@ fn export_reports_progress_shard_by_shard() {
         cutr_format::synth::SynthOptions { records: 40_000, buffer_bytes: 512 << 10, ..Default::default() },
     )
     .unwrap();
-    for format in [Format::Perfetto, Format::Chrome] {
+    for (format, compress_packets) in [(Format::Perfetto, false), (Format::Perfetto, true), (Format::Chrome, false)] {
         let mut t = cutr_convert::model::load(std::slice::from_ref(&input), &Default::default()).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
         let opts = ExportOptions {
             format,
+            compress_packets,
             shard_slices: 2_000,
             progress: Some(Progress(Arc::new(move |s| sink.lock().unwrap().push(s)))),
             ..Default::default()
@@ -184,8 +195,9 @@ fn export_reports_progress_shard_by_shard() {
         // 20 shards. Perfetto writes one shard more than the layout has (the counters and instants).
         assert_eq!((summary.slices, summary.tracks, summary.shards), (26_711, 13, 20), "{format:?}");
         if format == Format::Perfetto {
-            // The exact size guards the encoding against silent growth: 58.4 bytes per slice on this mix.
-            assert_eq!(summary.bytes, 1_559_423);
+            // The exact sizes guard the encoding against silent growth: 58.4 bytes per slice on this mix, 14.0
+            // as compressed packets (libdeflate level 1, pinned by Cargo.lock).
+            assert_eq!(summary.bytes, if compress_packets { 373_793 } else { 1_559_423 });
         }
         let total = 20 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);

@@ -7,6 +7,9 @@ Uses perfetto_trace_pb2.Trace from the `perfetto` wheel (0.59.1, Perfetto v59.1
 schema) and protobuf's UnknownFieldSet API. Prints one JSON document:
 
     {"file": ..., "bytes": N, "packets": N,
+     "compressed_wrappers": N,       # compressed_packets packets, inflated; "packets" counts what they hold
+     "compressed_plain_bytes": N,    # their inflated bytes
+     "wrappers_with_other_fields": N,
      "unknown_fields": N,            # unknown fields in all messages, recursively
      "unknown_paths": [...],         # first 20, e.g. "packet[3].track_event#999(varint)"
      "track_events": N,              # packets with track_event set
@@ -24,6 +27,7 @@ re-executes itself with ${CUTR_CACHE:-<repo>/.cache}/clients/venv/bin/python.
 import json
 import os
 import sys
+import zlib
 
 
 def _reexec_in_venv():
@@ -91,6 +95,35 @@ def main(argv):
         print(json.dumps({"file": path, "bytes": len(data), "error": "%s: %s" % (type(e).__name__, e)}))
         return 1
 
+    # compressed_packets (field 50) holds a zlib stream of a serialized Trace: inflate each wrapper and read its
+    # packets in its place, as the trace processor does. A wrapper must carry nothing else.
+    packets = []
+    wrappers = wrapper_plain_bytes = wrappers_with_other_fields = 0
+    for p in trace.packet:
+        if not p.HasField("compressed_packets"):
+            packets.append(p)
+            continue
+        wrappers += 1
+        if len(p.ListFields()) != 1:
+            wrappers_with_other_fields += 1
+        try:
+            plain = zlib.decompress(p.compressed_packets)
+            inner = pb.Trace()
+            inner.ParseFromString(plain)
+        except Exception as e:
+            print(json.dumps({"file": path, "bytes": len(data), "error": "wrapper %d: %s: %s" % (wrappers, type(e).__name__, e)}))
+            return 1
+        wrapper_plain_bytes += len(plain)
+        for q in inner.packet:
+            if q.HasField("compressed_packets"):
+                print(json.dumps({"file": path, "bytes": len(data), "error": "nested compressed_packets"}))
+                return 1
+        packets.extend(inner.packet)
+    if wrappers:
+        flat = pb.Trace()
+        flat.packet.extend(packets)
+        trace = flat
+
     out = {"count": 0, "paths": []}
     # Fast path: DiscardUnknownFields() is recursive and runs in C; if the size
     # does not change there is no unknown field anywhere.
@@ -124,6 +157,9 @@ def main(argv):
                 "file": path,
                 "bytes": len(data),
                 "packets": len(trace.packet),
+                "compressed_wrappers": wrappers,
+                "compressed_plain_bytes": wrapper_plain_bytes,
+                "wrappers_with_other_fields": wrappers_with_other_fields,
                 "unknown_fields": out["count"],
                 "unknown_paths": out["paths"],
                 "track_events": n_te,

@@ -104,19 +104,30 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
     let handed_on = lay.shards.iter().filter(|s| s.open_len > 0).count();
     // Exact for this seed: 12 shards, 2 of them cut inside an open step range.
     assert_eq!((lay.shards.len(), handed_on), (12, 2), "(shards, shards that start inside an open range)");
-    let whole = convert(&c, Format::Perfetto, "whole.pftrace", usize::MAX);
+    // The whole-track conversion also writes plain packets: the default compressed packets must read the same.
+    let mut plain = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
+    let whole = c.dir.join("whole.pftrace");
+    let opts = ExportOptions { shard_slices: usize::MAX, compress_packets: false, ..Default::default() };
+    export(&mut plain, &whole, &opts).unwrap();
     let all_slices = "select t.name, s.ts, s.dur, s.depth, s.name, s.category from slice s \
                       join track t on s.track_id = t.id order by t.id, s.ts, s.depth";
     let (a, b) = (trace_processor(&pf, &[all_slices]), trace_processor(&whole, &[all_slices]));
     assert_eq!(a[0].len() as u64, slices_expected(t));
-    assert!(a[0] == b[0], "small shards and whole tracks give different slices");
+    assert!(a[0] == b[0], "small shards of compressed packets and plain whole tracks give different slices");
 
-    // Perfetto's own schema parses every byte.
-    let p = python_tool("proto_check.py", &[pf.as_os_str()], &[]);
-    assert_eq!(p["unknown_fields"], 0, "{p}");
+    // Perfetto's own schema parses every byte, inside the compressed packets too.
     let slices = slices_expected(t);
-    assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);
-    assert_eq!(p["track_event_types"]["TYPE_SLICE_END"].as_u64().unwrap(), slices);
+    for (file, wrappers) in [(&pf, 15), (&whole, 0)] {
+        let p = python_tool("proto_check.py", &[file.as_os_str()], &[]);
+        assert_eq!(p["unknown_fields"], 0, "{p}");
+        assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);
+        assert_eq!(p["track_event_types"]["TYPE_SLICE_END"].as_u64().unwrap(), slices);
+        // Exact for this seed: one wrapper per 128 KiB of packets, shard by shard; nothing beside them.
+        assert_eq!(
+            (p["compressed_wrappers"].as_u64(), p["wrappers_with_other_fields"].as_u64()),
+            (Some(wrappers), Some(0))
+        );
+    }
 }
 
 #[test]

@@ -8,6 +8,13 @@
 //!
 //! Field numbers and wire types follow docs/reference/conventions.md section 3; in particular flows use fields
 //! 36/42 (the only ones Perfetto v20 reads, still read today), and no repeated field is packed.
+//!
+//! A shard may compress its packets as it goes ([`Shard::compressed`]): every [`COMPRESS_BATCH`] bytes of
+//! packets become one `compressed_packets` packet (field 50: a zlib stream of a serialized `Trace`), which the
+//! trace processor inflates and reads as if the packets were inline, the way it reads the Perfetto service's own
+//! deflate-compressed traces. Packet order, sequences and interning are unchanged.
+
+use std::cell::RefCell;
 
 use crate::protobuf as pb;
 
@@ -19,9 +26,46 @@ mod packet {
     pub const TRACK_EVENT: u32 = 11;
     pub const INTERNED_DATA: u32 = 12;
     pub const SEQUENCE_FLAGS: u32 = 13;
+    pub const COMPRESSED_PACKETS: u32 = 50;
     pub const DEFAULTS: u32 = 59;
     pub const TRACK_DESCRIPTOR: u32 = 60;
 }
+
+/// Bytes of packets per `compressed_packets` wrapper: well under the 512 KB the Perfetto service itself uses, so
+/// a batch is compressed while it is still in cache, and large enough that the wrapper's ~15 bytes do not count.
+pub const COMPRESS_BATCH: usize = 128 << 10;
+
+thread_local! {
+    /// One libdeflate compressor (level 1) and output buffer per thread: allocating them costs more than
+    /// compressing a batch.
+    static DEFLATE: RefCell<(libdeflater::Compressor, Vec<u8>)> = RefCell::new((
+        // Level 1: libdeflate's fastest that compresses (`fastest()` is level 0, stored blocks). ~430 MB/s and
+        // 3.9x on our packets, against zlib-rs's 470 MB/s and 2.9x and miniz's 270 MB/s and 3.3x (level 1 each).
+        libdeflater::Compressor::new(libdeflater::CompressionLvl::new(1).unwrap_or_default()),
+        Vec::new(),
+    ));
+}
+
+/// Replaces the packets in `out[from..]` by one `compressed_packets` packet holding them.
+fn compress_tail(out: &mut Vec<u8>, from: usize) {
+    if from >= out.len() {
+        return;
+    }
+    DEFLATE.with(|cell| {
+        let (compressor, buf) = &mut *cell.borrow_mut();
+        let plain = &out[from..];
+        buf.resize(compressor.zlib_compress_bound(plain.len()), 0);
+        // libdeflate guarantees success into zlib_compress_bound bytes; were it ever to fail, the packets stay
+        // as they are, which readers take just the same.
+        let Ok(n) = compressor.zlib_compress(plain, buf) else { return };
+        out.truncate(from);
+        let inner = pb::varint_len((packet::COMPRESSED_PACKETS << 3) as u64) + pb::varint_len(n as u64) + n;
+        pb::tag(out, 1, pb::LEN);
+        pb::varint(out, inner as u64);
+        pb::bytes(out, packet::COMPRESSED_PACKETS, &buf[..n]);
+    });
+}
+
 const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
 const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 /// Sequence-scoped clock of the deltas (ids 64..127 are per sequence).
@@ -127,6 +171,8 @@ pub struct Shard<'n> {
     event: Vec<u8>,
     /// The track events go to unless they name another (a packet default, so events leave it out).
     default_track: Option<u64>,
+    /// Start of the packets not yet compressed, when compressing.
+    batch_start: Option<usize>,
     pub events: u64,
 }
 
@@ -150,8 +196,15 @@ impl<'n> Shard<'n> {
             pending: Vec::new(),
             event: Vec::with_capacity(256),
             default_track: None,
+            batch_start: None,
             events: 0,
         }
+    }
+
+    /// Writes the packets as `compressed_packets` batches of about [`COMPRESS_BATCH`] bytes.
+    pub fn compressed(mut self) -> Shard<'n> {
+        self.batch_start = Some(self.out.len());
+        self
     }
 
     /// Reserves room for `bytes` of output up front (growing a multi-MB buffer by doubling copies it).
@@ -276,6 +329,12 @@ impl<'n> Shard<'n> {
         });
         self.pending.clear();
         self.events += 1;
+        if let Some(from) = self.batch_start
+            && self.out.len() - from >= COMPRESS_BATCH
+        {
+            compress_tail(&mut self.out, from);
+            self.batch_start = Some(self.out.len());
+        }
     }
 
     fn annotations(&mut self, args: &[Arg<'_>]) {
@@ -360,7 +419,10 @@ impl<'n> Shard<'n> {
         self.emit(ts);
     }
 
-    pub fn into_bytes(self) -> Vec<u8> {
+    pub fn into_bytes(mut self) -> Vec<u8> {
+        if let Some(from) = self.batch_start {
+            compress_tail(&mut self.out, from);
+        }
         self.out
     }
 
@@ -370,5 +432,80 @@ impl<'n> Shard<'n> {
 
     pub fn is_empty(&self) -> bool {
         self.out.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// Reads one length-delimited field 1 (a packet) at `at`: (packet bytes, next offset).
+    fn packet_at(b: &[u8], mut at: usize) -> (&[u8], usize) {
+        assert_eq!(b[at], 0x0a, "field 1, length-delimited");
+        at += 1;
+        let (mut len, mut shift) = (0usize, 0);
+        loop {
+            let c = b[at];
+            at += 1;
+            len |= ((c & 0x7f) as usize) << shift;
+            shift += 7;
+            if c < 0x80 {
+                break;
+            }
+        }
+        (&b[at..at + len], at + len)
+    }
+
+    fn shard_bytes(compress: bool, slices: u64) -> Vec<u8> {
+        let mut s = Shard::new(7, 1_000, &["grid"], &["kernel"]).on_track(3);
+        if compress {
+            s = s.compressed();
+        }
+        for i in 0..slices {
+            let args = [Arg { key: 0, value: Value::Int3([i as i64, 1, 1]) }];
+            s.begin(3, 1_000 + i * 10, (i % 5) as u32, &format!("k{}", i % 5), 0, &args, &[i + 1], None);
+            s.end(3, 1_005 + i * 10);
+        }
+        s.into_bytes()
+    }
+
+    /// Compressed packets inflate to exactly the plain packets, in batches of about COMPRESS_BATCH bytes.
+    #[test]
+    fn compressed_batches_inflate_to_the_plain_packets() {
+        let plain = shard_bytes(false, 20_000);
+        let packed = shard_bytes(true, 20_000);
+        let (mut at, mut inflated, mut wrappers) = (0, Vec::new(), 0);
+        while at < packed.len() {
+            let (p, next) = packet_at(&packed, at);
+            // The wrapper holds field 50 only: tag 0x92 0x03, then the zlib stream's length and bytes.
+            assert_eq!(&p[..2], &[0x92, 0x03]);
+            let mut r = &p[2..];
+            let mut len = 0usize;
+            let mut shift = 0;
+            while let Some((&c, rest)) = r.split_first() {
+                r = rest;
+                len |= ((c & 0x7f) as usize) << shift;
+                shift += 7;
+                if c < 0x80 {
+                    break;
+                }
+            }
+            assert_eq!(len, r.len(), "nothing after the compressed bytes");
+            let before = inflated.len();
+            flate2::read::ZlibDecoder::new(r).read_to_end(&mut inflated).unwrap();
+            // Every batch but the last reaches the batch size by less than one packet.
+            assert!(inflated.len() - before < COMPRESS_BATCH + 256 || next == packed.len());
+            (at, wrappers) = (next, wrappers + 1);
+        }
+        assert_eq!(inflated, plain);
+        assert_eq!(plain.len().div_ceil(COMPRESS_BATCH), wrappers);
+        assert!(packed.len() * 3 < plain.len(), "{} -> {}", plain.len(), packed.len());
+    }
+
+    /// An empty compressed shard writes nothing at all.
+    #[test]
+    fn an_empty_compressed_shard_is_empty() {
+        assert_eq!(shard_bytes(true, 0), Vec::<u8>::new());
     }
 }

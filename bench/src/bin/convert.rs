@@ -97,6 +97,14 @@ fn main() -> Result<()> {
             }),
         ),
         (
+            "perfetto --no-compress",
+            Box::new(|| {
+                let mut c = Command::new(&bin);
+                c.arg(&input).arg("--perfetto").arg("--no-compress").arg("-o").arg(out("o.plain.pftrace"));
+                c
+            }),
+        ),
+        (
             "chrome json",
             Box::new(|| {
                 let mut c = Command::new(&bin);
@@ -176,13 +184,14 @@ fn main() -> Result<()> {
         );
     }
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let per_slice = |p: &Path| {
+        format!("{:.1} bytes/slice ({} MB)", size(p) as f64 / slice_count.max(1) as f64, size(p) / 1_000_000)
+    };
     println!(
-        "perfetto: {} slices, {:.1} bytes/slice ({} MB); chrome json: {:.1} bytes/slice ({} MB)",
-        slice_count,
-        size(&out("o.pftrace")) as f64 / slice_count.max(1) as f64,
-        size(&out("o.pftrace")) / 1_000_000,
-        size(&out("o.json")) as f64 / slice_count.max(1) as f64,
-        size(&out("o.json")) / 1_000_000
+        "perfetto: {slice_count} slices, {}; plain packets: {}; chrome json: {}",
+        per_slice(&out("o.pftrace")),
+        per_slice(&out("o.plain.pftrace")),
+        per_slice(&out("o.json")),
     );
     Ok(())
 }
