@@ -191,7 +191,12 @@ pub const MAX_ROWS_PER_KIND: usize = 1 << Src::INDEX_BITS;
 /// Why a trace is too large to lay out, if it is: more rows of one kind than [`MAX_ROWS_PER_KIND`], or more
 /// slices in all than 32-bit item indices reach.
 pub fn too_large(trace: &Trace) -> Option<String> {
-    rows_over_limit(&[
+    rows_over_limit(&slice_kinds(trace))
+}
+
+/// Rows of each kind that become slices.
+fn slice_kinds(trace: &Trace) -> [(&'static str, usize); 7] {
+    [
         ("kernel", trace.kernels.len()),
         ("memcpy", trace.memcpys.len()),
         ("memset", trace.memsets.len()),
@@ -199,7 +204,12 @@ pub fn too_large(trace: &Trace) -> Option<String> {
         ("NVTX range", trace.ranges.len()),
         ("synchronization", trace.syncs.len()),
         ("overhead", trace.overheads.len()),
-    ])
+    ]
+}
+
+/// About how many slices `trace` lays out (the rows that become slices).
+pub fn slice_rows(trace: &Trace) -> usize {
+    slice_kinds(trace).iter().map(|(_, n)| n).sum()
 }
 
 fn rows_over_limit(kinds: &[(&str, usize)]) -> Option<String> {

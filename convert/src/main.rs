@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use cutr_convert::export::{ExportOptions, Format, Progress, Stage, export};
+use cutr_convert::export::{ExportOptions, Format, Progress, Stage, export, shard_slices_for};
+use cutr_convert::layout::slice_rows;
 use cutr_convert::model::{Filter, LoadOptions, load_readers};
 use cutr_format::Reader;
 use cutr_format::synth::{SynthOptions, write_file};
@@ -334,6 +335,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
         format,
         gzip: a.gzip,
         compress_packets: !a.no_compress,
+        shard_slices: shard_slices_for(slice_rows(&trace), rayon::current_num_threads()),
         progress: bar.export_progress(),
         ..Default::default()
     };
