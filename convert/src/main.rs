@@ -337,7 +337,6 @@ fn convert(a: ConvertArgs) -> Result<()> {
         compress_packets: !a.no_compress,
         shard_slices: shard_slices_for(slice_rows(&trace), rayon::current_num_threads()),
         progress: bar.export_progress(),
-        ..Default::default()
     };
     let summary = export(&mut trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
     bar.clear();
