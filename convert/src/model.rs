@@ -469,6 +469,8 @@ fn text_id(r: &Reader, ptr: u64, seq: u32, unresolved: &mut u64) -> u32 {
     }
 }
 
+/// The rows of one decoded chunk. Its groups (one per kind) are decoded in parallel: a small recording is a few
+/// large buffers, and one thread per buffer would leave most cores idle.
 fn decode_chunk(
     r: &Reader,
     ff: &FileFields,
@@ -478,8 +480,50 @@ fn decode_chunk(
     chunk: &ChunkInfo,
     d: &DecodedBuffer,
 ) -> ChunkRows {
-    let mut out = ChunkRows::default();
     let seq = chunk.header.seq;
+    let parts: Vec<ChunkRows> = d.groups.par_iter().map(|g| decode_group(r, ff, proc, tb, filter, seq, g)).collect();
+    let mut parts = parts.into_iter();
+    let mut out = parts.next().unwrap_or_default();
+    for mut p in parts {
+        out.absorb(&mut p);
+    }
+    out.unparsed = d.tail.len() as u64;
+    out
+}
+
+impl ChunkRows {
+    /// Moves `other`'s rows after this one's.
+    fn absorb(&mut self, other: &mut ChunkRows) {
+        self.kernels.append(&mut other.kernels);
+        self.memcpys.append(&mut other.memcpys);
+        self.memsets.append(&mut other.memsets);
+        self.apis.append(&mut other.apis);
+        self.syncs.append(&mut other.syncs);
+        self.events.append(&mut other.events);
+        self.ext.append(&mut other.ext);
+        self.markers.append(&mut other.markers);
+        self.overheads.append(&mut other.overheads);
+        self.memory.append(&mut other.memory);
+        self.per_kind.append(&mut other.per_kind);
+        self.zero += other.zero;
+        self.inverted += other.inverted;
+        self.unmodelled += other.unmodelled;
+        self.unresolved += other.unresolved;
+        self.unparsed += other.unparsed;
+    }
+}
+
+/// The rows of one group (one kind's records) of a chunk.
+fn decode_group(
+    r: &Reader,
+    ff: &FileFields,
+    proc: u16,
+    tb: &TimeBase,
+    filter: &Filter,
+    seq: u32,
+    g: &cutr_format::codec::RecordGroup,
+) -> ChunkRows {
+    let mut out = ChunkRows::default();
     let t = |v: u64| tb.to_trace(v);
     let valid = |s: u64, e: u64, out: &mut ChunkRows| -> bool {
         if s == 0 && e == 0 {
@@ -492,219 +536,214 @@ fn decode_chunk(
             true
         }
     };
-    out.unparsed = d.tail.len() as u64;
-    for g in &d.groups {
-        // Room for every record of the group up front: growing row vectors record by record reallocates.
-        match g.kind {
-            kinds::CONCURRENT_KERNEL | kinds::KERNEL => out.kernels.reserve(g.len()),
-            kinds::RUNTIME | kinds::DRIVER => out.apis.reserve(g.len()),
-            kinds::EXTERNAL_CORRELATION => out.ext.reserve(g.len()),
-            kinds::MARKER => out.markers.reserve(g.len()),
-            _ => {}
-        }
+    // Room for every record of the group up front: growing row vectors record by record reallocates.
+    match g.kind {
+        kinds::CONCURRENT_KERNEL | kinds::KERNEL => out.kernels.reserve(g.len()),
+        kinds::RUNTIME | kinds::DRIVER => out.apis.reserve(g.len()),
+        kinds::EXTERNAL_CORRELATION => out.ext.reserve(g.len()),
+        kinds::MARKER => out.markers.reserve(g.len()),
+        _ => {}
     }
-    for g in &d.groups {
-        out.per_kind.push((g.kind, g.len() as u64));
-        if !filter.wants_kind(g.kind) {
-            continue;
+    out.per_kind.push((g.kind, g.len() as u64));
+    if !filter.wants_kind(g.kind) {
+        return out;
+    }
+    match g.kind {
+        kinds::CONCURRENT_KERNEL | kinds::KERNEL => {
+            let Some(f) = &ff.kernel else { return out };
+            for rec in g.iter() {
+                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                    continue;
+                }
+                let name = text_id(r, f.u64(6, rec), seq, &mut out.unresolved);
+                out.kernels.push(Kernel {
+                    proc,
+                    start: t(s),
+                    end: t(e),
+                    device: f.u32(2, rec),
+                    context: f.u32(3, rec),
+                    stream: f.u32(4, rec),
+                    correlation: f.u32(5, rec),
+                    name,
+                    grid: [f.i32(7, rec), f.i32(8, rec), f.i32(9, rec)],
+                    block: [f.i32(10, rec), f.i32(11, rec), f.i32(12, rec)],
+                    registers: f.u32(13, rec) as u16,
+                    static_smem: f.i32(14, rec),
+                    dynamic_smem: f.i32(15, rec),
+                    queued: f.u64(16, rec),
+                    graph_id: f.u32(17, rec),
+                    graph_node_id: f.u64(18, rec),
+                    channel: f.u32(19, rec),
+                });
+            }
         }
-        match g.kind {
-            kinds::CONCURRENT_KERNEL | kinds::KERNEL => {
-                let Some(f) = &ff.kernel else { continue };
-                for rec in g.iter() {
-                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
-                        continue;
-                    }
-                    let name = text_id(r, f.u64(6, rec), seq, &mut out.unresolved);
-                    out.kernels.push(Kernel {
-                        proc,
-                        start: t(s),
-                        end: t(e),
-                        device: f.u32(2, rec),
-                        context: f.u32(3, rec),
-                        stream: f.u32(4, rec),
-                        correlation: f.u32(5, rec),
-                        name,
-                        grid: [f.i32(7, rec), f.i32(8, rec), f.i32(9, rec)],
-                        block: [f.i32(10, rec), f.i32(11, rec), f.i32(12, rec)],
-                        registers: f.u32(13, rec) as u16,
-                        static_smem: f.i32(14, rec),
-                        dynamic_smem: f.i32(15, rec),
-                        queued: f.u64(16, rec),
-                        graph_id: f.u32(17, rec),
-                        graph_node_id: f.u64(18, rec),
-                        channel: f.u32(19, rec),
-                    });
+        kinds::MEMCPY | kinds::MEMCPY2 => {
+            let p2p = g.kind == kinds::MEMCPY2;
+            let Some(f) = (if p2p { &ff.memcpy2 } else { &ff.memcpy }) else { return out };
+            for rec in g.iter() {
+                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                    continue;
                 }
+                out.memcpys.push(Memcpy {
+                    proc,
+                    start: t(s),
+                    end: t(e),
+                    device: f.u32(2, rec),
+                    context: f.u32(3, rec),
+                    stream: f.u32(4, rec),
+                    correlation: f.u32(5, rec),
+                    bytes: f.u64(6, rec),
+                    copy_kind: f.u32(7, rec) as u8,
+                    src_kind: f.u32(8, rec) as u8,
+                    dst_kind: f.u32(9, rec) as u8,
+                    flags: f.u32(10, rec) as u8,
+                    graph_id: f.u32(11, rec),
+                    graph_node_id: f.u64(12, rec),
+                    peer: p2p.then(|| (f.u32(13, rec), f.u32(14, rec))),
+                });
             }
-            kinds::MEMCPY | kinds::MEMCPY2 => {
-                let p2p = g.kind == kinds::MEMCPY2;
-                let Some(f) = (if p2p { &ff.memcpy2 } else { &ff.memcpy }) else { continue };
-                for rec in g.iter() {
-                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
-                        continue;
-                    }
-                    out.memcpys.push(Memcpy {
-                        proc,
-                        start: t(s),
-                        end: t(e),
-                        device: f.u32(2, rec),
-                        context: f.u32(3, rec),
-                        stream: f.u32(4, rec),
-                        correlation: f.u32(5, rec),
-                        bytes: f.u64(6, rec),
-                        copy_kind: f.u32(7, rec) as u8,
-                        src_kind: f.u32(8, rec) as u8,
-                        dst_kind: f.u32(9, rec) as u8,
-                        flags: f.u32(10, rec) as u8,
-                        graph_id: f.u32(11, rec),
-                        graph_node_id: f.u64(12, rec),
-                        peer: p2p.then(|| (f.u32(13, rec), f.u32(14, rec))),
-                    });
-                }
-            }
-            kinds::MEMSET => {
-                let Some(f) = &ff.memset else { continue };
-                for rec in g.iter() {
-                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
-                        continue;
-                    }
-                    out.memsets.push(Memset {
-                        proc,
-                        start: t(s),
-                        end: t(e),
-                        device: f.u32(2, rec),
-                        context: f.u32(3, rec),
-                        stream: f.u32(4, rec),
-                        correlation: f.u32(5, rec),
-                        bytes: f.u64(6, rec),
-                        value: f.u32(7, rec),
-                        memory_kind: f.u32(8, rec) as u16,
-                        graph_id: f.u32(9, rec),
-                        graph_node_id: f.u64(10, rec),
-                    });
-                }
-            }
-            kinds::RUNTIME | kinds::DRIVER => {
-                let driver = g.kind == kinds::DRIVER;
-                let Some(f) = (if driver { &ff.driver } else { &ff.runtime }) else { continue };
-                for rec in g.iter() {
-                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
-                        continue;
-                    }
-                    out.apis.push(ApiCall {
-                        proc,
-                        start: t(s),
-                        end: t(e),
-                        pid: f.u32(2, rec),
-                        tid: f.u32(3, rec),
-                        correlation: f.u32(4, rec),
-                        cbid: f.u32(5, rec),
-                        driver,
-                        return_value: f.u32(6, rec),
-                    });
-                }
-            }
-            kinds::SYNCHRONIZATION => {
-                let Some(f) = &ff.sync else { continue };
-                for rec in g.iter() {
-                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
-                        continue;
-                    }
-                    out.syncs.push(Sync {
-                        proc,
-                        start: t(s),
-                        end: t(e),
-                        sync_type: f.u32(2, rec),
-                        correlation: f.u32(3, rec),
-                        context: f.u32(4, rec),
-                        stream: f.u32(5, rec),
-                        event: f.u32(6, rec),
-                    });
-                }
-            }
-            kinds::CUDA_EVENT => {
-                let Some(f) = &ff.event else { continue };
-                for rec in g.iter() {
-                    let dt = f.u64(5, rec);
-                    out.events.push(CudaEvent {
-                        proc,
-                        correlation: f.u32(0, rec),
-                        context: f.u32(1, rec),
-                        stream: f.u32(2, rec),
-                        event: f.u32(3, rec),
-                        device: f.u32(4, rec),
-                        device_timestamp: if dt == 0 { 0 } else { t(dt) },
-                    });
-                }
-            }
-            kinds::EXTERNAL_CORRELATION => {
-                let Some(f) = &ff.ext else { continue };
-                for rec in g.iter() {
-                    out.ext.push((f.u32(0, rec), f.u32(2, rec), f.u64(1, rec)));
-                }
-            }
-            kinds::MARKER => {
-                let Some(f) = &ff.marker else { continue };
-                for rec in g.iter() {
-                    let ts = f.u64(1, rec);
-                    // objectKind 2 = THREAD: pt holds the process and thread; others have no host thread.
-                    let thread = f.u32(3, rec) == 2;
-                    out.markers.push(RawMarker {
-                        ts: t(ts),
-                        flags: f.u32(0, rec),
-                        id: f.u32(2, rec),
-                        pid: if thread { f.u32(4, rec) } else { 0 },
-                        tid: if thread { f.u32(5, rec) } else { 0 },
-                        name: text_id(r, f.u64(6, rec), seq, &mut out.unresolved),
-                        domain: text_id(r, f.u64(7, rec), seq, &mut out.unresolved),
-                    });
-                }
-            }
-            kinds::OVERHEAD => {
-                let Some(f) = &ff.overhead else { continue };
-                for rec in g.iter() {
-                    let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                    if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
-                        continue;
-                    }
-                    out.overheads.push(Overhead {
-                        proc,
-                        start: t(s),
-                        end: t(e),
-                        kind: f.u32(2, rec),
-                        object_kind: f.u32(3, rec),
-                        tid: f.u32(4, rec),
-                    });
-                }
-            }
-            kinds::MEMORY2 => {
-                let Some(f) = &ff.memory else { continue };
-                for rec in g.iter() {
-                    let ts = f.u64(0, rec);
-                    if ts == 0 || !filter.keeps(t(ts), t(ts)) {
-                        continue;
-                    }
-                    out.memory.push(MemoryOp {
-                        proc,
-                        ts: t(ts),
-                        device: f.u32(1, rec),
-                        stream: f.u32(2, rec),
-                        correlation: f.u32(3, rec),
-                        address: f.u64(4, rec),
-                        bytes: f.u64(5, rec),
-                        free: f.u32(6, rec) == 2,
-                        memory_kind: f.u32(7, rec),
-                    });
-                }
-            }
-            _ => out.unmodelled += g.len() as u64,
         }
+        kinds::MEMSET => {
+            let Some(f) = &ff.memset else { return out };
+            for rec in g.iter() {
+                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                    continue;
+                }
+                out.memsets.push(Memset {
+                    proc,
+                    start: t(s),
+                    end: t(e),
+                    device: f.u32(2, rec),
+                    context: f.u32(3, rec),
+                    stream: f.u32(4, rec),
+                    correlation: f.u32(5, rec),
+                    bytes: f.u64(6, rec),
+                    value: f.u32(7, rec),
+                    memory_kind: f.u32(8, rec) as u16,
+                    graph_id: f.u32(9, rec),
+                    graph_node_id: f.u64(10, rec),
+                });
+            }
+        }
+        kinds::RUNTIME | kinds::DRIVER => {
+            let driver = g.kind == kinds::DRIVER;
+            let Some(f) = (if driver { &ff.driver } else { &ff.runtime }) else { return out };
+            for rec in g.iter() {
+                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                    continue;
+                }
+                out.apis.push(ApiCall {
+                    proc,
+                    start: t(s),
+                    end: t(e),
+                    pid: f.u32(2, rec),
+                    tid: f.u32(3, rec),
+                    correlation: f.u32(4, rec),
+                    cbid: f.u32(5, rec),
+                    driver,
+                    return_value: f.u32(6, rec),
+                });
+            }
+        }
+        kinds::SYNCHRONIZATION => {
+            let Some(f) = &ff.sync else { return out };
+            for rec in g.iter() {
+                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                    continue;
+                }
+                out.syncs.push(Sync {
+                    proc,
+                    start: t(s),
+                    end: t(e),
+                    sync_type: f.u32(2, rec),
+                    correlation: f.u32(3, rec),
+                    context: f.u32(4, rec),
+                    stream: f.u32(5, rec),
+                    event: f.u32(6, rec),
+                });
+            }
+        }
+        kinds::CUDA_EVENT => {
+            let Some(f) = &ff.event else { return out };
+            for rec in g.iter() {
+                let dt = f.u64(5, rec);
+                out.events.push(CudaEvent {
+                    proc,
+                    correlation: f.u32(0, rec),
+                    context: f.u32(1, rec),
+                    stream: f.u32(2, rec),
+                    event: f.u32(3, rec),
+                    device: f.u32(4, rec),
+                    device_timestamp: if dt == 0 { 0 } else { t(dt) },
+                });
+            }
+        }
+        kinds::EXTERNAL_CORRELATION => {
+            let Some(f) = &ff.ext else { return out };
+            for rec in g.iter() {
+                out.ext.push((f.u32(0, rec), f.u32(2, rec), f.u64(1, rec)));
+            }
+        }
+        kinds::MARKER => {
+            let Some(f) = &ff.marker else { return out };
+            for rec in g.iter() {
+                let ts = f.u64(1, rec);
+                // objectKind 2 = THREAD: pt holds the process and thread; others have no host thread.
+                let thread = f.u32(3, rec) == 2;
+                out.markers.push(RawMarker {
+                    ts: t(ts),
+                    flags: f.u32(0, rec),
+                    id: f.u32(2, rec),
+                    pid: if thread { f.u32(4, rec) } else { 0 },
+                    tid: if thread { f.u32(5, rec) } else { 0 },
+                    name: text_id(r, f.u64(6, rec), seq, &mut out.unresolved),
+                    domain: text_id(r, f.u64(7, rec), seq, &mut out.unresolved),
+                });
+            }
+        }
+        kinds::OVERHEAD => {
+            let Some(f) = &ff.overhead else { return out };
+            for rec in g.iter() {
+                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
+                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                    continue;
+                }
+                out.overheads.push(Overhead {
+                    proc,
+                    start: t(s),
+                    end: t(e),
+                    kind: f.u32(2, rec),
+                    object_kind: f.u32(3, rec),
+                    tid: f.u32(4, rec),
+                });
+            }
+        }
+        kinds::MEMORY2 => {
+            let Some(f) = &ff.memory else { return out };
+            for rec in g.iter() {
+                let ts = f.u64(0, rec);
+                if ts == 0 || !filter.keeps(t(ts), t(ts)) {
+                    continue;
+                }
+                out.memory.push(MemoryOp {
+                    proc,
+                    ts: t(ts),
+                    device: f.u32(1, rec),
+                    stream: f.u32(2, rec),
+                    correlation: f.u32(3, rec),
+                    address: f.u64(4, rec),
+                    bytes: f.u64(5, rec),
+                    free: f.u32(6, rec) == 2,
+                    memory_kind: f.u32(7, rec),
+                });
+            }
+        }
+        _ => out.unmodelled += g.len() as u64,
     }
     out
 }

@@ -16,6 +16,7 @@
 //! the layout table; bytes after a record of unknown kind are kept verbatim as the tail.
 
 use cutr_schema::{FieldRole, LayoutTable};
+use rayon::prelude::*;
 
 use crate::error::ChunkError;
 
@@ -387,14 +388,16 @@ fn records_to_planes(records: &[u8], n: usize, s: usize, planes: &mut [u8]) {
 }
 
 /// The inverse of [`records_to_planes`].
-fn planes_to_records(planes: &[u8], n: usize, s: usize, records: &mut [u8]) {
-    let full = n / 8 * 8;
+fn planes_to_records(planes: &[u8], n: usize, s: usize, first: usize, records: &mut [u8]) {
+    // `records` holds records first..first + m of the n in the planes.
+    let m = records.len() / s;
+    let full = m / 8 * 8;
     let tiles_j = s / 8 * 8;
     for i0 in (0..full).step_by(8) {
         for j0 in (0..tiles_j).step_by(8) {
             let mut x = [0u64; 8];
             for (b, col) in x.iter_mut().enumerate() {
-                *col = rd64(planes, (j0 + b) * n + i0);
+                *col = rd64(planes, (j0 + b) * n + first + i0);
             }
             transpose8(&mut x);
             for (k, row) in x.iter().enumerate() {
@@ -403,15 +406,64 @@ fn planes_to_records(planes: &[u8], n: usize, s: usize, records: &mut [u8]) {
         }
         for j in tiles_j..s {
             for k in 0..8 {
-                records[(i0 + k) * s + j] = planes[j * n + i0 + k];
+                records[(i0 + k) * s + j] = planes[j * n + first + i0 + k];
             }
         }
     }
-    for i in full..n {
+    for i in full..m {
         for j in 0..s {
-            records[i * s + j] = planes[j * n + i];
+            records[i * s + j] = planes[j * n + first + i];
         }
     }
+}
+
+/// Bytes of records transposed by one task: a group larger than this is split across threads, so that a
+/// recording of a few big buffers (a small run's usual shape) does not decode on one core.
+const TRANSPOSE_TASK_BYTES: usize = 128 << 10;
+
+/// Restores one group's records from its byte planes: transposition (in parallel for large groups), then the
+/// field transforms (a running delta is sequential, and cheap beside the transposition).
+fn restore_group(planes: &[u8], n: usize, s: usize, ops: &[Op]) -> Vec<u8> {
+    let mut bytes = vec![0u8; n * s];
+    if bytes.len() > TRANSPOSE_TASK_BYTES {
+        // Multiples of 8 records, so every task but the last transposes whole 8x8 tiles.
+        let per_task = (TRANSPOSE_TASK_BYTES / s).next_multiple_of(8);
+        bytes.par_chunks_mut(per_task * s).enumerate().for_each(|(t, out)| {
+            planes_to_records(planes, n, s, t * per_task, out);
+        });
+    } else {
+        planes_to_records(planes, n, s, 0, &mut bytes);
+    }
+    let mut prev = [0u64; MAX_OPS];
+    for rec in bytes.chunks_exact_mut(s) {
+        for (k, op) in ops.iter().enumerate() {
+            let at = op.offset as usize;
+            if op.width == 8 {
+                let d = unzz64(rd64(rec, at));
+                let v = match op.kind {
+                    OpKind::DeltaPrev => {
+                        let v = prev[k].wrapping_add(d);
+                        prev[k] = v;
+                        v
+                    }
+                    OpKind::MinusField => rd64(rec, op.reference as usize).wrapping_add(d),
+                };
+                wr64(rec, at, v);
+            } else {
+                let d = unzz32(rd32(rec, at));
+                let v = match op.kind {
+                    OpKind::DeltaPrev => {
+                        let v = (prev[k] as u32).wrapping_add(d);
+                        prev[k] = v as u64;
+                        v
+                    }
+                    OpKind::MinusField => rd32(rec, op.reference as usize).wrapping_add(d),
+                };
+                wr32(rec, at, v);
+            }
+        }
+    }
+    bytes
 }
 
 /// One kind's records from a decoded buffer, contiguous, in their original order within the kind.
@@ -599,43 +651,20 @@ fn decode_image(image: &[u8], raw_len: u64) -> Result<DecodedBuffer, ChunkError>
     } else {
         vec![0u8; n_records]
     };
-    let mut groups = Vec::with_capacity(n_groups);
+    let mut planes = Vec::with_capacity(n_groups);
     for g in &gs {
-        let (n, s) = (g.count, g.size);
-        let planes = c.take(n.checked_mul(s).ok_or_else(|| malformed("group too large"))?)?;
-        let mut bytes = vec![0u8; n * s];
-        planes_to_records(planes, n, s, &mut bytes);
-        let mut prev = [0u64; MAX_OPS];
-        for rec in bytes.chunks_exact_mut(s) {
-            for (k, op) in g.ops.iter().enumerate() {
-                let at = op.offset as usize;
-                if op.width == 8 {
-                    let d = unzz64(rd64(rec, at));
-                    let v = match op.kind {
-                        OpKind::DeltaPrev => {
-                            let v = prev[k].wrapping_add(d);
-                            prev[k] = v;
-                            v
-                        }
-                        OpKind::MinusField => rd64(rec, op.reference as usize).wrapping_add(d),
-                    };
-                    wr64(rec, at, v);
-                } else {
-                    let d = unzz32(rd32(rec, at));
-                    let v = match op.kind {
-                        OpKind::DeltaPrev => {
-                            let v = (prev[k] as u32).wrapping_add(d);
-                            prev[k] = v as u64;
-                            v
-                        }
-                        OpKind::MinusField => rd32(rec, op.reference as usize).wrapping_add(d),
-                    };
-                    wr32(rec, at, v);
-                }
-            }
-        }
-        groups.push(RecordGroup { kind: g.kind, stride: s, bytes });
+        planes.push(c.take(g.count.checked_mul(g.size).ok_or_else(|| malformed("group too large"))?)?);
     }
+    // Groups (one per kind) are restored in parallel, and large ones split further (restore_group).
+    let groups: Vec<RecordGroup> = gs
+        .par_iter()
+        .zip(planes)
+        .map(|(g, planes)| RecordGroup {
+            kind: g.kind,
+            stride: g.size,
+            bytes: restore_group(planes, g.count, g.size, &g.ops),
+        })
+        .collect();
     let tail = c.take(tail_len)?.to_vec();
     if c.at != image.len() {
         return Err(malformed("trailing bytes after the record image"));
@@ -731,9 +760,40 @@ mod tests {
                 }
             }
             let mut back = vec![0u8; n * s];
-            planes_to_records(&planes, n, s, &mut back);
+            planes_to_records(&planes, n, s, 0, &mut back);
             assert_eq!(back, records);
+            // Any run of records, as the parallel restore cuts them (at multiples of 8, and not).
+            for (first, m) in [
+                (0, n / 2),
+                (n / 2, n - n / 2),
+                (n.min(8), n.saturating_sub(8).min(9)),
+                (n.min(3), n.saturating_sub(3)),
+            ] {
+                let mut part = vec![0u8; m * s];
+                planes_to_records(&planes, n, s, first, &mut part);
+                assert_eq!(part, records[first * s..(first + m) * s], "n={n} s={s} first={first} m={m}");
+            }
         }
+    }
+
+    /// Groups larger than one transposition task restore exactly, with their running deltas.
+    #[test]
+    fn large_groups_split_across_tasks_restore_exactly() {
+        let p = plan();
+        let mut buf = Vec::new();
+        // 3,000 kernel records (216 B each: 648 KB, several tasks) with timestamps that make running deltas.
+        for i in 0..3_000u64 {
+            let mut r = record(kinds::CONCURRENT_KERNEL, 216, (i % 251) as u8);
+            r[8..16].copy_from_slice(&(1_000_000 + i * 1_700).to_le_bytes());
+            r[16..24].copy_from_slice(&(1_000_900 + i * 1_700 + i % 7).to_le_bytes());
+            buf.extend(r);
+            buf.extend(record(kinds::RUNTIME, 40, (i * 3 % 256) as u8));
+        }
+        const { assert!(3_000 * 216 > 4 * TRANSPOSE_TASK_BYTES) };
+        let (enc, _) = Encoder::new(3).encode(&buf, &p);
+        let d = decode(&enc, buf.len() as u64).unwrap();
+        assert_eq!(d.group(kinds::CONCURRENT_KERNEL).unwrap().len(), 3_000);
+        assert_eq!(d.to_original(), buf);
     }
 
     #[test]
