@@ -4,6 +4,8 @@
 # the same 20-step loop, interleaved; then the 10M-record converter benchmark on all cores with each binary.
 # Each conversion is a fresh process timed from spawn to exit by Python's perf_counter. Input: the loop's
 # recording (fixtures/pytorch_loop_filtered.cutr, made on the H100). Results in OUTDIR/NAME.jsonl and NAME.log.
+# BINS (default "cupti-convert cupti-convert-base") names the binaries in .dev/bin to compare; the 10M benchmark
+# runs for the first and the second.
 # Sessions: run6 (a worker pool sized by input vs 8bc8c1e; that run's script lacked the second 10M benchmark) and
 # run7 (pipelined decode and write, shards cut through open slices vs 8bc8c1e): `convert_ab.sh OUTDIR 7 run7`.
 set -uo pipefail
@@ -14,41 +16,44 @@ name=${3:-convert_ab}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
 res=$out/$name.jsonl
+bins=${BINS:-cupti-convert cupti-convert-base}
+read -r -a binv <<<"$bins"
 exec 3>&1 > >(tee -a "$out/$name.log") 2>&1
 nvidia-smi -L
 nproc
 py=$repo/workloads/pytorch/train_loop.py
 f=$repo/fixtures/pytorch_loop_filtered.cutr
-for b in cupti-convert cupti-convert-base; do
+for b in "${binv[@]}"; do
   for i in 1 2 3; do echo "== $b"; CUTR_TIMING=1 $b "$f" --perfetto -o "$w/t.pftrace"; done
 done
 for r in $(seq 1 "$reps"); do
   o=$(python3 "$py" --steps 20 --mode profiler --trace-out "$w/k.json" 2>/dev/null | grep '^{' | tail -1)
   echo "{\"bench\": \"profiler_export\", \"rep\": $r, \"result\": $o}" >>"$res"
-  python3 - "$f" "$w" "$r" >>"$res" <<'PY'
+  python3 - "$f" "$w" "$r" "${binv[@]}" >>"$res" <<'PY'
 import json, subprocess, sys, time
-f, w, rep = sys.argv[1], sys.argv[2], int(sys.argv[3])
+f, w, rep, bins = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 for k in range(3):
-    for b in ("cupti-convert", "cupti-convert-base"):
+    for b in bins:
         for fmt in ("perfetto", "chrome"):
             t = time.perf_counter()
             subprocess.run([b, f, f"--{fmt}", "-q", "-o", f"{w}/out.{fmt}"], check=True)
             print(json.dumps({"bench": "cutr_convert", "bin": b, "format": fmt, "rep": rep, "seconds": time.perf_counter() - t}))
 PY
 done
-python3 - "$res" <<'PY'
+python3 - "$res" "${binv[@]}" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+bins = sys.argv[2:]
 exp = [r["result"]["export_seconds"] for r in rows if r["bench"] == "profiler_export"]
 print(f"profiler export: median {statistics.median(exp) * 1e3:.1f} ms over {len(exp)} runs")
-for b in ("cupti-convert", "cupti-convert-base"):
+for b in bins:
     for fmt in ("perfetto", "chrome"):
         t = [r["seconds"] for r in rows if r.get("format") == fmt and r.get("bin") == b]
         m = statistics.median(t)
         print(f"{b} {fmt}: median {m * 1e3:.1f} ms over {len(t)} runs; profiler export / ours = {statistics.median(exp) / m:.1f}x")
 PY
 echo "== 10M-record converter benchmark, $(nproc) cores"
-timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/cupti-convert" --dir "$w/bench"
-echo "== the same with the reference binary"
-timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/cupti-convert-base" --dir "$w/bench"
+timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/${binv[0]}" --dir "$w/bench"
+echo "== the same with ${binv[1]}"
+timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/${binv[1]}" --dir "$w/bench"
 echo "$name done"

@@ -352,6 +352,9 @@ fn convert(a: ConvertArgs) -> Result<()> {
             started.elapsed().as_secs_f64()
         );
     }
+    // The process ends now: handing the rows back to the allocator one vector at a time (and their pages to the
+    // kernel) is work nobody waits for but the user.
+    std::mem::forget(trace);
     Ok(())
 }
 
@@ -461,10 +464,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
 fn main() -> ExitCode {
     cutr_convert::phase::init();
     cutr_convert::memory::start_small();
-    // Start the worker pool (one thread per core) while this thread parses arguments and opens the inputs:
-    // spawning 16 threads took about a millisecond on the GPU machine, 5% of converting a small recording. The
-    // first parallel call waits for the pool if it is not ready yet.
-    std::thread::spawn(rayon::current_num_threads);
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

@@ -143,3 +143,38 @@ fn not_cutr_newer_major_and_empty_files_are_refused_clearly() {
     assert!(matches!(&e, FormatError::Io { path, .. } if path.ends_with("x.cutr")), "{e}");
     assert_eq!(e.to_string(), "No such file or directory (os error 2)");
 }
+
+/// The last readable session metadata wins; superseded ones are not even decoded, and a damaged last one falls
+/// back to the one before it, reported.
+#[test]
+fn the_last_readable_metadata_wins() {
+    use cutr_format::SessionMetadata;
+    let mut w = Writer::new(Vec::new(), WriterOptions::default()).unwrap();
+    w.write_metadata(&SessionMetadata { writer: "at start".into(), ..Default::default() }).unwrap();
+    w.write_metadata(&SessionMetadata { writer: "at close".into(), ..Default::default() }).unwrap();
+    let bytes = w.finish().unwrap();
+    let r = Reader::from_bytes(bytes.clone()).unwrap();
+    let spans: Vec<(usize, usize)> = r
+        .chunks()
+        .iter()
+        .filter(|c| c.chunk_type() == ChunkType::Metadata)
+        .map(|c| (c.offset as usize, c.offset as usize + 56 + c.header.stored_len as usize))
+        .collect();
+    assert_eq!(spans.len(), 2);
+    assert_eq!((r.metadata().unwrap().writer.as_str(), r.problems().len()), ("at close", 0));
+    // A flipped payload byte in the one written at start: never read, nothing to report.
+    let mut early = bytes.clone();
+    early[spans[0].1 - 1] ^= 0x40;
+    let r = Reader::from_bytes(early).unwrap();
+    assert_eq!((r.metadata().unwrap().writer.as_str(), r.problems().len()), ("at close", 0));
+    // In the last one: the one before it is used, and the damaged one reported.
+    let mut late = bytes;
+    late[spans[1].1 - 1] ^= 0x40;
+    let r = Reader::from_bytes(late).unwrap();
+    assert_eq!(r.metadata().unwrap().writer, "at start");
+    assert!(
+        matches!(r.problems(), [Problem::DamagedChunk { offset, chunk_type: ChunkType::Metadata, .. }] if *offset == spans[1].0 as u64),
+        "{:?}",
+        r.problems()
+    );
+}
