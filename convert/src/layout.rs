@@ -347,14 +347,16 @@ impl Layout {
 
         // GPU rows: Chrome pid = device id, as Kineto; offset per file when two files use the same device ids.
         let mut gpu_json_pid: HashMap<(u16, u32), i64> = HashMap::default();
-        let mut gpus: Vec<(u16, u32)> = trace
-            .kernels
-            .iter()
-            .map(|k| (k.proc, k.device))
-            .chain(trace.memcpys.iter().map(|k| (k.proc, k.device)))
-            .chain(trace.memsets.iter().map(|k| (k.proc, k.device)))
-            .chain(trace.memory.iter().map(|k| (k.proc, k.device)))
-            .collect();
+        let mut gpus: Vec<(u16, u32)> = [
+            first_seen(trace.kernels.len(), |i| (trace.kernels[i].proc, trace.kernels[i].device)),
+            first_seen(trace.memcpys.len(), |i| (trace.memcpys[i].proc, trace.memcpys[i].device)),
+            first_seen(trace.memsets.len(), |i| (trace.memsets[i].proc, trace.memsets[i].device)),
+            first_seen(trace.memory.len(), |i| (trace.memory[i].proc, trace.memory[i].device)),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|(g, _)| g)
+        .collect();
         gpus.sort_unstable();
         gpus.dedup();
         let clash = gpus.iter().map(|g| g.1).collect::<std::collections::HashSet<_>>().len() < gpus.len();
@@ -381,18 +383,21 @@ impl Layout {
             })
         };
         // Contexts map to devices through the GPU records and CUDA events that name both.
+        // The first record naming a context says its device (kernels first, then copies, memsets, events).
         let mut ctx_device: HashMap<(u16, u32), u32> = HashMap::default();
-        for k in &trace.kernels {
-            ctx_device.entry((k.proc, k.context)).or_insert(k.device);
+        for (key, i) in first_seen(trace.kernels.len(), |i| (trace.kernels[i].proc, trace.kernels[i].context)) {
+            ctx_device.entry(key).or_insert(trace.kernels[i].device);
         }
-        for k in &trace.memcpys {
-            ctx_device.entry((k.proc, k.context)).or_insert(k.device);
+        for (key, i) in first_seen(trace.memcpys.len(), |i| (trace.memcpys[i].proc, trace.memcpys[i].context)) {
+            ctx_device.entry(key).or_insert(trace.memcpys[i].device);
         }
-        for k in &trace.memsets {
-            ctx_device.entry((k.proc, k.context)).or_insert(k.device);
+        for (key, i) in first_seen(trace.memsets.len(), |i| (trace.memsets[i].proc, trace.memsets[i].context)) {
+            ctx_device.entry(key).or_insert(trace.memsets[i].device);
         }
-        for e in &trace.cuda_events {
-            ctx_device.entry((e.proc, e.context)).or_insert(e.device);
+        for (key, i) in
+            first_seen(trace.cuda_events.len(), |i| (trace.cuda_events[i].proc, trace.cuda_events[i].context))
+        {
+            ctx_device.entry(key).or_insert(trace.cuda_events[i].device);
         }
         let mut stream_track = |b: &mut Builder, proc: u16, device: u32, context: u32, stream: u32| {
             let gpu = gpu_track(b, proc, device);
@@ -418,31 +423,56 @@ impl Layout {
         let mut items: Vec<Item> = Vec::with_capacity(
             trace.kernels.len() + trace.memcpys.len() + trace.memsets.len() + trace.apis.len() + trace.ranges.len(),
         );
-        // Stream and thread tracks of the rows, remembered per key: a lookup goes through three track roles
-        // (GPU, context, stream), and millions of rows share a handful of streams.
+        // Tracks are made in the order their first row comes (kernels, copies, memsets, then API calls), from the
+        // distinct keys found in parallel; then every row's item is made in parallel, looking its track up by key
+        // (millions of rows share a handful of streams and threads).
         let mut streams: HashMap<(u16, u32, u32, u32), u32> = HashMap::default();
-        let mut stream_of = |b: &mut Builder, proc: u16, device: u32, context: u32, stream: u32| {
-            *streams
-                .entry((proc, device, context, stream))
-                .or_insert_with(|| stream_track(b, proc, device, context, stream))
-        };
-        for (i, k) in trace.kernels.iter().enumerate() {
-            let t = stream_of(&mut b, k.proc, k.device, k.context, k.stream);
-            items.push(Item::new(t, k.start, k.end, Src::Kernel(i as u32)));
-        }
-        for (i, k) in trace.memcpys.iter().enumerate() {
-            let t = stream_of(&mut b, k.proc, k.device, k.context, k.stream);
-            items.push(Item::new(t, k.start, k.end, Src::Memcpy(i as u32)));
-        }
-        for (i, k) in trace.memsets.iter().enumerate() {
-            let t = stream_of(&mut b, k.proc, k.device, k.context, k.stream);
-            items.push(Item::new(t, k.start, k.end, Src::Memset(i as u32)));
+        let stream_key = |proc: u16, device: u32, context: u32, stream: u32| (proc, device, context, stream);
+        let stream_keys = [
+            first_seen(trace.kernels.len(), |i| {
+                let k = &trace.kernels[i];
+                stream_key(k.proc, k.device, k.context, k.stream)
+            }),
+            first_seen(trace.memcpys.len(), |i| {
+                let k = &trace.memcpys[i];
+                stream_key(k.proc, k.device, k.context, k.stream)
+            }),
+            first_seen(trace.memsets.len(), |i| {
+                let k = &trace.memsets[i];
+                stream_key(k.proc, k.device, k.context, k.stream)
+            }),
+        ];
+        for (key @ (proc, device, context, stream), _) in stream_keys.into_iter().flatten() {
+            if let std::collections::hash_map::Entry::Vacant(slot) = streams.entry(key) {
+                slot.insert(stream_track(&mut b, proc, device, context, stream));
+            }
         }
         let mut threads: HashMap<(u16, u32), u32> = HashMap::default();
-        for (i, a) in trace.apis.iter().enumerate() {
-            let t = *threads.entry((a.proc, a.tid)).or_insert_with(|| thread_track(&mut b, a.proc, a.tid));
-            items.push(Item::new(t, a.start, a.end, Src::Api(i as u32)));
+        for (key @ (proc, tid), _) in first_seen(trace.apis.len(), |i| (trace.apis[i].proc, trace.apis[i].tid)) {
+            let t = thread_track(&mut b, proc, tid);
+            threads.insert(key, t);
         }
+        let streams = &streams;
+        items.par_extend(trace.kernels.par_iter().enumerate().map(|(i, k)| {
+            let t = streams[&stream_key(k.proc, k.device, k.context, k.stream)];
+            Item::new(t, k.start, k.end, Src::Kernel(i as u32))
+        }));
+        items.par_extend(trace.memcpys.par_iter().enumerate().map(|(i, k)| {
+            let t = streams[&stream_key(k.proc, k.device, k.context, k.stream)];
+            Item::new(t, k.start, k.end, Src::Memcpy(i as u32))
+        }));
+        items.par_extend(trace.memsets.par_iter().enumerate().map(|(i, k)| {
+            let t = streams[&stream_key(k.proc, k.device, k.context, k.stream)];
+            Item::new(t, k.start, k.end, Src::Memset(i as u32))
+        }));
+        let threads = &threads;
+        items.par_extend(
+            trace
+                .apis
+                .par_iter()
+                .enumerate()
+                .map(|(i, a)| Item::new(threads[&(a.proc, a.tid)], a.start, a.end, Src::Api(i as u32))),
+        );
         let span = trace.span();
         for (i, r) in trace.ranges.iter().enumerate() {
             let t = thread_track(&mut b, r.proc, r.tid);
@@ -518,10 +548,40 @@ impl Layout {
     }
 }
 
-/// Moves items that overlap without nesting to overflow lanes (new tracks beside theirs); items stay sorted.
-fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
-    let mut lanes_made = 0u32;
-    let mut moved = false;
+/// The distinct values of `key(i)` for `i` in `0..n`, each with the first `i` that has it, in the order of those
+/// `i`. Found in parallel blocks, each remembering its own first sightings; the first block to see a key has
+/// its first row.
+fn first_seen<K>(n: usize, key: impl Fn(usize) -> K + Sync) -> Vec<(K, usize)>
+where
+    K: Copy + Eq + std::hash::Hash + Send + Sync,
+{
+    const BLOCK: usize = 1 << 15;
+    let blocks: Vec<Vec<(K, usize)>> = (0..n.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let mut seen: HashMap<K, ()> = HashMap::default();
+            let mut firsts = Vec::new();
+            let mut last = None;
+            for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
+                let k = key(i);
+                // Consecutive rows mostly share their key: skip the hash.
+                if last != Some(k) {
+                    last = Some(k);
+                    if seen.insert(k, ()).is_none() {
+                        firsts.push((k, i));
+                    }
+                }
+            }
+            firsts
+        })
+        .collect();
+    let mut seen: HashMap<K, ()> = HashMap::default();
+    blocks.into_iter().flatten().filter(|&(k, _)| seen.insert(k, ()).is_none()).collect()
+}
+
+/// Start and end (exclusive) of each track's run of items (items sorted by track first).
+fn track_runs(items: &[Item]) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
     let mut i = 0;
     while i < items.len() {
         let track = items[i].track;
@@ -529,41 +589,63 @@ fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
         while j < items.len() && items[j].track == track {
             j += 1;
         }
-        // stacks[k] holds the end times of open slices on lane k.
-        let mut stacks: Vec<Vec<u64>> = vec![Vec::new()];
-        for it in &mut items[i..j] {
-            let mut lane = None;
-            for (k, st) in stacks.iter_mut().enumerate() {
-                while st.last().is_some_and(|&e| e <= it.start) {
-                    st.pop();
-                }
-                if st.last().is_none_or(|&e| it.end <= e) {
-                    st.push(it.end);
-                    lane = Some(k);
-                    break;
-                }
-            }
-            let k = lane.unwrap_or_else(|| {
-                stacks.push(vec![it.end]);
-                stacks.len() - 1
-            });
-            if k > 0 {
-                let base = &b.tracks[track as usize];
-                let (name, parent, jp, jt, pid) =
-                    (format!("{} (overlapping {k})", base.name), base.parent, base.json_pid, base.json_tid, base.pid);
-                let role = TrackRole::Lane { of: track, k: k as u32 };
-                let before = b.tracks.len();
-                let lt = b.get(role.clone(), |_| Track { role, parent, name, json_pid: jp, json_tid: jt, pid });
-                if b.tracks.len() > before {
-                    lanes_made += 1;
-                }
-                it.track = lt;
-                moved = true;
-            }
-        }
+        runs.push((i, j));
         i = j;
     }
-    if moved {
+    runs
+}
+
+/// Moves items that overlap without nesting to overflow lanes (new tracks beside theirs); items stay sorted.
+/// Each track's lanes are found in parallel; the lane tracks are then made in item order.
+fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
+    let runs = track_runs(items);
+    let items_ro: &[Item] = items;
+    // (item, lane) of every item that leaves lane 0, in item order.
+    let moves: Vec<(usize, u32)> = runs
+        .par_iter()
+        .flat_map_iter(|&(i, j)| {
+            let mut out = Vec::new();
+            // stacks[k] holds the end times of open slices on lane k.
+            let mut stacks: Vec<Vec<u64>> = vec![Vec::new()];
+            for (n, it) in items_ro[i..j].iter().enumerate() {
+                let mut lane = None;
+                for (k, st) in stacks.iter_mut().enumerate() {
+                    while st.last().is_some_and(|&e| e <= it.start) {
+                        st.pop();
+                    }
+                    if st.last().is_none_or(|&e| it.end <= e) {
+                        st.push(it.end);
+                        lane = Some(k);
+                        break;
+                    }
+                }
+                let k = lane.unwrap_or_else(|| {
+                    stacks.push(vec![it.end]);
+                    stacks.len() - 1
+                });
+                if k > 0 {
+                    out.push((i + n, k as u32));
+                }
+            }
+            out
+        })
+        .collect();
+    let mut lanes_made = 0u32;
+    for &(at, k) in &moves {
+        let track = items[at].track;
+        let role = TrackRole::Lane { of: track, k };
+        let before = b.tracks.len();
+        let lt = b.get(role.clone(), |b| {
+            let base = &b.tracks[track as usize];
+            let name = format!("{} (overlapping {k})", base.name);
+            Track { role, parent: base.parent, name, json_pid: base.json_pid, json_tid: base.json_tid, pid: base.pid }
+        });
+        if b.tracks.len() > before {
+            lanes_made += 1;
+        }
+        items[at].track = lt;
+    }
+    if !moves.is_empty() {
         items.par_sort_unstable_by_key(Item::key);
     }
     lanes_made
@@ -724,6 +806,58 @@ mod tests {
         assert_eq!(shards[0].next_start(&items), Some(30));
         assert_eq!(shards[1].next_start(&items), None);
         assert_eq!(shards[3].next_start(&items), None);
+    }
+
+    #[test]
+    fn slices_that_overlap_without_nesting_move_to_lanes_beside_their_track() {
+        let track = |stream: u32| Track {
+            role: TrackRole::Stream { proc: 0, device: 0, context: 1, stream },
+            parent: Some(9),
+            name: format!("stream {stream}"),
+            json_pid: 7,
+            json_tid: 3,
+            pid: 0,
+        };
+        let mut b = Builder { tracks: vec![track(7), track(8)], index: HashMap::default(), last: None };
+        let k = Src::Kernel;
+        let mut items = vec![
+            // Track 0: [5, 15] overlaps [0, 10] without nesting -> lane 1; [6, 8] nests in [0, 10]; [7, 16]
+            // overlaps both -> lane 2; [12, 20] starts after [0, 10] ended -> lane 0.
+            Item::new(0, 0, 10, k(0)),
+            Item::new(0, 5, 15, k(1)),
+            Item::new(0, 6, 8, k(2)),
+            Item::new(0, 7, 16, k(3)),
+            Item::new(0, 12, 20, k(4)),
+            // Track 1: [3, 9] overlaps [1, 4] -> its own lane 1.
+            Item::new(1, 1, 4, k(5)),
+            Item::new(1, 3, 9, k(6)),
+        ];
+        assert_eq!(assign_lanes(&mut b, &mut items), 3);
+        let names: Vec<&str> = b.tracks.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "stream 7",
+                "stream 8",
+                "stream 7 (overlapping 1)",
+                "stream 7 (overlapping 2)",
+                "stream 8 (overlapping 1)"
+            ]
+        );
+        assert!(b.tracks[2..].iter().all(|t| (t.parent, t.json_pid, t.json_tid) == (Some(9), 7, 3)));
+        let placed: Vec<(u32, u64)> = items.iter().map(|i| (i.track, i.start)).collect();
+        // Sorted by track again: lanes come after their base tracks.
+        assert_eq!(placed, [(0, 0), (0, 6), (0, 12), (1, 1), (2, 5), (3, 7), (4, 3)]);
+    }
+
+    #[test]
+    fn first_sightings_come_in_row_order_across_blocks() {
+        // Keys repeat in runs and across the 32,768-row blocks; a key first seen late in a block comes after one
+        // seen early in a later block only by row.
+        let keys: Vec<u32> = (0..100_000u32).map(|i| if i < 40_000 { i / 20_000 } else { 7 - (i / 30_000) }).collect();
+        let got = first_seen(keys.len(), |i| keys[i]);
+        assert_eq!(got, [(0, 0), (1, 20_000), (6, 40_000), (5, 60_000), (4, 90_000)]);
+        assert!(first_seen(0, |i| keys[i]).is_empty());
     }
 
     #[test]
