@@ -465,7 +465,10 @@ fn main() -> ExitCode {
     cutr_convert::phase::init();
     cutr_convert::memory::start_small();
     let cli = Cli::parse();
-    match run(cli) {
+    // The whole command runs on a worker of the pool: each parallel step started from outside the pool hands its
+    // work over and sleeps until it is done, and a conversion has dozens of such steps, some of them tiny for a
+    // small recording (on the GPU machine's VM, a hand-over costs about as much as a small step's work).
+    match rayon::scope(|_| run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("cupti-convert: error: {e:#}");
