@@ -469,6 +469,18 @@ fn text_id(r: &Reader, ptr: u64, seq: u32, unresolved: &mut u64) -> u32 {
     }
 }
 
+/// One kind's rows of each chunk, taken out of them.
+fn take_kind<T>(rows: &mut [ChunkRows], kind: impl Fn(&mut ChunkRows) -> &mut Vec<T>) -> Vec<Vec<T>> {
+    rows.iter_mut().map(|c| std::mem::take(kind(c))).collect()
+}
+
+/// Appends `parts` to `dest`, in order.
+fn append_all<T>(dest: &mut Vec<T>, parts: Vec<Vec<T>>) {
+    for mut p in parts {
+        dest.append(&mut p);
+    }
+}
+
 /// The rows of one decoded chunk. Its groups (one per kind) are decoded in parallel: a small recording is a few
 /// large buffers, and one thread per buffer would leave most cores idle.
 fn decode_chunk(
@@ -815,12 +827,23 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         let file_records: u64 = chunks.iter().map(|c| c.header.record_count as u64).sum();
         // Chunks are decoded in parallel a window at a time, and each window's rows are appended to the trace
         // while the next window decodes: the rows exist once (not once per chunk and again in the trace), decode
-        // buffers are reused, and the serial appends overlap the decoding.
+        // buffers are reused, and the appends (a task per kind) overlap the decoding.
         let window = (rayon::current_num_threads() * 2).max(1);
         let decode_window = |win: &[ChunkInfo]| -> WindowRows {
             win.par_iter()
                 .map(|c| match r.decode_activity(c) {
-                    Ok(d) => Ok(decode_chunk(r, &ff, proc, &tb, filter, c, &d)),
+                    Ok(d) => {
+                        let mut rows = decode_chunk(r, &ff, proc, &tb, filter, c, &d);
+                        // File-local text ids become trace name ids here, in parallel, not in the serial append.
+                        for k in &mut rows.kernels {
+                            k.name = m(k.name);
+                        }
+                        for mk in &mut rows.markers {
+                            mk.name = m(mk.name);
+                            mk.domain = m(mk.domain);
+                        }
+                        Ok(rows)
+                    }
                     Err(_) => Err(()),
                 })
                 .collect()
@@ -843,38 +866,51 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 markers.reserve(scale(ok().map(|c| c.markers.len()).sum()));
                 ext.reserve(scale(ok().map(|c| c.ext.len()).sum()));
             }
+            let mut ok = Vec::with_capacity(rows.len());
             for (c, rows) in win.iter().zip(rows) {
                 let Ok(mut c) = rows else {
                     damaged += 1;
                     damaged_records += c.header.record_count as u64;
                     continue;
                 };
-                for k in &mut c.kernels {
-                    k.name = m(k.name);
-                }
-                for mk in &mut c.markers {
-                    mk.name = m(mk.name);
-                    mk.domain = m(mk.domain);
-                }
-                for (k, n) in c.per_kind {
+                for (k, n) in c.per_kind.drain(..) {
                     *per_kind.entry(k).or_default() += n;
                 }
-                trace.kernels.append(&mut c.kernels);
-                trace.memcpys.append(&mut c.memcpys);
-                trace.memsets.append(&mut c.memsets);
-                trace.apis.append(&mut c.apis);
-                trace.syncs.append(&mut c.syncs);
-                trace.cuda_events.append(&mut c.events);
-                trace.overheads.append(&mut c.overheads);
-                trace.memory.append(&mut c.memory);
-                markers.append(&mut c.markers);
-                ext.append(&mut c.ext);
                 trace.stats.zero_timestamp_records += c.zero;
                 trace.stats.inverted_records += c.inverted;
                 trace.stats.unmodelled_records += c.unmodelled;
                 trace.stats.unresolved_names += c.unresolved;
                 trace.stats.unparsed_bytes += c.unparsed;
+                ok.push(c);
             }
+            // Each kind's rows are appended by its own task: the copies (and first touches of the reserved
+            // memory) of the kinds at once instead of one after another.
+            let (k, mc, ms, a) = (
+                take_kind(&mut ok, |c| &mut c.kernels),
+                take_kind(&mut ok, |c| &mut c.memcpys),
+                take_kind(&mut ok, |c| &mut c.memsets),
+                take_kind(&mut ok, |c| &mut c.apis),
+            );
+            let (sy, ev, ov, me) = (
+                take_kind(&mut ok, |c| &mut c.syncs),
+                take_kind(&mut ok, |c| &mut c.events),
+                take_kind(&mut ok, |c| &mut c.overheads),
+                take_kind(&mut ok, |c| &mut c.memory),
+            );
+            let (mk, ex) = (take_kind(&mut ok, |c| &mut c.markers), take_kind(&mut ok, |c| &mut c.ext));
+            let (markers, ext) = (&mut markers, &mut ext);
+            rayon::scope(|s| {
+                s.spawn(|_| append_all(&mut trace.kernels, k));
+                s.spawn(|_| append_all(&mut trace.apis, a));
+                s.spawn(|_| append_all(markers, mk));
+                s.spawn(|_| append_all(ext, ex));
+                append_all(&mut trace.memcpys, mc);
+                append_all(&mut trace.memsets, ms);
+                append_all(&mut trace.syncs, sy);
+                append_all(&mut trace.cuda_events, ev);
+                append_all(&mut trace.overheads, ov);
+                append_all(&mut trace.memory, me);
+            });
         };
         let mut decoded: Option<(&[ChunkInfo], WindowRows)> = None;
         for win in chunks.chunks(window) {
