@@ -1036,16 +1036,26 @@ fn pair_markers(trace: &mut Trace, proc: u16, mut markers: Vec<RawMarker>, filte
 impl Trace {
     /// Sorts rows by time and builds the joins.
     fn finish(&mut self) {
-        self.kernels.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
-        self.memcpys.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
-        self.memsets.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
-        self.apis.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
-        self.syncs.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
-        self.overheads.sort_unstable_by_key(|k| (k.start, k.proc));
-        self.memory.sort_unstable_by_key(|k| (k.ts, k.proc));
-        self.marks.sort_unstable_by_key(|k| (k.ts, k.proc));
-        // Outer ranges first at equal starts, so depth follows nesting.
-        self.ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
+        // The kinds sort at the same time (each in parallel too): a small recording's sorts are each too short to
+        // keep the workers busy one after another.
+        let (kernels, memcpys, memsets, apis, syncs) =
+            (&mut self.kernels, &mut self.memcpys, &mut self.memsets, &mut self.apis, &mut self.syncs);
+        let (overheads, memory, marks, ranges) =
+            (&mut self.overheads, &mut self.memory, &mut self.marks, &mut self.ranges);
+        rayon::scope(|s| {
+            s.spawn(|_| kernels.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| memcpys.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| memsets.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| syncs.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| {
+                overheads.sort_unstable_by_key(|k| (k.start, k.proc));
+                memory.sort_unstable_by_key(|k| (k.ts, k.proc));
+                marks.sort_unstable_by_key(|k| (k.ts, k.proc));
+                // Outer ranges first at equal starts, so depth follows nesting.
+                ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
+            });
+            apis.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
+        });
         crate::phase::mark("sort rows");
 
         // (correlation id, index + 1) of each file's calls, gathered in one pass over all calls.
@@ -1063,11 +1073,11 @@ impl Trace {
             });
         }
         let missing = |proc: u16, corr: u32| !self.api_by_corr.contains(proc, corr);
-        self.stats.gpu_without_api = self.kernels.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
-            + self.memcpys.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
-            + self.memsets.iter().filter(|k| missing(k.proc, k.correlation)).count() as u64;
+        self.stats.gpu_without_api = self.kernels.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
+            + self.memcpys.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
+            + self.memsets.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64;
         self.stats.graph_kernels_without_launch =
-            self.kernels.iter().filter(|k| k.graph_id != 0 && missing(k.proc, k.correlation)).count() as u64;
+            self.kernels.par_iter().filter(|k| k.graph_id != 0 && missing(k.proc, k.correlation)).count() as u64;
         self.stats.external_without_api =
             self.external.entries().filter(|&(p, c, _)| !self.api_by_corr.contains(p, c)).count() as u64;
 
