@@ -50,6 +50,14 @@ fn converts_a_fixture_with_one_summary_line() {
         run(&[path_str(&fixture("cuda_workload.cutr")), "--perfetto", "--no-compress", "-q", "-o", path_str(&plain)]);
     assert_eq!((o.status.code(), o.stderr.len()), (Some(0), 0));
     assert_eq!((bytes, std::fs::metadata(&plain).unwrap().len()), (CUDA_WORKLOAD_PFTRACE, CUDA_WORKLOAD_PFTRACE_PLAIN));
+    // --gzip compresses the whole file instead: inside it are exactly the plain packets.
+    let gz = dir.path().join("w.pftrace.gz");
+    let o = run(&[path_str(&fixture("cuda_workload.cutr")), "--perfetto", "--gzip", "-q", "-o", path_str(&gz)]);
+    assert_eq!((o.status.code(), o.stderr.len()), (Some(0), 0));
+    let mut inflated = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap()), &mut inflated)
+        .unwrap();
+    assert_eq!(inflated, std::fs::read(&plain).unwrap());
     // --quiet: nothing at all.
     let o =
         run(&[path_str(&fixture("cuda_workload.cutr")), "--chrome", "-q", "-o", path_str(&dir.path().join("w.json"))]);
