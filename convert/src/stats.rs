@@ -105,7 +105,7 @@ pub struct Stats {
     pub utilization: Vec<Utilization>,
     pub gpu_time_ns: u64,
     pub span_ns: u64,
-    pub loss: HashMap<String, u64>,
+    pub loss: std::collections::BTreeMap<String, u64>,
     pub joins: JoinStats,
 }
 

@@ -221,3 +221,29 @@ fn export_reports_progress_shard_by_shard() {
         assert!(done.windows(2).all(|w| w[0] < w[1]), "{format:?}: {done:?}");
     }
 }
+
+/// `stats --json` is the same bytes every run (CI diffs it), its loss counters in name order.
+#[test]
+fn stats_json_is_stable_from_run_to_run() {
+    let f = fixture("pytorch_loop.cutr");
+    let runs: Vec<Vec<u8>> = (0..3).map(|_| run(&["stats", path_str(&f), "--json"]).stdout).collect();
+    assert!(runs[0] == runs[1] && runs[1] == runs[2], "stats --json differs between runs");
+    // As written (serde_json's own map would sort them whatever the output's order).
+    let text = String::from_utf8(runs[0].clone()).unwrap();
+    let loss = &text[text.find("\"loss\": {").unwrap()..];
+    let loss = &loss[..loss.find('}').unwrap()];
+    let keys: Vec<&str> = loss.lines().skip(1).filter_map(|l| l.trim().split('"').nth(1)).collect();
+    assert_eq!(
+        keys,
+        [
+            "cupti_dropped_records",
+            "inverted_timestamp_records",
+            "records_lost_in_write_failures",
+            "refused_buffers",
+            "unparsed_bytes",
+            "unresolved_strings",
+            "write_failures",
+            "zero_timestamp_records"
+        ]
+    );
+}
