@@ -506,16 +506,24 @@ fn decode_chunk(
 impl ChunkRows {
     /// Moves `other`'s rows after this one's.
     fn absorb(&mut self, other: &mut ChunkRows) {
-        self.kernels.append(&mut other.kernels);
-        self.memcpys.append(&mut other.memcpys);
-        self.memsets.append(&mut other.memsets);
-        self.apis.append(&mut other.apis);
-        self.syncs.append(&mut other.syncs);
-        self.events.append(&mut other.events);
-        self.ext.append(&mut other.ext);
-        self.markers.append(&mut other.markers);
-        self.overheads.append(&mut other.overheads);
-        self.memory.append(&mut other.memory);
+        /// Most kinds come from one group: an empty destination takes the rows over instead of copying them.
+        fn take_over<T>(dest: &mut Vec<T>, src: &mut Vec<T>) {
+            if dest.is_empty() {
+                std::mem::swap(dest, src);
+            } else {
+                dest.append(src);
+            }
+        }
+        take_over(&mut self.kernels, &mut other.kernels);
+        take_over(&mut self.memcpys, &mut other.memcpys);
+        take_over(&mut self.memsets, &mut other.memsets);
+        take_over(&mut self.apis, &mut other.apis);
+        take_over(&mut self.syncs, &mut other.syncs);
+        take_over(&mut self.events, &mut other.events);
+        take_over(&mut self.ext, &mut other.ext);
+        take_over(&mut self.markers, &mut other.markers);
+        take_over(&mut self.overheads, &mut other.overheads);
+        take_over(&mut self.memory, &mut other.memory);
         self.per_kind.append(&mut other.per_kind);
         self.zero += other.zero;
         self.inverted += other.inverted;
@@ -537,15 +545,18 @@ fn decode_group(
 ) -> ChunkRows {
     let mut out = ChunkRows::default();
     let t = |v: u64| tb.to_trace(v);
-    let valid = |s: u64, e: u64, out: &mut ChunkRows| -> bool {
+    // A record's (start, end) in trace time, or None when it has no usable span (counted) or lies outside
+    // the --start/--end window.
+    let kept = |s: u64, e: u64, out: &mut ChunkRows| -> Option<(u64, u64)> {
         if s == 0 && e == 0 {
             out.zero += 1;
-            false
+            None
         } else if e < s {
             out.inverted += 1;
-            false
+            None
         } else {
-            true
+            let (start, end) = (t(s), t(e));
+            filter.keeps(start, end).then_some((start, end))
         }
     };
     // Room for every record of the group up front: growing row vectors record by record reallocates.
@@ -564,15 +575,14 @@ fn decode_group(
         kinds::CONCURRENT_KERNEL | kinds::KERNEL => {
             let Some(f) = &ff.kernel else { return out };
             for rec in g.iter() {
-                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
-                }
+                };
                 let name = text_id(r, f.u64(6, rec), seq, &mut out.unresolved);
                 out.kernels.push(Kernel {
                     proc,
-                    start: t(s),
-                    end: t(e),
+                    start,
+                    end,
                     device: f.u32(2, rec),
                     context: f.u32(3, rec),
                     stream: f.u32(4, rec),
@@ -594,14 +604,13 @@ fn decode_group(
             let p2p = g.kind == kinds::MEMCPY2;
             let Some(f) = (if p2p { &ff.memcpy2 } else { &ff.memcpy }) else { return out };
             for rec in g.iter() {
-                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
-                }
+                };
                 out.memcpys.push(Memcpy {
                     proc,
-                    start: t(s),
-                    end: t(e),
+                    start,
+                    end,
                     device: f.u32(2, rec),
                     context: f.u32(3, rec),
                     stream: f.u32(4, rec),
@@ -620,14 +629,13 @@ fn decode_group(
         kinds::MEMSET => {
             let Some(f) = &ff.memset else { return out };
             for rec in g.iter() {
-                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
-                }
+                };
                 out.memsets.push(Memset {
                     proc,
-                    start: t(s),
-                    end: t(e),
+                    start,
+                    end,
                     device: f.u32(2, rec),
                     context: f.u32(3, rec),
                     stream: f.u32(4, rec),
@@ -644,14 +652,13 @@ fn decode_group(
             let driver = g.kind == kinds::DRIVER;
             let Some(f) = (if driver { &ff.driver } else { &ff.runtime }) else { return out };
             for rec in g.iter() {
-                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
-                }
+                };
                 out.apis.push(ApiCall {
                     proc,
-                    start: t(s),
-                    end: t(e),
+                    start,
+                    end,
                     pid: f.u32(2, rec),
                     tid: f.u32(3, rec),
                     correlation: f.u32(4, rec),
@@ -664,14 +671,13 @@ fn decode_group(
         kinds::SYNCHRONIZATION => {
             let Some(f) = &ff.sync else { return out };
             for rec in g.iter() {
-                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
-                }
+                };
                 out.syncs.push(Sync {
                     proc,
-                    start: t(s),
-                    end: t(e),
+                    start,
+                    end,
                     sync_type: f.u32(2, rec),
                     correlation: f.u32(3, rec),
                     context: f.u32(4, rec),
@@ -721,14 +727,13 @@ fn decode_group(
         kinds::OVERHEAD => {
             let Some(f) = &ff.overhead else { return out };
             for rec in g.iter() {
-                let (s, e) = (f.u64(0, rec), f.u64(1, rec));
-                if !valid(s, e, &mut out) || !filter.keeps(t(s), t(e)) {
+                let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
-                }
+                };
                 out.overheads.push(Overhead {
                     proc,
-                    start: t(s),
-                    end: t(e),
+                    start,
+                    end,
                     kind: f.u32(2, rec),
                     object_kind: f.u32(3, rec),
                     tid: f.u32(4, rec),
