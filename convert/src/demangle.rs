@@ -4,7 +4,7 @@
 
 use std::ffi::{CStr, CString, c_char, c_int};
 
-#[link(name = "stdc++")]
+// Linked by build.rs: statically where the toolchain allows.
 unsafe extern "C" {
     fn __cxa_demangle(mangled: *const c_char, out: *mut c_char, len: *mut usize, status: *mut c_int) -> *mut c_char;
 }
