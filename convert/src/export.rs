@@ -371,7 +371,9 @@ pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Resul
         format!("{} shards of {} slices, largest {largest}", lay.shards.len(), lay.items.len())
     });
     let trace: &Trace = trace;
+    let _s = crate::phase::span(|| "create output".into());
     let mut out = Output::create(path, opts.gzip)?;
+    drop(_s);
     if let Some(p) = opts.progress.clone() {
         // Perfetto writes one shard more than the layout has: the side events (counters, instants).
         let total = lay.shards.len() as u64 + u64::from(opts.format == Format::Perfetto);
@@ -386,7 +388,9 @@ pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Resul
         Format::Perfetto => write_perfetto(trace, &lay, &mut out, opts.compress_packets && !opts.gzip)?,
         Format::Chrome => write_chrome(trace, &lay, &mut out, path)?,
     }
+    let _s = crate::phase::span(|| "finish output".into());
     let bytes = out.finish()?;
+    drop(_s);
     crate::phase::mark("write");
     Ok(ExportSummary {
         bytes,
@@ -423,9 +427,11 @@ fn write_perfetto(trace: &Trace, lay: &Layout, out: &mut Output, compress: bool)
     let n_shards = lay.shards.len();
     out.write_shards(n_shards + 1, b"", |s| {
         if s == n_shards {
+            let _s = crate::phase::span(|| "side events".into());
             return side_events(trace, lay, uuid, compress);
         }
         let range = lay.shards[s];
+        let _s = crate::phase::span(|| format!("shard {s} ({} slices)", range.end - range.start));
         let track = uuid(range.track);
         let t0 = lay.items[range.start as usize].start;
         // About 64 bytes per slice (BEGIN, END and args; docs/BENCHMARKS.md measures 60 on a kernel-heavy mix),

@@ -294,8 +294,13 @@ fn device_name(trace: &Trace, proc: u16, device: u32) -> String {
 
 impl Layout {
     pub fn build(trace: &mut Trace, shard_slices: usize) -> Layout {
+        let demangling = crate::phase::span(|| "demangle".into());
         trace.demangle_names();
+        drop(demangling);
+        let labelling = crate::phase::span(|| "labels".into());
         let labels = labels(trace);
+        drop(labelling);
+        let tracks_and_items = crate::phase::span(|| "tracks and items".into());
         let multi = trace.processes.len() > 1;
         let mut b = Builder { tracks: Vec::new(), index: HashMap::default(), last: None };
         let health_track = b.get(TrackRole::Health, |_| Track {
@@ -526,12 +531,21 @@ impl Layout {
             thread_track(&mut b, m.proc, m.tid);
         }
 
+        drop(tracks_and_items);
         crate::phase::mark("layout items");
+        let sorting = crate::phase::span(|| "sort items".into());
         items.par_sort_unstable_by_key(Item::key);
+        drop(sorting);
         crate::phase::mark("sort items");
+        let _s = crate::phase::span(|| "assign lanes".into());
         let overflow_lanes = assign_lanes(&mut b, &mut items);
+        drop(_s);
+        let _s = crate::phase::span(|| "shard".into());
         let (shards, open_ends) = shard(&items, shard_slices);
+        drop(_s);
+        let _s = crate::phase::span(|| "flows".into());
         let flows = Flows::build(trace);
+        drop(_s);
         Layout {
             tracks: b.tracks,
             items,

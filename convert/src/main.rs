@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use cutr_convert::export::{ExportOptions, Format, Progress, Stage, export, shard_slices_for};
 use cutr_convert::layout::slice_rows;
-use cutr_convert::model::{Filter, LoadOptions, load_readers};
+use cutr_convert::model::{Filter, LoadOptions, load_prefetched, load_readers, open_inputs};
 use cutr_format::Reader;
 use cutr_format::synth::{SynthOptions, write_file};
 
@@ -150,6 +150,7 @@ fn warn(file: &Path, msg: &str) {
 }
 
 fn open(file: &Path) -> Result<Reader> {
+    let _s = cutr_convert::phase::span(|| format!("open {}", file.display()));
     Reader::open(file).with_context(|| file.display().to_string())
 }
 
@@ -266,7 +267,8 @@ fn convert(a: ConvertArgs) -> Result<()> {
         let name = format!("{}{}{}.{ext}", base.display(), if stem.is_empty() { "" } else { "." }, stem);
         PathBuf::from(name)
     });
-    let readers: Vec<Reader> = a.files.iter().map(|f| open(f)).collect::<Result<_>>()?;
+    let (readers, prefetched) =
+        open_inputs(&a.files, a.start.is_none() && a.end.is_none()).map_err(|e| anyhow::anyhow!("{e}"))?;
     for (f, r) in a.files.iter().zip(&readers) {
         if let Some(rec) = r.recovery() {
             warn(
@@ -306,7 +308,8 @@ fn convert(a: ConvertArgs) -> Result<()> {
     let records: u64 = readers.iter().flat_map(|r| r.activity_chunks()).map(|c| u64::from(c.header.record_count)).sum();
     bar.stage(&format!("decoding {records} records from {} file(s)", readers.len()));
     cutr_convert::phase::mark("open");
-    let mut trace = load_readers(&a.files, &readers, &LoadOptions { filter }).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut trace =
+        load_prefetched(&a.files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);
     let s = &trace.stats;
     let join_warnings = [
@@ -464,11 +467,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
 fn main() -> ExitCode {
     cutr_convert::phase::init();
     cutr_convert::memory::start_small();
-    let cli = Cli::parse();
+    let cli = {
+        let _s = cutr_convert::phase::span(|| "parse arguments".into());
+        Cli::parse()
+    };
     // The whole command runs on a worker of the pool: each parallel step started from outside the pool hands its
     // work over and sleeps until it is done, and a conversion has dozens of such steps, some of them tiny for a
     // small recording (on the GPU machine's VM, a hand-over costs about as much as a small step's work).
-    match rayon::scope(|_| run(cli)) {
+    let result = {
+        let _s = cutr_convert::phase::span(|| "start the pool".into());
+        rayon::scope(|_| {
+            drop(_s);
+            run(cli)
+        })
+    };
+    cutr_convert::phase::print_spans();
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("cupti-convert: error: {e:#}");

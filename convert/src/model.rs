@@ -7,9 +7,10 @@
 use std::collections::HashMap;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cutr_format::records::FieldReader;
-use cutr_format::{ChunkInfo, DecodedBuffer, LossCounters, Problem, Reader, SessionMetadata};
+use cutr_format::{ChunkError, ChunkInfo, DecodedBuffer, LossCounters, Problem, Reader, SessionMetadata};
 use cutr_schema::{LayoutTable, RecordLayout, kinds};
 use rayon::prelude::*;
 
@@ -209,13 +210,13 @@ pub struct MemoryOp {
 #[derive(Clone, Debug)]
 pub struct Process {
     pub path: PathBuf,
-    pub meta: SessionMetadata,
+    pub meta: Arc<SessionMetadata>,
     pub pid: u32,
     pub time: TimeBase,
     pub loss: LossCounters,
     pub problems: Vec<Problem>,
-    /// cbid -> name for this file (runtime: domain 2, driver: domain 1).
-    pub api_names: HashMap<(u32, u32), String>,
+    /// (domain, cbid) -> index into `meta.callback_names` (runtime: domain 2, driver: domain 1).
+    pub api_names: rustc_hash::FxHashMap<(u32, u32), u32>,
 }
 
 /// Counts of joins that failed and records that could not be used; all shown in every output.
@@ -493,7 +494,14 @@ fn decode_chunk(
     d: &DecodedBuffer,
 ) -> ChunkRows {
     let seq = chunk.header.seq;
-    let parts: Vec<ChunkRows> = d.groups.par_iter().map(|g| decode_group(r, ff, proc, tb, filter, seq, g)).collect();
+    let parts: Vec<ChunkRows> = d
+        .groups
+        .par_iter()
+        .map(|g| {
+            let _s = crate::phase::span(|| format!("decode chunk {seq} kind {} ({} records)", g.kind, g.len()));
+            decode_group(r, ff, proc, tb, filter, seq, g)
+        })
+        .collect();
     let mut parts = parts.into_iter();
     let mut out = parts.next().unwrap_or_default();
     for mut p in parts {
@@ -784,14 +792,60 @@ pub enum LoadError {
 
 /// Loads and joins one or more recordings (one per process or rank) onto one timeline.
 pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<Trace, LoadError> {
+    let (readers, prefetched) = open_inputs(paths, opts.filter.start.is_none() && opts.filter.end.is_none())?;
+    load_prefetched(paths, &readers, opts, prefetched)
+}
+
+/// Activity chunks of the first input, decoded while its side chunks were read ([`open_inputs`]).
+#[derive(Default)]
+pub struct Prefetched(Vec<(u32, Result<DecodedBuffer, ChunkError>)>);
+
+/// Chunks decoded at a time (and held in memory at once) per file: two per worker.
+fn decode_window_len() -> usize {
+    (rayon::current_num_threads() * 2).max(1)
+}
+
+/// Opens the inputs (in parallel). With `decode_ahead`, the first file's first window of activity chunks is
+/// decompressed while its metadata and strings are read: for a small recording those each take about as long as
+/// the whole decode. (Leave it off with a `--start/--end` window, which may skip those chunks.)
+pub fn open_inputs(paths: &[PathBuf], decode_ahead: bool) -> Result<(Vec<Reader>, Prefetched), LoadError> {
     if paths.len() > u16::MAX as usize {
         return Err(LoadError::TooMany(paths.len()));
     }
-    let readers: Vec<Reader> = paths
-        .iter()
-        .map(|p| Reader::open(p).map_err(|err| LoadError::Open { path: p.clone(), err }))
-        .collect::<Result<_, _>>()?;
-    load_readers(paths, &readers, opts)
+    let opened: Vec<Result<(Reader, Prefetched), LoadError>> = paths
+        .par_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let _s = crate::phase::span(|| format!("open {}", p.display()));
+            Reader::open_with(p, |r| {
+                if i > 0 || !decode_ahead {
+                    return Prefetched::default();
+                }
+                let first: Vec<&ChunkInfo> = r
+                    .activity_chunks()
+                    .take(decode_window_len())
+                    .filter(|c| c.header.codec == cutr_format::Codec::Records)
+                    .collect();
+                Prefetched(first.par_iter().map(|c| (c.header.seq, decode_activity_timed(r, c))).collect())
+            })
+            .map_err(|err| LoadError::Open { path: p.clone(), err })
+        })
+        .collect();
+    let mut readers = Vec::with_capacity(paths.len());
+    let mut prefetched = Prefetched::default();
+    for (i, o) in opened.into_iter().enumerate() {
+        let (r, p) = o?;
+        readers.push(r);
+        if i == 0 {
+            prefetched = p;
+        }
+    }
+    Ok((readers, prefetched))
+}
+
+fn decode_activity_timed(r: &Reader, c: &ChunkInfo) -> Result<DecodedBuffer, ChunkError> {
+    let _s = crate::phase::span(|| format!("decompress+restore chunk {}", c.header.seq));
+    r.decode_activity(c)
 }
 
 /// The rows of a window of chunks, one entry per chunk (`Err` for a chunk that failed to decode).
@@ -799,15 +853,29 @@ type WindowRows = Vec<Result<ChunkRows, ()>>;
 
 /// [`load`] for already open readers (`paths` label them).
 pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -> Result<Trace, LoadError> {
+    load_prefetched(paths, readers, opts, Prefetched::default())
+}
+
+/// [`load_readers`] with the chunks [`open_inputs`] decoded ahead.
+pub fn load_prefetched(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &LoadOptions,
+    prefetched: Prefetched,
+) -> Result<Trace, LoadError> {
+    if paths.len() > u16::MAX as usize {
+        return Err(LoadError::TooMany(paths.len()));
+    }
     let mut trace = Trace::default();
     trace.names.intern(""); // NO_NAME
     let mut per_kind: HashMap<u32, u64> = HashMap::new();
+    let mut prefetched = Some(prefetched);
     for (proc, (path, r)) in paths.iter().zip(readers).enumerate() {
         let proc = proc as u16;
-        let meta = r.metadata().cloned().ok_or_else(|| LoadError::NoMetadata { path: path.clone() })?;
-        let layouts = meta.layouts.clone().ok_or_else(|| LoadError::NoMetadata { path: path.clone() })?;
+        let meta = r.metadata_shared().ok_or_else(|| LoadError::NoMetadata { path: path.clone() })?;
+        let layouts = r.layouts().ok_or_else(|| LoadError::NoMetadata { path: path.clone() })?;
         let tb = TimeBase::from_clocks(r.clocks());
-        let ff = FileFields::new(&layouts);
+        let ff = FileFields::new(layouts);
         let filter = &opts.filter;
         // Chunks whose time range is entirely outside the window are skipped without decoding.
         let skip = |c: &ChunkInfo| {
@@ -822,10 +890,6 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 damaged_records += *records as u64;
             }
         }
-        // File-local text ids -> trace name ids.
-        let texts = r.strings().texts();
-        let map: Vec<u32> = std::iter::once(NO_NAME).chain(texts.iter().map(|t| trace.names.intern(t))).collect();
-        let m = |id: u32| map.get(id as usize).copied().unwrap_or(NO_NAME);
         let mut markers = Vec::new();
         let mut ext: Vec<(u32, u32, u64)> = Vec::new();
         let chunks: Vec<ChunkInfo> = r.activity_chunks().filter(|c| !skip(c)).cloned().collect();
@@ -833,28 +897,37 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         // Chunks are decoded in parallel a window at a time, and each window's rows are appended to the trace
         // while the next window decodes: the rows exist once (not once per chunk and again in the trace), decode
         // buffers are reused, and the appends (a task per kind) overlap the decoding.
-        let window = (rayon::current_num_threads() * 2).max(1);
-        let decode_window = |win: &[ChunkInfo]| -> WindowRows {
+        let window = decode_window_len();
+        // Buffers decoded ahead (first file only), taken by chunk sequence number.
+        let mut ahead: HashMap<u32, Result<DecodedBuffer, ChunkError>> =
+            if proc == 0 { prefetched.take().unwrap_or_default().0.into_iter().collect() } else { HashMap::new() };
+        let mut decode_window = |win: &[ChunkInfo]| -> WindowRows {
+            let pre: Vec<Option<Result<DecodedBuffer, ChunkError>>> =
+                win.iter().map(|c| ahead.remove(&c.header.seq)).collect();
             win.par_iter()
-                .map(|c| match r.decode_activity(c) {
-                    Ok(d) => {
-                        let mut rows = decode_chunk(r, &ff, proc, &tb, filter, c, &d);
-                        // File-local text ids become trace name ids here, in parallel, not in the serial append.
-                        for k in &mut rows.kernels {
-                            k.name = m(k.name);
-                        }
-                        for mk in &mut rows.markers {
-                            mk.name = m(mk.name);
-                            mk.domain = m(mk.domain);
-                        }
-                        Ok(rows)
-                    }
+                .zip(pre)
+                .map(|(c, pre)| match pre.unwrap_or_else(|| decode_activity_timed(r, c)) {
+                    Ok(d) => Ok(decode_chunk(r, &ff, proc, &tb, filter, c, &d)),
                     Err(_) => Err(()),
                 })
                 .collect()
         };
+        // File-local text ids -> trace name ids, built while the first window decodes (rows carry file-local ids
+        // until they are appended).
+        let mut windows = chunks.chunks(window);
+        let first = windows.next().unwrap_or_default();
+        let (map, first_rows) = rayon::join(
+            || {
+                let _s = crate::phase::span(|| "intern texts".into());
+                let texts = r.strings().texts();
+                std::iter::once(NO_NAME).chain(texts.iter().map(|t| trace.names.intern(t))).collect::<Vec<u32>>()
+            },
+            || decode_window(first),
+        );
+        let m = |id: u32| map.get(id as usize).copied().unwrap_or(NO_NAME);
         let mut reserved = false;
         let mut append = |win: &[ChunkInfo], rows: WindowRows| {
+            let _s = crate::phase::span(|| format!("append {} chunks", win.len()));
             if !reserved {
                 // Room for the whole file, estimated from the first window's mix of kinds (25% spare): growing
                 // vectors of hundreds of MB by doubling copies them and touches twice the memory.
@@ -889,7 +962,7 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 ok.push(c);
             }
             // Each kind's rows are appended by its own task: the copies (and first touches of the reserved
-            // memory) of the kinds at once instead of one after another.
+            // memory) of the kinds at once instead of one after another. Names become trace name ids on the way.
             let (k, mc, ms, a) = (
                 take_kind(&mut ok, |c| &mut c.kernels),
                 take_kind(&mut ok, |c| &mut c.memcpys),
@@ -904,10 +977,26 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
             );
             let (mk, ex) = (take_kind(&mut ok, |c| &mut c.markers), take_kind(&mut ok, |c| &mut c.ext));
             let (markers, ext) = (&mut markers, &mut ext);
+            let kernels = &mut trace.kernels;
             rayon::scope(|s| {
-                s.spawn(|_| append_all(&mut trace.kernels, k));
+                s.spawn(|_| {
+                    for part in k {
+                        kernels.extend(part.into_iter().map(|mut k| {
+                            k.name = m(k.name);
+                            k
+                        }));
+                    }
+                });
                 s.spawn(|_| append_all(&mut trace.apis, a));
-                s.spawn(|_| append_all(markers, mk));
+                s.spawn(|_| {
+                    for part in mk {
+                        markers.extend(part.into_iter().map(|mut mk| {
+                            mk.name = m(mk.name);
+                            mk.domain = m(mk.domain);
+                            mk
+                        }));
+                    }
+                });
                 s.spawn(|_| append_all(ext, ex));
                 append_all(&mut trace.memcpys, mc);
                 append_all(&mut trace.memsets, ms);
@@ -917,8 +1006,8 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
                 append_all(&mut trace.memory, me);
             });
         };
-        let mut decoded: Option<(&[ChunkInfo], WindowRows)> = None;
-        for win in chunks.chunks(window) {
+        let mut decoded: Option<(&[ChunkInfo], WindowRows)> = (!first.is_empty()).then_some((first, first_rows));
+        for win in windows {
             let next = match decoded.take() {
                 None => decode_window(win),
                 Some((prev, rows)) => rayon::join(|| append(prev, rows), || decode_window(win)).1,
@@ -933,30 +1022,41 @@ pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -
         const CUSTOM0: u32 = 3;
         const CUSTOM1: u32 = 4;
         trace.stats.unmodelled_records += ext.iter().filter(|e| e.0 != CUSTOM0 && e.0 != CUSTOM1).count() as u64;
-        trace.external.build_file(
-            proc,
-            ext.iter().filter_map(|&(kind, corr, id)| match kind {
-                CUSTOM0 => Some((corr, (id, 0))),
-                CUSTOM1 => Some((corr, (0, id))),
-                _ => None,
-            }),
-            |slot, v| {
-                if v.0 != 0 {
-                    slot.0 = v.0;
-                }
-                if v.1 != 0 {
-                    slot.1 = v.1;
-                }
-            },
-        );
+        let external = &mut trace.external;
+        let build_external = || {
+            let _s = crate::phase::span(|| "external ids".into());
+            external.build_file(
+                proc,
+                ext.iter().filter_map(|&(kind, corr, id)| match kind {
+                    CUSTOM0 => Some((corr, (id, 0))),
+                    CUSTOM1 => Some((corr, (0, id))),
+                    _ => None,
+                }),
+                |slot, v| {
+                    if v.0 != 0 {
+                        slot.0 = v.0;
+                    }
+                    if v.1 != 0 {
+                        slot.1 = v.1;
+                    }
+                },
+            );
+        };
+        // (domain, cbid) -> entry of the file's API name table (the last entry wins, as the table is written).
+        let index_api_names = || {
+            let _s = crate::phase::span(|| "api names".into());
+            let mut names = rustc_hash::FxHashMap::default();
+            names.reserve(meta.callback_names.len());
+            for (i, (d, c, _)) in meta.callback_names.iter().enumerate() {
+                names.insert((*d, *c), i as u32);
+            }
+            names
+        };
+        let (api_names, ()) = rayon::join(index_api_names, build_external);
         drop(ext);
         pair_markers(&mut trace, proc, markers, filter);
         trace.stats.damaged_chunks += damaged;
         trace.stats.records_in_damaged_chunks += damaged_records;
-        let mut api_names = HashMap::new();
-        for (d, c, n) in &meta.callback_names {
-            api_names.insert((*d, *c), cutr_schema::callbacks::display_name(n).to_string());
-        }
         problems.sort_by_key(|p| format!("{p}"));
         trace.processes.push(Process {
             path: path.clone(),
@@ -1047,6 +1147,7 @@ impl Trace {
             (&mut self.kernels, &mut self.memcpys, &mut self.memsets, &mut self.apis, &mut self.syncs);
         let (overheads, memory, marks, ranges) =
             (&mut self.overheads, &mut self.memory, &mut self.marks, &mut self.ranges);
+        let sorting = crate::phase::span(|| "sort rows".into());
         rayon::scope(|s| {
             s.spawn(|_| kernels.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
             s.spawn(|_| memcpys.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
@@ -1061,8 +1162,10 @@ impl Trace {
             });
             apis.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
         });
+        drop(sorting);
         crate::phase::mark("sort rows");
 
+        let _s = crate::phase::span(|| "api by correlation".into());
         // (correlation id, index + 1) of each file's calls, gathered in one pass over all calls.
         let mut per_file: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.processes.len().max(1)];
         for (i, a) in self.apis.iter().enumerate() {
@@ -1077,6 +1180,8 @@ impl Trace {
                 }
             });
         }
+        drop(_s);
+        let _s = crate::phase::span(|| "count unlaunched".into());
         let missing = |proc: u16, corr: u32| !self.api_by_corr.contains(proc, corr);
         self.stats.gpu_without_api = self.kernels.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
             + self.memcpys.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
@@ -1086,6 +1191,8 @@ impl Trace {
         self.stats.external_without_api =
             self.external.entries().filter(|&(p, c, _)| !self.api_by_corr.contains(p, c)).count() as u64;
 
+        drop(_s);
+        let _s = crate::phase::span(|| "nvtx depth and enclosing ranges".into());
         // NVTX depth per thread, and the innermost range around each API call.
         let mut stack: Vec<usize> = Vec::new();
         let mut thread = None;
@@ -1223,10 +1330,11 @@ impl Trace {
     /// The function name of a runtime (`driver` false) or driver API cbid as recorded in file `proc`.
     pub fn api_name_of(&self, proc: u16, driver: bool, cbid: u32) -> String {
         let domain = if driver { 1 } else { 2 };
-        self.processes[proc as usize]
-            .api_names
+        let p = &self.processes[proc as usize];
+        p.api_names
             .get(&(domain, cbid))
-            .cloned()
+            .and_then(|&i| p.meta.callback_names.get(i as usize))
+            .map(|(_, _, n)| cutr_schema::callbacks::display_name(n).to_string())
             .or_else(|| cutr_schema::callbacks::name(domain, cbid).map(str::to_string))
             .unwrap_or_else(|| format!("{}_cbid_{cbid}", if driver { "cuDriver" } else { "cudaRuntime" }))
     }

@@ -1,8 +1,9 @@
-//! Phase timing for `CUTR_TIMING=1`: wall time since the process started and the resident-memory high-water
-//! mark at each phase boundary, on stderr. Used to see where a conversion spends time and memory; the benchmark
-//! figures themselves come from `bench/`.
+//! Phase timing for `CUTR_TIMING=1`: wall time since `main` started and the resident-memory high-water mark at
+//! each phase boundary, on stderr. `CUTR_TIMING=spans` adds every timed task ([`span`]: thread, start, end,
+//! label), printed when the command ends, to see which thread waits for which on a many-core machine. Used to see
+//! where a conversion spends time and memory; the benchmark figures themselves come from `bench/`.
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 fn start() -> &'static Instant {
@@ -10,9 +11,18 @@ fn start() -> &'static Instant {
     START.get_or_init(Instant::now)
 }
 
+/// 0 off, 1 phase marks, 2 marks and spans.
+fn level() -> u8 {
+    static LEVEL: OnceLock<u8> = OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var("CUTR_TIMING") {
+        Ok(v) if v == "spans" => 2,
+        Ok(_) => 1,
+        Err(_) => 0,
+    })
+}
+
 fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("CUTR_TIMING").is_some())
+    level() > 0
 }
 
 /// Peak resident set size so far, in MB (Linux: VmHWM), 0 where unknown.
@@ -45,5 +55,53 @@ pub fn mark(name: &str) {
 pub fn note(what: impl FnOnce() -> String) {
     if enabled() {
         eprintln!("timing:   {}", what());
+    }
+}
+
+/// A finished span: thread, start and end (µs since `main`), label.
+type SpanRecord = (u64, u64, u64, String);
+
+fn spans() -> &'static Mutex<Vec<SpanRecord>> {
+    static SPANS: OnceLock<Mutex<Vec<SpanRecord>>> = OnceLock::new();
+    SPANS.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// A task being timed; recorded when dropped.
+pub struct Span(Option<(Instant, String)>);
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        if let Some((t0, label)) = self.0.take() {
+            let us = |t: Instant| t.duration_since(*start()).as_micros() as u64;
+            let thread = rayon::current_thread_index().map_or(u64::MAX, |i| i as u64);
+            if let Ok(mut v) = spans().lock() {
+                v.push((thread, us(t0), us(Instant::now()), label));
+            }
+        }
+    }
+}
+
+/// Times a task until the returned guard drops (only with `CUTR_TIMING=spans`; otherwise nothing is built).
+#[inline]
+pub fn span(label: impl FnOnce() -> String) -> Span {
+    Span((level() == 2).then(|| (Instant::now(), label())))
+}
+
+/// Prints the spans, ordered by start (call at the end of the command).
+pub fn print_spans() {
+    if level() != 2 {
+        return;
+    }
+    let Ok(mut v) = spans().lock() else { return };
+    v.sort();
+    v.sort_by_key(|s| s.1);
+    for (thread, a, b, label) in v.iter() {
+        let t = if *thread == u64::MAX { "main".to_string() } else { format!("w{thread}") };
+        eprintln!(
+            "span: {t:>4} {:>9.3} {:>9.3} {:>8.3} {label}",
+            *a as f64 / 1e3,
+            *b as f64 / 1e3,
+            (b - a) as f64 / 1e3
+        );
     }
 }

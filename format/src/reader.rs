@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cutr_schema::{LayoutTable, fb};
 use rayon::prelude::*;
@@ -137,6 +138,22 @@ impl StringTable {
     }
 }
 
+/// A decoded side chunk other than the metadata.
+enum SideChunk {
+    Strings(Vec<(u64, u32, String)>),
+    Clocks(Vec<ClockSample>),
+    Loss(LossCounters),
+}
+
+/// The side chunks of a file, decoded but not yet installed in its reader.
+struct SideChunks {
+    metadata: Option<SessionMetadata>,
+    /// Newer metadata chunks that could not be read.
+    metadata_problems: Vec<Problem>,
+    /// The other side chunks in file order.
+    decoded: Vec<Result<SideChunk, Problem>>,
+}
+
 enum Data {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
@@ -160,8 +177,7 @@ pub struct Reader {
     recovery: Option<Recovery>,
     problems: Vec<Problem>,
     clean_close: bool,
-    metadata: Option<SessionMetadata>,
-    layouts: Option<LayoutTable>,
+    metadata: Option<Arc<SessionMetadata>>,
     plan: Option<CodecPlan>,
     strings: StringTable,
     clocks: Vec<ClockSample>,
@@ -171,6 +187,25 @@ pub struct Reader {
 impl Reader {
     /// Opens and indexes a file (memory-mapped).
     pub fn open(path: &Path) -> Result<Reader, FormatError> {
+        Reader::open_with(path, |_| ()).map(|(r, ())| r)
+    }
+
+    /// [`Reader::open`], running `during` while the side chunks (metadata, strings, clocks, loss) decode. `during`
+    /// sees the chunk index but no side data: it may decode activity chunks written with the record codec
+    /// ([`Reader::decode_activity`] needs nothing else for them), which lets a converter decompress its first
+    /// records while the rest of the file's preamble is read.
+    pub fn open_with<R: Send>(
+        path: &Path,
+        during: impl FnOnce(&Reader) -> R + Send,
+    ) -> Result<(Reader, R), FormatError> {
+        let mut r = Reader::index(path)?;
+        let (side, out) = rayon::join(|| r.read_side_chunks(), || during(&r));
+        r.install_side_chunks(side);
+        Ok((r, out))
+    }
+
+    /// Maps and indexes a file, without decoding its side chunks.
+    fn index(path: &Path) -> Result<Reader, FormatError> {
         let io = |err| FormatError::Io { path: path.to_path_buf(), err };
         let file = File::open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
@@ -188,9 +223,13 @@ impl Reader {
 
     /// Reads a file held in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<Reader, FormatError> {
-        Reader::from_data(Data::Owned(bytes))
+        let mut r = Reader::from_data(Data::Owned(bytes))?;
+        let side = r.read_side_chunks();
+        r.install_side_chunks(side);
+        Ok(r)
     }
 
+    /// The index of the chunks in `data`; side chunks not yet decoded.
     fn from_data(data: Data) -> Result<Reader, FormatError> {
         let bytes = data.bytes();
         let header = FileHeader::decode(bytes)?;
@@ -209,7 +248,7 @@ impl Reader {
                 (chunks, Some(Recovery { reason, lost_bytes }), false)
             }
         };
-        let mut r = Reader {
+        let r = Reader {
             data,
             path: None,
             header,
@@ -218,68 +257,77 @@ impl Reader {
             problems,
             clean_close,
             metadata: None,
-            layouts: None,
             plan: None,
             strings: StringTable::default(),
             clocks: Vec::new(),
             loss: None,
         };
-        r.load_side_chunks();
         Ok(r)
     }
 
-    /// Decodes the small non-record chunks (metadata, strings, clocks, loss) in file order.
-    fn load_side_chunks(&mut self) {
-        let mut damaged = Vec::new();
+    /// Decodes the small non-record chunks (metadata, strings, clocks, loss), each chunk its own task: the
+    /// session metadata and the string tables are each a large share of opening a small recording.
+    fn read_side_chunks(&self) -> SideChunks {
+        let bytes = self.data.bytes();
         // The recorder writes the session metadata when it starts and again, complete, when it closes; the last
-        // readable one wins. Reading them newest first and stopping at the first good one skips decoding the
-        // superseded ones (~90 KB of flatbuffers each, a few percent of converting a small recording).
-        let metadata_chunks: Vec<usize> =
-            (0..self.chunks.len()).filter(|&i| self.chunks[i].chunk_type() == ChunkType::Metadata).collect();
-        for &i in metadata_chunks.iter().rev() {
-            let c = &self.chunks[i];
-            match chunk_payload(self.data.bytes(), c).and_then(|raw| SessionMetadata::from_bytes(&raw)) {
-                Ok(m) => {
-                    self.metadata = Some(m);
-                    break;
+        // readable one wins. Only the newest is decoded alongside the others; older ones only if it is damaged
+        // (~90 KB of flatbuffers each, a few percent of converting a small recording).
+        let metadata_chunks: Vec<&ChunkInfo> =
+            self.chunks.iter().filter(|c| c.chunk_type() == ChunkType::Metadata).collect();
+        let others: Vec<&ChunkInfo> = self
+            .chunks
+            .iter()
+            .filter(|c| matches!(c.chunk_type(), ChunkType::Strings | ChunkType::Clocks | ChunkType::Loss))
+            .collect();
+        let damaged = |c: &ChunkInfo, error| Problem::DamagedChunk {
+            offset: c.offset,
+            seq: c.header.seq,
+            chunk_type: c.chunk_type(),
+            records: 0,
+            error,
+        };
+        let newest_metadata = || -> (Option<SessionMetadata>, Vec<Problem>) {
+            let mut problems = Vec::new();
+            for c in metadata_chunks.iter().rev() {
+                match chunk_payload(bytes, c).and_then(|raw| SessionMetadata::from_bytes(&raw)) {
+                    Ok(m) => return (Some(m), problems),
+                    Err(error) => problems.push(damaged(c, error)),
                 }
-                Err(error) => damaged.push(Problem::DamagedChunk {
-                    offset: c.offset,
-                    seq: c.header.seq,
-                    chunk_type: ChunkType::Metadata,
-                    records: 0,
-                    error,
-                }),
             }
-        }
-        for c in &self.chunks {
-            let t = c.chunk_type();
-            if !matches!(t, ChunkType::Strings | ChunkType::Clocks | ChunkType::Loss) {
-                continue;
+            (None, problems)
+        };
+        let decode_other = |c: &&ChunkInfo| -> Result<SideChunk, Problem> {
+            let raw = chunk_payload(bytes, c).map_err(|e| damaged(c, e))?;
+            match c.chunk_type() {
+                ChunkType::Strings => meta::strings_from_bytes(&raw).map(SideChunk::Strings),
+                ChunkType::Clocks => meta::clocks_from_bytes(&raw).map(SideChunk::Clocks),
+                _ => LossCounters::from_bytes(&raw).map(SideChunk::Loss),
             }
-            let res = chunk_payload(self.data.bytes(), c).and_then(|raw| match t {
-                ChunkType::Strings => meta::strings_from_bytes(&raw).map(|entries| {
+            .map_err(|e| damaged(c, e))
+        };
+        let ((metadata, metadata_problems), decoded) =
+            rayon::join(newest_metadata, || others.par_iter().map(decode_other).collect::<Vec<_>>());
+        SideChunks { metadata, metadata_problems, decoded }
+    }
+
+    /// Installs what [`Reader::read_side_chunks`] decoded, in file order.
+    fn install_side_chunks(&mut self, side: SideChunks) {
+        let mut damaged = side.metadata_problems;
+        for d in side.decoded {
+            match d {
+                Ok(SideChunk::Strings(entries)) => {
                     for (ptr, seq, text) in entries {
                         self.strings.add(ptr, seq, text);
                     }
-                }),
-                ChunkType::Clocks => meta::clocks_from_bytes(&raw).map(|s| self.clocks.extend(s)),
-                ChunkType::Loss => LossCounters::from_bytes(&raw).map(|l| self.loss = Some(l)),
-                _ => unreachable!(),
-            });
-            if let Err(error) = res {
-                damaged.push(Problem::DamagedChunk {
-                    offset: c.offset,
-                    seq: c.header.seq,
-                    chunk_type: t,
-                    records: 0,
-                    error,
-                });
+                }
+                Ok(SideChunk::Clocks(samples)) => self.clocks.extend(samples),
+                Ok(SideChunk::Loss(l)) => self.loss = Some(l),
+                Err(p) => damaged.push(p),
             }
         }
         self.problems.extend(damaged);
-        self.layouts = self.metadata.as_ref().and_then(|m| m.layouts.clone());
-        self.plan = self.layouts.as_ref().map(CodecPlan::new);
+        self.metadata = side.metadata.map(Arc::new);
+        self.plan = self.layouts().map(CodecPlan::new);
         self.clocks.sort_by_key(|c| c.cupti_ns);
     }
 
@@ -320,12 +368,17 @@ impl Reader {
     }
 
     pub fn metadata(&self) -> Option<&SessionMetadata> {
-        self.metadata.as_ref()
+        self.metadata.as_deref()
+    }
+
+    /// The session metadata, shared (it outlives the reader in a converted trace without being copied).
+    pub fn metadata_shared(&self) -> Option<Arc<SessionMetadata>> {
+        self.metadata.clone()
     }
 
     /// The record layouts the file's records were written with.
     pub fn layouts(&self) -> Option<&LayoutTable> {
-        self.layouts.as_ref()
+        self.metadata.as_ref()?.layouts.as_ref()
     }
 
     pub fn strings(&self) -> &StringTable {

@@ -208,6 +208,10 @@ impl Output {
         // No fsync: a converted trace can always be made again, and a sync costs tens of milliseconds on some
         // disks, as much as the whole conversion of a small recording.
         drop(f);
+        // An existing trace is removed first: renaming over it makes ext4 (auto_da_alloc, on by default) write
+        // the new file's data out before the rename returns, 0.15-0.55 ms for a 250 KB trace, as good as a sync.
+        // Removal errors are left to the rename to report.
+        let _ = std::fs::remove_file(&self.path);
         std::fs::rename(&self.tmp, &self.path)?;
         Ok(self.written)
     }
