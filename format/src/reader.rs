@@ -97,32 +97,44 @@ pub struct Recovery {
 #[derive(Clone, Debug, Default)]
 pub struct StringTable {
     texts: Vec<String>,
-    /// Pointer -> (valid_from_seq, text index), sorted by valid_from_seq.
-    by_ptr: HashMap<u64, Vec<(u32, u32)>>,
+    /// (pointer, valid_from_seq, text index), sorted; entries added in file order keep it for equal keys.
+    entries: Vec<(u64, u32, u32)>,
+    /// Pointer -> its run in `entries` (start, length). One lookup per record with a name, so a fast hash.
+    by_ptr: rustc_hash::FxHashMap<u64, (u32, u32)>,
 }
 
 impl StringTable {
-    fn add(&mut self, ptr: u64, valid_from_seq: u32, text: String) {
-        let id = self.texts.len() as u32;
-        self.texts.push(text);
-        let v = self.by_ptr.entry(ptr).or_default();
-        v.push((valid_from_seq, id));
-        v.sort_by_key(|e| e.0);
-    }
-
-    /// The text `ptr` pointed at when the activity chunk with sequence number `seq` was written.
-    pub fn resolve(&self, ptr: u64, seq: u32) -> Option<&str> {
-        let v = self.by_ptr.get(&ptr)?;
-        let i = v.partition_point(|e| e.0 <= seq);
-        let (_, id) = if i == 0 { v[0] } else { v[i - 1] };
-        Some(&self.texts[id as usize])
+    /// Builds the table from entries in file order.
+    fn from_entries(list: impl IntoIterator<Item = (u64, u32, String)>) -> StringTable {
+        let mut t = StringTable::default();
+        for (ptr, seq, text) in list {
+            t.entries.push((ptr, seq, t.texts.len() as u32));
+            t.texts.push(text);
+        }
+        t.entries.sort_unstable();
+        t.by_ptr.reserve(t.entries.len());
+        let mut i = 0;
+        while i < t.entries.len() {
+            let ptr = t.entries[i].0;
+            let n = t.entries[i..].iter().take_while(|e| e.0 == ptr).count();
+            t.by_ptr.insert(ptr, (i as u32, n as u32));
+            i += n;
+        }
+        t
     }
 
     /// Like [`resolve`](Self::resolve) but returns a stable index into [`texts`](Self::texts).
     pub fn resolve_id(&self, ptr: u64, seq: u32) -> Option<u32> {
-        let v = self.by_ptr.get(&ptr)?;
-        let i = v.partition_point(|e| e.0 <= seq);
-        Some(if i == 0 { v[0].1 } else { v[i - 1].1 })
+        let &(start, len) = self.by_ptr.get(&ptr)?;
+        let v = &self.entries[start as usize..(start + len) as usize];
+        // The newest entry valid at `seq`; a pointer first seen later than `seq` resolves to its first text.
+        let i = v.partition_point(|e| e.1 <= seq);
+        Some(if i == 0 { v[0].2 } else { v[i - 1].2 })
+    }
+
+    /// The text `ptr` pointed at when the activity chunk with sequence number `seq` was written.
+    pub fn resolve(&self, ptr: u64, seq: u32) -> Option<&str> {
+        self.resolve_id(ptr, seq).map(|id| self.texts[id as usize].as_str())
     }
 
     pub fn texts(&self) -> &[String] {
@@ -313,19 +325,17 @@ impl Reader {
     /// Installs what [`Reader::read_side_chunks`] decoded, in file order.
     fn install_side_chunks(&mut self, side: SideChunks) {
         let mut damaged = side.metadata_problems;
+        let mut strings = Vec::new();
         for d in side.decoded {
             match d {
-                Ok(SideChunk::Strings(entries)) => {
-                    for (ptr, seq, text) in entries {
-                        self.strings.add(ptr, seq, text);
-                    }
-                }
+                Ok(SideChunk::Strings(entries)) => strings.extend(entries),
                 Ok(SideChunk::Clocks(samples)) => self.clocks.extend(samples),
                 Ok(SideChunk::Loss(l)) => self.loss = Some(l),
                 Err(p) => damaged.push(p),
             }
         }
         self.problems.extend(damaged);
+        self.strings = StringTable::from_entries(strings);
         self.metadata = side.metadata.map(Arc::new);
         self.plan = self.layouts().map(CodecPlan::new);
         self.clocks.sort_by_key(|c| c.cupti_ns);
@@ -664,4 +674,28 @@ fn scan(bytes: &[u8]) -> (Vec<ChunkInfo>, u64, Vec<Problem>) {
         }
     }
     (chunks, lost, problems)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StringTable;
+
+    #[test]
+    fn a_reused_pointer_resolves_to_the_text_of_its_time() {
+        let t = StringTable::from_entries([
+            (0x10, 3, "first".to_string()),
+            (0x20, 3, "other".to_string()),
+            (0x10, 9, "reloaded".to_string()),
+            (0x10, 9, "rewritten".to_string()),
+        ]);
+        assert_eq!(t.texts(), ["first", "other", "reloaded", "rewritten"]);
+        // Before any entry, at and after the first, at the second (the later entry of equal seq wins), after.
+        let at = |seq| t.resolve(0x10, seq);
+        assert_eq!(
+            [at(0), at(3), at(8), at(9), at(50)],
+            [Some("first"), Some("first"), Some("first"), Some("rewritten"), Some("rewritten")]
+        );
+        assert_eq!(t.resolve_id(0x20, 100), Some(1));
+        assert_eq!(t.resolve(0x30, 5), None);
+    }
 }
