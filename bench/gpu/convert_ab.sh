@@ -5,7 +5,7 @@
 # Each conversion is a fresh process timed from spawn to exit by Python's perf_counter. Input: the loop's
 # recording (fixtures/pytorch_loop_filtered.cutr, made on the H100). Results in OUTDIR/NAME.jsonl and NAME.log.
 # BINS (default "cupti-convert cupti-convert-base") names the binaries in .dev/bin to compare; the 10M benchmark
-# runs for the first and the second.
+# runs for the first and the second (SKIP_10M=1 leaves it out).
 # Sessions: run6 (a worker pool sized by input vs 8bc8c1e; that run's script lacked the second 10M benchmark) and
 # run7 (pipelined decode and write, shards cut through open slices vs 8bc8c1e): `convert_ab.sh OUTDIR 7 run7`.
 set -uo pipefail
@@ -52,6 +52,7 @@ for b in bins:
         m = statistics.median(t)
         print(f"{b} {fmt}: median {m * 1e3:.1f} ms over {len(t)} runs; profiler export / ours = {statistics.median(exp) / m:.1f}x")
 PY
+if [ -n "${SKIP_10M:-}" ]; then echo "$name done (SKIP_10M: no 10M benchmark)"; exit 0; fi
 echo "== 10M-record converter benchmark, $(nproc) cores"
 timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/${binv[0]}" --dir "$w/bench"
 echo "== the same with ${binv[1]}"

@@ -12,5 +12,6 @@ pub mod memory;
 pub mod model;
 pub mod names;
 pub mod phase;
+pub mod pool;
 pub mod stats;
 pub mod timebase;

@@ -471,16 +471,7 @@ fn main() -> ExitCode {
         let _s = cutr_convert::phase::span(|| "parse arguments".into());
         Cli::parse()
     };
-    // The whole command runs on a worker of the pool: each parallel step started from outside the pool hands its
-    // work over and sleeps until it is done, and a conversion has dozens of such steps, some of them tiny for a
-    // small recording (on the GPU machine's VM, a hand-over costs about as much as a small step's work).
-    let result = {
-        let _s = cutr_convert::phase::span(|| "start the pool".into());
-        rayon::scope(|_| {
-            drop(_s);
-            run(cli)
-        })
-    };
+    let result = cutr_convert::pool::run_on_pool(|| run(cli));
     cutr_convert::phase::print_spans();
     match result {
         Ok(code) => code,

@@ -494,12 +494,24 @@ fn decode_chunk(
     d: &DecodedBuffer,
 ) -> ChunkRows {
     let seq = chunk.header.seq;
-    let parts: Vec<ChunkRows> = d
+    // A task per group, and per DECODE_TASK_RECORDS of a large group: a small recording is a few large
+    // buffers, whose kernel group alone would otherwise keep one worker busy while the others wait.
+    let tasks: Vec<(u32, usize, &[u8])> = d
         .groups
+        .iter()
+        .flat_map(|g| {
+            let step = DECODE_TASK_RECORDS * g.stride.max(1);
+            let parts: Vec<&[u8]> = if g.bytes.is_empty() { vec![&[][..]] } else { g.bytes.chunks(step).collect() };
+            parts.into_iter().map(move |b| (g.kind, g.stride, b))
+        })
+        .collect();
+    let parts: Vec<ChunkRows> = tasks
         .par_iter()
-        .map(|g| {
-            let _s = crate::phase::span(|| format!("decode chunk {seq} kind {} ({} records)", g.kind, g.len()));
-            decode_group(r, ff, proc, tb, filter, seq, g)
+        .map(|&(kind, stride, records)| {
+            let _s = crate::phase::span(|| {
+                format!("decode chunk {seq} kind {kind} ({} records)", records.len().checked_div(stride).unwrap_or(0))
+            });
+            decode_group(r, ff, proc, tb, filter, seq, kind, records.chunks_exact(stride.max(1)))
         })
         .collect();
     let mut parts = parts.into_iter();
@@ -541,7 +553,11 @@ impl ChunkRows {
     }
 }
 
-/// The rows of one group (one kind's records) of a chunk.
+/// Records of one kind decoded by one task (see [`decode_chunk`]).
+const DECODE_TASK_RECORDS: usize = 1024;
+
+/// The rows of records of one kind (a group of a chunk, or part of one).
+#[allow(clippy::too_many_arguments)]
 fn decode_group(
     r: &Reader,
     ff: &FileFields,
@@ -549,7 +565,8 @@ fn decode_group(
     tb: &TimeBase,
     filter: &Filter,
     seq: u32,
-    g: &cutr_format::codec::RecordGroup,
+    kind: u32,
+    records: std::slice::ChunksExact<'_, u8>,
 ) -> ChunkRows {
     let mut out = ChunkRows::default();
     let t = |v: u64| tb.to_trace(v);
@@ -567,22 +584,23 @@ fn decode_group(
             filter.keeps(start, end).then_some((start, end))
         }
     };
+    let n = records.len();
     // Room for every record of the group up front: growing row vectors record by record reallocates.
-    match g.kind {
-        kinds::CONCURRENT_KERNEL | kinds::KERNEL => out.kernels.reserve(g.len()),
-        kinds::RUNTIME | kinds::DRIVER => out.apis.reserve(g.len()),
-        kinds::EXTERNAL_CORRELATION => out.ext.reserve(g.len()),
-        kinds::MARKER => out.markers.reserve(g.len()),
+    match kind {
+        kinds::CONCURRENT_KERNEL | kinds::KERNEL => out.kernels.reserve(n),
+        kinds::RUNTIME | kinds::DRIVER => out.apis.reserve(n),
+        kinds::EXTERNAL_CORRELATION => out.ext.reserve(n),
+        kinds::MARKER => out.markers.reserve(n),
         _ => {}
     }
-    out.per_kind.push((g.kind, g.len() as u64));
-    if !filter.wants_kind(g.kind) {
+    out.per_kind.push((kind, n as u64));
+    if !filter.wants_kind(kind) {
         return out;
     }
-    match g.kind {
+    match kind {
         kinds::CONCURRENT_KERNEL | kinds::KERNEL => {
             let Some(f) = &ff.kernel else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
                 };
@@ -609,9 +627,9 @@ fn decode_group(
             }
         }
         kinds::MEMCPY | kinds::MEMCPY2 => {
-            let p2p = g.kind == kinds::MEMCPY2;
+            let p2p = kind == kinds::MEMCPY2;
             let Some(f) = (if p2p { &ff.memcpy2 } else { &ff.memcpy }) else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
                 };
@@ -636,7 +654,7 @@ fn decode_group(
         }
         kinds::MEMSET => {
             let Some(f) = &ff.memset else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
                 };
@@ -657,9 +675,9 @@ fn decode_group(
             }
         }
         kinds::RUNTIME | kinds::DRIVER => {
-            let driver = g.kind == kinds::DRIVER;
+            let driver = kind == kinds::DRIVER;
             let Some(f) = (if driver { &ff.driver } else { &ff.runtime }) else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
                 };
@@ -678,7 +696,7 @@ fn decode_group(
         }
         kinds::SYNCHRONIZATION => {
             let Some(f) = &ff.sync else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
                 };
@@ -696,7 +714,7 @@ fn decode_group(
         }
         kinds::CUDA_EVENT => {
             let Some(f) = &ff.event else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let dt = f.u64(5, rec);
                 out.events.push(CudaEvent {
                     proc,
@@ -711,13 +729,13 @@ fn decode_group(
         }
         kinds::EXTERNAL_CORRELATION => {
             let Some(f) = &ff.ext else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 out.ext.push((f.u32(0, rec), f.u32(2, rec), f.u64(1, rec)));
             }
         }
         kinds::MARKER => {
             let Some(f) = &ff.marker else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let ts = f.u64(1, rec);
                 // objectKind 2 = THREAD: pt holds the process and thread; others have no host thread.
                 let thread = f.u32(3, rec) == 2;
@@ -734,7 +752,7 @@ fn decode_group(
         }
         kinds::OVERHEAD => {
             let Some(f) = &ff.overhead else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
                 };
@@ -750,7 +768,7 @@ fn decode_group(
         }
         kinds::MEMORY2 => {
             let Some(f) = &ff.memory else { return out };
-            for rec in g.iter() {
+            for rec in records.clone() {
                 let ts = f.u64(0, rec);
                 if ts == 0 || !filter.keeps(t(ts), t(ts)) {
                     continue;
@@ -768,7 +786,7 @@ fn decode_group(
                 });
             }
         }
-        _ => out.unmodelled += g.len() as u64,
+        _ => out.unmodelled += n as u64,
     }
     out
 }
@@ -1183,11 +1201,26 @@ impl Trace {
         drop(_s);
         let _s = crate::phase::span(|| "count unlaunched".into());
         let missing = |proc: u16, corr: u32| !self.api_by_corr.contains(proc, corr);
-        self.stats.gpu_without_api = self.kernels.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
-            + self.memcpys.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64
-            + self.memsets.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64;
-        self.stats.graph_kernels_without_launch =
-            self.kernels.par_iter().filter(|k| k.graph_id != 0 && missing(k.proc, k.correlation)).count() as u64;
+        // One pass over the kernels for both counts, beside the copies and memsets (each pass is a fork and join).
+        let ((kernels, graph_kernels), (memcpys, memsets)) = rayon::join(
+            || {
+                self.kernels
+                    .par_iter()
+                    .map(|k| {
+                        let m = missing(k.proc, k.correlation);
+                        (m as u64, (m && k.graph_id != 0) as u64)
+                    })
+                    .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+            },
+            || {
+                rayon::join(
+                    || self.memcpys.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64,
+                    || self.memsets.par_iter().filter(|k| missing(k.proc, k.correlation)).count() as u64,
+                )
+            },
+        );
+        self.stats.gpu_without_api = kernels + memcpys + memsets;
+        self.stats.graph_kernels_without_launch = graph_kernels;
         self.stats.external_without_api =
             self.external.entries().filter(|&(p, c, _)| !self.api_by_corr.contains(p, c)).count() as u64;
 
