@@ -21,6 +21,7 @@ for b in bins:
         (f"{b} info", [b, "info", f], {}),
         (f"{b} --perfetto", [b, f, "--perfetto", "-q", "-o", f"{w}/o.pftrace"], {"CUTR_TIMING": "1"}),
         (f"{b} --perfetto 1 thread", [b, f, "--perfetto", "-q", "-o", f"{w}/o.pftrace"], {"CUTR_TIMING": "1", "RAYON_NUM_THREADS": "1"}),
+        (f"{b} --perfetto 4 threads", [b, f, "--perfetto", "-q", "-o", f"{w}/o.pftrace"], {"CUTR_TIMING": "1", "RAYON_NUM_THREADS": "4"}),
     ]
 times = {c[0]: [] for c in cases}
 inner = {c[0]: [] for c in cases}

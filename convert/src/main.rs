@@ -35,6 +35,21 @@ struct Cli {
     convert: ConvertArgs,
 }
 
+impl Cli {
+    /// The recordings the command reads (sizes the worker pool).
+    fn inputs(&self) -> Vec<&Path> {
+        match &self.command {
+            None => self.convert.files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Info { file, .. }) => vec![file.as_path()],
+            Some(Command::Stats { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Diff { files, base, new, .. }) => {
+                files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
+            }
+            Some(Command::Generate { .. }) => Vec::new(),
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct ConvertArgs {
     /// Recordings to convert; several (one per process or rank) merge onto one timeline.
@@ -471,7 +486,7 @@ fn main() -> ExitCode {
         let _s = cutr_convert::phase::span(|| "parse arguments".into());
         Cli::parse()
     };
-    let result = cutr_convert::pool::run_on_pool(|| run(cli));
+    let result = cutr_convert::pool::run_on_pool(cutr_convert::pool::workers_for(&cli.inputs()), || run(cli));
     cutr_convert::phase::print_spans();
     match result {
         Ok(code) => code,

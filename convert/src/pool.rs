@@ -5,12 +5,38 @@
 //! starts are ~1.2 ms on the GPU machine's VM, a tenth of converting a small recording. And running the whole
 //! command on a worker matters too: each parallel step started from outside a pool hands its work over and sleeps
 //! until it is done, and a conversion has dozens of such steps, some tiny for a small recording.
+//!
+//! A small input gets fewer workers than the machine has CPUs ([`workers_for`]): on the GPU machine's 16-CPU VM
+//! the 20-step loop recording (167 KB) converts in 21.5-22.6 ms with 3 to 12 workers and 24.6 ms with 16
+//! (bench/gpu/threads_sweep.sh): more workers than the work can use only add wake-ups and thread starts.
 
+use std::path::Path;
 use std::sync::mpsc;
 
-/// Runs `f` as worker 0 of a new pool of `RAYON_NUM_THREADS` (default: one per CPU) workers. Where a pool cannot
+/// Stored input bytes per worker: ~0.5 MB of decompressed records, a few thousand records.
+const INPUT_BYTES_PER_WORKER: u64 = 24 << 10;
+/// The fewest workers a pool sized by input gets.
+const MIN_WORKERS: usize = 4;
+
+/// Workers for a command reading `inputs`: one per [`INPUT_BYTES_PER_WORKER`] of the files, at least
+/// [`MIN_WORKERS`], at most one per CPU. `None` (rayon's choice: `RAYON_NUM_THREADS`, else one per CPU) when
+/// `RAYON_NUM_THREADS` is set, when there are no inputs, or when their sizes cannot be read.
+pub fn workers_for(inputs: &[&Path]) -> Option<usize> {
+    if std::env::var_os("RAYON_NUM_THREADS").is_some() || inputs.is_empty() {
+        return None;
+    }
+    let bytes: u64 = inputs.iter().map(|p| std::fs::metadata(p).map(|m| m.len())).sum::<Result<u64, _>>().ok()?;
+    Some(workers_for_bytes(bytes, std::thread::available_parallelism().map_or(1, |n| n.get())))
+}
+
+fn workers_for_bytes(bytes: u64, cpus: usize) -> usize {
+    let wanted = usize::try_from(bytes / INPUT_BYTES_PER_WORKER).unwrap_or(usize::MAX);
+    wanted.clamp(MIN_WORKERS.min(cpus), cpus.max(1))
+}
+
+/// Runs `f` as worker 0 of a new pool of `workers` workers (`None`: rayon's default count). Where a pool cannot
 /// be built, `f` runs on rayon's global pool instead.
-pub fn run_on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+pub fn run_on_pool<R: Send>(workers: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
     let (tx, rx) = mpsc::channel::<rayon::ThreadBuilder>();
     // The starter thread exists before the pool asks for workers, so each starts as soon as it is asked for.
     let starter = std::thread::Builder::new().name("cutr-pool-start".into()).spawn(move || {
@@ -31,6 +57,7 @@ pub fn run_on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         return rayon::scope(|_| f());
     }
     let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers.unwrap_or(0))
         .use_current_thread()
         .spawn_handler(move |worker| tx.send(worker).map_err(|_| std::io::Error::other("the worker starter stopped")))
         .build();
@@ -43,5 +70,30 @@ pub fn run_on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
             out
         }
         Err(_) => rayon::scope(|_| f()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_follow_the_input_size_within_bounds() {
+        // 16 CPUs: the loop recording (167 KB) gets 6, two of them 13, anything from 384 KB all 16.
+        assert_eq!(workers_for_bytes(1000, 16), 4);
+        assert_eq!(workers_for_bytes(170_000, 16), 6);
+        assert_eq!(workers_for_bytes(340_000, 16), 13);
+        assert_eq!(workers_for_bytes(16 * (24 << 10), 16), 16);
+        assert_eq!(workers_for_bytes(1 << 40, 16), 16);
+        // Fewer CPUs than the minimum: one worker per CPU.
+        assert_eq!(workers_for_bytes(1000, 2), 2);
+        assert_eq!(workers_for_bytes(1 << 30, 2), 2);
+        assert_eq!(workers_for_bytes(1000, 1), 1);
+    }
+
+    #[test]
+    fn inputs_that_cannot_be_read_leave_the_count_to_rayon() {
+        assert_eq!(workers_for(&[]), None);
+        assert_eq!(workers_for(&[Path::new("/nonexistent/x.cutr")]), None);
     }
 }
