@@ -6,15 +6,17 @@
 //! command on a worker matters too: each parallel step started from outside a pool hands its work over and sleeps
 //! until it is done, and a conversion has dozens of such steps, some tiny for a small recording.
 //!
-//! A small input gets fewer workers than the machine has CPUs ([`workers_for`]): on the GPU machine's 16-CPU VM
-//! the 20-step loop recording (167 KB) converts in 21.5-22.6 ms with 3 to 12 workers and 24.6 ms with 16
-//! (bench/gpu/threads_sweep.sh): more workers than the work can use only add wake-ups and thread starts.
+//! A small input gets fewer workers than the machine has CPUs ([`workers_for`]). The 20-step loop recording
+//! (167 KB) on two of the GPU machine's 16-CPU VMs (bench/gpu/threads_sweep.sh, medians of 11-15 runs): a slow
+//! host took 21.5 ms with 8 workers, 21.7-22.6 with 3-12 and 24.6 with 16; a fast one 9.6 ms with 8, 9.7 with
+//! 16, 9.9 with 6 and 11.2 with 4. More workers than the work can use only add thread starts and wake-ups.
 
 use std::path::Path;
 use std::sync::mpsc;
 
-/// Stored input bytes per worker: ~0.5 MB of decompressed records, a few thousand records.
-const INPUT_BYTES_PER_WORKER: u64 = 24 << 10;
+/// Stored input bytes per worker: ~0.4 MB of decompressed records, a few thousand records (8 workers for the
+/// loop recording).
+const INPUT_BYTES_PER_WORKER: u64 = 20 << 10;
 /// The fewest workers a pool sized by input gets.
 const MIN_WORKERS: usize = 4;
 
@@ -79,11 +81,11 @@ mod tests {
 
     #[test]
     fn workers_follow_the_input_size_within_bounds() {
-        // 16 CPUs: the loop recording (167 KB) gets 6, two of them 13, anything from 384 KB all 16.
+        // 16 CPUs: the loop recording (167 KB) gets 8, two of them 16, anything from 320 KB all 16.
         assert_eq!(workers_for_bytes(1000, 16), 4);
-        assert_eq!(workers_for_bytes(170_000, 16), 6);
-        assert_eq!(workers_for_bytes(340_000, 16), 13);
-        assert_eq!(workers_for_bytes(16 * (24 << 10), 16), 16);
+        assert_eq!(workers_for_bytes(170_944, 16), 8);
+        assert_eq!(workers_for_bytes(250_000, 16), 12);
+        assert_eq!(workers_for_bytes(16 * (20 << 10), 16), 16);
         assert_eq!(workers_for_bytes(1 << 40, 16), 16);
         // Fewer CPUs than the minimum: one worker per CPU.
         assert_eq!(workers_for_bytes(1000, 2), 2);
