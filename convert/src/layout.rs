@@ -740,9 +740,11 @@ impl Flows {
 
 fn labels(trace: &mut Trace) -> Labels {
     let mut l = Labels::default();
-    let mut apis: Vec<(u16, bool, u32)> = trace.apis.iter().map(|a| (a.proc, a.driver, a.cbid)).collect();
+    // The distinct functions called (a few dozen among thousands of calls), named in sorted order.
+    let distinct: rustc_hash::FxHashSet<(u16, bool, u32)> =
+        trace.apis.iter().map(|a| (a.proc, a.driver, a.cbid)).collect();
+    let mut apis: Vec<(u16, bool, u32)> = distinct.into_iter().collect();
     apis.sort_unstable();
-    apis.dedup();
     for (proc, driver, cbid) in apis {
         let name = trace.api_name_of(proc, driver, cbid);
         l.api.insert((proc, driver, cbid), trace.names.intern(&name));

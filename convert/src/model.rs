@@ -1184,19 +1184,26 @@ impl Trace {
         crate::phase::mark("sort rows");
 
         let _s = crate::phase::span(|| "api by correlation".into());
-        // (correlation id, index + 1) of each file's calls, gathered in one pass over all calls.
-        let mut per_file: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.processes.len().max(1)];
-        for (i, a) in self.apis.iter().enumerate() {
-            per_file[a.proc as usize].push((a.correlation, i as u32 + 1));
-        }
         let apis = &self.apis;
-        for (proc, entries) in per_file.into_iter().enumerate() {
-            self.api_by_corr.build_file(proc as u16, entries.into_iter(), |slot, i| {
-                // A runtime call and the driver call it makes can share an id: the runtime call is the launch.
-                if *slot == 0 || apis[*slot as usize - 1].driver || !apis[i as usize - 1].driver {
-                    *slot = i;
-                }
-            });
+        // A runtime call and the driver call it makes can share an id: the runtime call is the launch.
+        let launch = |slot: &mut u32, i: u32| {
+            if *slot == 0 || apis[*slot as usize - 1].driver || !apis[i as usize - 1].driver {
+                *slot = i;
+            }
+        };
+        if self.processes.len() <= 1 {
+            // One file: (correlation id, index + 1) straight from the rows (build_file walks them twice).
+            let entries = apis.iter().enumerate().map(|(i, a)| (a.correlation, i as u32 + 1));
+            self.api_by_corr.build_file(0, entries, launch);
+        } else {
+            // (correlation id, index + 1) of each file's calls, gathered in one pass over all calls.
+            let mut per_file: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.processes.len()];
+            for (i, a) in apis.iter().enumerate() {
+                per_file[a.proc as usize].push((a.correlation, i as u32 + 1));
+            }
+            for (proc, entries) in per_file.iter().enumerate() {
+                self.api_by_corr.build_file(proc as u16, entries.iter().copied(), launch);
+            }
         }
         drop(_s);
         let _s = crate::phase::span(|| "count unlaunched".into());
