@@ -818,9 +818,18 @@ pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<Trace, LoadError> {
 #[derive(Default)]
 pub struct Prefetched(Vec<(u32, Result<DecodedBuffer, ChunkError>)>);
 
-/// Chunks decoded at a time (and held in memory at once) per file: two per worker.
-fn decode_window_len() -> usize {
-    (rayon::current_num_threads() * 2).max(1)
+/// Files with at most this many bytes of activity records decode all their chunks at once.
+const ONE_WINDOW_RAW_BYTES: u64 = 32 << 20;
+
+/// Chunks decoded at a time (and held in memory at once) per file: two per worker, or all of a small file's (a
+/// small recording is a few chunks of very different sizes, and a window boundary would make the largest wait).
+fn decode_window_len(r: &Reader) -> usize {
+    let raw: u64 = r.activity_chunks().map(|c| c.header.raw_len).sum();
+    if raw <= ONE_WINDOW_RAW_BYTES {
+        r.activity_chunks().count().max(1)
+    } else {
+        (rayon::current_num_threads() * 2).max(1)
+    }
 }
 
 /// Opens the inputs (in parallel). With `decode_ahead`, the first file's first window of activity chunks is
@@ -839,11 +848,14 @@ pub fn open_inputs(paths: &[PathBuf], decode_ahead: bool) -> Result<(Vec<Reader>
                 if i > 0 || !decode_ahead {
                     return Prefetched::default();
                 }
-                let first: Vec<&ChunkInfo> = r
+                let mut first: Vec<&ChunkInfo> = r
                     .activity_chunks()
-                    .take(decode_window_len())
+                    .take(decode_window_len(r))
                     .filter(|c| c.header.codec == cutr_format::Codec::Records)
                     .collect();
+                // Largest first: the first workers to come up take the chunks that decode longest (a zstd frame
+                // is decompressed by one thread), while later ones share the small.
+                first.sort_by_key(|c| std::cmp::Reverse(c.header.raw_len));
                 Prefetched(first.par_iter().map(|c| (c.header.seq, decode_activity_timed(r, c))).collect())
             })
             .map_err(|err| LoadError::Open { path: p.clone(), err })
@@ -915,7 +927,7 @@ pub fn load_prefetched(
         // Chunks are decoded in parallel a window at a time, and each window's rows are appended to the trace
         // while the next window decodes: the rows exist once (not once per chunk and again in the trace), decode
         // buffers are reused, and the appends (a task per kind) overlap the decoding.
-        let window = decode_window_len();
+        let window = decode_window_len(r);
         // Buffers decoded ahead (first file only), taken by chunk sequence number.
         let mut ahead: HashMap<u32, Result<DecodedBuffer, ChunkError>> =
             if proc == 0 { prefetched.take().unwrap_or_default().0.into_iter().collect() } else { HashMap::new() };
