@@ -40,18 +40,7 @@ for k in range(3):
             print(json.dumps({"bench": "cutr_convert", "bin": b, "format": fmt, "rep": rep, "seconds": time.perf_counter() - t}))
 PY
 done
-python3 - "$res" "${binv[@]}" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-bins = sys.argv[2:]
-exp = [r["result"]["export_seconds"] for r in rows if r["bench"] == "profiler_export"]
-print(f"profiler export: median {statistics.median(exp) * 1e3:.1f} ms over {len(exp)} runs")
-for b in bins:
-    for fmt in ("perfetto", "chrome"):
-        t = [r["seconds"] for r in rows if r.get("format") == fmt and r.get("bin") == b]
-        m = statistics.median(t)
-        print(f"{b} {fmt}: median {m * 1e3:.1f} ms over {len(t)} runs; profiler export / ours = {statistics.median(exp) / m:.1f}x")
-PY
+python3 "$repo/bench/gpu/ratios.py" "$res"
 if [ -n "${SKIP_10M:-}" ]; then echo "$name done (SKIP_10M: no 10M benchmark)"; exit 0; fi
 echo "== 10M-record converter benchmark, $(nproc) cores"
 timeout 240 cutr-bench-convert --reps 3 --bin "$repo/.dev/bin/${binv[0]}" --dir "$w/bench"
