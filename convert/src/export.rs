@@ -350,11 +350,24 @@ fn health_args(trace: &Trace) -> Vec<(String, String)> {
 /// Slices per shard for a trace of about `slices` slices on `threads` workers: at least four shards per worker,
 /// so that small traces spread over every core (one track's shard is written by one thread, and on 16 cores a
 /// 20k-slice recording cut at 50,000 was written by its largest track's thread alone), but no fewer than 2,000
-/// (each shard repeats its interned names and clock snapshot) and no more than 50,000 (the memory of the shards
-/// rendered at once).
-pub fn shard_slices_for(slices: usize, threads: usize) -> usize {
-    (slices / (threads.max(1) * 4)).clamp(2_000, 50_000)
+/// (each shard repeats its interned names and clock snapshot) and no more than 50,000, or, for Chrome JSON, than
+/// keeps the shards in flight within [`SHARD_MEMORY_BUDGET`].
+pub fn shard_slices_for(slices: usize, threads: usize, format: Format) -> usize {
+    let threads = threads.max(1);
+    let most = match format {
+        Format::Perfetto => 50_000,
+        // Two windows of two shards per worker are held at once (one rendering, one being written); a Chrome
+        // event is ~450 bytes (10M generated records: 451 per slice). At 50,000 slices, 16 workers held 2.9x the
+        // decompressed records at peak (2.5 GB).
+        Format::Chrome => SHARD_MEMORY_BUDGET / (threads * 4 * CHROME_BYTES_PER_SLICE),
+    };
+    (slices / (threads * 4)).clamp(2_000, most.clamp(2_000, 50_000))
 }
+
+/// Rendered output held in memory at once by the shard windows, at most (Chrome JSON; Perfetto shards are
+/// compressed as they render).
+const SHARD_MEMORY_BUDGET: usize = 256 << 20;
+const CHROME_BYTES_PER_SLICE: usize = 450;
 
 /// Writes `trace` to `path`.
 pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Result<ExportSummary> {
@@ -690,9 +703,15 @@ mod tests {
     #[test]
     fn shard_size_spreads_small_traces_over_the_workers() {
         // The loop fixture's 18,633 slices: 2,000 on 16 workers, 2,329 on 2; 10M records' 6.67M: 50,000.
-        assert_eq!(shard_slices_for(18_633, 16), 2_000);
-        assert_eq!(shard_slices_for(18_633, 2), 2_329);
-        assert_eq!(shard_slices_for(6_670_261, 16), 50_000);
-        assert_eq!(shard_slices_for(100, 0), 2_000);
+        for f in [Format::Perfetto, Format::Chrome] {
+            assert_eq!(shard_slices_for(18_633, 16, f), 2_000);
+            assert_eq!(shard_slices_for(18_633, 2, f), 2_329);
+            assert_eq!(shard_slices_for(100, 0, f), 2_000);
+        }
+        assert_eq!(shard_slices_for(6_670_261, 16, Format::Perfetto), 50_000);
+        assert_eq!(shard_slices_for(6_670_261, 2, Format::Chrome), 50_000);
+        // Chrome JSON on 16 workers: 9,320 slices (~4 MB) per shard keep the 64 shards in flight near 256 MB.
+        assert_eq!(shard_slices_for(6_670_261, 16, Format::Chrome), 9_320);
+        assert_eq!(shard_slices_for(6_670_261, 128, Format::Chrome), 2_000);
     }
 }
