@@ -358,15 +358,15 @@ pub fn shard_slices_for(slices: usize, threads: usize, format: Format) -> usize 
         Format::Perfetto => 50_000,
         // Two windows of two shards per worker are held at once (one rendering, one being written); a Chrome
         // event is ~450 bytes (10M generated records: 451 per slice). At 50,000 slices, 16 workers held 2.9x the
-        // decompressed records at peak (2.5 GB).
+        // decompressed records at peak (2.5 GB); with a 256 MB budget 1.6x (1.36 GB), with 128 MB within 1.5x.
         Format::Chrome => SHARD_MEMORY_BUDGET / (threads * 4 * CHROME_BYTES_PER_SLICE),
     };
     (slices / (threads * 4)).clamp(2_000, most.clamp(2_000, 50_000))
 }
 
-/// Rendered output held in memory at once by the shard windows, at most (Chrome JSON; Perfetto shards are
+/// Rendered output held in memory at once by the shard windows, about (Chrome JSON; Perfetto shards are
 /// compressed as they render).
-const SHARD_MEMORY_BUDGET: usize = 256 << 20;
+const SHARD_MEMORY_BUDGET: usize = 128 << 20;
 const CHROME_BYTES_PER_SLICE: usize = 450;
 
 /// Writes `trace` to `path`.
@@ -709,9 +709,9 @@ mod tests {
             assert_eq!(shard_slices_for(100, 0, f), 2_000);
         }
         assert_eq!(shard_slices_for(6_670_261, 16, Format::Perfetto), 50_000);
-        assert_eq!(shard_slices_for(6_670_261, 2, Format::Chrome), 50_000);
-        // Chrome JSON on 16 workers: 9,320 slices (~4 MB) per shard keep the 64 shards in flight near 256 MB.
-        assert_eq!(shard_slices_for(6_670_261, 16, Format::Chrome), 9_320);
+        assert_eq!(shard_slices_for(6_670_261, 2, Format::Chrome), 37_282);
+        // Chrome JSON on 16 workers: 4,660 slices (~2 MB) per shard keep the 64 shards in flight near 128 MB.
+        assert_eq!(shard_slices_for(6_670_261, 16, Format::Chrome), 4_660);
         assert_eq!(shard_slices_for(6_670_261, 128, Format::Chrome), 2_000);
     }
 }
