@@ -347,27 +347,23 @@ fn health_args(trace: &Trace) -> Vec<(String, String)> {
     v
 }
 
-/// Slices per shard for a trace of about `slices` slices on `threads` workers: at least four shards per worker,
-/// so that small traces spread over every core (one track's shard is written by one thread, and on 16 cores a
+/// Slices per shard for a trace of about `slices` slices. The cut depends on the trace alone, never on the
+/// machine, so a recording converts to the same bytes on any number of cores. At least [`SPREAD_SHARDS`] shards,
+/// so that small traces spread over 16 workers (one track's shard is written by one thread, and on 16 cores a
 /// 20k-slice recording cut at 50,000 was written by its largest track's thread alone), but no fewer than 2,000
-/// (each shard repeats its interned names and clock snapshot) and no more than 50,000, or, for Chrome JSON, than
-/// keeps the shards in flight within [`SHARD_MEMORY_BUDGET`].
-pub fn shard_slices_for(slices: usize, threads: usize, format: Format) -> usize {
-    let threads = threads.max(1);
+/// slices (each shard repeats its interned names and clock snapshot) and no more than 50,000, or 4,000 for Chrome
+/// JSON: two windows of two shards per worker are held at once, and a Chrome event is ~450 bytes (10M generated
+/// records: 451 per slice), so 16 workers held 2.5 GB (2.9x the records) at 50,000 and ~1.4 GB at 4,660.
+pub fn shard_slices_for(slices: usize, format: Format) -> usize {
     let most = match format {
         Format::Perfetto => 50_000,
-        // Two windows of two shards per worker are held at once (one rendering, one being written); a Chrome
-        // event is ~450 bytes (10M generated records: 451 per slice). At 50,000 slices, 16 workers held 2.9x the
-        // decompressed records at peak (2.5 GB); with a 256 MB budget 1.6x (1.36 GB), with 128 MB within 1.5x.
-        Format::Chrome => SHARD_MEMORY_BUDGET / (threads * 4 * CHROME_BYTES_PER_SLICE),
+        Format::Chrome => 4_000,
     };
-    (slices / (threads * 4)).clamp(2_000, most.clamp(2_000, 50_000))
+    (slices / SPREAD_SHARDS).clamp(2_000, most)
 }
 
-/// Rendered output held in memory at once by the shard windows, about (Chrome JSON; Perfetto shards are
-/// compressed as they render).
-const SHARD_MEMORY_BUDGET: usize = 128 << 20;
-const CHROME_BYTES_PER_SLICE: usize = 450;
+/// Four shards for each of 16 workers.
+const SPREAD_SHARDS: usize = 64;
 
 /// Writes `trace` to `path`.
 pub fn export(trace: &mut Trace, path: &Path, opts: &ExportOptions) -> io::Result<ExportSummary> {
@@ -702,16 +698,15 @@ mod tests {
 
     #[test]
     fn shard_size_spreads_small_traces_over_the_workers() {
-        // The loop fixture's 18,633 slices: 2,000 on 16 workers, 2,329 on 2; 10M records' 6.67M: 50,000.
+        // The loop fixture's 18,633 slices: 2,000; 10M records' 6.67M: 50,000 (Chrome JSON 4,000).
         for f in [Format::Perfetto, Format::Chrome] {
-            assert_eq!(shard_slices_for(18_633, 16, f), 2_000);
-            assert_eq!(shard_slices_for(18_633, 2, f), 2_329);
-            assert_eq!(shard_slices_for(100, 0, f), 2_000);
+            assert_eq!(shard_slices_for(18_633, f), 2_000);
+            assert_eq!(shard_slices_for(100, f), 2_000);
+            assert_eq!(shard_slices_for(0, f), 2_000);
         }
-        assert_eq!(shard_slices_for(6_670_261, 16, Format::Perfetto), 50_000);
-        assert_eq!(shard_slices_for(6_670_261, 2, Format::Chrome), 37_282);
-        // Chrome JSON on 16 workers: 4,660 slices (~2 MB) per shard keep the 64 shards in flight near 128 MB.
-        assert_eq!(shard_slices_for(6_670_261, 16, Format::Chrome), 4_660);
-        assert_eq!(shard_slices_for(6_670_261, 128, Format::Chrome), 2_000);
+        assert_eq!(shard_slices_for(200_000, Format::Perfetto), 3_125);
+        assert_eq!(shard_slices_for(200_000, Format::Chrome), 3_125);
+        assert_eq!(shard_slices_for(6_670_261, Format::Perfetto), 50_000);
+        assert_eq!(shard_slices_for(6_670_261, Format::Chrome), 4_000);
     }
 }

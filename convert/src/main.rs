@@ -353,7 +353,7 @@ fn convert(a: ConvertArgs) -> Result<()> {
         format,
         gzip: a.gzip,
         compress_packets: !a.no_compress,
-        shard_slices: shard_slices_for(slice_rows(&trace), rayon::current_num_threads(), format),
+        shard_slices: shard_slices_for(slice_rows(&trace), format),
         progress: bar.export_progress(),
     };
     let summary = export(&mut trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));

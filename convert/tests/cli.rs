@@ -247,3 +247,33 @@ fn stats_json_is_stable_from_run_to_run() {
         ]
     );
 }
+
+#[test]
+fn output_bytes_do_not_depend_on_the_number_of_workers() {
+    // The loop recording (18,633 slices in 14 shards) and a generated trace large enough for 3,125-slice shards:
+    // shard cuts come from the trace alone, so 1, 3 and 16 workers write the same bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let generated = dir.path().join("g.cutr");
+    let o = run(&["generate", "-o", path_str(&generated), "--records", "200000"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    for input in [fixture("pytorch_loop_filtered.cutr"), generated] {
+        for format in ["--perfetto", "--chrome"] {
+            let outputs: Vec<Vec<u8>> = ["1", "3", "16"]
+                .iter()
+                .map(|workers| {
+                    // The same path each time: the Chrome JSON names its output in `traceName`.
+                    let out = dir.path().join("trace");
+                    let o = Command::new(env!("CARGO_BIN_EXE_cupti-convert"))
+                        .args([path_str(&input), format, "-q", "-o", path_str(&out)])
+                        .env("RAYON_NUM_THREADS", workers)
+                        .output()
+                        .unwrap();
+                    assert!(o.status.success(), "{}", text(&o.stderr));
+                    std::fs::read(&out).unwrap()
+                })
+                .collect();
+            assert!(outputs[0].len() > 100_000, "{format}: {} bytes", outputs[0].len());
+            assert!(outputs.iter().all(|o| *o == outputs[0]), "{} {format}: outputs differ", input.display());
+        }
+    }
+}
