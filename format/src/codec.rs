@@ -778,6 +778,32 @@ mod tests {
 
     /// Groups larger than one transposition task restore exactly, with their running deltas.
     #[test]
+    fn random_records_in_a_split_group_restore_exactly() {
+        // Every byte random (xorshift): each transformed field's deltas wrap, in 8 and 4 bytes, and the group
+        // (4,000 kernels, 864 KB) is transposed by several tasks before its running deltas are undone.
+        let p = plan();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut buf = Vec::new();
+        for _ in 0..4_000 {
+            let mut r = record(kinds::CONCURRENT_KERNEL, 216, 0);
+            for b in r[4..].iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            buf.extend(r);
+        }
+        const { assert!(4_000 * 216 > 6 * TRANSPOSE_TASK_BYTES) };
+        let (enc, _) = Encoder::new(1).encode(&buf, &p);
+        assert_eq!(decode(&enc, buf.len() as u64).unwrap().to_original(), buf);
+        // The kernel plan has running deltas of both widths.
+        let kp = p.get(kinds::CONCURRENT_KERNEL).unwrap();
+        assert!(kp.ops.iter().any(|o| o.kind == OpKind::DeltaPrev && o.width == 4));
+        assert!(kp.ops.iter().any(|o| o.kind == OpKind::DeltaPrev && o.width == 8));
+    }
+
+    #[test]
     fn large_groups_split_across_tasks_restore_exactly() {
         let p = plan();
         let mut buf = Vec::new();
