@@ -93,8 +93,7 @@ pub fn print_spans() {
         return;
     }
     let Ok(mut v) = spans().lock() else { return };
-    v.sort();
-    v.sort_by_key(|s| s.1);
+    v.sort_by_key(|s| (s.1, s.0));
     for (thread, a, b, label) in v.iter() {
         let t = if *thread == u64::MAX { "main".to_string() } else { format!("w{thread}") };
         eprintln!(
