@@ -1244,7 +1244,7 @@ impl Trace {
             self.external.entries().filter(|&(p, c, _)| !self.api_by_corr.contains(p, c)).count() as u64;
 
         drop(_s);
-        let _s = crate::phase::span(|| "nvtx depth and enclosing ranges".into());
+        let _s = crate::phase::span(|| "nvtx depth".into());
         // NVTX depth per thread, and the innermost range around each API call.
         let mut stack: Vec<usize> = Vec::new();
         let mut thread = None;
@@ -1265,41 +1265,69 @@ impl Trace {
             self.ranges[i].parent = stack.last().map_or(u32::MAX, |&p| p as u32);
             stack.push(i);
         }
+        drop(_s);
+        let _s = crate::phase::span(|| "enclosing ranges".into());
         self.api_range = self.enclosing_ranges();
         self.demangled = Vec::new();
     }
 
-    /// For each API call, the innermost NVTX range on its thread that contains its start.
+    /// For each API call, the innermost NVTX range on its thread that contains it.
+    ///
+    /// Needs `depth` and `parent` set. The ranges that contain a call are the last range on its thread to start at
+    /// or before the call and that range's ancestors: any earlier range still open at the call was still on the
+    /// nesting stack when the last one started, and that stack is the parent chain. So the innermost is the first
+    /// of that chain that ends at or after the call (a walk bounded by the nesting depth, not by the number of
+    /// sibling ranges before the call).
     fn enclosing_ranges(&self) -> Vec<u32> {
-        // Ranges grouped by thread, each group sorted by start.
-        let mut by_thread: HashMap<(u16, u32), Vec<u32>> = HashMap::new();
+        // Each thread's range starts (sorted) beside the range indices, so the searches read contiguous memory.
+        let mut by_thread: HashMap<(u16, u32), ThreadRanges> = HashMap::new();
         for (i, r) in self.ranges.iter().enumerate() {
-            by_thread.entry((r.proc, r.tid)).or_default().push(i as u32);
+            let (starts, ids) = by_thread.entry((r.proc, r.tid)).or_default();
+            starts.push(r.start);
+            ids.push(i as u32);
         }
-        self.apis
-            .par_iter()
-            .map(|a| {
-                let Some(list) = by_thread.get(&(a.proc, a.tid)) else { return u32::MAX };
-                // Candidates start at or before the call; the innermost is the deepest that still contains it.
-                let n = list.partition_point(|&i| self.ranges[i as usize].start <= a.start);
-                let mut best = u32::MAX;
-                let mut best_depth = -1i32;
-                for &i in list[..n].iter().rev() {
-                    let r = &self.ranges[i as usize];
-                    if r.end >= a.end && r.depth as i32 > best_depth {
-                        best = i;
-                        best_depth = r.depth as i32;
-                        if r.depth == 0 {
-                            break;
-                        }
-                    }
-                    if r.depth == 0 && r.end < a.start {
-                        break; // an outermost range that ended earlier: nothing older can contain the call
-                    }
+        let innermost = |ids: &[u32], n: usize, a: &ApiCall| {
+            let mut at = if n == 0 { u32::MAX } else { ids[n - 1] };
+            while let Some(r) = self.ranges.get(at as usize) {
+                if r.end >= a.end {
+                    return at;
                 }
-                best
-            })
-            .collect()
+                at = r.parent;
+            }
+            u32::MAX
+        };
+        let mut out = vec![u32::MAX; self.apis.len()];
+        if by_thread.is_empty() {
+            return out;
+        }
+        // API calls come sorted by start, so within a block of calls each thread's position in its ranges only
+        // moves forward: a gallop from where the thread's previous call left it instead of a full search.
+        const BLOCK: usize = 4096;
+        out.par_chunks_mut(BLOCK).zip(self.apis.par_chunks(BLOCK)).for_each(|(out, apis)| {
+            // The threads seen in this block with their ranges and cursor; calls mostly repeat the last thread.
+            let mut threads: Vec<((u16, u32), Option<&ThreadRanges>, usize)> = Vec::new();
+            let mut last = usize::MAX;
+            for (slot, a) in out.iter_mut().zip(apis) {
+                let key = (a.proc, a.tid);
+                if threads.get(last).is_none_or(|t| t.0 != key) {
+                    last = threads.iter().position(|t| t.0 == key).unwrap_or_else(|| {
+                        threads.push((key, by_thread.get(&key), 0));
+                        threads.len() - 1
+                    });
+                }
+                let (_, ranges, cursor) = &mut threads[last];
+                let Some((starts, ids)) = ranges else { continue };
+                let from = *cursor;
+                let n = if from > 0 && starts[from - 1] > a.start {
+                    starts.partition_point(|&s| s <= a.start)
+                } else {
+                    from + gallop(&starts[from..], a.start)
+                };
+                *cursor = n;
+                *slot = innermost(ids, n, a);
+            }
+        });
+        out
     }
 
     /// Demangles every kernel name once (like `c++filt`); afterwards [`Trace::display_name`] is cheap.
@@ -1436,5 +1464,35 @@ impl Trace {
     pub fn label(&self, proc: u16) -> String {
         let p = &self.processes[proc as usize];
         Path::new(&p.path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+}
+
+/// One thread's NVTX ranges: their starts (sorted) and their indices in `Trace::ranges`.
+type ThreadRanges = (Vec<u64>, Vec<u32>);
+
+/// How many of the sorted `starts` are at or before `t`, searched from the front in doubling steps (cheap when the
+/// answer is near the front, as for a cursor that moves forward through time).
+fn gallop(starts: &[u64], t: u64) -> usize {
+    let mut hi = 1;
+    while hi <= starts.len() && starts[hi - 1] <= t {
+        hi *= 2;
+    }
+    let lo = hi / 2;
+    let hi = hi.min(starts.len());
+    lo + starts[lo..hi].partition_point(|&s| s <= t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gallop;
+
+    #[test]
+    fn gallop_counts_the_starts_at_or_before_a_time() {
+        let starts = [10, 20, 20, 30, 40, 50, 60, 70, 80];
+        for t in [0, 9, 10, 19, 20, 25, 30, 69, 70, 80, 1000] {
+            let expected = starts.iter().filter(|&&s| s <= t).count();
+            assert_eq!(gallop(&starts, t), expected, "t = {t}");
+        }
+        assert_eq!(gallop(&[], 5), 0);
     }
 }

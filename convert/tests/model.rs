@@ -72,6 +72,22 @@ fn rows_and_joins_match_the_generator_exactly() {
             })
             .count() as u64;
         assert_eq!(in_forward, truth.steps * 14);
+        // Every call's range is the deepest on its thread that contains it (a brute-force search over all ranges;
+        // the model walks the parent chain of the last range to start before the call).
+        let brute: Vec<u32> =
+            t.apis
+                .iter()
+                .map(|a| {
+                    let inside =
+                        t.ranges.iter().enumerate().filter(|(_, r)| {
+                            (r.proc, r.tid) == (a.proc, a.tid) && r.start <= a.start && r.end >= a.end
+                        });
+                    inside.max_by_key(|(i, r)| (r.depth, *i)).map_or(u32::MAX, |(i, _)| i as u32)
+                })
+                .collect();
+        assert_eq!(t.api_range, brute);
+        let outside = brute.iter().filter(|&&r| r == u32::MAX).count();
+        assert!(outside > 0 && outside < brute.len(), "{outside} of {} calls outside every range", brute.len());
         let per_kind: BTreeMap<u32, u64> = t.records_per_kind.iter().copied().collect();
         assert_eq!(per_kind, truth.records_per_kind);
         assert_eq!(t.stats.zero_timestamp_records + t.stats.inverted_records + t.stats.unresolved_names, 0);
