@@ -16,6 +16,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use rayon::prelude::*;
 
+use crate::group::{Source, group_by_key};
 use crate::model::Trace;
 use crate::names;
 
@@ -352,16 +353,33 @@ impl Layout {
 
         // GPU rows: Chrome pid = device id, as Kineto; offset per file when two files use the same device ids.
         let mut gpu_json_pid: HashMap<(u16, u32), i64> = HashMap::default();
-        let mut gpus: Vec<(u16, u32)> = [
-            first_seen(trace.kernels.len(), |i| (trace.kernels[i].proc, trace.kernels[i].device)),
-            first_seen(trace.memcpys.len(), |i| (trace.memcpys[i].proc, trace.memcpys[i].device)),
-            first_seen(trace.memsets.len(), |i| (trace.memsets[i].proc, trace.memsets[i].device)),
-            first_seen(trace.memory.len(), |i| (trace.memory[i].proc, trace.memory[i].device)),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|(g, _)| g)
-        .collect();
+        // The distinct streams of the GPU rows (kernels, copies, memsets), each with its first row: one parallel
+        // pass over each kind, from which the GPUs, the contexts' devices and the stream tracks all follow.
+        let stream_key = |proc: u16, device: u32, context: u32, stream: u32| (proc, device, context, stream);
+        let stream_keys = [
+            first_seen(trace.kernels.len(), |i| {
+                let k = &trace.kernels[i];
+                stream_key(k.proc, k.device, k.context, k.stream)
+            }),
+            first_seen(trace.memcpys.len(), |i| {
+                let k = &trace.memcpys[i];
+                stream_key(k.proc, k.device, k.context, k.stream)
+            }),
+            first_seen(trace.memsets.len(), |i| {
+                let k = &trace.memsets[i];
+                stream_key(k.proc, k.device, k.context, k.stream)
+            }),
+        ];
+        let mut gpus: Vec<(u16, u32)> = stream_keys
+            .iter()
+            .flatten()
+            .map(|&((proc, device, _, _), _)| (proc, device))
+            .chain(
+                first_seen(trace.memory.len(), |i| (trace.memory[i].proc, trace.memory[i].device))
+                    .into_iter()
+                    .map(|(g, _)| g),
+            )
+            .collect();
         gpus.sort_unstable();
         gpus.dedup();
         let clash = gpus.iter().map(|g| g.1).collect::<std::collections::HashSet<_>>().len() < gpus.len();
@@ -389,15 +407,15 @@ impl Layout {
         };
         // Contexts map to devices through the GPU records and CUDA events that name both.
         // The first record naming a context says its device (kernels first, then copies, memsets, events).
+        // (A context's first stream in row order holds its first row.)
         let mut ctx_device: HashMap<(u16, u32), u32> = HashMap::default();
-        for (key, i) in first_seen(trace.kernels.len(), |i| (trace.kernels[i].proc, trace.kernels[i].context)) {
-            ctx_device.entry(key).or_insert(trace.kernels[i].device);
-        }
-        for (key, i) in first_seen(trace.memcpys.len(), |i| (trace.memcpys[i].proc, trace.memcpys[i].context)) {
-            ctx_device.entry(key).or_insert(trace.memcpys[i].device);
-        }
-        for (key, i) in first_seen(trace.memsets.len(), |i| (trace.memsets[i].proc, trace.memsets[i].context)) {
-            ctx_device.entry(key).or_insert(trace.memsets[i].device);
+        for keys in &stream_keys {
+            let mut firsts: Vec<_> =
+                keys.iter().map(|&((proc, device, context, _), i)| (i, proc, context, device)).collect();
+            firsts.sort_unstable();
+            for (_, proc, context, device) in firsts {
+                ctx_device.entry((proc, context)).or_insert(device);
+            }
         }
         for (key, i) in
             first_seen(trace.cuda_events.len(), |i| (trace.cuda_events[i].proc, trace.cuda_events[i].context))
@@ -425,28 +443,10 @@ impl Layout {
             })
         };
 
-        let mut items: Vec<Item> = Vec::with_capacity(
-            trace.kernels.len() + trace.memcpys.len() + trace.memsets.len() + trace.apis.len() + trace.ranges.len(),
-        );
         // Tracks are made in the order their first row comes (kernels, copies, memsets, then API calls), from the
-        // distinct keys found in parallel; then every row's item is made in parallel, looking its track up by key
-        // (millions of rows share a handful of streams and threads).
+        // distinct keys found in parallel; then every row's track is looked up by key in parallel (millions of rows
+        // share a handful of streams and threads), and the items are made straight into their track's group.
         let mut streams: HashMap<(u16, u32, u32, u32), u32> = HashMap::default();
-        let stream_key = |proc: u16, device: u32, context: u32, stream: u32| (proc, device, context, stream);
-        let stream_keys = [
-            first_seen(trace.kernels.len(), |i| {
-                let k = &trace.kernels[i];
-                stream_key(k.proc, k.device, k.context, k.stream)
-            }),
-            first_seen(trace.memcpys.len(), |i| {
-                let k = &trace.memcpys[i];
-                stream_key(k.proc, k.device, k.context, k.stream)
-            }),
-            first_seen(trace.memsets.len(), |i| {
-                let k = &trace.memsets[i];
-                stream_key(k.proc, k.device, k.context, k.stream)
-            }),
-        ];
         for (key @ (proc, device, context, stream), _) in stream_keys.into_iter().flatten() {
             if let std::collections::hash_map::Entry::Vacant(slot) = streams.entry(key) {
                 slot.insert(stream_track(&mut b, proc, device, context, stream));
@@ -457,47 +457,45 @@ impl Layout {
             let t = thread_track(&mut b, proc, tid);
             threads.insert(key, t);
         }
+        let _looking = crate::phase::span(|| "track lookups".into());
         let streams = &streams;
-        items.par_extend(trace.kernels.par_iter().enumerate().map(|(i, k)| {
-            let t = streams[&stream_key(k.proc, k.device, k.context, k.stream)];
-            Item::new(t, k.start, k.end, Src::Kernel(i as u32))
-        }));
-        items.par_extend(trace.memcpys.par_iter().enumerate().map(|(i, k)| {
-            let t = streams[&stream_key(k.proc, k.device, k.context, k.stream)];
-            Item::new(t, k.start, k.end, Src::Memcpy(i as u32))
-        }));
-        items.par_extend(trace.memsets.par_iter().enumerate().map(|(i, k)| {
-            let t = streams[&stream_key(k.proc, k.device, k.context, k.stream)];
-            Item::new(t, k.start, k.end, Src::Memset(i as u32))
-        }));
+        let stream_of = |proc, device, context, stream| streams[&stream_key(proc, device, context, stream)];
+        let kernel_tracks: Vec<u32> =
+            trace.kernels.par_iter().map(|k| stream_of(k.proc, k.device, k.context, k.stream)).collect();
+        let memcpy_tracks: Vec<u32> =
+            trace.memcpys.par_iter().map(|k| stream_of(k.proc, k.device, k.context, k.stream)).collect();
+        let memset_tracks: Vec<u32> =
+            trace.memsets.par_iter().map(|k| stream_of(k.proc, k.device, k.context, k.stream)).collect();
         let threads = &threads;
-        items.par_extend(
-            trace
-                .apis
-                .par_iter()
-                .enumerate()
-                .map(|(i, a)| Item::new(threads[&(a.proc, a.tid)], a.start, a.end, Src::Api(i as u32))),
-        );
-        let span = trace.span();
-        for (i, r) in trace.ranges.iter().enumerate() {
-            let t = thread_track(&mut b, r.proc, r.tid);
-            let end = if r.end == u64::MAX { span.1.max(r.start) } else { r.end };
-            items.push(Item::new(t, r.start, end, Src::Range(i as u32)));
+        let api_tracks: Vec<u32> = trace.apis.par_iter().map(|a| threads[&(a.proc, a.tid)]).collect();
+        drop(_looking);
+        // NVTX ranges on their threads' tracks, synchronization on a track per context (under the context's GPU):
+        // the tracks made in the order of their first row, the rows' tracks looked up in parallel.
+        let mut range_threads: HashMap<(u16, u32), u32> = HashMap::default();
+        for ((proc, tid), _) in first_seen(trace.ranges.len(), |i| (trace.ranges[i].proc, trace.ranges[i].tid)) {
+            range_threads.insert((proc, tid), thread_track(&mut b, proc, tid));
         }
-        for (i, s) in trace.syncs.iter().enumerate() {
-            let device = ctx_device.get(&(s.proc, s.context)).copied().unwrap_or(0);
-            let gpu = gpu_track(&mut b, s.proc, device);
+        let mut sync_tracks: HashMap<(u16, u32), u32> = HashMap::default();
+        for ((proc, context), i) in first_seen(trace.syncs.len(), |i| (trace.syncs[i].proc, trace.syncs[i].context)) {
+            let device = ctx_device.get(&(proc, context)).copied().unwrap_or(0);
+            let gpu = gpu_track(&mut b, proc, device);
             let json_pid = b.tracks[gpu as usize].json_pid;
-            let t = b.get(TrackRole::Sync { proc: s.proc, device, context: s.context }, |_| Track {
-                role: TrackRole::Sync { proc: s.proc, device, context: s.context },
+            let stream = trace.syncs[i].stream;
+            let t = b.get(TrackRole::Sync { proc, device, context }, |_| Track {
+                role: TrackRole::Sync { proc, device, context },
                 parent: Some(gpu),
-                name: format!("synchronization (context {})", s.context),
+                name: format!("synchronization (context {context})"),
                 json_pid,
-                json_tid: if s.stream == u32::MAX { 1 } else { s.stream as i64 },
+                json_tid: if stream == u32::MAX { 1 } else { stream as i64 },
                 pid: 0,
             });
-            items.push(Item::new(t, s.start, s.end, Src::Sync(i as u32)));
+            sync_tracks.insert((proc, context), t);
         }
+        let range_tracks: Vec<u32> = trace.ranges.par_iter().map(|r| range_threads[&(r.proc, r.tid)]).collect();
+        let sync_track_of: Vec<u32> = trace.syncs.par_iter().map(|s| sync_tracks[&(s.proc, s.context)]).collect();
+        // The few rows of the other kinds, made one by one as their tracks are made.
+        let mut items: Vec<Item> = Vec::new();
+        let span = trace.span();
         for (i, o) in trace.overheads.iter().enumerate() {
             let parent = process_track(&mut b, o.proc);
             let json_pid = trace.processes[o.proc as usize].pid as i64;
@@ -531,10 +529,37 @@ impl Layout {
             thread_track(&mut b, m.proc, m.tid);
         }
 
+        let (kernels, memcpys, memsets, apis) = (&trace.kernels, &trace.memcpys, &trace.memsets, &trace.apis);
+        let kernel = |i: usize, t| Item::new(t, kernels[i].start, kernels[i].end, Src::Kernel(i as u32));
+        let memcpy = |i: usize, t| Item::new(t, memcpys[i].start, memcpys[i].end, Src::Memcpy(i as u32));
+        let memset = |i: usize, t| Item::new(t, memsets[i].start, memsets[i].end, Src::Memset(i as u32));
+        let api = |i: usize, t| Item::new(t, apis[i].start, apis[i].end, Src::Api(i as u32));
+        let (ranges, syncs) = (&trace.ranges, &trace.syncs);
+        let range = |i: usize, t| {
+            let r = &ranges[i];
+            // A range never closed lasts to the end of the trace.
+            let end = if r.end == u64::MAX { span.1.max(r.start) } else { r.end };
+            Item::new(t, r.start, end, Src::Range(i as u32))
+        };
+        let sync = |i: usize, t| Item::new(t, syncs[i].start, syncs[i].end, Src::Sync(i as u32));
+        let other = |i: usize, _| items[i];
+        let sources = [
+            Source { keys: kernel_tracks, make: &kernel },
+            Source { keys: memcpy_tracks, make: &memcpy },
+            Source { keys: memset_tracks, make: &memset },
+            Source { keys: api_tracks, make: &api },
+            Source { keys: range_tracks, make: &range },
+            Source { keys: sync_track_of, make: &sync },
+            Source { keys: items.iter().map(|it| it.track).collect(), make: &other },
+        ];
+        let grouping = crate::phase::span(|| "group by track".into());
+        let (mut items, bounds) = group_by_key(b.tracks.len(), &sources);
+        drop(grouping);
+        drop(sources);
         drop(tracks_and_items);
         crate::phase::mark("layout items");
         let sorting = crate::phase::span(|| "sort items".into());
-        items.par_sort_unstable_by_key(Item::key);
+        sort_groups(&mut items, &bounds);
         drop(sorting);
         crate::phase::mark("sort items");
         let _s = crate::phase::span(|| "assign lanes".into());
@@ -560,6 +585,24 @@ impl Layout {
             overflow_lanes,
         }
     }
+}
+
+/// Sorts each track's group of items (`items[bounds[t]..bounds[t + 1]]`) into layout order. A group is a few runs
+/// already in time order (one per kind of row), often already sorted: checked first, else merged by an adaptive
+/// (run-detecting) sort.
+fn sort_groups(items: &mut [Item], bounds: &[usize]) {
+    let mut groups = Vec::with_capacity(bounds.len());
+    let mut rest = items;
+    for w in bounds.windows(2) {
+        let (group, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+        groups.push(group);
+        rest = tail;
+    }
+    groups.into_par_iter().for_each(|g| {
+        if !g.par_windows(2).all(|w| w[0].key() <= w[1].key()) {
+            g.sort_by_key(Item::key);
+        }
+    });
 }
 
 /// The distinct values of `key(i)` for `i` in `0..n`, each with the first `i` that has it, in the order of those
@@ -609,13 +652,56 @@ fn track_runs(items: &[Item]) -> Vec<(usize, usize)> {
     runs
 }
 
+/// Where one track's items (sorted by start) can be cut so that every item before a cut has ended by the item at
+/// it: `0`, the cuts, and `items.len()`. Blocks are searched in parallel, each for its first such point, knowing
+/// the latest end before it.
+fn quiet_cuts(items: &[Item]) -> Vec<usize> {
+    const BLOCK: usize = 1 << 15;
+    let mut cuts = vec![0];
+    if items.len() > BLOCK {
+        let block_max: Vec<u64> =
+            items.par_chunks(BLOCK).map(|c| c.iter().map(|it| it.end).max().unwrap_or(0)).collect();
+        let mut before = Vec::with_capacity(block_max.len());
+        let mut latest = 0;
+        for &m in &block_max {
+            before.push(latest);
+            latest = latest.max(m);
+        }
+        let found: Vec<usize> = before
+            .par_iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(b, &latest_before)| {
+                let mut latest = latest_before;
+                let from = b * BLOCK;
+                for (n, it) in items[from..(from + BLOCK).min(items.len())].iter().enumerate() {
+                    if latest <= it.start {
+                        return Some(from + n);
+                    }
+                    latest = latest.max(it.end);
+                }
+                None
+            })
+            .collect();
+        cuts.extend(found);
+    }
+    cuts.push(items.len());
+    cuts
+}
+
 /// Moves items that overlap without nesting to overflow lanes (new tracks beside theirs); items stay sorted.
 /// Each track's lanes are found in parallel; the lane tracks are then made in item order.
 fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
-    let runs = track_runs(items);
     let items_ro: &[Item] = items;
+    // Each track's items split where nothing is open: the pieces are laid out independently and in parallel
+    // with the same result (at such a point every lane is empty, and an empty lane takes the next item whatever
+    // its number), so one long track no longer keeps a single worker busy.
+    let pieces: Vec<(usize, usize)> = track_runs(items_ro)
+        .into_iter()
+        .flat_map(|(i, j)| quiet_cuts(&items_ro[i..j]).windows(2).map(|w| (i + w[0], i + w[1])).collect::<Vec<_>>())
+        .collect();
     // (item, lane) of every item that leaves lane 0, in item order.
-    let moves: Vec<(usize, u32)> = runs
+    let moves: Vec<(usize, u32)> = pieces
         .par_iter()
         .flat_map_iter(|&(i, j)| {
             let mut out = Vec::new();
@@ -659,8 +745,21 @@ fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
         }
         items[at].track = lt;
     }
-    if !moves.is_empty() {
-        items.par_sort_unstable_by_key(Item::key);
+    if let Some(&(first, _)) = moves.first() {
+        // The moved items leave their tracks' groups, keeping the others' order, and form their lanes' groups
+        // at the end (lane tracks are the newest, so their groups sort last; a lane's items come from one track,
+        // already in layout order): a compaction instead of a sort.
+        let mut moved: Vec<Item> = moves.iter().map(|&(at, _)| items[at]).collect();
+        moved.sort_by_key(|it| it.track);
+        let mut leaving = moves.iter().map(|&(at, _)| at).peekable();
+        let mut kept = first;
+        for at in first..items.len() {
+            if leaving.next_if_eq(&at).is_none() {
+                items[kept] = items[at];
+                kept += 1;
+            }
+        }
+        items[kept..].copy_from_slice(&moved);
     }
     lanes_made
 }
@@ -864,6 +963,76 @@ mod tests {
         let placed: Vec<(u32, u64)> = items.iter().map(|i| (i.track, i.start)).collect();
         // Sorted by track again: lanes come after their base tracks.
         assert_eq!(placed, [(0, 0), (0, 6), (0, 12), (1, 1), (2, 5), (3, 7), (4, 3)]);
+    }
+
+    #[test]
+    fn quiet_points_are_where_everything_before_has_ended() {
+        // 100,000 back-to-back slices, the first lasting until the 40,000th starts: blocks of 32,768 items each
+        // cut at their first item except the second, which cuts where the long slice has ended.
+        let mut items: Vec<Item> =
+            (0..100_000u64).map(|i| Item::new(0, i * 10, i * 10 + 5, Src::Kernel(i as u32))).collect();
+        items[0].end = 400_000;
+        assert_eq!(quiet_cuts(&items), [0, 40_000, 65_536, 98_304, 100_000]);
+        assert_eq!(quiet_cuts(&items[..10]), [0, 10]);
+    }
+
+    #[test]
+    fn lanes_found_piece_by_piece_equal_one_walk_over_the_track() {
+        // Bursts of overlapping slices with quiet gaps between some of them, over many blocks.
+        let mut seed = 12345u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        let mut items = Vec::new();
+        let mut t = 0;
+        for i in 0..150_000u32 {
+            t += next() % 50;
+            if i % 1000 == 0 {
+                t += 10_000;
+            }
+            items.push(Item::new(0, t, t + next() % 400, Src::Kernel(i)));
+        }
+        items.sort_unstable_by_key(Item::key);
+        // One walk over the whole track, the way lanes were assigned before it was cut into pieces.
+        let mut want: Vec<(u64, u64, u32)> = Vec::new();
+        let mut stacks: Vec<Vec<u64>> = vec![Vec::new()];
+        for it in &items {
+            let k = stacks
+                .iter_mut()
+                .position(|st| {
+                    while st.last().is_some_and(|&e| e <= it.start) {
+                        st.pop();
+                    }
+                    st.last().is_none_or(|&e| it.end <= e)
+                })
+                .unwrap_or_else(|| {
+                    stacks.push(Vec::new());
+                    stacks.len() - 1
+                });
+            stacks[k].push(it.end);
+            want.push((it.start, it.end, k as u32));
+        }
+        let mut b = Builder {
+            tracks: vec![Track {
+                role: TrackRole::Stream { proc: 0, device: 0, context: 1, stream: 7 },
+                parent: None,
+                name: "stream 7".into(),
+                json_pid: 0,
+                json_tid: 7,
+                pid: 0,
+            }],
+            index: HashMap::default(),
+            last: None,
+        };
+        let lanes = assign_lanes(&mut b, &mut items);
+        assert!(lanes >= 3, "{lanes} lanes");
+        // Lane k is track k (lanes are made in order of first use).
+        let mut got: Vec<(u64, u64, u32)> = items.iter().map(|it| (it.start, it.end, it.track)).collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        assert!(items.windows(2).all(|w| w[0].key() < w[1].key()));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod demangle;
 pub mod diff;
 pub mod export;
 pub mod fmt;
+pub mod group;
 pub mod info;
 pub mod layout;
 pub mod memory;
