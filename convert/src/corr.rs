@@ -5,7 +5,11 @@
 //! flat array over a file's id range is then several times smaller than a hash map of the same entries and is
 //! read without hashing or cache-missing probes: on a 10M-record trace the joins touch tens of MB instead of
 //! hundreds. A file whose ids are sparse (range much wider than the count) keeps a hash map instead.
+//!
+//! Tables of millions of rows are built in parallel ([`CorrMap::build_file_par`]): each worker fills its own range
+//! of ids, walking all rows in order, so a slot sees its rows in the same order as in a single walk.
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 /// A file's ids are stored densely when their range is at most this many times their count (plus slack).
@@ -30,29 +34,43 @@ impl<T: Copy + PartialEq> CorrMap<T> {
         CorrMap { files: Vec::new(), empty }
     }
 
-    /// Builds file `proc`'s table from `(correlation id, value)` entries; `merge(slot, value)` stores a value into
-    /// a slot that may already hold one (`empty` when not).
-    pub fn build_file<I>(&mut self, proc: u16, entries: I, merge: impl Fn(&mut T, T))
-    where
-        I: Iterator<Item = (u32, T)> + Clone,
+    /// Builds file `proc`'s table from rows `0..n`: row `i` gives `entry(i) = Some((correlation id, value))` or
+    /// `None`, and `merge(slot, value)` stores a value into a slot that may already hold one (`empty` when not).
+    /// In parallel: the table is cut into one range of ids per worker, and each worker walks all rows in order,
+    /// storing those in its range. Every slot sees its rows in row order, so `merge` can keep the first or the
+    /// last as it likes, with the same result on any number of workers.
+    pub fn build_file_par(
+        &mut self,
+        proc: u16,
+        n: usize,
+        entry: impl Fn(usize) -> Option<(u32, T)> + Sync,
+        merge: impl Fn(&mut T, T) + Sync,
+    ) where
+        T: Send + Sync,
     {
-        let (mut lo, mut hi, mut n) = (u32::MAX, 0u32, 0u64);
-        for (c, _) in entries.clone() {
-            lo = lo.min(c);
-            hi = hi.max(c);
-            n += 1;
-        }
-        let store = if n == 0 {
+        let (lo, hi, count) = (0..n)
+            .into_par_iter()
+            .filter_map(|i| entry(i).map(|(c, _)| (c, c, 1u64)))
+            .reduce(|| (u32::MAX, 0, 0), |a, b| (a.0.min(b.0), a.1.max(b.1), a.2 + b.2));
+        let store = if count == 0 {
             Store::Dense { base: 0, vals: Vec::new() }
-        } else if ((hi - lo) as u64) < n * DENSE_RANGE_PER_ENTRY + DENSE_SLACK {
+        } else if ((hi - lo) as u64) < count * DENSE_RANGE_PER_ENTRY + DENSE_SLACK {
             let mut vals = vec![self.empty; (hi - lo) as usize + 1];
-            for (c, v) in entries {
-                merge(&mut vals[(c - lo) as usize], v);
-            }
+            let part = vals.len().div_ceil(rayon::current_num_threads().max(1));
+            vals.par_chunks_mut(part).enumerate().for_each(|(p, slots)| {
+                let from = lo as usize + p * part;
+                for i in 0..n {
+                    if let Some((c, v)) = entry(i) {
+                        if let Some(slot) = slots.get_mut((c as usize).wrapping_sub(from)) {
+                            merge(slot, v);
+                        }
+                    }
+                }
+            });
             Store::Dense { base: lo, vals }
         } else {
             let mut m: FxHashMap<u32, T> = FxHashMap::default();
-            for (c, v) in entries {
+            for (c, v) in (0..n).filter_map(&entry) {
                 merge(m.entry(c).or_insert(self.empty), v);
             }
             Store::Sparse(m)
@@ -62,6 +80,26 @@ impl<T: Copy + PartialEq> CorrMap<T> {
             self.files.resize_with(p + 1, || Store::Dense { base: 0, vals: Vec::new() });
         }
         self.files[p] = store;
+    }
+
+    /// How many (proc, correlation id) entries satisfy `f`, counted in parallel.
+    pub fn count_where(&self, f: impl Fn(u16, u32, T) -> bool + Sync) -> u64
+    where
+        T: Send + Sync,
+    {
+        let f = &f;
+        self.files
+            .iter()
+            .enumerate()
+            .map(|(p, s)| match s {
+                Store::Dense { base, vals } => vals
+                    .par_iter()
+                    .enumerate()
+                    .filter(|&(i, &v)| v != self.empty && f(p as u16, *base + i as u32, v))
+                    .count() as u64,
+                Store::Sparse(m) => m.iter().filter(|&(&c, &v)| v != self.empty && f(p as u16, c, v)).count() as u64,
+            })
+            .sum()
     }
 
     /// The value of (proc, correlation id), `None` when absent.
@@ -105,23 +143,59 @@ mod tests {
 
     #[test]
     fn dense_and_sparse_files_answer_alike() {
-        let mut m = CorrMap::new(u32::MAX);
-        // File 0: dense ids 10..20, with a repeated id merged by keeping the first value.
-        let dense: Vec<(u32, u32)> = (10..20).map(|c| (c, c * 2)).chain([(15, 999)]).collect();
-        m.build_file(0, dense.iter().copied(), |slot, v| {
+        let keep_first = |slot: &mut u32, v: u32| {
             if *slot == u32::MAX {
                 *slot = v
             }
-        });
-        // File 2: two ids a billion apart (a hash map).
-        m.build_file(2, [(5u32, 1u32), (1_000_000_005, 2)].into_iter(), |slot, v| *slot = v);
-        assert_eq!((m.get(0, 15), m.get(0, 9), m.get(0, 20), m.get(0, 10)), (Some(30), None, None, Some(20)));
-        assert_eq!((m.get(1, 15), m.get(2, 5), m.get(2, 1_000_000_005), m.get(2, 6)), (None, Some(1), Some(2), None));
-        assert!(matches!(m.files[0], Store::Dense { base: 10, .. }));
-        assert!(matches!(m.files[2], Store::Sparse(_)));
-        let mut all: Vec<(u16, u32, u32)> = m.entries().collect();
-        all.sort();
-        assert_eq!(all.len(), 12);
-        assert_eq!(all[11], (2, 1_000_000_005, 2));
+        };
+        for workers in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(workers).build().unwrap();
+            let m = pool.install(|| {
+                let mut m = CorrMap::new(u32::MAX);
+                // File 0: dense ids 10..20, with a repeated id merged by keeping the first value, and a row
+                // that gives no entry.
+                let dense: Vec<(u32, u32)> = (10..20).map(|c| (c, c * 2)).chain([(15, 999), (0, 0)]).collect();
+                m.build_file_par(0, dense.len(), |i| (dense[i].0 != 0).then_some(dense[i]), keep_first);
+                // File 2: two ids a billion apart (a hash map), the later of a repeated id kept.
+                let sparse = [(5u32, 1u32), (1_000_000_005, 2), (5, 3)];
+                m.build_file_par(2, sparse.len(), |i| Some(sparse[i]), |slot, v| *slot = v);
+                m
+            });
+            assert_eq!((m.get(0, 15), m.get(0, 9), m.get(0, 20), m.get(0, 10)), (Some(30), None, None, Some(20)));
+            assert_eq!(
+                (m.get(1, 15), m.get(2, 5), m.get(2, 1_000_000_005), m.get(2, 6)),
+                (None, Some(3), Some(2), None)
+            );
+            assert!(matches!(m.files[0], Store::Dense { base: 10, .. }));
+            assert!(matches!(m.files[2], Store::Sparse(_)));
+            let mut all: Vec<(u16, u32, u32)> = m.entries().collect();
+            all.sort();
+            assert_eq!(all.len(), 12);
+            assert_eq!(all[11], (2, 1_000_000_005, 2));
+            assert_eq!(m.count_where(|p, c, _| p == 0 && c % 2 == 0), 5);
+        }
+    }
+
+    #[test]
+    fn every_worker_count_keeps_the_same_rows() {
+        // 100,000 rows over 20,000 ids: each id's slot keeps its last row, whichever worker owns the slot.
+        let rows: Vec<(u32, u32)> = (0..100_000u32).map(|i| (1000 + (i * 7919) % 20_000, i)).collect();
+        let build = |workers: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(workers).build().unwrap();
+            pool.install(|| {
+                let mut m = CorrMap::new(u32::MAX);
+                m.build_file_par(0, rows.len(), |i| Some(rows[i]), |slot, v| *slot = v);
+                m
+            })
+        };
+        let one = build(1);
+        for workers in [2, 5, 16] {
+            let m = build(workers);
+            assert!((1000..21_000).all(|c| m.get(0, c) == one.get(0, c)), "{workers} workers");
+        }
+        // The last row of id 1000 + k is the largest i with i * 7919 = k (mod 20,000).
+        let last = |k: u32| (0..100_000u32).rev().find(|i| (i * 7919) % 20_000 == k);
+        assert_eq!(one.get(0, 1000), last(0));
+        assert_eq!(one.get(0, 1777), last(777));
     }
 }

@@ -1055,13 +1055,15 @@ pub fn load_prefetched(
         let external = &mut trace.external;
         let build_external = || {
             let _s = crate::phase::span(|| "external ids".into());
-            external.build_file(
+            let ext = &ext;
+            external.build_file_par(
                 proc,
-                ext.iter().filter_map(|&(kind, corr, id)| match kind {
-                    CUSTOM0 => Some((corr, (id, 0))),
-                    CUSTOM1 => Some((corr, (0, id))),
+                ext.len(),
+                |i| match ext[i] {
+                    (CUSTOM0, corr, id) => Some((corr, (id, 0))),
+                    (CUSTOM1, corr, id) => Some((corr, (0, id))),
                     _ => None,
-                }),
+                },
                 |slot, v| {
                     if v.0 != 0 {
                         slot.0 = v.0;
@@ -1204,9 +1206,8 @@ impl Trace {
             }
         };
         if self.processes.len() <= 1 {
-            // One file: (correlation id, index + 1) straight from the rows (build_file walks them twice).
-            let entries = apis.iter().enumerate().map(|(i, a)| (a.correlation, i as u32 + 1));
-            self.api_by_corr.build_file(0, entries, launch);
+            // One file: (correlation id, index + 1) straight from the rows.
+            self.api_by_corr.build_file_par(0, apis.len(), |i| Some((apis[i].correlation, i as u32 + 1)), launch);
         } else {
             // (correlation id, index + 1) of each file's calls, gathered in one pass over all calls.
             let mut per_file: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.processes.len()];
@@ -1214,7 +1215,7 @@ impl Trace {
                 per_file[a.proc as usize].push((a.correlation, i as u32 + 1));
             }
             for (proc, entries) in per_file.iter().enumerate() {
-                self.api_by_corr.build_file(proc as u16, entries.iter().copied(), launch);
+                self.api_by_corr.build_file_par(proc as u16, entries.len(), |j| Some(entries[j]), launch);
             }
         }
         drop(_s);
@@ -1240,8 +1241,7 @@ impl Trace {
         );
         self.stats.gpu_without_api = kernels + memcpys + memsets;
         self.stats.graph_kernels_without_launch = graph_kernels;
-        self.stats.external_without_api =
-            self.external.entries().filter(|&(p, c, _)| !self.api_by_corr.contains(p, c)).count() as u64;
+        self.stats.external_without_api = self.external.count_where(|p, c, _| !self.api_by_corr.contains(p, c));
 
         drop(_s);
         let _s = crate::phase::span(|| "nvtx depth".into());
