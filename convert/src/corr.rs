@@ -60,10 +60,10 @@ impl<T: Copy + PartialEq> CorrMap<T> {
             vals.par_chunks_mut(part).enumerate().for_each(|(p, slots)| {
                 let from = lo as usize + p * part;
                 for i in 0..n {
-                    if let Some((c, v)) = entry(i) {
-                        if let Some(slot) = slots.get_mut((c as usize).wrapping_sub(from)) {
-                            merge(slot, v);
-                        }
+                    if let Some((c, v)) = entry(i)
+                        && let Some(slot) = slots.get_mut((c as usize).wrapping_sub(from))
+                    {
+                        merge(slot, v);
                     }
                 }
             });
