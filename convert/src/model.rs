@@ -1084,9 +1084,13 @@ pub fn load_prefetched(
             }
             names
         };
-        let (api_names, ()) = rayon::join(index_api_names, build_external);
+        let pair = || pair_markers(proc, markers, filter);
+        let (api_names, ((), paired)) = rayon::join(index_api_names, || rayon::join(build_external, pair));
         drop(ext);
-        pair_markers(&mut trace, proc, markers, filter);
+        trace.marks.extend(paired.marks);
+        trace.ranges.extend(paired.ranges);
+        trace.stats.nvtx_ends_without_start += paired.ends_without_start;
+        trace.stats.nvtx_unclosed_ranges += paired.unclosed;
         trace.stats.damaged_chunks += damaged;
         trace.stats.records_in_damaged_chunks += damaged_records;
         problems.sort_by_key(|p| format!("{p}"));
@@ -1108,17 +1112,41 @@ pub fn load_prefetched(
     Ok(trace)
 }
 
+/// NVTX markers of one file paired into ranges.
+#[derive(Default)]
+struct PairedMarkers {
+    marks: Vec<NvtxMark>,
+    ranges: Vec<NvtxRange>,
+    ends_without_start: u64,
+    unclosed: u64,
+}
+
 /// Pairs NVTX start/end markers by id into ranges; instantaneous markers become marks.
-fn pair_markers(trace: &mut Trace, proc: u16, mut markers: Vec<RawMarker>, filter: &Filter) {
+fn pair_markers(proc: u16, mut markers: Vec<RawMarker>, filter: &Filter) -> PairedMarkers {
     const INSTANT: u32 = 1;
     const START: u32 = 1 << 1;
     const END: u32 = 1 << 2;
-    markers.sort_by_key(|m| (m.ts, m.flags & END == 0));
+    let _s = crate::phase::span(|| "pair nvtx markers".into());
+    // Stable: markers at the same time keep their record order (ends before starts).
+    markers.par_sort_by_key(|m| (m.ts, m.flags & END == 0));
+    let mut out = PairedMarkers::default();
+    let range = |s: &RawMarker, end: u64| NvtxRange {
+        proc,
+        start: s.ts,
+        end,
+        pid: s.pid,
+        tid: s.tid,
+        name: s.name,
+        domain: s.domain,
+        id: s.id,
+        depth: 0,
+        parent: u32::MAX,
+    };
     let mut open: HashMap<u32, RawMarker> = HashMap::new();
     for mk in markers {
         if mk.flags & INSTANT != 0 {
             if filter.keeps(mk.ts, mk.ts) {
-                trace.marks.push(NvtxMark {
+                out.marks.push(NvtxMark {
                     proc,
                     ts: mk.ts,
                     pid: mk.pid,
@@ -1133,41 +1161,20 @@ fn pair_markers(trace: &mut Trace, proc: u16, mut markers: Vec<RawMarker>, filte
             match open.remove(&mk.id) {
                 Some(s) => {
                     if filter.keeps(s.ts, mk.ts) {
-                        trace.ranges.push(NvtxRange {
-                            proc,
-                            start: s.ts,
-                            end: mk.ts.max(s.ts),
-                            pid: s.pid,
-                            tid: s.tid,
-                            name: s.name,
-                            domain: s.domain,
-                            id: s.id,
-                            depth: 0,
-                            parent: u32::MAX,
-                        });
+                        out.ranges.push(range(&s, mk.ts.max(s.ts)));
                     }
                 }
-                None => trace.stats.nvtx_ends_without_start += 1,
+                None => out.ends_without_start += 1,
             }
         }
     }
     for (_, s) in open {
-        trace.stats.nvtx_unclosed_ranges += 1;
+        out.unclosed += 1;
         if filter.keeps(s.ts, u64::MAX) {
-            trace.ranges.push(NvtxRange {
-                proc,
-                start: s.ts,
-                end: u64::MAX,
-                pid: s.pid,
-                tid: s.tid,
-                name: s.name,
-                domain: s.domain,
-                id: s.id,
-                depth: 0,
-                parent: u32::MAX,
-            });
+            out.ranges.push(range(&s, u64::MAX));
         }
     }
+    out
 }
 
 impl Trace {
