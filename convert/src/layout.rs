@@ -814,25 +814,58 @@ pub struct Flows {
 impl Flows {
     pub const NONE: u32 = u32::MAX;
 
+    /// In parallel: each row's launching call is looked up, each worker counts the records of its own range of
+    /// calls (walking all rows), and a record whose call launched only it is number 0. Only the records of calls
+    /// that launched several (graph launches) are numbered in a walk, in row (start) order.
     fn build(trace: &Trace) -> Flows {
+        fn launchers<T: Sync>(trace: &Trace, rows: &[T], id: impl Fn(&T) -> (u16, u32) + Sync) -> Vec<u32> {
+            rows.par_iter()
+                .map(|r| {
+                    let (proc, corr) = id(r);
+                    trace.launcher_index(proc, corr).unwrap_or(Flows::NONE)
+                })
+                .collect()
+        }
+        let mut kernel = launchers(trace, &trace.kernels, |k| (k.proc, k.correlation));
+        let mut memcpy = launchers(trace, &trace.memcpys, |m| (m.proc, m.correlation));
+        let mut memset = launchers(trace, &trace.memsets, |m| (m.proc, m.correlation));
         let mut api = vec![0u32; trace.apis.len()];
-        let mut total = 0;
-        // Rows are in start order, so a graph launch numbers its kernels by start time.
-        let mut number = |rows: &mut dyn Iterator<Item = (u16, u32)>| -> Vec<u32> {
-            rows.map(|(proc, corr)| match trace.launcher_index(proc, corr) {
-                Some(a) => {
-                    total += 1;
-                    let k = api[a as usize];
-                    api[a as usize] += 1;
-                    k
+        let part = api.len().div_ceil(rayon::current_num_threads().max(1)).max(1);
+        api.par_chunks_mut(part).enumerate().for_each(|(p, counts)| {
+            let from = p * part;
+            for &a in kernel.iter().chain(&memcpy).chain(&memset) {
+                if let Some(c) = counts.get_mut((a as usize).wrapping_sub(from)) {
+                    *c += 1;
                 }
-                None => Flows::NONE,
-            })
-            .collect()
-        };
-        let kernel = number(&mut trace.kernels.iter().map(|k| (k.proc, k.correlation)));
-        let memcpy = number(&mut trace.memcpys.iter().map(|k| (k.proc, k.correlation)));
-        let memset = number(&mut trace.memsets.iter().map(|k| (k.proc, k.correlation)));
+            }
+        });
+        let total = api.iter().map(|&c| c as u64).sum();
+        let mut several = Vec::new();
+        for rows in [&mut kernel, &mut memcpy, &mut memset] {
+            let api = &api;
+            // Rows whose call launched several records, in order; every other row with a call is number 0.
+            several.push(
+                rows.par_iter_mut()
+                    .enumerate()
+                    .filter_map(|(i, a)| match *a {
+                        Flows::NONE => None,
+                        _ if api[*a as usize] == 1 => {
+                            *a = 0;
+                            None
+                        }
+                        _ => Some(i),
+                    })
+                    .collect::<Vec<usize>>(),
+            );
+        }
+        let mut seen: HashMap<u32, u32> = HashMap::default();
+        for (rows, several) in [&mut kernel, &mut memcpy, &mut memset].into_iter().zip(several) {
+            for i in several {
+                let n = seen.entry(rows[i]).or_default();
+                rows[i] = *n;
+                *n += 1;
+            }
+        }
         Flows { kernel, memcpy, memset, api, total }
     }
 }
