@@ -872,26 +872,26 @@ impl Flows {
 
 fn labels(trace: &mut Trace) -> Labels {
     let mut l = Labels::default();
-    // The distinct functions called (a few dozen among thousands of calls), named in sorted order.
-    let distinct: rustc_hash::FxHashSet<(u16, bool, u32)> =
-        trace.apis.iter().map(|a| (a.proc, a.driver, a.cbid)).collect();
-    let mut apis: Vec<(u16, bool, u32)> = distinct.into_iter().collect();
-    apis.sort_unstable();
-    for (proc, driver, cbid) in apis {
+    // The distinct functions called (a few dozen among millions of calls, found in parallel), named in sorted
+    // order; the other labels named in the order their first row comes.
+    let (apis, copies, sets, syncs) = (&trace.apis, &trace.memcpys, &trace.memsets, &trace.syncs);
+    let mut called = first_seen(apis.len(), |i| (apis[i].proc, apis[i].driver, apis[i].cbid));
+    called.sort_unstable();
+    let copies = first_seen(copies.len(), |i| (copies[i].copy_kind, copies[i].src_kind, copies[i].dst_kind));
+    let sets = first_seen(sets.len(), |i| sets[i].memory_kind);
+    let syncs = first_seen(syncs.len(), |i| syncs[i].sync_type);
+    for ((proc, driver, cbid), _) in called {
         let name = trace.api_name_of(proc, driver, cbid);
         l.api.insert((proc, driver, cbid), trace.names.intern(&name));
     }
-    let copies: Vec<(u8, u8, u8)> = trace.memcpys.iter().map(|m| (m.copy_kind, m.src_kind, m.dst_kind)).collect();
-    for c in copies {
-        l.memcpy.entry(c).or_insert_with(|| trace.names.intern(&names::memcpy_name(c.0, c.1, c.2)));
+    for (c, _) in copies {
+        l.memcpy.insert(c, trace.names.intern(&names::memcpy_name(c.0, c.1, c.2)));
     }
-    let sets: Vec<u16> = trace.memsets.iter().map(|m| m.memory_kind).collect();
-    for s in sets {
-        l.memset.entry(s).or_insert_with(|| trace.names.intern(&names::memset_name(s)));
+    for (s, _) in sets {
+        l.memset.insert(s, trace.names.intern(&names::memset_name(s)));
     }
-    let syncs: Vec<u32> = trace.syncs.iter().map(|s| s.sync_type).collect();
-    for s in syncs {
-        l.sync.entry(s).or_insert_with(|| trace.names.intern(names::sync_type(s)));
+    for (s, _) in syncs {
+        l.sync.insert(s, trace.names.intern(names::sync_type(s)));
     }
     let ovh: Vec<u32> = trace.overheads.iter().map(|o| o.kind).collect();
     for o in ovh {
