@@ -469,6 +469,7 @@ impl Layout {
         let threads = &threads;
         let api_tracks: Vec<u32> = trace.apis.par_iter().map(|a| threads[&(a.proc, a.tid)]).collect();
         drop(_looking);
+        let _other = crate::phase::span(|| "other tracks".into());
         // NVTX ranges on their threads' tracks, synchronization on a track per context (under the context's GPU):
         // the tracks made in the order of their first row, the rows' tracks looked up in parallel.
         let mut range_threads: HashMap<(u16, u32), u32> = HashMap::default();
@@ -525,10 +526,11 @@ impl Layout {
         }
         items.push(Item::new(health_track, span.0, span.1.max(span.0), Src::Health));
         // Marks (NVTX instants) need their thread's track too.
-        for m in &trace.marks {
-            thread_track(&mut b, m.proc, m.tid);
+        for ((proc, tid), _) in first_seen(trace.marks.len(), |i| (trace.marks[i].proc, trace.marks[i].tid)) {
+            thread_track(&mut b, proc, tid);
         }
 
+        drop(_other);
         let (kernels, memcpys, memsets, apis) = (&trace.kernels, &trace.memcpys, &trace.memsets, &trace.apis);
         let kernel = |i: usize, t| Item::new(t, kernels[i].start, kernels[i].end, Src::Kernel(i as u32));
         let memcpy = |i: usize, t| Item::new(t, memcpys[i].start, memcpys[i].end, Src::Memcpy(i as u32));

@@ -1428,19 +1428,23 @@ impl Trace {
 
     /// Earliest and latest timestamp of any row (0, 0 when empty).
     pub fn span(&self) -> (u64, u64) {
-        let mut lo = u64::MAX;
-        let mut hi = 0;
-        let mut see = |s: u64, e: u64| {
-            lo = lo.min(s);
-            hi = hi.max(e);
-        };
-        self.kernels.iter().for_each(|k| see(k.start, k.end));
-        self.memcpys.iter().for_each(|k| see(k.start, k.end));
-        self.memsets.iter().for_each(|k| see(k.start, k.end));
-        self.apis.iter().for_each(|k| see(k.start, k.end));
-        self.syncs.iter().for_each(|k| see(k.start, k.end));
-        self.ranges.iter().for_each(|k| see(k.start, if k.end == u64::MAX { k.start } else { k.end }));
-        self.marks.iter().for_each(|k| see(k.ts, k.ts));
+        // Ends are not sorted, so every row is read: in parallel, as that is hundreds of MB on a large trace.
+        fn bounds<T: std::marker::Sync>(
+            rows: &[T],
+            f: impl Fn(&T) -> (u64, u64) + std::marker::Sync + Send,
+        ) -> (u64, u64) {
+            rows.par_iter().map(f).reduce(|| (u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+        }
+        let all = [
+            bounds(&self.kernels, |k| (k.start, k.end)),
+            bounds(&self.memcpys, |k| (k.start, k.end)),
+            bounds(&self.memsets, |k| (k.start, k.end)),
+            bounds(&self.apis, |k| (k.start, k.end)),
+            bounds(&self.syncs, |k| (k.start, k.end)),
+            bounds(&self.ranges, |k| (k.start, if k.end == u64::MAX { k.start } else { k.end })),
+            bounds(&self.marks, |k| (k.ts, k.ts)),
+        ];
+        let (lo, hi) = all.iter().fold((u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)));
         if lo == u64::MAX { (0, 0) } else { (lo, hi) }
     }
 
