@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use rayon::prelude::*;
 
-use crate::group::{Source, group_by_key};
+use crate::group::{Block, Source, group_by_key, push_blocks};
 use crate::model::Trace;
 use crate::names;
 
@@ -544,24 +544,41 @@ impl Layout {
             Item::new(t, r.start, end, Src::Range(i as u32))
         };
         let sync = |i: usize, t| Item::new(t, syncs[i].start, syncs[i].end, Src::Sync(i as u32));
+        // The few other rows (overheads, the health slice) and the ranges (sorted by thread), in time order like
+        // every other source.
+        items.sort_by_key(|it| it.start);
         let other = |i: usize, _| items[i];
+        let mut range_order: Vec<u32> = (0..trace.ranges.len() as u32).collect();
+        range_order.par_sort_by_key(|&i| trace.ranges[i as usize].start);
+        let range_tracks: Vec<u32> = range_order.par_iter().map(|&i| range_tracks[i as usize]).collect();
+        let range_in_order = |i: usize, t| range(range_order[i] as usize, t);
         let sources = [
             Source { keys: kernel_tracks, make: &kernel },
             Source { keys: memcpy_tracks, make: &memcpy },
             Source { keys: memset_tracks, make: &memset },
             Source { keys: api_tracks, make: &api },
-            Source { keys: range_tracks, make: &range },
+            Source { keys: range_tracks, make: &range_in_order },
             Source { keys: sync_track_of, make: &sync },
             Source { keys: items.iter().map(|it| it.track).collect(), make: &other },
         ];
+        let starts: [&(dyn Fn(usize) -> u64 + Sync); 7] = [
+            &|i| kernels[i].start,
+            &|i| memcpys[i].start,
+            &|i| memsets[i].start,
+            &|i| apis[i].start,
+            &|i| ranges[range_order[i] as usize].start,
+            &|i| syncs[i].start,
+            &|i| items[i].start,
+        ];
         let grouping = crate::phase::span(|| "group by track".into());
-        let (mut items, bounds) = group_by_key(b.tracks.len(), &sources);
+        let (blocks, slices) = time_slices(&sources, &starts);
+        let (mut items, bounds) = group_by_key(b.tracks.len(), &sources, &blocks, slices);
         drop(grouping);
         drop(sources);
         drop(tracks_and_items);
         crate::phase::mark("layout items");
         let sorting = crate::phase::span(|| "sort items".into());
-        sort_groups(&mut items, &bounds);
+        sort_segments(&mut items, &bounds);
         drop(sorting);
         crate::phase::mark("sort items");
         let _s = crate::phase::span(|| "assign lanes".into());
@@ -589,19 +606,58 @@ impl Layout {
     }
 }
 
-/// Sorts each track's group of items (`items[bounds[t]..bounds[t + 1]]`) into layout order. A group is a few runs
-/// already in time order (one per kind of row), often already sorted: checked first, else merged by an adaptive
-/// (run-detecting) sort.
-fn sort_groups(items: &mut [Item], bounds: &[usize]) {
-    let mut groups = Vec::with_capacity(bounds.len());
+/// Cuts time into slices of about equal numbers of rows and every source (each in time order) into blocks of
+/// rows within one slice, in slice order: grouped by track with these, each track's items come slice by slice,
+/// so a track is in layout order once each (track, slice) segment is sorted on its own. Returns the blocks and
+/// the number of slices.
+fn time_slices<T>(sources: &[Source<'_, T>], starts: &[&(dyn Fn(usize) -> u64 + Sync)]) -> (Vec<Block>, usize) {
+    let total: usize = sources.iter().map(|s| s.keys.len()).sum();
+    let block_len = (total / 256).max(1 << 14);
+    let slices = (total >> 16).clamp(1, 1024);
+    // Slice boundaries at even steps through the largest source.
+    let Some(largest) = (0..sources.len()).max_by_key(|&s| sources[s].keys.len()) else { return (Vec::new(), 1) };
+    let n = sources[largest].keys.len();
+    let cuts: Vec<u64> = (1..slices).map(|j| starts[largest](j * n / slices)).collect();
+    let mut blocks = Vec::new();
+    let mut from = vec![0usize; sources.len()];
+    for j in 0..slices {
+        for (s, src) in sources.iter().enumerate() {
+            let len = src.keys.len();
+            // Rows of source s starting before the slice's end (its starts are sorted).
+            let end = match cuts.get(j) {
+                Some(&cut) => from[s] + partition_point(from[s]..len, |i| starts[s](i) < cut),
+                None => len,
+            };
+            push_blocks(&mut blocks, s, from[s]..end, j, block_len);
+            from[s] = end;
+        }
+    }
+    (blocks, slices)
+}
+
+/// How many indices of `range`, from its start, satisfy `pred` (which holds for a prefix of it).
+fn partition_point(range: std::ops::Range<usize>, pred: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (range.start, range.end);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) { lo = mid + 1 } else { hi = mid }
+    }
+    lo - range.start
+}
+
+/// Sorts each segment of items (`items[bounds[i]..bounds[i + 1]]`, one per track and time slice) into layout
+/// order, in parallel. A segment is a few runs already in time order (one per kind of row), often already
+/// sorted: checked first, else merged by an adaptive (run-detecting) sort.
+fn sort_segments(items: &mut [Item], bounds: &[usize]) {
+    let mut segments = Vec::with_capacity(bounds.len());
     let mut rest = items;
     for w in bounds.windows(2) {
-        let (group, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
-        groups.push(group);
+        let (segment, tail) = std::mem::take(&mut rest).split_at_mut(w[1] - w[0]);
+        segments.push(segment);
         rest = tail;
     }
-    groups.into_par_iter().for_each(|g| {
-        if !g.par_windows(2).all(|w| w[0].key() <= w[1].key()) {
+    segments.into_par_iter().for_each(|g| {
+        if !g.is_sorted_by_key(Item::key) {
             g.sort_by_key(Item::key);
         }
     });
@@ -770,30 +826,35 @@ fn assign_lanes(b: &mut Builder, items: &mut [Item]) -> u32 {
 /// open at each cut, and orders the shards by their first item's start. Returns the shards and the end times
 /// of the open slices they start with.
 fn shard(items: &[Item], shard_slices: usize) -> (Vec<ShardRange>, Vec<u64>) {
+    // Each track is cut on its own (in parallel); its open ends are numbered from 0 until joined.
+    let per_track: Vec<(Vec<ShardRange>, Vec<u64>)> = track_runs(items)
+        .into_par_iter()
+        .map(|(i, end)| {
+            let (mut shards, mut open_ends) = (Vec::new(), Vec::new());
+            let mut stack: Vec<u64> = Vec::new();
+            let track = items[i].track;
+            let (mut from, mut open_from, mut open_len) = (i, 0u32, 0u32);
+            for (j, it) in items.iter().enumerate().take(end).skip(i) {
+                while stack.last().is_some_and(|&e| e <= it.start) {
+                    stack.pop();
+                }
+                if j - from >= shard_slices {
+                    shards.push(ShardRange { track, start: from as u32, end: j as u32, open_from, open_len });
+                    (from, open_from, open_len) = (j, open_ends.len() as u32, stack.len() as u32);
+                    open_ends.extend_from_slice(&stack);
+                }
+                stack.push(it.end);
+            }
+            shards.push(ShardRange { track, start: from as u32, end: end as u32, open_from, open_len });
+            (shards, open_ends)
+        })
+        .collect();
     let mut shards = Vec::new();
     let mut open_ends = Vec::new();
-    let mut stack: Vec<u64> = Vec::new();
-    let mut i = 0;
-    while i < items.len() {
-        let track = items[i].track;
-        stack.clear();
-        let (mut from, mut open_from, mut open_len) = (i, 0u32, 0u32);
-        let mut j = i;
-        while j < items.len() && items[j].track == track {
-            let it = &items[j];
-            while stack.last().is_some_and(|&end| end <= it.start) {
-                stack.pop();
-            }
-            if j - from >= shard_slices {
-                shards.push(ShardRange { track, start: from as u32, end: j as u32, open_from, open_len });
-                (from, open_from, open_len) = (j, open_ends.len() as u32, stack.len() as u32);
-                open_ends.extend_from_slice(&stack);
-            }
-            stack.push(it.end);
-            j += 1;
-        }
-        shards.push(ShardRange { track, start: from as u32, end: j as u32, open_from, open_len });
-        i = j;
+    for (track_shards, ends) in per_track {
+        let base = open_ends.len() as u32;
+        shards.extend(track_shards.into_iter().map(|s| ShardRange { open_from: s.open_from + base, ..s }));
+        open_ends.extend(ends);
     }
     shards.sort_by_key(|s| (items[s.start as usize].start, s.track, s.start));
     (shards, open_ends)
@@ -1068,6 +1129,31 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want);
         assert!(items.windows(2).all(|w| w[0].key() < w[1].key()));
+    }
+
+    #[test]
+    fn time_slices_cover_every_row_once_in_time_order() {
+        // Two sources in time order: 300,000 rows every 10 ns and 1,000 rows every 3,000 ns.
+        let a_keys = vec![0u32; 300_000];
+        let b_keys = vec![1u32; 1_000];
+        let make = |i: usize, _| i;
+        let sources = [Source { keys: a_keys, make: &make }, Source { keys: b_keys, make: &make }];
+        let starts: [&(dyn Fn(usize) -> u64 + Sync); 2] = [&|i| i as u64 * 10, &|i| i as u64 * 3_000];
+        let (blocks, slices) = time_slices(&sources, &starts);
+        assert_eq!(slices, 4);
+        for s in 0..2 {
+            let rows: Vec<usize> = blocks.iter().filter(|b| b.source == s).flat_map(|b| b.rows.clone()).collect();
+            assert_eq!(rows, (0..sources[s].keys.len()).collect::<Vec<_>>());
+        }
+        // Every row of slice j starts before every row of slice j + 1.
+        let span = |j: usize| {
+            let starts =
+                blocks.iter().filter(|b| b.segment == j).flat_map(|b| b.rows.clone().map(|i| starts[b.source](i)));
+            starts.fold((u64::MAX, 0), |(lo, hi), t| (lo.min(t), hi.max(t)))
+        };
+        assert!((1..slices).all(|j| span(j - 1).1 < span(j).0));
+        assert!(blocks.windows(2).all(|w| w[0].segment <= w[1].segment));
+        assert_eq!(span(0), (0, 749_990));
     }
 
     #[test]

@@ -1343,10 +1343,20 @@ impl Trace {
         if self.demangled.len() == n && n > 0 {
             return;
         }
-        let mut used = vec![false; n];
-        for k in &self.kernels {
-            used[k.name as usize] = true;
-        }
+        // The names kernels use (a few hundred among millions of kernels), marked in parallel blocks.
+        let used = self
+            .kernels
+            .par_chunks(1 << 15)
+            .fold(
+                || vec![false; n],
+                |mut used, ks| {
+                    for k in ks {
+                        used[k.name as usize] = true;
+                    }
+                    used
+                },
+            )
+            .reduce(|| vec![false; n], |a, b| a.iter().zip(&b).map(|(x, y)| *x || *y).collect());
         let todo: Vec<(u32, String)> =
             (0..n as u32).filter(|&i| used[i as usize]).map(|i| (i, self.names.get(i).to_string())).collect();
         let done: Vec<(u32, String)> = todo.into_par_iter().map(|(i, s)| (i, demangle::demangle(&s))).collect();
