@@ -1141,9 +1141,9 @@ mod tests {
         let starts: [&(dyn Fn(usize) -> u64 + Sync); 2] = [&|i| i as u64 * 10, &|i| i as u64 * 3_000];
         let (blocks, slices) = time_slices(&sources, &starts);
         assert_eq!(slices, 4);
-        for s in 0..2 {
+        for (s, src) in sources.iter().enumerate() {
             let rows: Vec<usize> = blocks.iter().filter(|b| b.source == s).flat_map(|b| b.rows.clone()).collect();
-            assert_eq!(rows, (0..sources[s].keys.len()).collect::<Vec<_>>());
+            assert_eq!(rows, (0..src.keys.len()).collect::<Vec<_>>());
         }
         // Every row of slice j starts before every row of slice j + 1.
         let span = |j: usize| {
