@@ -694,20 +694,16 @@ where
     blocks.into_iter().flatten().filter(|&(k, _)| seen.insert(k, ()).is_none()).collect()
 }
 
-/// Start and end (exclusive) of each track's run of items (items sorted by track first).
+/// Start and end (exclusive) of each track's run of items (items sorted by track first), found in parallel.
 fn track_runs(items: &[Item]) -> Vec<(usize, usize)> {
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < items.len() {
-        let track = items[i].track;
-        let mut j = i;
-        while j < items.len() && items[j].track == track {
-            j += 1;
-        }
-        runs.push((i, j));
-        i = j;
+    let mut cuts: Vec<usize> =
+        (1..items.len()).into_par_iter().filter(|&i| items[i].track != items[i - 1].track).collect();
+    if items.is_empty() {
+        return Vec::new();
     }
-    runs
+    cuts.insert(0, 0);
+    cuts.push(items.len());
+    cuts.windows(2).map(|w| (w[0], w[1])).collect()
 }
 
 /// Where one track's items (sorted by start) can be cut so that every item before a cut has ended by the item at
