@@ -23,15 +23,6 @@ pub struct Block {
     pub segment: usize,
 }
 
-/// Every row of every source in one segment, source by source, cut into blocks of at most `block_len` rows.
-pub fn all_rows<T>(sources: &[Source<'_, T>], block_len: usize) -> Vec<Block> {
-    let mut blocks = Vec::new();
-    for (source, src) in sources.iter().enumerate() {
-        push_blocks(&mut blocks, source, 0..src.keys.len(), 0, block_len);
-    }
-    blocks
-}
-
 /// Appends `rows` of `source` to `blocks` as blocks of at most `block_len` rows, in `segment`.
 pub fn push_blocks(blocks: &mut Vec<Block>, source: usize, rows: Range<usize>, segment: usize, block_len: usize) {
     let mut at = rows.start;
@@ -105,6 +96,15 @@ pub fn group_by_key<T: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every row of every source in one segment, source by source, in blocks of at most `block_len` rows.
+    fn all_rows<T>(sources: &[Source<'_, T>], block_len: usize) -> Vec<Block> {
+        let mut blocks = Vec::new();
+        for (source, src) in sources.iter().enumerate() {
+            push_blocks(&mut blocks, source, 0..src.keys.len(), 0, block_len);
+        }
+        blocks
+    }
 
     #[test]
     fn groups_stably_by_key_across_sources_and_blocks() {
