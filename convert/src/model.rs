@@ -456,16 +456,42 @@ struct ChunkRows {
     unparsed: u64,
 }
 
-/// Maps a string pointer of a record to the file's text id (+1; 0 = none).
-fn text_id(r: &Reader, ptr: u64, seq: u32, unresolved: &mut u64) -> u32 {
-    if ptr == 0 {
-        return 0;
+/// Maps the string pointers of one chunk's records to the file's text ids (+1; 0 = none), remembering recent
+/// pointers: a training loop launches the same few kernels and NVTX ranges over and over, and a hit here costs a
+/// compare where a lookup costs a hash probe and a search of the pointer's history. Valid for one chunk (one
+/// `seq`), where a pointer has one text.
+struct TextIds<'r> {
+    reader: &'r Reader,
+    seq: u32,
+    recent: [(u64, u32); TextIds::SLOTS],
+}
+
+impl<'r> TextIds<'r> {
+    const SLOTS: usize = 64;
+
+    fn new(reader: &'r Reader, seq: u32) -> TextIds<'r> {
+        TextIds { reader, seq, recent: [(0, 0); TextIds::SLOTS] }
     }
-    match r.strings().resolve_id(ptr, seq) {
-        Some(id) => id + 1,
-        None => {
-            *unresolved += 1;
-            0
+
+    #[inline]
+    fn get(&mut self, ptr: u64, unresolved: &mut u64) -> u32 {
+        if ptr == 0 {
+            return 0;
+        }
+        // Pointers to names are at least 8-byte aligned and spread over their low bits above that.
+        let slot = ((ptr >> 3) ^ (ptr >> 9)) as usize % TextIds::SLOTS;
+        if self.recent[slot].0 == ptr {
+            return self.recent[slot].1;
+        }
+        match self.reader.strings().resolve_id(ptr, self.seq) {
+            Some(id) => {
+                self.recent[slot] = (ptr, id + 1);
+                id + 1
+            }
+            None => {
+                *unresolved += 1;
+                0
+            }
         }
     }
 }
@@ -569,6 +595,7 @@ fn decode_group(
     records: std::slice::ChunksExact<'_, u8>,
 ) -> ChunkRows {
     let mut out = ChunkRows::default();
+    let mut texts = TextIds::new(r, seq);
     let t = |v: u64| tb.to_trace(v);
     // A record's (start, end) in trace time, or None when it has no usable span (counted) or lies outside
     // the --start/--end window.
@@ -604,7 +631,7 @@ fn decode_group(
                 let Some((start, end)) = kept(f.u64(0, rec), f.u64(1, rec), &mut out) else {
                     continue;
                 };
-                let name = text_id(r, f.u64(6, rec), seq, &mut out.unresolved);
+                let name = texts.get(f.u64(6, rec), &mut out.unresolved);
                 out.kernels.push(Kernel {
                     proc,
                     start,
@@ -745,8 +772,8 @@ fn decode_group(
                     id: f.u32(2, rec),
                     pid: if thread { f.u32(4, rec) } else { 0 },
                     tid: if thread { f.u32(5, rec) } else { 0 },
-                    name: text_id(r, f.u64(6, rec), seq, &mut out.unresolved),
-                    domain: text_id(r, f.u64(7, rec), seq, &mut out.unresolved),
+                    name: texts.get(f.u64(6, rec), &mut out.unresolved),
+                    domain: texts.get(f.u64(7, rec), &mut out.unresolved),
                 });
             }
         }

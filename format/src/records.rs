@@ -7,17 +7,33 @@ use cutr_schema::RecordLayout;
 pub struct FieldReader {
     offset: usize,
     size: usize,
+    /// The field's bits of an 8-byte little-endian load at `offset` (all of them from 8 bytes up).
+    mask: u64,
 }
 
 impl FieldReader {
     /// A reader for field `name` of `layout`, if the struct has it.
     pub fn new(layout: &RecordLayout, name: &str) -> Option<FieldReader> {
-        layout.field(name).map(|f| FieldReader { offset: f.offset as usize, size: f.size as usize })
+        layout.field(name).map(|f| {
+            let size = f.size as usize;
+            let mask = if size >= 8 { u64::MAX } else { (1u64 << (8 * size)) - 1 };
+            FieldReader { offset: f.offset as usize, size, mask }
+        })
     }
 
     /// The field as an unsigned integer (zero-extended; 1, 2, 4 or 8 bytes).
     #[inline]
     pub fn u64(&self, rec: &[u8]) -> u64 {
+        // One load and a mask, without a branch on the width: the converter reads ~20 fields of every record.
+        if let Some(b) = rec.get(self.offset..self.offset + 8) {
+            return u64::from_le_bytes(b.try_into().unwrap()) & self.mask;
+        }
+        self.u64_near_end(rec)
+    }
+
+    /// [`u64`](Self::u64) for a field less than 8 bytes from the end of the record.
+    #[cold]
+    fn u64_near_end(&self, rec: &[u8]) -> u64 {
         let b = &rec[self.offset..self.offset + self.size];
         match self.size {
             1 => b[0] as u64,
@@ -133,5 +149,41 @@ mod tests {
         plan.collect(&buf, &mut out);
         assert_eq!(out, vec![0xabcd, 0x1234]);
         assert_eq!(FieldReader::new(k, "name").unwrap().u64(&buf), 0xabcd);
+    }
+
+    /// Every field of every built-in layout reads as its bytes zero-extended (and sign-extended for `i64`),
+    /// whether it lies 8 or more bytes from the end of the record (one masked load) or not.
+    #[test]
+    fn every_field_reads_as_its_little_endian_bytes() {
+        let t = cutr_schema::layouts::builtin(130001).unwrap();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut fields = 0;
+        for layout in t.records() {
+            let rec: Vec<u8> = (0..layout.size)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            for f in layout.fields.iter() {
+                let (at, n) = (f.offset as usize, (f.size as usize).min(8));
+                let mut v = [0u8; 8];
+                v[..n].copy_from_slice(&rec[at..at + n]);
+                let want = u64::from_le_bytes(v);
+                let r = FieldReader::new(layout, &f.name).unwrap();
+                assert_eq!(r.u64(&rec), want, "{} {}", layout.struct_name, f.name);
+                let signed = match f.size {
+                    1 => want as u8 as i8 as i64,
+                    2 => want as u16 as i16 as i64,
+                    4 => want as u32 as i32 as i64,
+                    _ => want as i64,
+                };
+                assert_eq!(r.i64(&rec), signed, "{} {}", layout.struct_name, f.name);
+                fields += 1;
+            }
+        }
+        assert!(fields > 300, "{fields} fields");
     }
 }
