@@ -17,6 +17,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::fmt;
@@ -135,31 +137,62 @@ struct Run {
     span_ns: u64,
 }
 
+/// (total ns, count) per name id, summed over blocks of rows in parallel: a trace has millions of kernels and a
+/// few hundred names, and making a name string per row cost ~0.3 s per 3M kernels.
+fn totals_by_id<T: Sync>(
+    rows: &[T],
+    id_and_ns: impl Fn(&T) -> Option<(u32, u64)> + Sync,
+) -> FxHashMap<u32, (u64, u64)> {
+    rows.par_chunks(1 << 16)
+        .map(|block| {
+            let mut m: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
+            for (id, ns) in block.iter().filter_map(&id_and_ns) {
+                let e = m.entry(id).or_default();
+                e.0 += ns;
+                e.1 += 1;
+            }
+            m
+        })
+        .reduce(FxHashMap::default, |mut a, b| {
+            for (id, (ns, n)) in b {
+                let e = a.entry(id).or_default();
+                e.0 += ns;
+                e.1 += n;
+            }
+            a
+        })
+}
+
 fn run_totals(t: &mut Trace, opts: &DiffOptions) -> Run {
     t.demangle_names();
+    let t: &Trace = t;
     let mut kernels: RunTotals = BTreeMap::new();
-    let mut gpu = 0;
-    for k in &t.kernels {
-        let mut n = t.display_name(k.name).to_string();
+    for (id, (ns, n)) in totals_by_id(&t.kernels, |k| Some((t.display_name_id(k.name), k.end - k.start))) {
+        let mut name = t.names.get(id).to_string();
         if opts.normalize_templates {
-            n = normalize_template_name(&n);
+            name = normalize_template_name(&name);
         }
-        let e = kernels.entry(n).or_default();
-        e.0 += k.end - k.start;
-        e.1 += 1;
-        gpu += k.end - k.start;
+        let e = kernels.entry(name).or_default();
+        e.0 += ns;
+        e.1 += n;
     }
-    gpu +=
-        t.memcpys.iter().map(|m| m.end - m.start).sum::<u64>() + t.memsets.iter().map(|m| m.end - m.start).sum::<u64>();
+    let gpu = t.kernels.par_iter().map(|k| k.end - k.start).sum::<u64>()
+        + t.memcpys.par_iter().map(|m| m.end - m.start).sum::<u64>()
+        + t.memsets.par_iter().map(|m| m.end - m.start).sum::<u64>();
     // NVTX ranges are compared by the GPU time of the work launched inside them: the host time a range spans
     // moves with CPU scheduling from run to run, the GPU work it launched does not.
+    let gpu_in_range = t.gpu_work_by_range();
+    let closed: Vec<(u32, u64)> = t
+        .ranges
+        .par_iter()
+        .zip(&gpu_in_range)
+        .map(|(r, &(ns, _))| if r.end != u64::MAX { (r.name, ns) } else { (u32::MAX, 0) })
+        .collect();
     let mut ranges: RunTotals = BTreeMap::new();
-    for (r, (ns, _)) in t.ranges.iter().zip(t.gpu_work_by_range()) {
-        if r.end != u64::MAX {
-            let e = ranges.entry(t.names.get(r.name).to_string()).or_default();
-            e.0 += ns;
-            e.1 += 1;
-        }
+    for (id, (ns, n)) in totals_by_id(&closed, |&(id, ns)| (id != u32::MAX).then_some((id, ns))) {
+        let e = ranges.entry(t.names.get(id).to_string()).or_default();
+        e.0 += ns;
+        e.1 += n;
     }
     let (a, b) = t.span();
     Run { kernels, ranges, gpu_ns: gpu, span_ns: b - a }
@@ -243,8 +276,15 @@ fn per_run(runs: &[Run], pick: impl Fn(&Run) -> &RunTotals, name: &str) -> (Vec<
 
 /// Compares recordings: `base` and `new` hold one trace per run.
 pub fn diff(base: &mut [Trace], new: &mut [Trace], opts: &DiffOptions) -> Report {
-    let b: Vec<Run> = base.iter_mut().map(|t| run_totals(t, opts)).collect();
-    let n: Vec<Run> = new.iter_mut().map(|t| run_totals(t, opts)).collect();
+    let totals = crate::phase::span(|| "diff totals".into());
+    // Every run's totals at once: each has serial steps (its names' table), so runs side by side keep more
+    // workers busy than one after another.
+    let (b, n): (Vec<Run>, Vec<Run>) = rayon::join(
+        || base.par_iter_mut().map(|t| run_totals(t, opts)).collect(),
+        || new.par_iter_mut().map(|t| run_totals(t, opts)).collect(),
+    );
+    drop(totals);
+    let _s = crate::phase::span(|| "diff rows".into());
     let mut rows = Vec::new();
     for (section, pick) in [("kernel", (|r: &Run| &r.kernels) as fn(&Run) -> &RunTotals), ("nvtx", |r: &Run| &r.ranges)]
     {

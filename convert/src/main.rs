@@ -406,6 +406,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 load_readers(&files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?
             };
             let s = cutr_convert::stats::compute(&mut trace, top);
+            cutr_convert::phase::mark("stats");
+            // The process ends after printing: freeing the trace's rows first is work nobody waits for.
+            std::mem::forget(trace);
             if json {
                 println!("{}", serde_json::to_string_pretty(&s)?);
             } else if csv {
@@ -438,6 +441,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut b = load_runs(&base)?;
             let mut n = load_runs(&new)?;
             let report = cutr_convert::diff::diff(&mut b, &mut n, &opts);
+            cutr_convert::phase::mark("diff");
+            // The process ends after printing: freeing two traces' rows first is work nobody waits for.
+            std::mem::forget((b, n));
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else if markdown {

@@ -1406,25 +1406,36 @@ impl Trace {
     /// For each NVTX range: the GPU time (ns) and number of kernels, copies and memsets launched by API calls
     /// inside it, nested ranges included.
     pub fn gpu_work_by_range(&self) -> Vec<(u64, u64)> {
-        let mut out = vec![(0u64, 0u64); self.ranges.len()];
-        let mut credit = |proc: u16, corr: u32, dur: u64| {
-            if let Some(ai) = self.launcher_index(proc, corr) {
-                let mut r = self.api_range[ai as usize];
-                while r != u32::MAX {
-                    out[r as usize].0 += dur;
-                    out[r as usize].1 += 1;
-                    r = self.ranges[r as usize].parent;
-                }
+        // Each op's innermost range (that of its launching call) is found in parallel; the ops' time and count
+        // are summed per innermost range, and each such range's sums then go up its parent chain once, rather
+        // than every op walking the chain (the same integer sums).
+        let innermost =
+            |proc: u16, corr: u32| self.launcher_index(proc, corr).map_or(u32::MAX, |ai| self.api_range[ai as usize]);
+        let ops: Vec<(u32, u64)> = self
+            .kernels
+            .par_iter()
+            .map(|k| (innermost(k.proc, k.correlation), k.end - k.start))
+            .chain(self.memcpys.par_iter().map(|k| (innermost(k.proc, k.correlation), k.end - k.start)))
+            .chain(self.memsets.par_iter().map(|k| (innermost(k.proc, k.correlation), k.end - k.start)))
+            .collect();
+        let mut own = vec![(0u64, 0u64); self.ranges.len()];
+        for &(r, dur) in &ops {
+            if r != u32::MAX {
+                own[r as usize].0 += dur;
+                own[r as usize].1 += 1;
             }
-        };
-        for k in &self.kernels {
-            credit(k.proc, k.correlation, k.end - k.start);
         }
-        for k in &self.memcpys {
-            credit(k.proc, k.correlation, k.end - k.start);
-        }
-        for k in &self.memsets {
-            credit(k.proc, k.correlation, k.end - k.start);
+        let mut out = vec![(0u64, 0u64); self.ranges.len()];
+        for (i, &(dur, n)) in own.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let mut r = i as u32;
+            while r != u32::MAX {
+                out[r as usize].0 += dur;
+                out[r as usize].1 += n;
+                r = self.ranges[r as usize].parent;
+            }
         }
         out
     }

@@ -2,11 +2,13 @@
 //! ranges with the GPU time of the work launched inside them, per-stream and per-device utilization, and what
 //! was lost.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use rayon::prelude::*;
+
+use crate::group::{Source, group_by_key, push_blocks};
 use crate::model::{JoinStats, Trace};
 use crate::{fmt, names};
 
@@ -27,7 +29,7 @@ pub struct Summary {
 
 /// Builds a summary from durations (sorted in place).
 pub fn summarize(name: String, durs: &mut [u64]) -> Summary {
-    durs.sort_unstable();
+    durs.par_sort_unstable();
     let n = durs.len() as u64;
     let total: u64 = durs.iter().sum();
     let avg = if n > 0 { total as f64 / n as f64 } else { 0.0 };
@@ -130,120 +132,168 @@ fn busy(intervals: &mut [(u64, u64)]) -> u64 {
     total
 }
 
+/// Rows per block of the parallel grouping (large enough that counting per block stays cheap).
+const GROUP_BLOCK: usize = 1 << 16;
+
+/// Dense bucket numbers for the keys of `rows`, in order of first appearance, and each row's bucket. Keys are
+/// found per block in parallel, so the first appearances are in row order too.
+fn buckets<K: std::hash::Hash + Eq + Clone + Send + Sync>(keys: &[K]) -> (Vec<K>, Vec<u32>) {
+    let firsts: Vec<Vec<K>> = keys
+        .par_chunks(GROUP_BLOCK)
+        .map(|block| {
+            let mut seen = rustc_hash::FxHashSet::default();
+            block.iter().filter(|k| seen.insert(*k)).cloned().collect()
+        })
+        .collect();
+    let mut index: rustc_hash::FxHashMap<K, u32> = rustc_hash::FxHashMap::default();
+    let mut distinct = Vec::new();
+    for k in firsts.into_iter().flatten() {
+        index.entry(k.clone()).or_insert_with(|| {
+            distinct.push(k);
+            distinct.len() as u32 - 1
+        });
+    }
+    let bucket = keys.par_iter().map(|k| index[k]).collect();
+    (distinct, bucket)
+}
+
+/// The values of `sources` grouped by bucket (a parallel stable counting sort): bucket `b` is
+/// `out[bounds[b]..bounds[b + 1]]`, rows in source order and row order.
+fn group<T: Send>(buckets: usize, sources: &[Source<'_, T>]) -> (Vec<T>, Vec<usize>) {
+    let mut blocks = Vec::new();
+    for (i, src) in sources.iter().enumerate() {
+        push_blocks(&mut blocks, i, 0..src.keys.len(), 0, GROUP_BLOCK);
+    }
+    group_by_key(buckets, sources, &blocks, 1)
+}
+
+/// `v` cut at `bounds` into one mutable slice per bucket.
+fn split_at_bounds<'a, T>(mut v: &'a mut [T], bounds: &[usize]) -> Vec<&'a mut [T]> {
+    let mut out = Vec::with_capacity(bounds.len().saturating_sub(1));
+    for w in bounds.windows(2) {
+        let (head, tail) = std::mem::take(&mut v).split_at_mut(w[1] - w[0]);
+        out.push(head);
+        v = tail;
+    }
+    out
+}
+
+/// Everything is grouped and summarized in parallel: a 10M-record trace's sections took ~0.45 s on one worker,
+/// which made `stats` slower on a 16-core host (slower per core) than on a 2-core laptop.
 pub fn compute(trace: &mut Trace, top: Option<usize>) -> Stats {
     trace.demangle_names();
     let t: &Trace = trace;
-    let mut by_kernel: HashMap<u32, Vec<u64>> = HashMap::new();
-    for k in &t.kernels {
-        by_kernel.entry(t.display_name_id(k.name)).or_default().push(k.end - k.start);
-    }
-    let kernels =
-        finish(by_kernel.into_iter().map(|(n, mut d)| summarize(t.names.get(n).to_string(), &mut d)).collect(), top);
 
-    let mut by_api: HashMap<(u16, bool, u32), Vec<u64>> = HashMap::new();
-    for a in &t.apis {
-        by_api.entry((a.proc, a.driver, a.cbid)).or_default().push(a.end - a.start);
-    }
-    let mut api_named: HashMap<String, Vec<u64>> = HashMap::new();
-    for ((p, d, c), v) in by_api {
-        api_named.entry(t.api_name_of(p, d, c)).or_default().extend(v);
-    }
-    let api = finish(api_named.into_iter().map(|(n, mut d)| summarize(n, &mut d)).collect(), top);
+    let kernels = {
+        let _s = crate::phase::span(|| "stats kernels".into());
+        let names: Vec<u32> = t.kernels.par_iter().map(|k| t.display_name_id(k.name)).collect();
+        let (distinct, keys) = buckets(&names);
+        let dur = |i: usize, _| t.kernels[i].end - t.kernels[i].start;
+        let (mut durs, bounds) = group(distinct.len(), &[Source { keys, make: &dur }]);
+        let rows = split_at_bounds(&mut durs, &bounds)
+            .into_par_iter()
+            .zip(&distinct)
+            .map(|(d, &n)| summarize(t.names.get(n).to_string(), d))
+            .collect();
+        finish(rows, top)
+    };
 
-    let mut mem: HashMap<String, (Vec<u64>, u64)> = HashMap::new();
-    for m in &t.memcpys {
-        let e = mem.entry(names::memcpy_name(m.copy_kind, m.src_kind, m.dst_kind)).or_default();
-        e.0.push(m.end - m.start);
-        e.1 += m.bytes;
-    }
-    for m in &t.memsets {
-        let e = mem.entry(names::memset_name(m.memory_kind)).or_default();
-        e.0.push(m.end - m.start);
-        e.1 += m.bytes;
-    }
-    let mut memory_ops: Vec<MemoryOps> = mem
-        .into_iter()
-        .map(|(n, (mut d, bytes))| {
-            let time = summarize(n, &mut d);
-            let bw = if time.total_ns > 0 { bytes as f64 / time.total_ns as f64 } else { 0.0 };
-            MemoryOps { time, bytes, bandwidth_gbps: bw }
-        })
-        .collect();
-    let mt: u64 = memory_ops.iter().map(|m| m.time.total_ns).sum();
-    for m in &mut memory_ops {
-        m.time.percent = if mt > 0 { 100.0 * m.time.total_ns as f64 / mt as f64 } else { 0.0 };
-    }
-    memory_ops.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
+    let api = {
+        let _s = crate::phase::span(|| "stats api".into());
+        let calls: Vec<(u16, bool, u32)> = t.apis.par_iter().map(|a| (a.proc, a.driver, a.cbid)).collect();
+        let (distinct, keys) = buckets(&calls);
+        // Calls of different files (or ids) with one name are one row.
+        let names: Vec<String> = distinct.iter().map(|&(p, d, c)| t.api_name_of(p, d, c)).collect();
+        let (named, by_name) = buckets(&names);
+        let keys: Vec<u32> = keys.par_iter().map(|&b| by_name[b as usize]).collect();
+        let dur = |i: usize, _| t.apis[i].end - t.apis[i].start;
+        let (mut durs, bounds) = group(named.len(), &[Source { keys, make: &dur }]);
+        let rows =
+            split_at_bounds(&mut durs, &bounds).into_par_iter().zip(named).map(|(d, n)| summarize(n, d)).collect();
+        finish(rows, top)
+    };
 
-    let gpu_in_range = t.gpu_work_by_range();
-    let mut by_range: HashMap<u32, (Vec<u64>, u64, u64)> = HashMap::new();
-    for (i, r) in t.ranges.iter().enumerate() {
-        if r.end == u64::MAX {
-            continue;
+    let memory_ops = {
+        let _s = crate::phase::span(|| "stats memory".into());
+        // Names of copies and memsets, one bucket per distinct name.
+        let copy_kinds: Vec<(u8, u8, u8)> =
+            t.memcpys.par_iter().map(|m| (m.copy_kind, m.src_kind, m.dst_kind)).collect();
+        let (copy_distinct, copy_keys) = buckets(&copy_kinds);
+        let set_kinds: Vec<u16> = t.memsets.par_iter().map(|m| m.memory_kind).collect();
+        let (set_distinct, set_keys) = buckets(&set_kinds);
+        let names: Vec<String> = copy_distinct
+            .iter()
+            .map(|&(c, s, d)| names::memcpy_name(c, s, d))
+            .chain(set_distinct.iter().map(|&m| names::memset_name(m)))
+            .collect();
+        let (named, by_name) = buckets(&names);
+        let copy_keys: Vec<u32> = copy_keys.par_iter().map(|&b| by_name[b as usize]).collect();
+        let set_keys: Vec<u32> = set_keys.par_iter().map(|&b| by_name[copy_distinct.len() + b as usize]).collect();
+        let copy = |i: usize, _| (t.memcpys[i].end - t.memcpys[i].start, t.memcpys[i].bytes);
+        let set = |i: usize, _| (t.memsets[i].end - t.memsets[i].start, t.memsets[i].bytes);
+        let (ops, bounds) =
+            group(named.len(), &[Source { keys: copy_keys, make: &copy }, Source { keys: set_keys, make: &set }]);
+        let mut memory_ops: Vec<MemoryOps> = bounds
+            .windows(2)
+            .zip(named)
+            .map(|(w, n)| {
+                let ops = &ops[w[0]..w[1]];
+                let mut d: Vec<u64> = ops.iter().map(|o| o.0).collect();
+                let bytes = ops.iter().map(|o| o.1).sum();
+                let time = summarize(n, &mut d);
+                let bw = if time.total_ns > 0 { bytes as f64 / time.total_ns as f64 } else { 0.0 };
+                MemoryOps { time, bytes, bandwidth_gbps: bw }
+            })
+            .collect();
+        let mt: u64 = memory_ops.iter().map(|m| m.time.total_ns).sum();
+        for m in &mut memory_ops {
+            m.time.percent = if mt > 0 { 100.0 * m.time.total_ns as f64 / mt as f64 } else { 0.0 };
         }
-        let e = by_range.entry(r.name).or_default();
-        e.0.push(r.end - r.start);
-        e.1 += gpu_in_range[i].0;
-        e.2 += gpu_in_range[i].1;
-    }
-    let mut nvtx: Vec<RangeStats> = by_range
-        .into_iter()
-        .map(|(n, (mut d, g, ops))| RangeStats {
-            time: summarize(t.names.get(n).to_string(), &mut d),
-            gpu_ns: g,
-            gpu_ops: ops,
-        })
-        .collect();
-    let rt: u64 = nvtx.iter().map(|r| r.time.total_ns).sum();
-    for r in &mut nvtx {
-        r.time.percent = if rt > 0 { 100.0 * r.time.total_ns as f64 / rt as f64 } else { 0.0 };
-    }
-    nvtx.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
-    if let Some(n) = top {
-        nvtx.truncate(n);
-    }
+        memory_ops.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
+        memory_ops
+    };
 
-    // Utilization per (device, stream) and per device.
-    let mut per_stream: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
-    let gpu_ops = t
-        .kernels
-        .iter()
-        .map(|k| (k.device, k.stream, k.start, k.end))
-        .chain(t.memcpys.iter().map(|k| (k.device, k.stream, k.start, k.end)))
-        .chain(t.memsets.iter().map(|k| (k.device, k.stream, k.start, k.end)));
-    let mut gpu_time = 0u64;
-    for (d, s, a, b) in gpu_ops {
-        per_stream.entry((d, s)).or_default().push((a, b));
-        gpu_time += b - a;
-    }
-    let mut per_device: HashMap<u32, Vec<(u64, u64)>> = HashMap::new();
-    let mut utilization = Vec::new();
-    for ((d, s), mut iv) in per_stream {
-        per_device.entry(d).or_default().extend_from_slice(&iv);
-        let span = iv.iter().map(|x| x.1).max().unwrap_or(0) - iv.iter().map(|x| x.0).min().unwrap_or(0);
-        let b = busy(&mut iv);
-        utilization.push(Utilization {
-            device: d,
-            stream: Some(s),
-            busy_ns: b,
-            span_ns: span,
-            percent: if span > 0 { 100.0 * b as f64 / span as f64 } else { 0.0 },
-            ops: iv.len() as u64,
-        });
-    }
-    for (d, mut iv) in per_device {
-        let span = iv.iter().map(|x| x.1).max().unwrap_or(0) - iv.iter().map(|x| x.0).min().unwrap_or(0);
-        let b = busy(&mut iv);
-        utilization.push(Utilization {
-            device: d,
-            stream: None,
-            busy_ns: b,
-            span_ns: span,
-            percent: if span > 0 { 100.0 * b as f64 / span as f64 } else { 0.0 },
-            ops: iv.len() as u64,
-        });
-    }
-    utilization.sort_by_key(|u| (u.device, u.stream.map_or(0, |s| s as u64 + 1)));
+    let nvtx = {
+        let _s = crate::phase::span(|| "stats nvtx".into());
+        let gpu_in_range = t.gpu_work_by_range();
+        // Closed ranges only (an unclosed one has no duration), grouped by name.
+        let closed: Vec<u32> =
+            (0..t.ranges.len() as u32).into_par_iter().filter(|&i| t.ranges[i as usize].end != u64::MAX).collect();
+        let names: Vec<u32> = closed.par_iter().map(|&i| t.ranges[i as usize].name).collect();
+        let (distinct, keys) = buckets(&names);
+        let range = |i: usize, _| {
+            let (r, g) = (&t.ranges[closed[i] as usize], gpu_in_range[closed[i] as usize]);
+            (r.end - r.start, g.0, g.1)
+        };
+        let (rows, bounds) = group(distinct.len(), &[Source { keys, make: &range }]);
+        let mut nvtx: Vec<RangeStats> = bounds
+            .par_windows(2)
+            .zip(&distinct)
+            .map(|(w, &n)| {
+                let rows = &rows[w[0]..w[1]];
+                let mut d: Vec<u64> = rows.iter().map(|r| r.0).collect();
+                RangeStats {
+                    time: summarize(t.names.get(n).to_string(), &mut d),
+                    gpu_ns: rows.iter().map(|r| r.1).sum(),
+                    gpu_ops: rows.iter().map(|r| r.2).sum(),
+                }
+            })
+            .collect();
+        let rt: u64 = nvtx.iter().map(|r| r.time.total_ns).sum();
+        for r in &mut nvtx {
+            r.time.percent = if rt > 0 { 100.0 * r.time.total_ns as f64 / rt as f64 } else { 0.0 };
+        }
+        nvtx.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
+        if let Some(n) = top {
+            nvtx.truncate(n);
+        }
+        nvtx
+    };
+
+    let (utilization, gpu_time) = {
+        let _s = crate::phase::span(|| "stats utilization".into());
+        utilization(t)
+    };
     let (a, b) = t.span();
     Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
@@ -257,6 +307,70 @@ pub fn compute(trace: &mut Trace, top: Option<usize>) -> Stats {
         loss: t.loss().entries().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         joins: t.stats.clone(),
     }
+}
+
+/// Busy time per (device, stream) and per device, and the GPU time of all kernels, copies and memsets.
+fn utilization(t: &Trace) -> (Vec<Utilization>, u64) {
+    let streams: Vec<(u32, u32)> = t
+        .kernels
+        .par_iter()
+        .map(|k| (k.device, k.stream))
+        .chain(t.memcpys.par_iter().map(|k| (k.device, k.stream)))
+        .chain(t.memsets.par_iter().map(|k| (k.device, k.stream)))
+        .collect();
+    let (distinct, keys) = buckets(&streams);
+    drop(streams);
+    let (nk, nc) = (t.kernels.len(), t.memcpys.len());
+    let kernel = |i: usize, _| (t.kernels[i].start, t.kernels[i].end);
+    let copy = |i: usize, _| (t.memcpys[i].start, t.memcpys[i].end);
+    let set = |i: usize, _| (t.memsets[i].start, t.memsets[i].end);
+    let (mut iv, bounds) = group(
+        distinct.len(),
+        &[
+            Source { keys: keys[..nk].to_vec(), make: &kernel },
+            Source { keys: keys[nk..nk + nc].to_vec(), make: &copy },
+            Source { keys: keys[nk + nc..].to_vec(), make: &set },
+        ],
+    );
+    let gpu_time: u64 = iv.par_iter().map(|&(a, b)| b - a).sum();
+    let span =
+        |iv: &[(u64, u64)]| iv.iter().map(|x| x.1).max().unwrap_or(0) - iv.iter().map(|x| x.0).min().unwrap_or(0);
+    let row = |device: u32, stream: Option<u32>, iv: &mut [(u64, u64)]| {
+        let span = span(iv);
+        let b = busy(iv);
+        Utilization {
+            device,
+            stream,
+            busy_ns: b,
+            span_ns: span,
+            percent: if span > 0 { 100.0 * b as f64 / span as f64 } else { 0.0 },
+            ops: iv.len() as u64,
+        }
+    };
+    // Each stream's rows are a few runs already in time order (one per kind): a stable sort merges them.
+    let mut utilization: Vec<Utilization> = split_at_bounds(&mut iv, &bounds)
+        .into_par_iter()
+        .zip(&distinct)
+        .map(|(iv, &(d, s))| {
+            iv.sort();
+            row(d, Some(s), iv)
+        })
+        .collect();
+    let mut devices: Vec<u32> = distinct.iter().map(|k| k.0).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for d in devices {
+        let mut all: Vec<(u64, u64)> = distinct
+            .iter()
+            .zip(bounds.windows(2))
+            .filter(|(k, _)| k.0 == d)
+            .flat_map(|(_, w)| iv[w[0]..w[1]].iter().copied())
+            .collect();
+        all.par_sort_unstable();
+        utilization.push(row(d, None, &mut all));
+    }
+    utilization.sort_by_key(|u| (u.device, u.stream.map_or(0, |s| s as u64 + 1)));
+    (utilization, gpu_time)
 }
 
 fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>) {

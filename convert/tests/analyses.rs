@@ -189,3 +189,99 @@ fn generated_perturbations_get_the_right_verdicts() {
     let md = cutr_convert::diff::render_markdown(&r, 20);
     assert!(md.starts_with("### cutr diff: **neutral**"));
 }
+
+/// `stats` groups and sums in parallel (blocks of 65,536 rows); on a generated trace with several blocks of each
+/// kind, every section equals a plain serial computation from the rows.
+#[test]
+fn stats_equal_a_serial_computation_from_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.cutr");
+    cutr_format::synth::write_file(&p, cutr_format::synth::SynthOptions { records: 600_000, ..Default::default() })
+        .unwrap();
+    let mut t = load_one(p);
+    let s = stats::compute(&mut t, None);
+    assert!(t.kernels.len() > 2 * 65_536 && t.apis.len() > 2 * 65_536, "{} kernels", t.kernels.len());
+
+    // (count, total, min, max) by name.
+    type Sums = BTreeMap<String, (u64, u64, u64, u64)>;
+    fn add(m: &mut Sums, name: String, d: u64) {
+        let e = m.entry(name).or_insert((0, 0, u64::MAX, 0));
+        *e = (e.0 + 1, e.1 + d, e.2.min(d), e.3.max(d));
+    }
+    let got = |rows: &[stats::Summary]| -> Sums {
+        rows.iter().map(|r| (r.name.clone(), (r.count, r.total_ns, r.min_ns, r.max_ns))).collect()
+    };
+    let mut kernels = Sums::new();
+    for k in &t.kernels {
+        add(&mut kernels, t.display_name(k.name).to_string(), k.end - k.start);
+    }
+    assert_eq!(got(&s.kernels), kernels);
+    let mut api = Sums::new();
+    for a in &t.apis {
+        add(&mut api, t.api_name_of(a.proc, a.driver, a.cbid), a.end - a.start);
+    }
+    assert_eq!(got(&s.api), api);
+    let mut mem = Sums::new();
+    for m in &t.memcpys {
+        add(&mut mem, cutr_convert::names::memcpy_name(m.copy_kind, m.src_kind, m.dst_kind), m.end - m.start);
+    }
+    for m in &t.memsets {
+        add(&mut mem, cutr_convert::names::memset_name(m.memory_kind), m.end - m.start);
+    }
+    let got_mem: Vec<stats::Summary> = s.memory_ops.iter().map(|m| m.time.clone()).collect();
+    assert_eq!(got(&got_mem), mem);
+
+    // NVTX: every op walks up the chain of ranges around its launching call.
+    let mut gpu = vec![(0u64, 0u64); t.ranges.len()];
+    let ops = t.kernels.iter().map(|k| (k.proc, k.correlation, k.end - k.start));
+    let ops = ops.chain(t.memcpys.iter().map(|k| (k.proc, k.correlation, k.end - k.start)));
+    for (proc, corr, d) in ops.chain(t.memsets.iter().map(|k| (k.proc, k.correlation, k.end - k.start))) {
+        let Some(ai) = t.launcher_index(proc, corr) else { continue };
+        let mut r = t.api_range[ai as usize];
+        while r != u32::MAX {
+            gpu[r as usize].0 += d;
+            gpu[r as usize].1 += 1;
+            r = t.ranges[r as usize].parent;
+        }
+    }
+    let mut nvtx: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for (r, g) in t.ranges.iter().zip(&gpu).filter(|(r, _)| r.end != u64::MAX) {
+        let e = nvtx.entry(t.names.get(r.name).to_string()).or_default();
+        *e = (e.0 + 1, e.1 + (r.end - r.start), e.2 + g.0, e.3 + g.1);
+    }
+    let got_nvtx: BTreeMap<String, (u64, u64, u64, u64)> =
+        s.nvtx.iter().map(|r| (r.time.name.clone(), (r.time.count, r.time.total_ns, r.gpu_ns, r.gpu_ops))).collect();
+    assert_eq!(got_nvtx, nvtx);
+    assert!(nvtx.values().any(|v| v.3 > 0), "some range launched GPU work");
+
+    // Utilization: the union of each stream's and each device's intervals.
+    let union = |mut iv: Vec<(u64, u64)>| {
+        iv.sort();
+        let (mut total, mut cur) = (0, None::<(u64, u64)>);
+        for (a, b) in iv {
+            cur = match cur {
+                Some((s, e)) if a <= e => Some((s, e.max(b))),
+                Some((s, e)) => {
+                    total += e - s;
+                    Some((a, b))
+                }
+                None => Some((a, b)),
+            };
+        }
+        total + cur.map_or(0, |(s, e)| e - s)
+    };
+    type Intervals = Vec<(u64, u64)>;
+    let mut by: BTreeMap<(u32, Option<u32>), Intervals> = BTreeMap::new();
+    let ops = t.kernels.iter().map(|k| (k.device, k.stream, k.start, k.end));
+    let ops = ops.chain(t.memcpys.iter().map(|k| (k.device, k.stream, k.start, k.end)));
+    for (d, st, a, b) in ops.chain(t.memsets.iter().map(|k| (k.device, k.stream, k.start, k.end))) {
+        by.entry((d, Some(st))).or_default().push((a, b));
+        by.entry((d, None)).or_default().push((a, b));
+    }
+    let want: BTreeMap<(u32, Option<u32>), (u64, u64)> =
+        by.into_iter().map(|(k, iv)| (k, (iv.len() as u64, union(iv)))).collect();
+    let got_util: BTreeMap<(u32, Option<u32>), (u64, u64)> =
+        s.utilization.iter().map(|u| ((u.device, u.stream), (u.ops, u.busy_ns))).collect();
+    assert_eq!(got_util, want);
+    assert!(want.len() > 2, "several streams");
+}

@@ -165,7 +165,8 @@ fn main() -> Result<()> {
         assert_eq!(n as u64, truth.records);
         Ok(())
     };
-    let floors: [(String, Box<dyn Fn() -> Result<()>>); 3] = [
+    type Job<'a> = Box<dyn Fn() -> Result<()> + 'a>;
+    let floors: [(String, Job); 3] = [
         (
             format!("decompression + writing {} MB (the compressed Perfetto output's size)", pf_bytes / 1_000_000),
             Box::new(|| write_bytes(&out("floor.bin"), pf_bytes, &block)),
