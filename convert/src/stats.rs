@@ -135,7 +135,7 @@ fn busy(intervals: &mut [(u64, u64)]) -> u64 {
 /// Rows per block of the parallel grouping (large enough that counting per block stays cheap).
 const GROUP_BLOCK: usize = 1 << 16;
 
-/// Dense bucket numbers for the keys of `rows`, in order of first appearance, and each row's bucket. Keys are
+/// Dense bucket numbers for `keys`, in order of first appearance, and each key's bucket. Keys are
 /// found per block in parallel, so the first appearances are in row order too.
 fn buckets<K: std::hash::Hash + Eq + Clone + Send + Sync>(keys: &[K]) -> (Vec<K>, Vec<u32>) {
     let firsts: Vec<Vec<K>> = keys
@@ -318,18 +318,19 @@ fn utilization(t: &Trace) -> (Vec<Utilization>, u64) {
         .chain(t.memcpys.par_iter().map(|k| (k.device, k.stream)))
         .chain(t.memsets.par_iter().map(|k| (k.device, k.stream)))
         .collect();
-    let (distinct, keys) = buckets(&streams);
+    let (distinct, mut kernel_keys) = buckets(&streams);
     drop(streams);
-    let (nk, nc) = (t.kernels.len(), t.memcpys.len());
+    let set_keys = kernel_keys.split_off(t.kernels.len() + t.memcpys.len());
+    let copy_keys = kernel_keys.split_off(t.kernels.len());
     let kernel = |i: usize, _| (t.kernels[i].start, t.kernels[i].end);
     let copy = |i: usize, _| (t.memcpys[i].start, t.memcpys[i].end);
     let set = |i: usize, _| (t.memsets[i].start, t.memsets[i].end);
     let (mut iv, bounds) = group(
         distinct.len(),
         &[
-            Source { keys: keys[..nk].to_vec(), make: &kernel },
-            Source { keys: keys[nk..nk + nc].to_vec(), make: &copy },
-            Source { keys: keys[nk + nc..].to_vec(), make: &set },
+            Source { keys: kernel_keys, make: &kernel },
+            Source { keys: copy_keys, make: &copy },
+            Source { keys: set_keys, make: &set },
         ],
     );
     let gpu_time: u64 = iv.par_iter().map(|&(a, b)| b - a).sum();
