@@ -177,17 +177,17 @@ fn diff_exits_3_on_a_regression_and_0_otherwise() {
 /// What drives the progress bar: the layout stage, then every shard counted once, ending at the total.
 #[test]
 fn export_reports_progress_shard_by_shard() {
-    use cutr_convert::export::{ExportOptions, Format, Progress, Stage, export};
+    use cutr_viewer_export::{ExportOptions, Format, Progress, Stage, export};
     use std::sync::{Arc, Mutex};
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("s.cutr");
-    cutr_format::synth::write_file(
+    cutr_synth::write_file(
         &input,
-        cutr_format::synth::SynthOptions { records: 40_000, buffer_bytes: 512 << 10, ..Default::default() },
+        cutr_synth::SynthOptions { records: 40_000, buffer_bytes: 512 << 10, ..Default::default() },
     )
     .unwrap();
     for (format, compress_packets) in [(Format::Perfetto, false), (Format::Perfetto, true), (Format::Chrome, false)] {
-        let mut t = cutr_convert::model::load(std::slice::from_ref(&input), &Default::default()).unwrap();
+        let t = cutr_model::load(std::slice::from_ref(&input), &Default::default()).unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let sink = seen.clone();
         let opts = ExportOptions {
@@ -197,7 +197,7 @@ fn export_reports_progress_shard_by_shard() {
             progress: Some(Progress(Arc::new(move |s| sink.lock().unwrap().push(s)))),
             ..Default::default()
         };
-        let summary = export(&mut t, &dir.path().join("out"), &opts).unwrap();
+        let summary = export(&t, &dir.path().join("out"), &opts).unwrap();
         let seen = seen.lock().unwrap();
         // 26,711 slices (13 tracks) in shards of one track each, at least 2,000 slices but a track's last:
         // 20 shards. Perfetto writes one shard more than the layout has (the counters and instants).

@@ -439,9 +439,9 @@ fn transpose(src: &[u8], src_stride: usize, rows: usize, cols: usize, dst: &mut 
 #[inline(always)]
 unsafe fn transpose16(src: &[u8], src_stride: usize, r0: usize, c0: usize, dst: &mut [u8], dst_stride: usize) {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_unpackhi_epi8, _mm_unpacklo_epi8};
-    // SAFETY (loads): row r0 + k, columns c0..c0 + 16, inside src (the caller's bounds); unaligned loads.
-    let mut a: [__m128i; 16] = std::array::from_fn(|k| unsafe {
-        _mm_loadu_si128(src.as_ptr().add((r0 + k) * src_stride + c0) as *const __m128i)
+    let mut a: [__m128i; 16] = std::array::from_fn(|k| {
+        // SAFETY: row r0 + k, columns c0..c0 + 16, inside src (the caller's bounds); unaligned loads.
+        unsafe { _mm_loadu_si128(src.as_ptr().add((r0 + k) * src_stride + c0) as *const __m128i) }
     });
     for _ in 0..4 {
         let t = a;

@@ -178,7 +178,7 @@ impl FileHeader {
         let major = u16_at(b, 8);
         let minor = u16_at(b, 10);
         if major > FORMAT_MAJOR {
-            return Err(FormatError::NewerMajor { major, minor });
+            return Err(FormatError::NewerMajor { major, minor, supported: FORMAT_MAJOR });
         }
         if major == 0 {
             return Err(FormatError::BadHeader("format major version 0 was never released".into()));
@@ -345,7 +345,7 @@ mod tests {
         let mut fb = fh.encode();
         assert_eq!(FileHeader::decode(&fb).unwrap(), fh);
         fb[8] = 2;
-        assert!(matches!(FileHeader::decode(&fb), Err(FormatError::NewerMajor { major: 2, minor: 0 })));
+        assert!(matches!(FileHeader::decode(&fb), Err(FormatError::NewerMajor { major: 2, minor: 0, supported: 1 })));
         fb[8] = 1;
         fb[45] ^= 0x10;
         assert!(matches!(FileHeader::decode(&fb), Err(FormatError::BadHeader(_))));

@@ -15,11 +15,11 @@ pub enum FormatError {
     NotCutr,
     #[error("file is too short to be a .cutr file ({len} bytes)")]
     TooShort { len: u64 },
+    /// `supported` is the newest major version this reader understands.
     #[error(
-        "written in .cutr format {major}.{minor}, newer than this reader understands (major version {}); upgrade cutr to read it",
-        crate::container::FORMAT_MAJOR
+        "written in .cutr format {major}.{minor}, newer than this reader understands (major version {supported}); upgrade cutr to read it"
     )]
-    NewerMajor { major: u16, minor: u16 },
+    NewerMajor { major: u16, minor: u16, supported: u16 },
     #[error("corrupted file header: {0}")]
     BadHeader(String),
     #[error("write failed: {0}")]

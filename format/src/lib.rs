@@ -5,7 +5,6 @@
 //!   samples and loss counters, then writes the footer.
 //! - [`Reader`] maps a file, reads the footer in place (or recovers a file that was cut short by scanning its
 //!   chunks), and decodes activity chunks in parallel into records grouped by kind.
-//! - [`synth`] generates realistic CUPTI records for tests and benchmarks.
 //!
 //! No CUDA here: everything reads and writes bytes described by `cutr-schema`'s layout tables.
 
@@ -15,7 +14,6 @@ pub mod error;
 pub mod meta;
 pub mod reader;
 pub mod records;
-pub mod synth;
 pub mod writer;
 
 pub use codec::{BufferStats, CodecPlan, DecodedBuffer, RecordGroup};

@@ -1,8 +1,8 @@
 //! A file cut at any byte, or with any byte flipped, never panics the reader; what it recovers is exactly the
 //! complete, undamaged chunks.
 
-use cutr_format::synth::{SynthOptions, write_to};
 use cutr_format::{ChunkType, FormatError, Problem, Reader, Writer, WriterOptions};
+use cutr_synth::{SynthOptions, write_to};
 
 /// A small file with many chunks: (bytes, [(chunk start, chunk end, type, records)]).
 /// (start, end of payload, type, records) of each chunk.
@@ -137,7 +137,7 @@ fn not_cutr_newer_major_and_empty_files_are_refused_clearly() {
     let (mut bytes, _) = small_file();
     bytes[8] = 9; // major version 9
     let e = Reader::from_bytes(bytes).err().unwrap();
-    assert!(matches!(e, FormatError::NewerMajor { major: 9, minor: 0 }));
+    assert!(matches!(e, FormatError::NewerMajor { major: 9, minor: 0, supported: 1 }));
     assert!(e.to_string().contains("upgrade cutr"), "{e}");
     let e = Reader::open(std::path::Path::new("/nonexistent/x.cutr")).err().unwrap();
     assert!(matches!(&e, FormatError::Io { path, .. } if path.ends_with("x.cutr")), "{e}");

@@ -70,8 +70,8 @@ proptest! {
 fn synthetic_trace_round_trips_through_a_file_and_the_footer_counts_match() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.cutr");
-    let opts = cutr_format::synth::SynthOptions { records: 50_000, buffer_bytes: 512 << 10, ..Default::default() };
-    let truth = cutr_format::synth::write_file(&path, opts.clone()).unwrap();
+    let opts = cutr_synth::SynthOptions { records: 50_000, buffer_bytes: 512 << 10, ..Default::default() };
+    let truth = cutr_synth::write_file(&path, opts.clone()).unwrap();
     let r = Reader::open(&path).unwrap();
     assert!(r.recovery().is_none());
     assert!(r.problems().is_empty());
@@ -81,7 +81,7 @@ fn synthetic_trace_round_trips_through_a_file_and_the_footer_counts_match() {
     assert_eq!(got, truth.records_per_kind);
     assert_eq!(v.good_activity_chunks as u64, truth.buffers);
     // Every buffer comes back exactly as the generator produced it.
-    let mut s = cutr_format::synth::Synth::new(opts).unwrap();
+    let mut s = cutr_synth::Synth::new(opts).unwrap();
     let mut originals = Vec::new();
     while let Some(b) = s.next_buffer() {
         originals.push(b.bytes);
@@ -90,7 +90,7 @@ fn synthetic_trace_round_trips_through_a_file_and_the_footer_counts_match() {
     assert_eq!(decoded, originals);
     // Strings resolve, clocks and loss are there.
     let kernel_name_ptr = 0x7f3a_1000_0000u64;
-    assert_eq!(r.strings().resolve(kernel_name_ptr, u32::MAX), Some(cutr_format::synth::KERNELS[0].name));
+    assert_eq!(r.strings().resolve(kernel_name_ptr, u32::MAX), Some(cutr_synth::KERNELS[0].name));
     assert!(r.clocks().len() >= 2);
     assert!(r.loss().unwrap().is_final);
     assert_eq!(r.metadata().unwrap().writer, "cutr-synth");

@@ -45,10 +45,10 @@ pub fn install() {
 fn install_signals() {
     let mut req = [0; 2];
     let mut done = [0; 2];
-    // SAFETY: valid arrays for pipe2.
-    if unsafe { libc::pipe2(req.as_mut_ptr(), libc::O_CLOEXEC) } != 0
-        || unsafe { libc::pipe2(done.as_mut_ptr(), libc::O_CLOEXEC) } != 0
-    {
+    // SAFETY: a two-int array for pipe2 to fill.
+    let req_ok = unsafe { libc::pipe2(req.as_mut_ptr(), libc::O_CLOEXEC) } == 0;
+    // SAFETY: as above.
+    if !req_ok || unsafe { libc::pipe2(done.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return;
     }
     REQUEST_FD.store(req[1], Ordering::Release);

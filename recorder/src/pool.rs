@@ -24,6 +24,7 @@ pub struct BufferPool {
 // SAFETY: the pool only moves raw buffer addresses between threads; each buffer is owned by exactly one party
 // (free list, CUPTI, or the writer) at a time.
 unsafe impl Send for BufferPool {}
+// SAFETY: as for Send; the free list is a lock-free queue and the counters are atomics.
 unsafe impl Sync for BufferPool {}
 
 impl BufferPool {

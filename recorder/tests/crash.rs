@@ -7,9 +7,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cutr_format::Reader;
-use cutr_format::synth::{Synth, SynthOptions};
 use cutr_recorder::fake::{Delivery, FakeCupti};
 use cutr_recorder::{Config, Recorder};
+use cutr_synth::{Synth, SynthOptions};
 
 const CHILD_ENV: &str = "CUTR_CRASH_TEST_OUTPUT";
 

@@ -6,10 +6,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use cutr_format::Reader;
-use cutr_format::synth::{Synth, SynthOptions};
 use cutr_recorder::fake::{Delivery, FakeCupti, FakeHandle};
 use cutr_recorder::{Config, Recorder, RecorderError};
 use cutr_schema::kinds;
+use cutr_synth::{Synth, SynthOptions};
 
 /// CUPTI's callbacks are process-wide: one recording at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -116,8 +116,7 @@ fn buffers_from_many_threads_reach_the_file_byte_for_byte() {
             }
         }
     }
-    let expected: std::collections::BTreeSet<String> =
-        cutr_format::synth::KERNELS.iter().map(|k| k.name.to_string()).collect();
+    let expected: std::collections::BTreeSet<String> = cutr_synth::KERNELS.iter().map(|k| k.name.to_string()).collect();
     assert_eq!(names, expected);
     let loss = r.loss().unwrap();
     assert!(loss.is_final && loss.is_clean());

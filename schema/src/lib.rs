@@ -6,7 +6,7 @@
 //!   release we support, generated from NVIDIA's headers and checked against gcc and the real libcupti.
 //! - [`kinds`]: CUPTI activity kind numbers and names.
 
-#[allow(clippy::all, unsafe_op_in_unsafe_fn, mismatched_lifetime_syntaxes, unused_imports)]
+#[allow(clippy::all, clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn, mismatched_lifetime_syntaxes, unused_imports)]
 #[rustfmt::skip]
 mod generated {
     include!("generated/cutr_generated.rs");

@@ -3,9 +3,9 @@
 
 use std::ffi::c_void;
 
-use cutr_format::synth::{Synth, SynthOptions};
 use cutr_schema::kinds;
 use cutr_schema::layouts::builtin;
+use cutr_synth::{Synth, SynthOptions};
 use cutr_tests::installed;
 
 const CUPTI_SUCCESS: u32 = 0;
@@ -159,13 +159,13 @@ fn libcupti_walks_the_buffers_the_recorder_wrote() {
         }
         assert_eq!(ours, theirs, "{f}");
         assert_eq!((walked_kernels, walked_ns), (kernels, kernel_ns), "{f}: kernels libcupti walked");
-        let mut trace = cutr_convert::model::load_readers(
+        let trace = cutr_model::load_readers(
             std::slice::from_ref(&path),
             std::slice::from_ref(&r),
-            &cutr_convert::model::LoadOptions::default(),
+            &cutr_model::LoadOptions::default(),
         )
         .unwrap();
-        let stats = cutr_convert::stats::compute(&mut trace, None);
+        let stats = cutr_analyses::stats::compute(&trace, None);
         let counted: u64 = stats.kernels.iter().map(|k| k.count).sum();
         let timed: u64 = stats.kernels.iter().map(|k| k.total_ns).sum();
         assert_eq!((counted, timed), (kernels, kernel_ns), "{f}: kernels in cupti-convert stats");

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cutr_convert::export::{ExportOptions, Format, export};
-use cutr_convert::model::{LoadOptions, load};
-use cutr_format::synth::{SynthOptions, SynthTruth, write_file};
+use cutr_model::{LoadOptions, load};
+use cutr_synth::{SynthOptions, SynthTruth, write_file};
 use cutr_tests::{int, python_tool, trace_processor};
+use cutr_viewer_export::{ExportOptions, Format, export};
 
 /// The stricter stats query of tests/clients/README.md: empty for a trace that imported cleanly. Besides the
 /// timing rows it leaves out `clock_sync_cache_miss`, v20's count of first-time clock conversions (severity info,
@@ -30,15 +30,15 @@ fn case(records: u64) -> Case {
 }
 
 fn convert(c: &Case, format: Format, name: &str, shard_slices: usize) -> PathBuf {
-    let mut t = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
+    let t = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
     let out = c.dir.join(name);
-    export(&mut t, &out, &ExportOptions { format, shard_slices, ..Default::default() }).unwrap();
+    export(&t, &out, &ExportOptions { format, shard_slices, ..Default::default() }).unwrap();
     out
 }
 
 /// Demangled kernel name -> (count, total ns) from the generator's truth.
 fn kernels_by_display_name(t: &SynthTruth) -> BTreeMap<String, (i64, i64)> {
-    t.kernels.iter().map(|(k, v)| (cutr_convert::demangle::demangle(k), (v.0 as i64, v.1 as i64))).collect()
+    t.kernels.iter().map(|(k, v)| (cutr_model::demangle::demangle(k), (v.0 as i64, v.1 as i64))).collect()
 }
 
 fn rows_by_name(rows: &[Vec<serde_json::Value>]) -> BTreeMap<String, (i64, i64)> {
@@ -99,16 +99,16 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
 
     // Shards cut through open slices (the step ranges around the calls): the trace processor must see exactly
     // the slices (ts, dur, depth) that one shard per track gives.
-    let mut trace = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
-    let lay = cutr_convert::layout::Layout::build(&mut trace, 3_000);
+    let trace = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
+    let lay = cutr_viewer_export::Timeline::build(&trace, 3_000);
     let handed_on = lay.shards.iter().filter(|s| s.open_len > 0).count();
     // Exact for this seed: 12 shards, 2 of them cut inside an open step range.
     assert_eq!((lay.shards.len(), handed_on), (12, 2), "(shards, shards that start inside an open range)");
     // The whole-track conversion also writes plain packets: the default compressed packets must read the same.
-    let mut plain = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
+    let plain = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
     let whole = c.dir.join("whole.pftrace");
     let opts = ExportOptions { shard_slices: usize::MAX, compress_packets: false, ..Default::default() };
-    export(&mut plain, &whole, &opts).unwrap();
+    export(&plain, &whole, &opts).unwrap();
     let all_slices = "select t.name, s.ts, s.dur, s.depth, s.name, s.category from slice s \
                       join track t on s.track_id = t.id order by t.id, s.ts, s.depth";
     let (a, b) = (trace_processor(&pf, &[all_slices]), trace_processor(&whole, &[all_slices]));
@@ -156,13 +156,12 @@ fn chrome_json_loads_in_perfetto_and_hta_with_our_numbers() {
     assert_eq!(int(&r[2]) as u64, t.gpu_records_with_api);
     // Perfetto v20's JSON importer turns a `dur` of `18.123` into int64(18.123 * 1000.0), which truncates
     // (18122); its per-kernel sums are our exact durations passed through that same arithmetic.
-    let mut model = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
-    model.demangle_names();
+    let model = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
     let mut v20: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for k in &model.kernels {
         let d = k.end - k.start;
         let us: f64 = format!("{}.{:03}", d / 1000, d % 1000).parse().unwrap();
-        let e = v20.entry(model.display_name(k.name).to_string()).or_default();
+        let e = v20.entry(model.kernel_name(k).to_string()).or_default();
         e.0 += 1;
         e.1 += (us * 1000.0) as i64;
     }
@@ -178,7 +177,7 @@ fn chrome_json_loads_in_perfetto_and_hta_with_our_numbers() {
     std::fs::copy(&json, hdir.join("rank0.json")).unwrap();
     let h = python_tool("hta_kernels.py", &[hdir.as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]);
     let mut want = kernels_by_display_name(t);
-    let names = |k: (u8, u8, u8)| cutr_convert::names::memcpy_name(k.0, k.1, k.2);
+    let names = |k: (u8, u8, u8)| cutr_model::describe::memcpy_name(k.0, k.1, k.2);
     for (k, v) in &t.memcpys {
         want.insert(names(*k), (v.0 as i64, v.2 as i64));
     }
@@ -186,7 +185,7 @@ fn chrome_json_loads_in_perfetto_and_hta_with_our_numbers() {
     // HTA counts every event with a `stream` arg as GPU work and classifies by name: `Stream Wait Event` sync
     // records (Kineto gives them a stream too) become "kernels"; names containing "Sync" are left out.
     for s in &model.syncs {
-        let n = cutr_convert::names::sync_type(s.sync_type);
+        let n = cutr_model::describe::sync_type(s.sync_type);
         if !n.contains("Sync") {
             let e = want.entry(n.to_string()).or_default();
             e.0 += 1;
@@ -203,8 +202,8 @@ fn chrome_json_loads_in_perfetto_and_hta_with_our_numbers() {
 }
 
 fn check_fixture_pair(path: &Path, out: &Path) {
-    let mut t = load(&[path.to_path_buf()], &LoadOptions::default()).unwrap();
-    export(&mut t, out, &ExportOptions { format: Format::Perfetto, ..Default::default() }).unwrap();
+    let t = load(&[path.to_path_buf()], &LoadOptions::default()).unwrap();
+    export(&t, out, &ExportOptions { format: Format::Perfetto, ..Default::default() }).unwrap();
 }
 
 #[test]
@@ -224,11 +223,11 @@ fn real_recordings_import_cleanly() {
 fn hta_breakdown_of_a_real_recording_equals_our_stats() {
     let dir = tempfile::tempdir().unwrap();
     let src = cutr_tests::repo().join("fixtures/cuda_workload.cutr");
-    let mut t = load(std::slice::from_ref(&src), &LoadOptions::default()).unwrap();
-    let s = cutr_convert::stats::compute(&mut t, None);
+    let t = load(std::slice::from_ref(&src), &LoadOptions::default()).unwrap();
+    let s = cutr_analyses::stats::compute(&t, None);
     std::fs::create_dir_all(dir.path().join("hta")).unwrap();
     let json = dir.path().join("hta/rank0.json");
-    export(&mut t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+    export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
     let h = python_tool("hta_kernels.py", &[dir.path().join("hta").as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]);
     let got: BTreeMap<String, (i64, i64)> = h["kernels"]
         .as_object()
@@ -262,11 +261,11 @@ fn two_ranks_merge_onto_one_timeline() {
         .iter()
         .map(|f| cutr_tests::repo().join("fixtures/allreduce").join(f))
         .collect();
-    let mut t = load(&files, &LoadOptions::default()).unwrap();
-    let per_rank: Vec<usize> = (0..2).map(|p| t.kernels.iter().filter(|k| k.proc == p).count()).collect();
+    let t = load(&files, &LoadOptions::default()).unwrap();
+    let per_rank: Vec<usize> = (0..2).map(|p| t.kernels.iter().filter(|k| k.proc.0 == p).count()).collect();
     let devices: Vec<Vec<u32>> = (0..2)
         .map(|p| {
-            let mut d: Vec<u32> = t.kernels.iter().filter(|k| k.proc == p).map(|k| k.device).collect();
+            let mut d: Vec<u32> = t.kernels.iter().filter(|k| k.proc.0 == p).map(|k| k.device).collect();
             d.sort();
             d.dedup();
             d
@@ -275,7 +274,7 @@ fn two_ranks_merge_onto_one_timeline() {
     assert_eq!(devices, vec![vec![0], vec![1]], "rank r ran on GPU r");
     let gpu_ops = t.kernels.len() + t.memcpys.len() + t.memsets.len();
     // Each (rank, device) with GPU work or allocations is a GPU group (PyTorch also touches GPU 0 from rank 1).
-    let mut groups: Vec<(u16, u32)> = t
+    let mut groups: Vec<(cutr_model::ProcId, u32)> = t
         .memcpys
         .iter()
         .map(|k| (k.proc, k.device))
@@ -285,11 +284,11 @@ fn two_ranks_merge_onto_one_timeline() {
         .collect();
     groups.sort();
     groups.dedup();
-    let flows = t.kernels.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count()
-        + t.memcpys.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count()
-        + t.memsets.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count();
+    let flows = t.kernels.iter().filter(|k| t.launcher(k.corr()).is_some()).count()
+        + t.memcpys.iter().filter(|k| t.launcher(k.corr()).is_some()).count()
+        + t.memsets.iter().filter(|k| t.launcher(k.corr()).is_some()).count();
     let out = dir.path().join("job.pftrace");
-    let s = export(&mut t, &out, &ExportOptions::default()).unwrap();
+    let s = export(&t, &out, &ExportOptions::default()).unwrap();
     assert_eq!(s.flows as usize, flows);
     let r = trace_processor(
         &out,

@@ -1,9 +1,16 @@
-//! Output writers for traces: a hand-encoded streaming Perfetto protobuf writer ([`perfetto`]), a Chrome trace
-//! JSON writer following PyTorch profiler (Kineto) conventions ([`chrome`]), and the ordered, parallel, optionally
-//! gzipped file output both use ([`output`]). They receive events from `cutr-convert`'s model, never raw CUPTI
-//! bytes.
+//! The trace model (`cutr-model`) written for viewers: laid out as a [`timeline`] (tracks, nesting lanes, arrows,
+//! shards), then rendered in parallel as a Perfetto protobuf trace ([`perfetto`]: hand-encoded, streamed) or a
+//! Chrome trace JSON in PyTorch profiler (Kineto) conventions ([`chrome`]), into one ordered, optionally gzipped
+//! file ([`output`]). [`export`] does all of it.
 
+pub mod args;
 pub mod chrome;
+mod export;
 pub mod output;
 pub mod perfetto;
 pub mod protobuf;
+mod slice;
+pub mod timeline;
+
+pub use export::{ExportOptions, ExportSummary, Format, Progress, Stage, export, shard_slices_for};
+pub use timeline::Timeline;

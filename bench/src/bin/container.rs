@@ -14,8 +14,8 @@ use anyhow::Result;
 use clap::Parser;
 use cutr_bench::interleaved_medians;
 use cutr_format::codec::{self, CodecPlan, Encoder};
-use cutr_format::synth::{Synth, SynthOptions};
 use cutr_schema::kinds;
+use cutr_synth::{Synth, SynthOptions};
 use rayon::prelude::*;
 
 #[derive(Parser)]

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cutr_bench::median;
 use cutr_format::Reader;
-use cutr_format::synth::{SynthOptions, write_file};
+use cutr_synth::{SynthOptions, write_file};
 use rayon::prelude::*;
 
 #[derive(Parser)]

@@ -3,12 +3,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use cutr_convert::diff::{DiffOptions, Verdict, diff};
-use cutr_convert::model::{LoadOptions, Trace, load};
-use cutr_convert::stats;
+use cutr_analyses::diff::{DiffOptions, Verdict, diff};
+use cutr_analyses::stats;
+use cutr_model::{LoadOptions, Trace, load};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name)
 }
 
 fn load_one(p: PathBuf) -> Trace {
@@ -17,8 +17,8 @@ fn load_one(p: PathBuf) -> Trace {
 
 #[test]
 fn stats_of_the_cuda_workload_match_the_program_and_the_floor_client() {
-    let mut t = load_one(fixture("cuda_workload.cutr"));
-    let s = stats::compute(&mut t, None);
+    let t = load_one(fixture("cuda_workload.cutr"));
+    let s = stats::compute(&t, None);
     let counts: BTreeMap<&str, u64> = s.kernels.iter().map(|k| (k.name.as_str(), k.count)).collect();
     // workloads/cuda/EXPECTED.md with --iters 10; the floor client counted the same in its own run.
     let want: BTreeMap<&str, u64> = [
@@ -40,7 +40,7 @@ fn stats_of_the_cuda_workload_match_the_program_and_the_floor_client() {
     assert_eq!(s.kernels[0].name, spin.name, "the slow kernel dominates GPU time");
     assert_eq!((spin.count, spin.total_ns, spin.min_ns, spin.max_ns), (10, 20_009_843, 2_000_914, 2_001_107));
     let mut durs: Vec<u64> =
-        t.kernels.iter().filter(|k| t.display_name(k.name).starts_with("spin")).map(|k| k.end - k.start).collect();
+        t.kernels.iter().filter(|k| t.kernel_name(k).starts_with("spin")).map(|k| k.end - k.start).collect();
     durs.sort();
     assert_eq!(spin.median_ns, (durs[4] + durs[5]) as f64 / 2.0);
     let copies: BTreeMap<&str, (u64, u64)> =
@@ -64,8 +64,7 @@ fn stats_of_the_cuda_workload_match_the_program_and_the_floor_client() {
 
 #[test]
 fn the_pytorch_loop_has_the_kernels_pytorch_profiler_saw() {
-    let mut t = load_one(fixture("pytorch_loop.cutr"));
-    t.demangle_names();
+    let t = load_one(fixture("pytorch_loop.cutr"));
     let kineto: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture("pytorch_loop.kineto.summary.json")).unwrap()).unwrap();
     // Kernels launched while an NVTX "step i" range was open: the 20 measured steps, what the profiler recorded
@@ -81,9 +80,9 @@ fn the_pytorch_loop_has_the_kernels_pytorch_profiler_saw() {
     };
     let mut by_name: BTreeMap<String, u64> = BTreeMap::new();
     for k in &t.kernels {
-        let Some(a) = t.launcher(k.proc, k.correlation) else { continue };
+        let Some(a) = t.launcher(k.corr()) else { continue };
         if in_step(a.start) {
-            *by_name.entry(t.display_name(k.name).to_string()).or_default() += 1;
+            *by_name.entry(t.kernel_name(k).to_string()).or_default() += 1;
         }
     }
     assert_eq!(by_name.values().sum::<u64>(), kineto["kernel_events"].as_u64().unwrap());
@@ -99,9 +98,9 @@ fn the_pytorch_loop_has_the_kernels_pytorch_profiler_saw() {
 
 #[test]
 fn the_recorded_regression_pair_flags_the_heavy_kernel_only() {
-    let mut base: Vec<Trace> = ["regress/base_a.cutr", "regress/base_b.cutr"].map(|f| load_one(fixture(f))).into();
-    let mut new: Vec<Trace> = ["regress/heavy_a.cutr", "regress/heavy_b.cutr"].map(|f| load_one(fixture(f))).into();
-    let r = diff(&mut base, &mut new, &DiffOptions::default());
+    let base: Vec<Trace> = ["regress/base_a.cutr", "regress/base_b.cutr"].map(|f| load_one(fixture(f))).into();
+    let new: Vec<Trace> = ["regress/heavy_a.cutr", "regress/heavy_b.cutr"].map(|f| load_one(fixture(f))).into();
+    let r = diff(&base, &new, &DiffOptions::default());
     assert_eq!(r.verdict, Verdict::Regression);
     let flagged: Vec<&str> = r
         .rows
@@ -118,17 +117,16 @@ fn the_recorded_regression_pair_flags_the_heavy_kernel_only() {
     assert_eq!(compute.verdict, Verdict::Regression);
     assert!((compute.delta_ns - heavy.delta_ns).abs() < heavy.delta_ns / 100.0);
     // Two runs of the same program against each other: no kernel changes.
-    let mut a = vec![load_one(fixture("regress/base_a.cutr"))];
-    let mut b = vec![load_one(fixture("regress/base_b.cutr"))];
-    let same = diff(&mut a, &mut b, &DiffOptions::default());
+    let a = vec![load_one(fixture("regress/base_a.cutr"))];
+    let b = vec![load_one(fixture("regress/base_b.cutr"))];
+    let same = diff(&a, &b, &DiffOptions::default());
     assert!(same.rows.iter().filter(|x| x.section == "kernel").all(|x| x.verdict == Verdict::Neutral));
 }
 
 fn synthetic() -> (tempfile::TempDir, Trace) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.cutr");
-    cutr_format::synth::write_file(&p, cutr_format::synth::SynthOptions { records: 30_000, ..Default::default() })
-        .unwrap();
+    cutr_synth::write_file(&p, cutr_synth::SynthOptions { records: 30_000, ..Default::default() }).unwrap();
     let t = load_one(p);
     (dir, t)
 }
@@ -149,7 +147,7 @@ fn generated_perturbations_get_the_right_verdicts() {
             extra += d / 5;
         }
     }
-    let r = diff(&mut [base.clone()], &mut [slow], &DiffOptions::default());
+    let r = diff(std::slice::from_ref(&base), &[slow], &DiffOptions::default());
     assert_eq!(r.verdict, Verdict::Regression);
     let flagged: Vec<(&str, Verdict, f64)> = r
         .rows
@@ -168,7 +166,7 @@ fn generated_perturbations_get_the_right_verdicts() {
         let pm = (i as u64 * 7919) % 21; // 0..=20 -> -1.0% ..= +1.0%
         k.end = k.start + d * (990 + pm) / 1000;
     }
-    let r = diff(&mut [base.clone()], &mut [jitter], &DiffOptions::default());
+    let r = diff(std::slice::from_ref(&base), &[jitter], &DiffOptions::default());
     assert_eq!(r.verdict, Verdict::Neutral);
 
     // A kernel removed: reported as removed.
@@ -177,16 +175,16 @@ fn generated_perturbations_get_the_right_verdicts() {
         fewer.kernels.iter().map(|k| fewer.names.get(k.name)).find(|n| n.contains("cutlass")).unwrap().to_string();
     let keep: Vec<_> = fewer.kernels.iter().filter(|k| fewer.names.get(k.name) != cutlass).copied().collect();
     fewer.kernels = keep;
-    let r = diff(&mut [base.clone()], &mut [fewer], &DiffOptions::default());
+    let r = diff(std::slice::from_ref(&base), &[fewer], &DiffOptions::default());
     let removed: Vec<&str> = r.rows.iter().filter(|x| x.verdict == Verdict::Removed).map(|x| x.name.as_str()).collect();
     assert_eq!(removed.len(), 1);
     assert!(removed[0].starts_with("void cutlass::Kernel2<"));
 
     // Self-diff: neutral, every delta zero.
-    let r = diff(&mut [base.clone()], &mut [base.clone()], &DiffOptions::default());
+    let r = diff(std::slice::from_ref(&base), std::slice::from_ref(&base), &DiffOptions::default());
     assert_eq!(r.verdict, Verdict::Neutral);
     assert!(r.rows.iter().all(|x| x.delta_ns == 0.0 && x.verdict == Verdict::Neutral));
-    let md = cutr_convert::diff::render_markdown(&r, 20);
+    let md = cutr_analyses::diff::render_markdown(&r, 20);
     assert!(md.starts_with("### cutr diff: **neutral**"));
 }
 
@@ -196,10 +194,9 @@ fn generated_perturbations_get_the_right_verdicts() {
 fn stats_equal_a_serial_computation_from_the_rows() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.cutr");
-    cutr_format::synth::write_file(&p, cutr_format::synth::SynthOptions { records: 600_000, ..Default::default() })
-        .unwrap();
-    let mut t = load_one(p);
-    let s = stats::compute(&mut t, None);
+    cutr_synth::write_file(&p, cutr_synth::SynthOptions { records: 600_000, ..Default::default() }).unwrap();
+    let t = load_one(p);
+    let s = stats::compute(&t, None);
     assert!(t.kernels.len() > 2 * 65_536 && t.apis.len() > 2 * 65_536, "{} kernels", t.kernels.len());
 
     // (count, total, min, max) by name.
@@ -213,7 +210,7 @@ fn stats_equal_a_serial_computation_from_the_rows() {
     };
     let mut kernels = Sums::new();
     for k in &t.kernels {
-        add(&mut kernels, t.display_name(k.name).to_string(), k.end - k.start);
+        add(&mut kernels, t.kernel_name(k).to_string(), k.end - k.start);
     }
     assert_eq!(got(&s.kernels), kernels);
     let mut api = Sums::new();
@@ -223,20 +220,20 @@ fn stats_equal_a_serial_computation_from_the_rows() {
     assert_eq!(got(&s.api), api);
     let mut mem = Sums::new();
     for m in &t.memcpys {
-        add(&mut mem, cutr_convert::names::memcpy_name(m.copy_kind, m.src_kind, m.dst_kind), m.end - m.start);
+        add(&mut mem, cutr_model::describe::memcpy_name(m.copy_kind, m.src_kind, m.dst_kind), m.end - m.start);
     }
     for m in &t.memsets {
-        add(&mut mem, cutr_convert::names::memset_name(m.memory_kind), m.end - m.start);
+        add(&mut mem, cutr_model::describe::memset_name(m.memory_kind), m.end - m.start);
     }
     let got_mem: Vec<stats::Summary> = s.memory_ops.iter().map(|m| m.time.clone()).collect();
     assert_eq!(got(&got_mem), mem);
 
     // NVTX: every op walks up the chain of ranges around its launching call.
     let mut gpu = vec![(0u64, 0u64); t.ranges.len()];
-    let ops = t.kernels.iter().map(|k| (k.proc, k.correlation, k.end - k.start));
-    let ops = ops.chain(t.memcpys.iter().map(|k| (k.proc, k.correlation, k.end - k.start)));
-    for (proc, corr, d) in ops.chain(t.memsets.iter().map(|k| (k.proc, k.correlation, k.end - k.start))) {
-        let Some(ai) = t.launcher_index(proc, corr) else { continue };
+    let ops = t.kernels.iter().map(|k| (k.corr(), k.end - k.start));
+    let ops = ops.chain(t.memcpys.iter().map(|k| (k.corr(), k.end - k.start)));
+    for (key, d) in ops.chain(t.memsets.iter().map(|k| (k.corr(), k.end - k.start))) {
+        let Some(ai) = t.launcher_index(key) else { continue };
         let mut r = t.api_range[ai as usize];
         while r != u32::MAX {
             gpu[r as usize].0 += d;

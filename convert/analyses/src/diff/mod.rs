@@ -15,14 +15,16 @@
 //! kernel, range or the total GPU time regressed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::fmt;
-use crate::model::Trace;
+use cutr_model::timing::timed;
+use cutr_model::{NameId, Trace};
+
+mod render;
+pub use render::{render_markdown, render_text};
 
 #[derive(Clone, Debug)]
 pub struct DiffOptions {
@@ -141,11 +143,11 @@ struct Run {
 /// few hundred names, and making a name string per row cost ~0.3 s per 3M kernels.
 fn totals_by_id<T: Sync>(
     rows: &[T],
-    id_and_ns: impl Fn(&T) -> Option<(u32, u64)> + Sync,
-) -> FxHashMap<u32, (u64, u64)> {
+    id_and_ns: impl Fn(&T) -> Option<(NameId, u64)> + Sync,
+) -> FxHashMap<NameId, (u64, u64)> {
     rows.par_chunks(1 << 16)
         .map(|block| {
-            let mut m: FxHashMap<u32, (u64, u64)> = FxHashMap::default();
+            let mut m: FxHashMap<NameId, (u64, u64)> = FxHashMap::default();
             for (id, ns) in block.iter().filter_map(&id_and_ns) {
                 let e = m.entry(id).or_default();
                 e.0 += ns;
@@ -163,11 +165,9 @@ fn totals_by_id<T: Sync>(
         })
 }
 
-fn run_totals(t: &mut Trace, opts: &DiffOptions) -> Run {
-    t.demangle_names();
-    let t: &Trace = t;
+fn run_totals(t: &Trace, opts: &DiffOptions) -> Run {
     let mut kernels: RunTotals = BTreeMap::new();
-    for (id, (ns, n)) in totals_by_id(&t.kernels, |k| Some((t.display_name_id(k.name), k.end - k.start))) {
+    for (id, (ns, n)) in totals_by_id(&t.kernels, |k| Some((t.display_name_id(k.name), k.duration()))) {
         let mut name = t.names.get(id).to_string();
         if opts.normalize_templates {
             name = normalize_template_name(&name);
@@ -176,20 +176,16 @@ fn run_totals(t: &mut Trace, opts: &DiffOptions) -> Run {
         e.0 += ns;
         e.1 += n;
     }
-    let gpu = t.kernels.par_iter().map(|k| k.end - k.start).sum::<u64>()
-        + t.memcpys.par_iter().map(|m| m.end - m.start).sum::<u64>()
-        + t.memsets.par_iter().map(|m| m.end - m.start).sum::<u64>();
+    let gpu = t.kernels.par_iter().map(|k| k.duration()).sum::<u64>()
+        + t.memcpys.par_iter().map(|m| m.duration()).sum::<u64>()
+        + t.memsets.par_iter().map(|m| m.duration()).sum::<u64>();
     // NVTX ranges are compared by the GPU time of the work launched inside them: the host time a range spans
     // moves with CPU scheduling from run to run, the GPU work it launched does not.
     let gpu_in_range = t.gpu_work_by_range();
-    let closed: Vec<(u32, u64)> = t
-        .ranges
-        .par_iter()
-        .zip(&gpu_in_range)
-        .map(|(r, &(ns, _))| if r.end != u64::MAX { (r.name, ns) } else { (u32::MAX, 0) })
-        .collect();
+    let closed: Vec<Option<(NameId, u64)>> =
+        t.ranges.par_iter().zip(&gpu_in_range).map(|(r, &(ns, _))| r.closed().then_some((r.name, ns))).collect();
     let mut ranges: RunTotals = BTreeMap::new();
-    for (id, (ns, n)) in totals_by_id(&closed, |&(id, ns)| (id != u32::MAX).then_some((id, ns))) {
+    for (id, (ns, n)) in totals_by_id(&closed, |&c| c) {
         let e = ranges.entry(t.names.get(id).to_string()).or_default();
         e.0 += ns;
         e.1 += n;
@@ -275,29 +271,33 @@ fn per_run(runs: &[Run], pick: impl Fn(&Run) -> &RunTotals, name: &str) -> (Vec<
 }
 
 /// Compares recordings: `base` and `new` hold one trace per run.
-pub fn diff(base: &mut [Trace], new: &mut [Trace], opts: &DiffOptions) -> Report {
-    let totals = crate::phase::span(|| "diff totals".into());
+pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
     // Every run's totals at once: each has serial steps (its names' table), so runs side by side keep more
     // workers busy than one after another.
-    let (b, n): (Vec<Run>, Vec<Run>) = rayon::join(
-        || base.par_iter_mut().map(|t| run_totals(t, opts)).collect(),
-        || new.par_iter_mut().map(|t| run_totals(t, opts)).collect(),
-    );
-    drop(totals);
-    let _s = crate::phase::span(|| "diff rows".into());
+    let (b, n): (Vec<Run>, Vec<Run>) = timed("diff totals", || {
+        rayon::join(
+            || base.par_iter().map(|t| run_totals(t, opts)).collect(),
+            || new.par_iter().map(|t| run_totals(t, opts)).collect(),
+        )
+    });
+    timed("diff rows", || compare(base, new, &b, &n, opts))
+}
+
+/// The rows of every section, judged, and the overall verdict.
+fn compare(base: &[Trace], new: &[Trace], b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
     let mut rows = Vec::new();
     for (section, pick) in [("kernel", (|r: &Run| &r.kernels) as fn(&Run) -> &RunTotals), ("nvtx", |r: &Run| &r.ranges)]
     {
-        let names: BTreeSet<String> = b.iter().chain(&n).flat_map(|r| pick(r).keys().cloned()).collect();
+        let names: BTreeSet<String> = b.iter().chain(n).flat_map(|r| pick(r).keys().cloned()).collect();
         for name in names {
-            let row = judge(section, name.clone(), per_run(&b, pick, &name), per_run(&n, pick, &name), opts);
+            let row = judge(section, name.clone(), per_run(b, pick, &name), per_run(n, pick, &name), opts);
             rows.push(row);
         }
     }
     let gpu = |rs: &[Run]| (rs.iter().map(|r| r.gpu_ns).collect::<Vec<_>>(), vec![1; rs.len()]);
     let span = |rs: &[Run]| (rs.iter().map(|r| r.span_ns).collect::<Vec<_>>(), vec![1; rs.len()]);
-    rows.push(judge("total", "GPU time (kernels, copies, memsets)".into(), gpu(&b), gpu(&n), opts));
-    rows.push(judge("span", "wall span (first to last record)".into(), span(&b), span(&n), opts));
+    rows.push(judge("total", "GPU time (kernels, copies, memsets)".into(), gpu(b), gpu(n), opts));
+    rows.push(judge("span", "wall span (first to last record)".into(), span(b), span(n), opts));
     // Biggest changes first, verdicts that need attention before neutral ones.
     rows.sort_by(|x, y| {
         (x.verdict == Verdict::Neutral)
@@ -328,101 +328,6 @@ pub fn diff(base: &mut [Trace], new: &mut [Trace], opts: &DiffOptions) -> Report
         rows,
         counts,
     }
-}
-
-fn signed_duration(ns: f64) -> String {
-    let s = fmt::duration_ns(ns.abs().round() as u64);
-    if ns < 0.0 { format!("-{s}") } else { format!("+{s}") }
-}
-
-fn counts(v: &[u64]) -> String {
-    let mut u: Vec<u64> = v.to_vec();
-    u.dedup();
-    u.iter().map(|c| c.to_string()).collect::<Vec<_>>().join("/")
-}
-
-fn shorten(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { format!("{}...", s.chars().take(n - 3).collect::<String>()) }
-}
-
-/// Text for people: the verdict, then every row that is not neutral.
-pub fn render_text(r: &Report, show_all: bool) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "verdict: {} (threshold {}%; {} base run(s), {} new run(s))",
-        r.verdict.as_str().to_uppercase(),
-        r.threshold_pct,
-        r.base_files.len(),
-        r.new_files.len()
-    );
-    let c: Vec<String> = r.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    let _ = writeln!(o, "rows: {}", c.join(", "));
-    let _ = writeln!(
-        o,
-        "\n{:>13} {:>7} {:>12} {:>12} {:>13} {:>9} {:>8}  name",
-        "verdict", "section", "base", "new", "delta", "delta %", "noise %"
-    );
-    for row in r.rows.iter().filter(|x| show_all || x.verdict != Verdict::Neutral || x.section == "total") {
-        let _ = writeln!(
-            o,
-            "{:>13} {:>7} {:>12} {:>12} {:>13} {:>9} {:>8}  {} [{} -> {}]",
-            row.verdict.as_str(),
-            row.section,
-            fmt::duration_ns(row.base_mean_ns.round() as u64),
-            fmt::duration_ns(row.new_mean_ns.round() as u64),
-            signed_duration(row.delta_ns),
-            if row.delta_pct.is_finite() { format!("{:+.1}", row.delta_pct) } else { "new".into() },
-            format!("{:.1}", row.noise_pct),
-            shorten(&row.name, 120),
-            counts(&row.base_count),
-            counts(&row.new_count)
-        );
-    }
-    o
-}
-
-/// Markdown fit for a pull-request comment.
-pub fn render_markdown(r: &Report, top: usize) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "### cutr diff: **{}**\n", r.verdict.as_str());
-    let _ = writeln!(
-        o,
-        "{} base run(s) vs {} new run(s); threshold {}%; a change must also exceed twice the run-to-run noise \
-         (2% with a single run).\n",
-        r.base_files.len(),
-        r.new_files.len(),
-        r.threshold_pct
-    );
-    let _ = writeln!(o, "| verdict | what | base | new | change | count |");
-    let _ = writeln!(o, "|---|---|---:|---:|---:|---|");
-    let mut shown = 0;
-    for row in &r.rows {
-        if row.verdict == Verdict::Neutral && row.section != "total" {
-            continue;
-        }
-        if shown == top {
-            break;
-        }
-        shown += 1;
-        let pct = if row.delta_pct.is_finite() { format!(" ({:+.1}%)", row.delta_pct) } else { String::new() };
-        let _ = writeln!(
-            o,
-            "| {} | {} `{}` | {} | {} | {}{} | {} → {} |",
-            row.verdict.as_str(),
-            row.section,
-            shorten(&row.name, 80).replace('|', "\\|").replace('`', "'"),
-            fmt::duration_ns(row.base_mean_ns.round() as u64),
-            fmt::duration_ns(row.new_mean_ns.round() as u64),
-            signed_duration(row.delta_ns),
-            pct,
-            counts(&row.base_count),
-            counts(&row.new_count)
-        );
-    }
-    let neutral = r.counts.get("neutral").copied().unwrap_or(0);
-    let _ = writeln!(o, "\n{neutral} more rows unchanged.");
-    o
 }
 
 #[cfg(test)]

@@ -25,9 +25,9 @@ use cutr_schema::callbacks::{self, DOMAIN_DRIVER, DOMAIN_RUNTIME, runtime as cb}
 use cutr_schema::{LayoutTable, RecordLayout, kinds};
 use rayon::prelude::*;
 
-use crate::error::FormatError;
-use crate::meta::{ClockSample, Device, LossCounters, SessionMetadata};
-use crate::writer::{ActivityEncoder, Writer, WriterOptions};
+use cutr_format::FormatError;
+use cutr_format::{ActivityEncoder, Writer, WriterOptions};
+use cutr_format::{ClockSample, Device, LossCounters, SessionMetadata};
 
 /// A kernel the synthetic workload launches.
 #[derive(Clone, Copy, Debug)]
@@ -1107,9 +1107,13 @@ impl Synth {
     }
 }
 
-/// Writes a complete synthetic `.cutr` file and returns its ground truth. Buffers are encoded in parallel.
+/// Writes a complete synthetic `.cutr` file and returns its ground truth. Buffers are encoded in parallel. The
+/// file id derives from the seed, so one seed writes the same bytes every time.
 pub fn write_file(path: &Path, opts: SynthOptions) -> Result<SynthTruth, FormatError> {
-    let w = Writer::create(path, WriterOptions { created_unix_ns: Some(T0), ..Default::default() })?;
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&opts.seed.to_le_bytes());
+    id[8..].copy_from_slice(b"cutrsynt");
+    let w = Writer::create(path, WriterOptions { created_unix_ns: Some(T0), file_id: Some(id), ..Default::default() })?;
     let (w, truth) = write_to(w, opts)?;
     drop(w);
     Ok(truth)

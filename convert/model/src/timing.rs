@@ -1,7 +1,8 @@
 //! Phase timing for `CUTR_TIMING=1`: wall time since `main` started and the resident-memory high-water mark at
-//! each phase boundary, on stderr. `CUTR_TIMING=spans` adds every timed task ([`span`]: thread, start, end,
-//! label), printed when the command ends, to see which thread waits for which on a many-core machine. Used to see
-//! where a conversion spends time and memory; the benchmark figures themselves come from `bench/`.
+//! each phase boundary ([`mark`]), on stderr. `CUTR_TIMING=spans` adds every timed step ([`timed`]: thread,
+//! start, end, label), printed when the command ends, to see which thread waits for which on a many-core machine.
+//! Used to see where a conversion spends time and memory; the benchmark figures themselves come from `bench/`.
+//! Shared by every crate that reads the model, so one run's spans come out together.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
@@ -66,8 +67,8 @@ fn spans() -> &'static Mutex<Vec<SpanRecord>> {
     SPANS.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// A task being timed; recorded when dropped.
-pub struct Span(Option<(Instant, String)>);
+/// A step being timed; recorded when dropped.
+struct Span(Option<(Instant, String)>);
 
 impl Drop for Span {
     fn drop(&mut self) {
@@ -81,10 +82,17 @@ impl Drop for Span {
     }
 }
 
-/// Times a task until the returned guard drops (only with `CUTR_TIMING=spans`; otherwise nothing is built).
+/// Runs the step `f`, timed as `label` (only with `CUTR_TIMING=spans`; otherwise nothing is measured).
 #[inline]
-pub fn span(label: impl FnOnce() -> String) -> Span {
-    Span((level() == 2).then(|| (Instant::now(), label())))
+pub fn timed<R>(label: &str, f: impl FnOnce() -> R) -> R {
+    timed_with(|| label.to_string(), f)
+}
+
+/// [`timed`] with a label made only when spans are on (it names a chunk or shard, say).
+#[inline]
+pub fn timed_with<R>(label: impl FnOnce() -> String, f: impl FnOnce() -> R) -> R {
+    let _span = Span((level() == 2).then(|| (Instant::now(), label())));
+    f()
 }
 
 /// Prints the spans, ordered by start (call at the end of the command).

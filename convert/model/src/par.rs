@@ -1,4 +1,4 @@
-//! Grouping rows by a small integer key (a track) in parallel: a stable counting sort.
+//! Grouping rows by a small integer key (a track, a kernel name) in parallel: a stable counting sort.
 //!
 //! The layout needs every slice grouped by track and, within a track, in time order. The rows arrive sorted by
 //! time kind by kind, so grouping them stably by track leaves each track a few sorted runs (one per kind), which

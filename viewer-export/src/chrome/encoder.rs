@@ -6,16 +6,7 @@
 
 use std::io::Write as _;
 
-/// A value in an event's `args`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value<'a> {
-    Int(i64),
-    UInt(u64),
-    /// Printed in shortest round-trip form (Kineto's `memory bandwidth (GB/s)`).
-    Double(f64),
-    Str(&'a str),
-    Int3([i64; 3]),
-}
+use crate::args::Value;
 
 /// Appends `s` as a JSON string (quoted and escaped).
 pub fn string(out: &mut Vec<u8>, s: &str) {
@@ -72,6 +63,7 @@ pub fn value(out: &mut Vec<u8>, v: &Value<'_>) {
                 out.extend_from_slice(b"null");
             }
         }
+        Value::Bool(b) => int(out, *b as i64),
         Value::Str(s) => string(out, s),
         Value::Int3(a) => {
             out.push(b'[');
@@ -102,7 +94,44 @@ fn args(out: &mut Vec<u8>, args: &[(&str, Value<'_>)]) {
     out.push(b'}');
 }
 
+/// The row of an event: Kineto's `pid` (process, or device for GPU rows) and `tid` (thread, or stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub pid: i64,
+    pub tid: i64,
+}
+
+/// A complete (`X`) event.
+#[derive(Clone, Copy, Debug)]
+pub struct Complete<'a> {
+    pub cat: &'a str,
+    pub name: &'a str,
+    pub row: Row,
+    pub start: u64,
+    pub end: u64,
+    pub args: &'a [(&'a str, Value<'a>)],
+}
+
+/// An instant (`i`) event, thread-scoped unless `global`.
+#[derive(Clone, Copy, Debug)]
+pub struct InstantEvent<'a> {
+    pub cat: &'a str,
+    pub name: &'a str,
+    pub row: Row,
+    pub ts: u64,
+    pub global: bool,
+    pub args: &'a [(&'a str, Value<'a>)],
+}
+
+/// Which half of a Kineto `ac2g` arrow: `s` on the API call, `f` on the GPU work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowEnd {
+    Start,
+    Finish,
+}
+
 /// Writes events into one shard's buffer, separating them with commas.
+#[derive(Debug)]
 pub struct EventWriter<'a> {
     pub out: &'a mut Vec<u8>,
     /// `ts` values are `ns - base_ns`.
@@ -122,85 +151,70 @@ impl EventWriter<'_> {
         ns.saturating_sub(self.base_ns)
     }
 
+    /// Appends `"pid": P, "tid": T` (with a leading comma).
+    fn row(&mut self, row: Row) {
+        let o = &mut *self.out;
+        o.extend_from_slice(b", \"pid\": ");
+        int(o, row.pid);
+        o.extend_from_slice(b", \"tid\": ");
+        int(o, row.tid);
+    }
+
     /// A complete (`X`) event.
-    #[allow(clippy::too_many_arguments)]
-    pub fn complete(
-        &mut self,
-        cat: &str,
-        name: &str,
-        pid: i64,
-        tid: i64,
-        start: u64,
-        end: u64,
-        a: &[(&str, Value<'_>)],
-    ) {
+    pub fn complete(&mut self, e: &Complete<'_>) {
         self.sep();
         let o = &mut *self.out;
         o.extend_from_slice(b"{\"ph\": \"X\", \"cat\": ");
-        string(o, cat);
+        string(o, e.cat);
         o.extend_from_slice(b", \"name\": ");
-        string(o, name);
-        o.extend_from_slice(b", \"pid\": ");
-        int(o, pid);
-        o.extend_from_slice(b", \"tid\": ");
-        int(o, tid);
+        string(o, e.name);
+        self.row(e.row);
+        let o = &mut *self.out;
         o.extend_from_slice(b", \"ts\": ");
-        let ts = start.saturating_sub(self.base_ns);
-        micros(o, ts);
+        micros(o, e.start.saturating_sub(self.base_ns));
         o.extend_from_slice(b", \"dur\": ");
-        micros(o, end.saturating_sub(start));
-        args(o, a);
+        micros(o, e.end.saturating_sub(e.start));
+        args(o, e.args);
         o.push(b'}');
     }
 
-    /// The `s` (from an API call) or `f` (to GPU work) half of a Kineto `ac2g` arrow.
-    pub fn flow(&mut self, start: bool, id: u64, pid: i64, tid: i64, ts: u64) {
+    /// One half of a Kineto `ac2g` arrow with id `id`, at `ts` on `row`.
+    pub fn flow(&mut self, end: FlowEnd, id: u64, row: Row, ts: u64) {
         self.sep();
         let rel = self.rel(ts);
         let o = &mut *self.out;
-        o.extend_from_slice(if start { b"{\"ph\": \"s\", \"id\": " } else { b"{\"ph\": \"f\", \"id\": " });
+        o.extend_from_slice(match end {
+            FlowEnd::Start => b"{\"ph\": \"s\", \"id\": ",
+            FlowEnd::Finish => b"{\"ph\": \"f\", \"id\": ",
+        });
         uint(o, id);
-        o.extend_from_slice(b", \"pid\": ");
-        int(o, pid);
-        o.extend_from_slice(b", \"tid\": ");
-        int(o, tid);
+        self.row(row);
+        let o = &mut *self.out;
         o.extend_from_slice(b", \"ts\": ");
         micros(o, rel);
         o.extend_from_slice(b", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
-        if !start {
+        if end == FlowEnd::Finish {
             o.extend_from_slice(b", \"bp\": \"e\"");
         }
         o.push(b'}');
     }
 
-    /// An instant event (`i`), thread-scoped unless `global`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn instant(
-        &mut self,
-        cat: &str,
-        name: &str,
-        pid: i64,
-        tid: i64,
-        ts: u64,
-        global: bool,
-        a: &[(&str, Value<'_>)],
-    ) {
+    /// An instant (`i`) event.
+    pub fn instant(&mut self, e: &InstantEvent<'_>) {
         self.sep();
-        let rel = self.rel(ts);
+        let rel = self.rel(e.ts);
         let o = &mut *self.out;
         o.extend_from_slice(b"{\"ph\": \"i\", \"s\": ");
-        o.extend_from_slice(if global { b"\"g\"" } else { b"\"t\"" });
+        o.extend_from_slice(if e.global { b"\"g\"" } else { b"\"t\"" });
         o.extend_from_slice(b", \"cat\": ");
-        string(o, cat);
+        string(o, e.cat);
         o.extend_from_slice(b", \"name\": ");
-        string(o, name);
-        o.extend_from_slice(b", \"pid\": ");
-        int(o, pid);
-        o.extend_from_slice(b", \"tid\": ");
-        int(o, tid);
+        string(o, e.name);
+        self.row(e.row);
+        let o = &mut *self.out;
         o.extend_from_slice(b", \"ts\": ");
         micros(o, rel);
-        args(o, a);
+        args(o, e.args);
         o.push(b'}');
     }
 
@@ -220,7 +234,7 @@ impl EventWriter<'_> {
     }
 
     /// A metadata (`M`) event: `process_name`, `thread_name`, `process_sort_index`...
-    pub fn metadata(&mut self, name: &str, pid: i64, tid: i64, ts: u64, key: &str, v: Value<'_>) {
+    pub fn metadata(&mut self, name: &str, row: Row, ts: u64, key: &str, v: Value<'_>) {
         self.sep();
         let rel = self.rel(ts);
         let o = &mut *self.out;
@@ -228,12 +242,9 @@ impl EventWriter<'_> {
         string(o, name);
         o.extend_from_slice(b", \"ph\": \"M\", \"ts\": ");
         micros(o, rel);
-        o.extend_from_slice(b", \"pid\": ");
-        int(o, pid);
-        o.extend_from_slice(b", \"tid\": ");
-        int(o, tid);
-        args(o, &[(key, v)]);
-        o.push(b'}');
+        self.row(row);
+        args(self.out, &[(key, v)]);
+        self.out.push(b'}');
     }
 }
 
@@ -265,8 +276,10 @@ mod tests {
         assert_eq!(base_time_ns(1_795_316_045_000_000_001), 1_795_312_800_000_000_000);
         let mut buf = Vec::new();
         let mut w = EventWriter { out: &mut buf, base_ns: 1_000, events: 0 };
-        w.complete("kernel", "k", 0, 7, 2_500, 4_000, &[("grid", Value::Int3([1, 2, 3])), ("bw", Value::Double(0.5))]);
-        w.flow(false, 42, 0, 7, 2_500);
+        let row = Row { pid: 0, tid: 7 };
+        let args = [("grid", Value::Int3([1, 2, 3])), ("bw", Value::Double(0.5))];
+        w.complete(&Complete { cat: "kernel", name: "k", row, start: 2_500, end: 4_000, args: &args });
+        w.flow(FlowEnd::Finish, 42, row, 2_500);
         assert_eq!(
             String::from_utf8(buf).unwrap(),
             "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": 0, \"tid\": 7, \"ts\": 1.500, \"dur\": 1.500, \

@@ -16,6 +16,7 @@
 
 use std::cell::RefCell;
 
+use crate::args::{Arg, ArgKey, Category, Value};
 use crate::protobuf as pb;
 
 /// `TracePacket` fields.
@@ -72,23 +73,33 @@ const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 const DELTA_CLOCK: u64 = 64;
 const BOOTTIME: u64 = 6;
 
-/// A value of a debug annotation.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value<'a> {
-    Int(i64),
-    UInt(u64),
-    Double(f64),
-    Bool(bool),
-    Str(&'a str),
-    /// A 3-element array (grid and block dimensions).
-    Int3([i64; 3]),
+/// An event's name: `key` identifies the text within a shard (the text is interned on first use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Name<'a> {
+    pub key: u32,
+    pub text: &'a str,
 }
 
-/// A debug annotation: `key` indexes the annotation-name table the shard was created with.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Arg<'a> {
-    pub key: u16,
-    pub value: Value<'a>,
+/// A slice beginning on `track` at `ts`. Each id in `flows_out` starts an arrow from it; `flow_in` ends one at it.
+#[derive(Clone, Copy, Debug)]
+pub struct SliceBegin<'a> {
+    pub track: u64,
+    pub ts: u64,
+    pub name: Name<'a>,
+    pub category: Category,
+    pub args: &'a [Arg<'a>],
+    pub flows_out: &'a [u64],
+    pub flow_in: Option<u64>,
+}
+
+/// An instant event on `track` at `ts`.
+#[derive(Clone, Copy, Debug)]
+pub struct Instant<'a> {
+    pub track: u64,
+    pub ts: u64,
+    pub name: Name<'a>,
+    pub category: Category,
+    pub args: &'a [Arg<'a>],
 }
 
 /// How a track is shown.
@@ -150,7 +161,8 @@ pub fn write_descriptors(tracks: &[TrackDescriptor], seq_id: u32, out: &mut Vec<
 }
 
 /// One packet sequence being encoded: interning tables, the delta clock and the output bytes.
-pub struct Shard<'n> {
+#[derive(Debug)]
+pub struct Shard {
     out: Vec<u8>,
     seq_id: u32,
     /// Clock value of the last packet (the snapshot's value before the first event).
@@ -159,12 +171,11 @@ pub struct Shard<'n> {
     /// Interned event-name iid by caller key (0 = not yet interned).
     name_iids: Vec<u32>,
     next_name_iid: u32,
-    /// Interned annotation-name iids, by index into `arg_names`.
-    arg_names: &'n [&'n str],
-    arg_iids: Vec<u32>,
+    /// Interned annotation-name iids, by [`ArgKey`] (0 = not yet interned).
+    arg_iids: [u32; ArgKey::COUNT],
     next_arg_iid: u32,
-    categories: &'n [&'n str],
-    cat_iids: Vec<u32>,
+    /// Interned category iids, by [`Category`].
+    cat_iids: [u32; Category::COUNT],
     next_cat_iid: u32,
     /// Interned data of the packet being built.
     pending: Vec<u8>,
@@ -176,10 +187,9 @@ pub struct Shard<'n> {
     pub events: u64,
 }
 
-impl<'n> Shard<'n> {
-    /// A shard whose first event is at or after `t0`. `arg_names` and `categories` are the tables that
-    /// [`Arg::key`] and `category` indexes refer to.
-    pub fn new(seq_id: u32, t0: u64, arg_names: &'n [&'n str], categories: &'n [&'n str]) -> Shard<'n> {
+impl Shard {
+    /// A shard whose first event is at or after `t0`.
+    pub fn new(seq_id: u32, t0: u64) -> Shard {
         Shard {
             out: Vec::new(),
             seq_id,
@@ -187,11 +197,9 @@ impl<'n> Shard<'n> {
             started: false,
             name_iids: Vec::new(),
             next_name_iid: 1,
-            arg_names,
-            arg_iids: vec![0; arg_names.len()],
+            arg_iids: [0; ArgKey::COUNT],
             next_arg_iid: 1,
-            categories,
-            cat_iids: vec![0; categories.len()],
+            cat_iids: [0; Category::COUNT],
             next_cat_iid: 1,
             pending: Vec::new(),
             event: Vec::with_capacity(256),
@@ -202,19 +210,19 @@ impl<'n> Shard<'n> {
     }
 
     /// Writes the packets as `compressed_packets` batches of about [`COMPRESS_BATCH`] bytes.
-    pub fn compressed(mut self) -> Shard<'n> {
+    pub fn compressed(mut self) -> Shard {
         self.batch_start = Some(self.out.len());
         self
     }
 
     /// Reserves room for `bytes` of output up front (growing a multi-MB buffer by doubling copies it).
-    pub fn with_capacity(mut self, bytes: usize) -> Shard<'n> {
+    pub fn with_capacity(mut self, bytes: usize) -> Shard {
         self.out.reserve(bytes);
         self
     }
 
     /// Makes `track` the sequence's default track: events on it leave out their `track_uuid` (2+ bytes each).
-    pub fn on_track(mut self, track: u64) -> Shard<'n> {
+    pub fn on_track(mut self, track: u64) -> Shard {
         self.default_track = Some(track);
         self
     }
@@ -264,13 +272,13 @@ impl<'n> Shard<'n> {
         self.name_iids[k]
     }
 
-    fn intern_arg(&mut self, key: u16) -> u32 {
+    fn intern_arg(&mut self, key: ArgKey) -> u32 {
         let k = key as usize;
         if self.arg_iids[k] == 0 {
             let iid = self.next_arg_iid;
             self.next_arg_iid += 1;
             self.arg_iids[k] = iid;
-            let name = self.arg_names[k];
+            let name = key.name();
             pb::message(&mut self.pending, 3, |e| {
                 pb::uint(e, 1, iid as u64);
                 pb::string(e, 2, name);
@@ -279,13 +287,13 @@ impl<'n> Shard<'n> {
         self.arg_iids[k]
     }
 
-    fn intern_category(&mut self, key: u16) -> u32 {
-        let k = key as usize;
+    fn intern_category(&mut self, category: Category) -> u32 {
+        let k = category as usize;
         if self.cat_iids[k] == 0 {
             let iid = self.next_cat_iid;
             self.next_cat_iid += 1;
             self.cat_iids[k] = iid;
-            let name = self.categories[k];
+            let name = category.name();
             pb::message(&mut self.pending, 1, |e| {
                 pb::uint(e, 1, iid as u64);
                 pb::string(e, 2, name);
@@ -359,34 +367,23 @@ impl<'n> Shard<'n> {
         }
     }
 
-    /// A slice begins on `track` at `ts`. Each id in `flow_out` starts an arrow from it; `flow_in` ends one at it.
-    #[allow(clippy::too_many_arguments)]
-    pub fn begin(
-        &mut self,
-        track: u64,
-        ts: u64,
-        name_key: u32,
-        name: &str,
-        category: u16,
-        args: &[Arg<'_>],
-        flow_out: &[u64],
-        flow_in: Option<u64>,
-    ) {
-        let name_iid = self.intern_name(name_key, name);
-        let cat_iid = self.intern_category(category);
+    /// A slice begins.
+    pub fn begin(&mut self, s: &SliceBegin<'_>) {
+        let name_iid = self.intern_name(s.name.key, s.name.text);
+        let cat_iid = self.intern_category(s.category);
         self.event.clear();
         pb::uint(&mut self.event, 9, 1); // TYPE_SLICE_BEGIN
-        self.track(track);
+        self.track(s.track);
         pb::uint(&mut self.event, 10, name_iid as u64);
         pb::uint(&mut self.event, 3, cat_iid as u64);
-        self.annotations(args);
-        for &f in flow_out {
+        self.annotations(s.args);
+        for &f in s.flows_out {
             pb::uint(&mut self.event, 36, f);
         }
-        if let Some(f) = flow_in {
+        if let Some(f) = s.flow_in {
             pb::uint(&mut self.event, 42, f);
         }
-        self.emit(ts);
+        self.emit(s.ts);
     }
 
     /// The slice most recently begun on `track` and still open ends at `ts`.
@@ -398,16 +395,16 @@ impl<'n> Shard<'n> {
     }
 
     /// An instant event.
-    pub fn instant(&mut self, track: u64, ts: u64, name_key: u32, name: &str, category: u16, args: &[Arg<'_>]) {
-        let name_iid = self.intern_name(name_key, name);
-        let cat_iid = self.intern_category(category);
+    pub fn instant(&mut self, i: &Instant<'_>) {
+        let name_iid = self.intern_name(i.name.key, i.name.text);
+        let cat_iid = self.intern_category(i.category);
         self.event.clear();
         pb::uint(&mut self.event, 9, 3); // TYPE_INSTANT
-        self.track(track);
+        self.track(i.track);
         pb::uint(&mut self.event, 10, name_iid as u64);
         pb::uint(&mut self.event, 3, cat_iid as u64);
-        self.annotations(args);
-        self.emit(ts);
+        self.annotations(i.args);
+        self.emit(i.ts);
     }
 
     /// A counter value at `ts` on a counter track.
@@ -458,13 +455,22 @@ mod tests {
     }
 
     fn shard_bytes(compress: bool, slices: u64) -> Vec<u8> {
-        let mut s = Shard::new(7, 1_000, &["grid"], &["kernel"]).on_track(3);
+        let mut s = Shard::new(7, 1_000).on_track(3);
         if compress {
             s = s.compressed();
         }
         for i in 0..slices {
-            let args = [Arg { key: 0, value: Value::Int3([i as i64, 1, 1]) }];
-            s.begin(3, 1_000 + i * 10, (i % 5) as u32, &format!("k{}", i % 5), 0, &args, &[i + 1], None);
+            let args = [Arg::new(ArgKey::Grid, Value::Int3([i as i64, 1, 1]))];
+            let text = format!("k{}", i % 5);
+            s.begin(&SliceBegin {
+                track: 3,
+                ts: 1_000 + i * 10,
+                name: Name { key: (i % 5) as u32, text: &text },
+                category: Category::Kernel,
+                args: &args,
+                flows_out: &[i + 1],
+                flow_in: None,
+            });
             s.end(3, 1_005 + i * 10);
         }
         s.into_bytes()

@@ -12,6 +12,8 @@
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use crate::ids::{CorrKey, ProcId};
+
 /// A file's ids are stored densely when their range is at most this many times their count (plus slack).
 const DENSE_RANGE_PER_ENTRY: u64 = 4;
 const DENSE_SLACK: u64 = 4096;
@@ -22,7 +24,7 @@ enum Store<T> {
     Sparse(FxHashMap<u32, T>),
 }
 
-/// A map (file, correlation id) -> `T`, where one value of `T` (`empty`) means "no entry".
+/// A map [`CorrKey`] (file, correlation id) -> `T`, where one value of `T` (`empty`) means "no entry".
 #[derive(Clone, Debug)]
 pub struct CorrMap<T> {
     files: Vec<Store<T>>,
@@ -41,7 +43,7 @@ impl<T: Copy + PartialEq> CorrMap<T> {
     /// last as it likes, with the same result on any number of workers.
     pub fn build_file_par(
         &mut self,
-        proc: u16,
+        proc: ProcId,
         n: usize,
         entry: impl Fn(usize) -> Option<(u32, T)> + Sync,
         merge: impl Fn(&mut T, T) + Sync,
@@ -75,15 +77,15 @@ impl<T: Copy + PartialEq> CorrMap<T> {
             }
             Store::Sparse(m)
         };
-        let p = proc as usize;
+        let p = proc.index();
         if self.files.len() <= p {
             self.files.resize_with(p + 1, || Store::Dense { base: 0, vals: Vec::new() });
         }
         self.files[p] = store;
     }
 
-    /// How many (proc, correlation id) entries satisfy `f`, counted in parallel.
-    pub fn count_where(&self, f: impl Fn(u16, u32, T) -> bool + Sync) -> u64
+    /// How many entries satisfy `f`, counted in parallel.
+    pub fn count_where(&self, f: impl Fn(CorrKey, T) -> bool + Sync) -> u64
     where
         T: Send + Sync,
     {
@@ -95,17 +97,18 @@ impl<T: Copy + PartialEq> CorrMap<T> {
                 Store::Dense { base, vals } => vals
                     .par_iter()
                     .enumerate()
-                    .filter(|&(i, &v)| v != self.empty && f(p as u16, *base + i as u32, v))
+                    .filter(|&(i, &v)| v != self.empty && f(key(p, *base + i as u32), v))
                     .count() as u64,
-                Store::Sparse(m) => m.iter().filter(|&(&c, &v)| v != self.empty && f(p as u16, c, v)).count() as u64,
+                Store::Sparse(m) => m.iter().filter(|&(&c, &v)| v != self.empty && f(key(p, c), v)).count() as u64,
             })
             .sum()
     }
 
-    /// The value of (proc, correlation id), `None` when absent.
+    /// The value of `key`, `None` when absent.
     #[inline]
-    pub fn get(&self, proc: u16, corr: u32) -> Option<T> {
-        let v = match self.files.get(proc as usize)? {
+    pub fn get(&self, key: CorrKey) -> Option<T> {
+        let corr = key.correlation;
+        let v = match self.files.get(key.proc.index())? {
             Store::Dense { base, vals } => *vals.get(corr.wrapping_sub(*base) as usize)?,
             Store::Sparse(m) => *m.get(&corr)?,
         };
@@ -113,12 +116,12 @@ impl<T: Copy + PartialEq> CorrMap<T> {
     }
 
     #[inline]
-    pub fn contains(&self, proc: u16, corr: u32) -> bool {
-        self.get(proc, corr).is_some()
+    pub fn contains(&self, key: CorrKey) -> bool {
+        self.get(key).is_some()
     }
 
-    /// Every (proc, correlation id, value) present.
-    pub fn entries(&self) -> impl Iterator<Item = (u16, u32, T)> + '_ {
+    /// Every key present, with its value.
+    pub fn entries(&self) -> impl Iterator<Item = (CorrKey, T)> + '_ {
         self.files.iter().enumerate().flat_map(move |(p, s)| {
             let it: Box<dyn Iterator<Item = (u32, T)> + '_> = match s {
                 Store::Dense { base, vals } => {
@@ -126,9 +129,15 @@ impl<T: Copy + PartialEq> CorrMap<T> {
                 }
                 Store::Sparse(m) => Box::new(m.iter().map(|(&c, &v)| (c, v))),
             };
-            it.filter(move |(_, v)| *v != self.empty).map(move |(c, v)| (p as u16, c, v))
+            it.filter(move |(_, v)| *v != self.empty).map(move |(c, v)| (key(p, c), v))
         })
     }
+}
+
+/// The key of correlation id `c` of file number `p`.
+#[inline]
+fn key(p: usize, c: u32) -> CorrKey {
+    CorrKey::new(ProcId(p as u16), c)
 }
 
 impl<T: Copy + PartialEq + Default> Default for CorrMap<T> {
@@ -155,24 +164,22 @@ mod tests {
                 // File 0: dense ids 10..20, with a repeated id merged by keeping the first value, and a row
                 // that gives no entry.
                 let dense: Vec<(u32, u32)> = (10..20).map(|c| (c, c * 2)).chain([(15, 999), (0, 0)]).collect();
-                m.build_file_par(0, dense.len(), |i| (dense[i].0 != 0).then_some(dense[i]), keep_first);
+                m.build_file_par(ProcId(0), dense.len(), |i| (dense[i].0 != 0).then_some(dense[i]), keep_first);
                 // File 2: two ids a billion apart (a hash map), the later of a repeated id kept.
                 let sparse = [(5u32, 1u32), (1_000_000_005, 2), (5, 3)];
-                m.build_file_par(2, sparse.len(), |i| Some(sparse[i]), |slot, v| *slot = v);
+                m.build_file_par(ProcId(2), sparse.len(), |i| Some(sparse[i]), |slot, v| *slot = v);
                 m
             });
-            assert_eq!((m.get(0, 15), m.get(0, 9), m.get(0, 20), m.get(0, 10)), (Some(30), None, None, Some(20)));
-            assert_eq!(
-                (m.get(1, 15), m.get(2, 5), m.get(2, 1_000_000_005), m.get(2, 6)),
-                (None, Some(3), Some(2), None)
-            );
+            let get = |p: u16, c: u32| m.get(key(p as usize, c));
+            assert_eq!((get(0, 15), get(0, 9), get(0, 20), get(0, 10)), (Some(30), None, None, Some(20)));
+            assert_eq!((get(1, 15), get(2, 5), get(2, 1_000_000_005), get(2, 6)), (None, Some(3), Some(2), None));
             assert!(matches!(m.files[0], Store::Dense { base: 10, .. }));
             assert!(matches!(m.files[2], Store::Sparse(_)));
-            let mut all: Vec<(u16, u32, u32)> = m.entries().collect();
+            let mut all: Vec<(CorrKey, u32)> = m.entries().collect();
             all.sort();
             assert_eq!(all.len(), 12);
-            assert_eq!(all[11], (2, 1_000_000_005, 2));
-            assert_eq!(m.count_where(|p, c, _| p == 0 && c % 2 == 0), 5);
+            assert_eq!(all[11], (key(2, 1_000_000_005), 2));
+            assert_eq!(m.count_where(|k, _| k.proc == ProcId(0) && k.correlation % 2 == 0), 5);
         }
     }
 
@@ -184,18 +191,18 @@ mod tests {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(workers).build().unwrap();
             pool.install(|| {
                 let mut m = CorrMap::new(u32::MAX);
-                m.build_file_par(0, rows.len(), |i| Some(rows[i]), |slot, v| *slot = v);
+                m.build_file_par(ProcId(0), rows.len(), |i| Some(rows[i]), |slot, v| *slot = v);
                 m
             })
         };
         let one = build(1);
         for workers in [2, 5, 16] {
             let m = build(workers);
-            assert!((1000..21_000).all(|c| m.get(0, c) == one.get(0, c)), "{workers} workers");
+            assert!((1000..21_000).all(|c| m.get(key(0, c)) == one.get(key(0, c))), "{workers} workers");
         }
         // The last row of id 1000 + k is the largest i with i * 7919 = k (mod 20,000).
         let last = |k: u32| (0..100_000u32).rev().find(|i| (i * 7919) % 20_000 == k);
-        assert_eq!(one.get(0, 1000), last(0));
-        assert_eq!(one.get(0, 1777), last(777));
+        assert_eq!(one.get(key(0, 1000)), last(0));
+        assert_eq!(one.get(key(0, 1777)), last(777));
     }
 }

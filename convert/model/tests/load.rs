@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use cutr_convert::model::{Filter, LoadOptions, load};
-use cutr_format::synth::{SynthOptions, write_file};
+use cutr_model::{Filter, LoadOptions, load};
+use cutr_synth::{SynthOptions, write_file};
 
-fn synth(records: u64, api: u32) -> (tempfile::TempDir, PathBuf, cutr_format::synth::SynthTruth) {
+fn synth(records: u64, api: u32) -> (tempfile::TempDir, PathBuf, cutr_synth::SynthTruth) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.cutr");
     let truth = write_file(
@@ -21,8 +21,7 @@ fn synth(records: u64, api: u32) -> (tempfile::TempDir, PathBuf, cutr_format::sy
 fn rows_and_joins_match_the_generator_exactly() {
     for api in [130001, 28] {
         let (_d, path, truth) = synth(40_000, api);
-        let mut t = load(std::slice::from_ref(&path), &LoadOptions::default()).unwrap();
-        t.demangle_names();
+        let t = load(std::slice::from_ref(&path), &LoadOptions::default()).unwrap();
         let mut kernels: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         for k in &t.kernels {
             let e = kernels.entry(t.names.get(k.name)).or_default();
@@ -44,13 +43,13 @@ fn rows_and_joins_match_the_generator_exactly() {
         // Every GPU record finds the call that launched it; graph kernels find their cudaGraphLaunch.
         assert_eq!(t.stats.gpu_without_api, 0);
         assert_eq!(t.stats.graph_kernels_without_launch, 0);
-        let launched = t.kernels.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count()
-            + t.memcpys.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count()
-            + t.memsets.iter().filter(|k| t.launcher(k.proc, k.correlation).is_some()).count();
+        let launched = t.kernels.iter().filter(|k| t.launcher(k.corr()).is_some()).count()
+            + t.memcpys.iter().filter(|k| t.launcher(k.corr()).is_some()).count()
+            + t.memsets.iter().filter(|k| t.launcher(k.corr()).is_some()).count();
         assert_eq!(launched as u64, truth.gpu_records_with_api);
         let graph: Vec<_> = t.kernels.iter().filter(|k| k.graph_id != 0).collect();
         assert_eq!(graph.len() as u64, truth.graph_kernels);
-        assert!(graph.iter().all(|k| t.api_name(t.launcher(k.proc, k.correlation).unwrap()) == "cudaGraphLaunch"));
+        assert!(graph.iter().all(|k| t.api_name(t.launcher(k.corr()).unwrap()) == "cudaGraphLaunch"));
         // NVTX: every push has its pop; step ranges contain forward/backward ranges one level down.
         let mut ranges: BTreeMap<String, u64> = BTreeMap::new();
         for r in &t.ranges {
@@ -62,7 +61,7 @@ fn rows_and_joins_match_the_generator_exactly() {
         assert_eq!(ranges, truth.nvtx_ranges.clone().into_iter().collect());
         assert_eq!((t.stats.nvtx_unclosed_ranges, t.stats.nvtx_ends_without_start), (0, 0));
         // Launches in the forward pass are attributed to the innermost range, "forward".
-        let fwd = t.names.intern_lookup("forward").unwrap();
+        let fwd = t.names.lookup("forward").unwrap();
         let in_forward = t
             .apis
             .iter()
@@ -94,7 +93,7 @@ fn rows_and_joins_match_the_generator_exactly() {
         // Demangled like c++filt.
         let softmax = t.kernels.iter().find(|k| t.names.get(k.name).contains("SoftMax")).unwrap();
         assert_eq!(
-            t.display_name(softmax.name),
+            t.kernel_name(softmax),
             "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, long)"
         );
     }

@@ -1,0 +1,187 @@
+//! `stats` output: aligned text tables for people, CSV for spreadsheets (JSON is the [`super::Stats`] itself).
+
+use std::fmt::Write as _;
+
+use super::{Stats, Summary};
+use crate::fmt;
+
+fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>) {
+    let _ = writeln!(out, "\n{title}");
+    if rows.is_empty() {
+        let _ = writeln!(out, "  (none)");
+        return;
+    }
+    let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count().min(if i == headers.len() - 1 { 100 } else { 40 }));
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut s = String::from(" ");
+        for (i, c) in cells.iter().enumerate() {
+            let last = i == cells.len() - 1;
+            if last {
+                s.push_str(&format!(" {c}"));
+            } else {
+                s.push_str(&format!(" {c:>width$}", width = w[i]));
+            }
+        }
+        s
+    };
+    let _ = writeln!(out, "{}", line(headers.iter().map(|h| h.to_string()).collect()));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r));
+    }
+}
+
+fn time_row(s: &Summary) -> Vec<String> {
+    vec![
+        format!("{:.1}", s.percent),
+        fmt::thousands(s.total_ns),
+        fmt::thousands(s.count),
+        format!("{:.1}", s.avg_ns),
+        format!("{:.1}", s.median_ns),
+        fmt::thousands(s.min_ns),
+        fmt::thousands(s.max_ns),
+        format!("{:.1}", s.stddev_ns),
+    ]
+}
+
+const TIME_HEADERS: [&str; 8] =
+    ["Time (%)", "Total (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"];
+
+/// Aligned text tables for people.
+pub fn render_text(s: &Stats) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: GPU time {} over a span of {}",
+        s.files.join(", "),
+        fmt::duration_ns(s.gpu_time_ns),
+        fmt::duration_ns(s.span_ns)
+    );
+    let with_name = |mut r: Vec<String>, n: &str| {
+        r.push(n.to_string());
+        r
+    };
+    let mut h: Vec<&str> = TIME_HEADERS.to_vec();
+    h.push("Name");
+    table(&mut o, "GPU kernels", &h, s.kernels.iter().map(|k| with_name(time_row(k), &k.name)).collect());
+    table(&mut o, "CUDA API calls", &h, s.api.iter().map(|k| with_name(time_row(k), &k.name)).collect());
+    let mut hm: Vec<&str> = TIME_HEADERS.to_vec();
+    hm.extend(["Bytes", "GB/s", "Operation"]);
+    table(
+        &mut o,
+        "GPU memory operations",
+        &hm,
+        s.memory_ops
+            .iter()
+            .map(|m| {
+                let mut r = time_row(&m.time);
+                r.push(fmt::thousands(m.bytes));
+                r.push(format!("{:.2}", m.bandwidth_gbps));
+                r.push(m.time.name.clone());
+                r
+            })
+            .collect(),
+    );
+    let mut hr: Vec<&str> = TIME_HEADERS.to_vec();
+    hr.extend(["GPU work (ns)", "GPU ops", "Range"]);
+    table(
+        &mut o,
+        "NVTX ranges (GPU work launched inside each, nested ranges included)",
+        &hr,
+        s.nvtx
+            .iter()
+            .map(|r| {
+                let mut row = time_row(&r.time);
+                row.push(fmt::thousands(r.gpu_ns));
+                row.push(fmt::thousands(r.gpu_ops));
+                row.push(r.time.name.clone());
+                row
+            })
+            .collect(),
+    );
+    table(
+        &mut o,
+        "GPU utilization",
+        &["Busy (ns)", "Span (ns)", "Busy (%)", "Ops", "Where"],
+        s.utilization
+            .iter()
+            .map(|u| {
+                vec![
+                    fmt::thousands(u.busy_ns),
+                    fmt::thousands(u.span_ns),
+                    format!("{:.1}", u.percent),
+                    fmt::thousands(u.ops),
+                    match u.stream {
+                        Some(st) => format!("GPU {} stream {st}", u.device),
+                        None => format!("GPU {} (all streams)", u.device),
+                    },
+                ]
+            })
+            .collect(),
+    );
+    let mut lost: Vec<String> = s.loss.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+    lost.sort();
+    let j = &s.joins;
+    for (n, what) in [
+        (j.gpu_without_api, "GPU records without a launching API record"),
+        (j.records_in_damaged_chunks, "records in damaged chunks"),
+        (j.zero_timestamp_records, "records without timestamps"),
+        (j.nvtx_unclosed_ranges, "NVTX ranges never closed"),
+    ] {
+        if n > 0 {
+            lost.push(format!("{what} {n}"));
+        }
+    }
+    let _ = writeln!(o, "\nLoss: {}", if lost.is_empty() { "none".to_string() } else { lost.join(", ") });
+    o
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+/// One CSV table: `section` tells the summaries apart.
+pub fn render_csv(s: &Stats) -> String {
+    let mut o = String::from(
+        "section,name,count,total_ns,percent,avg_ns,median_ns,min_ns,max_ns,stddev_ns,bytes,bandwidth_gbps,gpu_ns,gpu_ops\n",
+    );
+    let row = |o: &mut String, sec: &str, x: &Summary, extra: [String; 4]| {
+        let _ = writeln!(
+            o,
+            "{sec},{},{},{},{:.3},{:.1},{:.1},{},{},{:.1},{}",
+            csv_field(&x.name),
+            x.count,
+            x.total_ns,
+            x.percent,
+            x.avg_ns,
+            x.median_ns,
+            x.min_ns,
+            x.max_ns,
+            x.stddev_ns,
+            extra.join(",")
+        );
+    };
+    let none = || [String::new(), String::new(), String::new(), String::new()];
+    for k in &s.kernels {
+        row(&mut o, "kernel", k, none());
+    }
+    for k in &s.api {
+        row(&mut o, "api", k, none());
+    }
+    for m in &s.memory_ops {
+        row(
+            &mut o,
+            "memory",
+            &m.time,
+            [m.bytes.to_string(), format!("{:.3}", m.bandwidth_gbps), String::new(), String::new()],
+        );
+    }
+    for r in &s.nvtx {
+        row(&mut o, "nvtx", &r.time, [String::new(), String::new(), r.gpu_ns.to_string(), r.gpu_ops.to_string()]);
+    }
+    o
+}

@@ -1,0 +1,208 @@
+//! The sections of `stats`, each computed from the model's tables: GPU kernels, API calls, memory operations,
+//! NVTX ranges and utilization.
+
+use cutr_model::par::Source;
+use cutr_model::{NameId, ProcId, Trace, describe};
+use rayon::prelude::*;
+
+use super::buckets::{buckets, group, split_at_bounds};
+use super::{MemoryOps, RangeStats, Summary, Utilization, finish, summarize};
+
+/// Kernel durations by demangled name.
+pub(super) fn kernels(t: &Trace, top: Option<usize>) -> Vec<Summary> {
+    let names: Vec<NameId> = t.kernels.par_iter().map(|k| t.display_name_id(k.name)).collect();
+    let (distinct, keys) = buckets(&names);
+    let dur = |i: usize, _| t.kernels[i].duration();
+    let (mut durs, bounds) = group(distinct.len(), &[Source { keys, make: &dur }]);
+    let rows = split_at_bounds(&mut durs, &bounds)
+        .into_par_iter()
+        .zip(&distinct)
+        .map(|(d, &n)| summarize(t.names.get(n).to_string(), d))
+        .collect();
+    finish(rows, top)
+}
+
+/// API call durations by function name. Calls of different files (or ids) with one name are one row.
+pub(super) fn api(t: &Trace, top: Option<usize>) -> Vec<Summary> {
+    let calls: Vec<(ProcId, bool, u32)> = t.apis.par_iter().map(|a| (a.proc, a.driver, a.cbid)).collect();
+    let (distinct, keys) = buckets(&calls);
+    let names: Vec<String> = distinct.iter().map(|&(p, d, c)| t.api_name_of(p, d, c)).collect();
+    let (named, by_name) = buckets(&names);
+    let keys: Vec<u32> = keys.par_iter().map(|&b| by_name[b as usize]).collect();
+    let dur = |i: usize, _| t.apis[i].duration();
+    let (mut durs, bounds) = group(named.len(), &[Source { keys, make: &dur }]);
+    let rows = split_at_bounds(&mut durs, &bounds).into_par_iter().zip(named).map(|(d, n)| summarize(n, d)).collect();
+    finish(rows, top)
+}
+
+/// Copies and memsets by Kineto's name, with bytes and bandwidth.
+pub(super) fn memory_ops(t: &Trace) -> Vec<MemoryOps> {
+    // Names of copies and memsets, one bucket per distinct name.
+    let copy_kinds: Vec<(u8, u8, u8)> = t.memcpys.par_iter().map(|m| (m.copy_kind, m.src_kind, m.dst_kind)).collect();
+    let (copy_distinct, copy_keys) = buckets(&copy_kinds);
+    let set_kinds: Vec<u16> = t.memsets.par_iter().map(|m| m.memory_kind).collect();
+    let (set_distinct, set_keys) = buckets(&set_kinds);
+    let names: Vec<String> = copy_distinct
+        .iter()
+        .map(|&(c, s, d)| describe::memcpy_name(c, s, d))
+        .chain(set_distinct.iter().map(|&m| describe::memset_name(m)))
+        .collect();
+    let (named, by_name) = buckets(&names);
+    let copy_keys: Vec<u32> = copy_keys.par_iter().map(|&b| by_name[b as usize]).collect();
+    let set_keys: Vec<u32> = set_keys.par_iter().map(|&b| by_name[copy_distinct.len() + b as usize]).collect();
+    let copy = |i: usize, _| (t.memcpys[i].duration(), t.memcpys[i].bytes);
+    let set = |i: usize, _| (t.memsets[i].duration(), t.memsets[i].bytes);
+    let (ops, bounds) =
+        group(named.len(), &[Source { keys: copy_keys, make: &copy }, Source { keys: set_keys, make: &set }]);
+    let mut memory_ops: Vec<MemoryOps> = bounds
+        .windows(2)
+        .zip(named)
+        .map(|(w, n)| {
+            let ops = &ops[w[0]..w[1]];
+            let mut d: Vec<u64> = ops.iter().map(|o| o.0).collect();
+            let bytes = ops.iter().map(|o| o.1).sum();
+            let time = summarize(n, &mut d);
+            let bw = if time.total_ns > 0 { bytes as f64 / time.total_ns as f64 } else { 0.0 };
+            MemoryOps { time, bytes, bandwidth_gbps: bw }
+        })
+        .collect();
+    let mt: u64 = memory_ops.iter().map(|m| m.time.total_ns).sum();
+    for m in &mut memory_ops {
+        m.time.percent = if mt > 0 { 100.0 * m.time.total_ns as f64 / mt as f64 } else { 0.0 };
+    }
+    memory_ops.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
+    memory_ops
+}
+
+/// Closed NVTX ranges by name (an unclosed one has no duration), with the GPU work launched inside them.
+pub(super) fn nvtx(t: &Trace, top: Option<usize>) -> Vec<RangeStats> {
+    let gpu_in_range = t.gpu_work_by_range();
+    let closed: Vec<u32> =
+        (0..t.ranges.len() as u32).into_par_iter().filter(|&i| t.ranges[i as usize].closed()).collect();
+    let names: Vec<NameId> = closed.par_iter().map(|&i| t.ranges[i as usize].name).collect();
+    let (distinct, keys) = buckets(&names);
+    let range = |i: usize, _| {
+        let (r, g) = (&t.ranges[closed[i] as usize], gpu_in_range[closed[i] as usize]);
+        (r.end - r.start, g.0, g.1)
+    };
+    let (rows, bounds) = group(distinct.len(), &[Source { keys, make: &range }]);
+    let mut nvtx: Vec<RangeStats> = bounds
+        .par_windows(2)
+        .zip(&distinct)
+        .map(|(w, &n)| {
+            let rows = &rows[w[0]..w[1]];
+            let mut d: Vec<u64> = rows.iter().map(|r| r.0).collect();
+            RangeStats {
+                time: summarize(t.names.get(n).to_string(), &mut d),
+                gpu_ns: rows.iter().map(|r| r.1).sum(),
+                gpu_ops: rows.iter().map(|r| r.2).sum(),
+            }
+        })
+        .collect();
+    let rt: u64 = nvtx.iter().map(|r| r.time.total_ns).sum();
+    for r in &mut nvtx {
+        r.time.percent = if rt > 0 { 100.0 * r.time.total_ns as f64 / rt as f64 } else { 0.0 };
+    }
+    nvtx.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
+    if let Some(n) = top {
+        nvtx.truncate(n);
+    }
+    nvtx
+}
+
+/// Union length of intervals (sorted by start).
+pub(super) fn busy(intervals: &mut [(u64, u64)]) -> u64 {
+    intervals.sort_unstable();
+    let mut total = 0;
+    let mut cur: Option<(u64, u64)> = None;
+    for &(s, e) in intervals.iter() {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                cur = Some((s, e));
+            }
+            None => cur = Some((s, e)),
+        }
+    }
+    if let Some((cs, ce)) = cur {
+        total += ce - cs;
+    }
+    total
+}
+
+/// Busy time per (device, stream) and per device, and the GPU time of all kernels, copies and memsets.
+pub(super) fn utilization(t: &Trace) -> (Vec<Utilization>, u64) {
+    let streams: Vec<(u32, u32)> = t
+        .kernels
+        .par_iter()
+        .map(|k| (k.device, k.stream))
+        .chain(t.memcpys.par_iter().map(|k| (k.device, k.stream)))
+        .chain(t.memsets.par_iter().map(|k| (k.device, k.stream)))
+        .collect();
+    let (distinct, mut kernel_keys) = buckets(&streams);
+    drop(streams);
+    let set_keys = kernel_keys.split_off(t.kernels.len() + t.memcpys.len());
+    let copy_keys = kernel_keys.split_off(t.kernels.len());
+    let kernel = |i: usize, _| (t.kernels[i].start, t.kernels[i].end);
+    let copy = |i: usize, _| (t.memcpys[i].start, t.memcpys[i].end);
+    let set = |i: usize, _| (t.memsets[i].start, t.memsets[i].end);
+    let (mut iv, bounds) = group(
+        distinct.len(),
+        &[
+            Source { keys: kernel_keys, make: &kernel },
+            Source { keys: copy_keys, make: &copy },
+            Source { keys: set_keys, make: &set },
+        ],
+    );
+    let gpu_time: u64 = iv.par_iter().map(|&(a, b)| b - a).sum();
+    let span =
+        |iv: &[(u64, u64)]| iv.iter().map(|x| x.1).max().unwrap_or(0) - iv.iter().map(|x| x.0).min().unwrap_or(0);
+    let row = |device: u32, stream: Option<u32>, iv: &mut [(u64, u64)]| {
+        let span = span(iv);
+        let b = busy(iv);
+        Utilization {
+            device,
+            stream,
+            busy_ns: b,
+            span_ns: span,
+            percent: if span > 0 { 100.0 * b as f64 / span as f64 } else { 0.0 },
+            ops: iv.len() as u64,
+        }
+    };
+    // Each stream's rows are a few runs already in time order (one per kind): a stable sort merges them.
+    let mut utilization: Vec<Utilization> = split_at_bounds(&mut iv, &bounds)
+        .into_par_iter()
+        .zip(&distinct)
+        .map(|(iv, &(d, s))| {
+            iv.sort();
+            row(d, Some(s), iv)
+        })
+        .collect();
+    let mut devices: Vec<u32> = distinct.iter().map(|k| k.0).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    for d in devices {
+        let mut all: Vec<(u64, u64)> = distinct
+            .iter()
+            .zip(bounds.windows(2))
+            .filter(|(k, _)| k.0 == d)
+            .flat_map(|(_, w)| iv[w[0]..w[1]].iter().copied())
+            .collect();
+        all.par_sort_unstable();
+        utilization.push(row(d, None, &mut all));
+    }
+    utilization.sort_by_key(|u| (u.device, u.stream.map_or(0, |s| s as u64 + 1)));
+    (utilization, gpu_time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_is_the_union_of_intervals() {
+        assert_eq!(busy(&mut [(0, 10), (5, 15), (20, 30), (30, 31)]), 26);
+        assert_eq!(busy(&mut []), 0);
+    }
+}

@@ -1,0 +1,131 @@
+//! The joins of a loaded trace, made once all files are decoded: rows sorted by time, each GPU record's launching
+//! API call by correlation id (with the failures counted), NVTX nesting and the range around each call, and the
+//! kernel names demangled.
+
+use rayon::prelude::*;
+
+use crate::demangle;
+use crate::ids::{CorrKey, NameId, ProcId};
+use crate::nvtx;
+use crate::timing::{mark, timed};
+use crate::trace::Trace;
+
+impl Trace {
+    /// Sorts rows by time and builds the joins.
+    pub(crate) fn finish(&mut self) {
+        timed("sort rows", || self.sort_rows());
+        mark("sort rows");
+        timed("api by correlation", || self.index_launchers());
+        timed("count unlaunched", || self.count_unlaunched());
+        timed("nvtx depth", || nvtx::nest(&mut self.ranges));
+        self.api_range = timed("enclosing ranges", || nvtx::enclosing_ranges(&self.ranges, &self.apis));
+        timed("demangle", || self.demangle_kernel_names());
+    }
+
+    /// The kinds sort at the same time (each in parallel too): a small recording's sorts are each too short to
+    /// keep the workers busy one after another.
+    fn sort_rows(&mut self) {
+        let (kernels, memcpys, memsets, apis, syncs) =
+            (&mut self.kernels, &mut self.memcpys, &mut self.memsets, &mut self.apis, &mut self.syncs);
+        let (overheads, memory, marks, ranges) =
+            (&mut self.overheads, &mut self.memory, &mut self.marks, &mut self.ranges);
+        rayon::scope(|s| {
+            s.spawn(|_| kernels.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| memcpys.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| memsets.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| syncs.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
+            s.spawn(|_| {
+                overheads.sort_unstable_by_key(|k| (k.start, k.proc));
+                memory.sort_unstable_by_key(|k| (k.ts, k.proc));
+                marks.sort_unstable_by_key(|k| (k.ts, k.proc));
+                // Outer ranges first at equal starts, so depth follows nesting.
+                ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));
+            });
+            apis.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation));
+        });
+    }
+
+    /// The launching API call of each correlation key (index + 1 into `apis`).
+    fn index_launchers(&mut self) {
+        let apis = &self.apis;
+        // A runtime call and the driver call it makes can share an id: the runtime call is the launch.
+        let launch = |slot: &mut u32, i: u32| {
+            if *slot == 0 || apis[*slot as usize - 1].driver || !apis[i as usize - 1].driver {
+                *slot = i;
+            }
+        };
+        if self.processes.len() <= 1 {
+            // One file: (correlation id, index + 1) straight from the rows.
+            self.api_by_corr.build_file_par(
+                ProcId(0),
+                apis.len(),
+                |i| Some((apis[i].correlation, i as u32 + 1)),
+                launch,
+            );
+        } else {
+            // (correlation id, index + 1) of each file's calls, gathered in one pass over all calls.
+            let mut per_file: Vec<Vec<(u32, u32)>> = vec![Vec::new(); self.processes.len()];
+            for (i, a) in apis.iter().enumerate() {
+                per_file[a.proc.index()].push((a.correlation, i as u32 + 1));
+            }
+            for (proc, entries) in per_file.iter().enumerate() {
+                self.api_by_corr.build_file_par(ProcId(proc as u16), entries.len(), |j| Some(entries[j]), launch);
+            }
+        }
+    }
+
+    /// Counts the GPU records and external ids whose correlation id matches no API call.
+    fn count_unlaunched(&mut self) {
+        let missing = |key: CorrKey| !self.api_by_corr.contains(key);
+        // One pass over the kernels for both counts, beside the copies and memsets (each pass is a fork and join).
+        let ((kernels, graph_kernels), (memcpys, memsets)) = rayon::join(
+            || {
+                self.kernels
+                    .par_iter()
+                    .map(|k| {
+                        let m = missing(k.corr());
+                        (m as u64, (m && k.graph_id != 0) as u64)
+                    })
+                    .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+            },
+            || {
+                rayon::join(
+                    || self.memcpys.par_iter().filter(|k| missing(k.corr())).count() as u64,
+                    || self.memsets.par_iter().filter(|k| missing(k.corr())).count() as u64,
+                )
+            },
+        );
+        let external_without_api = self.external.count_where(|key, _| missing(key));
+        let s = &mut self.stats;
+        s.gpu_without_api = kernels + memcpys + memsets;
+        s.graph_kernels_without_launch = graph_kernels;
+        s.external_without_api = external_without_api;
+    }
+
+    /// Demangles every kernel name once (like `c++filt`), so [`Trace::kernel_name`] is a lookup.
+    fn demangle_kernel_names(&mut self) {
+        let n = self.names.len();
+        // The names kernels use (a few hundred among millions of kernels), marked in parallel blocks.
+        let used = self
+            .kernels
+            .par_chunks(1 << 15)
+            .fold(
+                || vec![false; n],
+                |mut used, ks| {
+                    for k in ks {
+                        used[k.name.index()] = true;
+                    }
+                    used
+                },
+            )
+            .reduce(|| vec![false; n], |a, b| a.iter().zip(&b).map(|(x, y)| *x || *y).collect());
+        let todo: Vec<(u32, String)> =
+            (0..n as u32).filter(|&i| used[i as usize]).map(|i| (i, self.names.get(NameId(i)).to_string())).collect();
+        let done: Vec<(u32, String)> = todo.into_par_iter().map(|(i, s)| (i, demangle::demangle(&s))).collect();
+        let mut map: Vec<NameId> = (0..n as u32).map(NameId).collect();
+        for (i, d) in done {
+            map[i as usize] = self.names.intern(&d);
+        }
+        self.demangled = map;
+    }
+}

@@ -1,0 +1,52 @@
+//! The trace model of `.cutr` recordings: CUPTI activity records decoded into typed tables (kernels, copies,
+//! memsets, API calls, syncs, NVTX ranges...) on one time base for every file, and joined: each GPU record to the
+//! API call that launched it (by [`CorrKey`]), API calls to their NVTX ranges and PyTorch op ids, every failed
+//! join counted in [`JoinStats`]. Every consumer reads these tables: the timeline writers (`cutr-viewer-export`),
+//! the analyses (`cutr-analyses`: `info`, `stats`, `diff`), and your own.
+//!
+//! No CUDA here: a recording carries the layout of its records, so this works on any machine.
+//!
+//! ```
+//! use cutr_model::{LoadOptions, load};
+//!
+//! # fn main() -> Result<(), cutr_model::LoadError> {
+//! // A real recording: an H100 running 20 steps of a PyTorch training loop.
+//! let trace = load(&["../../fixtures/pytorch_loop.cutr".into()], &LoadOptions::default())?;
+//! assert_eq!(trace.kernels.len(), 5_653);
+//!
+//! // GPU time per kernel name (demangled), through the join to the launching call.
+//! let gemm = trace.kernels.iter().filter(|k| trace.kernel_name(k).contains("gemm"));
+//! let launched_by_api = gemm.clone().filter(|k| trace.launcher(k.corr()).is_some()).count();
+//! assert_eq!(launched_by_api, gemm.count());
+//! assert_eq!(trace.stats.gpu_without_api, 0);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`load`] opens the inputs; [`Trace`] holds the tables ([`rows`]) and the lookups across them; [`Names`]
+//! holds every string once. [`timing`] times the steps of a command (`CUTR_TIMING`), and [`par`] is the parallel
+//! grouping the timeline and the analyses share.
+
+mod corr;
+mod decode;
+pub mod demangle;
+pub mod describe;
+mod fields;
+mod ids;
+mod joins;
+mod load;
+mod names;
+mod nvtx;
+pub mod par;
+pub mod rows;
+pub mod timebase;
+pub mod timing;
+mod trace;
+
+pub use corr::CorrMap;
+pub use ids::{CorrKey, NameId, ProcId};
+pub use load::{Filter, LoadError, LoadOptions, Prefetched, load, load_prefetched, load_readers, open_inputs};
+pub use names::Names;
+pub use rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Overhead, Sync};
+pub use timebase::TimeBase;
+pub use trace::{JoinStats, Process, Trace};

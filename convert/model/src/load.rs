@@ -1,0 +1,474 @@
+//! Loading recordings into a [`Trace`]: inputs opened in parallel, each file's activity chunks decompressed and
+//! decoded a window at a time (the rows of one window appended while the next decodes), then the file's NVTX
+//! markers paired and its external ids indexed, and at the end the joins of the whole trace ([`crate::joins`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use cutr_format::{ChunkError, ChunkInfo, ChunkType, DecodedBuffer, Problem, Reader};
+use rayon::prelude::*;
+
+use crate::decode::{ChunkCounts, ChunkRows, FileDecoder, RawExternal, RawMarker};
+use crate::fields::FileFields;
+use crate::ids::{NameId, ProcId};
+use crate::nvtx::pair_markers;
+use crate::timebase::TimeBase;
+use crate::timing::{self, timed, timed_with};
+use crate::trace::{Process, Trace};
+
+/// What to decode.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// Keep records overlapping [start, end] (ns, trace time); `None` = unbounded.
+    pub start: Option<u64>,
+    pub end: Option<u64>,
+    /// Only these CUPTI kinds (empty = all).
+    pub kinds: Vec<u32>,
+}
+
+impl Filter {
+    pub fn wants_kind(&self, k: u32) -> bool {
+        self.kinds.is_empty() || self.kinds.contains(&k)
+    }
+
+    /// Whether a record spanning [start, end] overlaps the window.
+    pub fn keeps(&self, start: u64, end: u64) -> bool {
+        self.start.is_none_or(|s| end >= s) && self.end.is_none_or(|e| start <= e)
+    }
+
+    fn has_window(&self) -> bool {
+        self.start.is_some() || self.end.is_some()
+    }
+}
+
+/// How to open the inputs.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    pub filter: Filter,
+}
+
+/// Errors that stop a load: an input that cannot be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {err}")]
+    Open { path: PathBuf, err: cutr_format::FormatError },
+    #[error("{path}: no session metadata, so its records cannot be interpreted")]
+    NoMetadata { path: PathBuf },
+    #[error("too many input files ({0}; at most 65535)")]
+    TooMany(usize),
+}
+
+/// Loads and joins one or more recordings (one per process or rank) onto one timeline.
+pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<Trace, LoadError> {
+    let (readers, prefetched) = open_inputs(paths, !opts.filter.has_window())?;
+    load_prefetched(paths, &readers, opts, prefetched)
+}
+
+/// Activity chunks of the first input, decoded while its side chunks were read ([`open_inputs`]).
+#[derive(Default)]
+pub struct Prefetched(Vec<(u32, Result<DecodedBuffer, ChunkError>)>);
+
+impl std::fmt::Debug for Prefetched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Prefetched({} chunks)", self.0.len())
+    }
+}
+
+/// Files with at most this many bytes of activity records decode all their chunks at once.
+const ONE_WINDOW_RAW_BYTES: u64 = 32 << 20;
+
+/// Chunks decoded at a time (and held in memory at once) per file: two per worker, or all of a small file's (a
+/// small recording is a few chunks of very different sizes, and a window boundary would make the largest wait).
+fn decode_window_len(r: &Reader) -> usize {
+    let raw: u64 = r.activity_chunks().map(|c| c.header.raw_len).sum();
+    if raw <= ONE_WINDOW_RAW_BYTES {
+        r.activity_chunks().count().max(1)
+    } else {
+        (rayon::current_num_threads() * 2).max(1)
+    }
+}
+
+/// Opens the inputs (in parallel). With `decode_ahead`, the first file's first window of activity chunks is
+/// decompressed while its metadata and strings are read: for a small recording those each take about as long as
+/// the whole decode. (Leave it off with a `--start/--end` window, which may skip those chunks.)
+pub fn open_inputs(paths: &[PathBuf], decode_ahead: bool) -> Result<(Vec<Reader>, Prefetched), LoadError> {
+    if paths.len() > u16::MAX as usize {
+        return Err(LoadError::TooMany(paths.len()));
+    }
+    let opened: Vec<Result<(Reader, Prefetched), LoadError>> = paths
+        .par_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            timed_with(
+                || format!("open {}", p.display()),
+                || Reader::open_with(p, |r| if i == 0 && decode_ahead { prefetch(r) } else { Prefetched::default() }),
+            )
+            .map_err(|err| LoadError::Open { path: p.clone(), err })
+        })
+        .collect();
+    let mut readers = Vec::with_capacity(paths.len());
+    let mut prefetched = Prefetched::default();
+    for (i, o) in opened.into_iter().enumerate() {
+        let (r, p) = o?;
+        readers.push(r);
+        if i == 0 {
+            prefetched = p;
+        }
+    }
+    Ok((readers, prefetched))
+}
+
+/// The first window of a file's activity chunks, decompressed.
+fn prefetch(r: &Reader) -> Prefetched {
+    let mut first: Vec<&ChunkInfo> = r
+        .activity_chunks()
+        .take(decode_window_len(r))
+        .filter(|c| c.header.codec == cutr_format::Codec::Records)
+        .collect();
+    // Largest first: the first workers to come up take the chunks that decode longest (a zstd frame is
+    // decompressed by one thread), while later ones share the small.
+    first.sort_by_key(|c| std::cmp::Reverse(c.header.raw_len));
+    Prefetched(first.par_iter().map(|c| (c.header.seq, decompress(r, c))).collect())
+}
+
+fn decompress(r: &Reader, c: &ChunkInfo) -> Result<DecodedBuffer, ChunkError> {
+    timed_with(|| format!("decompress+restore chunk {}", c.header.seq), || r.decode_activity(c))
+}
+
+/// [`load`] for already open readers (`paths` label them).
+pub fn load_readers(paths: &[PathBuf], readers: &[Reader], opts: &LoadOptions) -> Result<Trace, LoadError> {
+    load_prefetched(paths, readers, opts, Prefetched::default())
+}
+
+/// [`load_readers`] with the chunks [`open_inputs`] decoded ahead.
+pub fn load_prefetched(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &LoadOptions,
+    prefetched: Prefetched,
+) -> Result<Trace, LoadError> {
+    if paths.len() > u16::MAX as usize {
+        return Err(LoadError::TooMany(paths.len()));
+    }
+    let mut trace = Trace::default();
+    let mut per_kind: HashMap<u32, u64> = HashMap::new();
+    let mut prefetched = Some(prefetched);
+    for (i, (path, r)) in paths.iter().zip(readers).enumerate() {
+        let ahead = if i == 0 { prefetched.take().unwrap_or_default() } else { Prefetched::default() };
+        load_file(&mut trace, &mut per_kind, ProcId(i as u16), path, r, &opts.filter, ahead)?;
+    }
+    trace.records_per_kind = per_kind.into_iter().collect();
+    trace.records_per_kind.sort();
+    timing::mark("decode");
+    trace.finish();
+    timing::mark("joins");
+    Ok(trace)
+}
+
+/// The rows of a window of chunks, one entry per chunk (`Err` for a chunk that failed to decode).
+type WindowRows = Vec<Result<ChunkRows, ()>>;
+
+/// Decoded chunks waiting for their window, by chunk sequence number.
+type Ahead = HashMap<u32, Result<DecodedBuffer, ChunkError>>;
+
+/// Decodes one file's activity chunks into `trace` and adds the file to its processes.
+fn load_file(
+    trace: &mut Trace,
+    per_kind: &mut HashMap<u32, u64>,
+    proc: ProcId,
+    path: &Path,
+    r: &Reader,
+    filter: &Filter,
+    ahead: Prefetched,
+) -> Result<(), LoadError> {
+    let meta = r.metadata_shared().ok_or_else(|| LoadError::NoMetadata { path: path.to_path_buf() })?;
+    let layouts = r.layouts().ok_or_else(|| LoadError::NoMetadata { path: path.to_path_buf() })?;
+    let time = TimeBase::from_clocks(r.clocks());
+    let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter };
+    // Chunks whose time range is entirely outside the window are skipped without decoding.
+    let outside = |c: &ChunkInfo| {
+        let (a, b) = (time.to_trace(c.header.t_min), time.to_trace(c.header.t_max));
+        c.header.t_max != 0 && (filter.start.is_some_and(|s| b < s) || filter.end.is_some_and(|e| a > e))
+    };
+    let chunks: Vec<ChunkInfo> = r.activity_chunks().filter(|c| !outside(c)).cloned().collect();
+    let mut ahead: Ahead = ahead.0.into_iter().collect();
+    // Chunks are decoded in parallel a window at a time, and each window's rows are appended to the trace while
+    // the next window decodes: the rows exist once (not once per chunk and again in the trace), decode buffers
+    // are reused, and the appends (a task per kind) overlap the decoding.
+    let mut windows = chunks.chunks(decode_window_len(r));
+    let first = windows.next().unwrap_or_default();
+    let first_ahead = take_ahead(&mut ahead, first);
+    // File-local text ids -> trace name ids, built while the first window decodes (rows carry file-local ids
+    // until they are appended).
+    let (names, first_rows) = rayon::join(
+        || timed("intern texts", || intern_texts(r, &mut trace.names)),
+        || decoder.window(first, first_ahead),
+    );
+    let file_records: u64 = chunks.iter().map(|c| c.header.record_count as u64).sum();
+    let mut rows = FileRows::new(trace, per_kind, names, file_records);
+    let mut pending = (!first.is_empty()).then_some((first, first_rows));
+    for win in windows {
+        let win_ahead = take_ahead(&mut ahead, win);
+        let next = match pending.take() {
+            None => decoder.window(win, win_ahead),
+            Some((prev, done)) => rayon::join(|| rows.append(prev, done), || decoder.window(win, win_ahead)).1,
+        };
+        pending = Some((win, next));
+    }
+    if let Some((prev, done)) = pending {
+        rows.append(prev, done);
+    }
+    let FileRows { markers, external, damaged, mut damaged_records, .. } = rows;
+    let mut problems = r.problems().to_vec();
+    for p in &problems {
+        if let Problem::TruncatedChunk { records, chunk_type: ChunkType::Activity, .. } = p {
+            damaged_records += *records as u64;
+        }
+    }
+    trace.stats.damaged_chunks += damaged;
+    trace.stats.records_in_damaged_chunks += damaged_records;
+    let api_names = index_external_and_ranges(trace, proc, markers, external, filter, &meta);
+    problems.sort_by_key(|p| format!("{p}"));
+    trace.processes.push(Process {
+        path: path.to_path_buf(),
+        pid: meta.pid,
+        time,
+        loss: r.loss().cloned().unwrap_or_default(),
+        problems,
+        api_names,
+        meta,
+    });
+    Ok(())
+}
+
+/// The chunks of `win` decoded ahead, taken out of `ahead`.
+fn take_ahead(ahead: &mut Ahead, win: &[ChunkInfo]) -> Vec<Option<Result<DecodedBuffer, ChunkError>>> {
+    win.iter().map(|c| ahead.remove(&c.header.seq)).collect()
+}
+
+/// The trace name id of each of the file's texts (index = the file's text id + 1; 0 = no text).
+fn intern_texts(r: &Reader, names: &mut crate::Names) -> Vec<NameId> {
+    std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| names.intern(t))).collect()
+}
+
+impl FileDecoder<'_> {
+    /// The rows of a window of chunks, decoded in parallel (each from its buffer decoded ahead, if any).
+    fn window(&self, win: &[ChunkInfo], ahead: Vec<Option<Result<DecodedBuffer, ChunkError>>>) -> WindowRows {
+        win.par_iter()
+            .zip(ahead)
+            .map(|(c, pre)| match pre.unwrap_or_else(|| decompress(self.reader, c)) {
+                Ok(d) => Ok(self.chunk(c, &d)),
+                Err(_) => Err(()),
+            })
+            .collect()
+    }
+}
+
+/// Appends a file's decoded windows to the trace, keeping its NVTX markers and external ids for the end of the
+/// file.
+struct FileRows<'t> {
+    trace: &'t mut Trace,
+    per_kind: &'t mut HashMap<u32, u64>,
+    /// The file's text ids -> trace name ids.
+    names: Vec<NameId>,
+    file_records: u64,
+    reserved: bool,
+    markers: Vec<RawMarker>,
+    external: Vec<RawExternal>,
+    damaged: u64,
+    damaged_records: u64,
+}
+
+/// One kind's rows of each chunk, taken out of them.
+fn take_kind<T>(rows: &mut [ChunkRows], kind: impl Fn(&mut ChunkRows) -> &mut Vec<T>) -> Vec<Vec<T>> {
+    rows.iter_mut().map(|c| std::mem::take(kind(c))).collect()
+}
+
+/// Appends `parts` to `dest`, in order.
+fn append_all<T>(dest: &mut Vec<T>, parts: Vec<Vec<T>>) {
+    for mut p in parts {
+        dest.append(&mut p);
+    }
+}
+
+impl<'t> FileRows<'t> {
+    fn new(
+        trace: &'t mut Trace,
+        per_kind: &'t mut HashMap<u32, u64>,
+        names: Vec<NameId>,
+        file_records: u64,
+    ) -> FileRows<'t> {
+        FileRows {
+            trace,
+            per_kind,
+            names,
+            file_records,
+            reserved: false,
+            markers: Vec::new(),
+            external: Vec::new(),
+            damaged: 0,
+            damaged_records: 0,
+        }
+    }
+
+    /// Room for the whole file, estimated from the first window's mix of kinds (25% spare): growing vectors of
+    /// hundreds of MB by doubling copies them and touches twice the memory.
+    fn reserve(&mut self, win: &[ChunkInfo], rows: &WindowRows) {
+        let got: u64 = win.iter().map(|c| c.header.record_count as u64).sum::<u64>().max(1);
+        let file_records = self.file_records;
+        let scale = |n: usize| (n as u64 * file_records / got * 5 / 4) as usize;
+        let sum = |len: &dyn Fn(&ChunkRows) -> usize| scale(rows.iter().flatten().map(len).sum());
+        let t = &mut *self.trace;
+        t.kernels.reserve(sum(&|c| c.kernels.len()));
+        t.apis.reserve(sum(&|c| c.apis.len()));
+        t.memcpys.reserve(sum(&|c| c.memcpys.len()));
+        t.memsets.reserve(sum(&|c| c.memsets.len()));
+        t.syncs.reserve(sum(&|c| c.syncs.len()));
+        t.cuda_events.reserve(sum(&|c| c.events.len()));
+        self.markers.reserve(sum(&|c| c.markers.len()));
+        self.external.reserve(sum(&|c| c.external.len()));
+    }
+
+    /// Appends a decoded window's rows, counting its damaged chunks and the records that made no row.
+    fn append(&mut self, win: &[ChunkInfo], rows: WindowRows) {
+        timed_with(|| format!("append {} chunks", win.len()), || self.append_window(win, rows))
+    }
+
+    fn append_window(&mut self, win: &[ChunkInfo], rows: WindowRows) {
+        if !self.reserved {
+            self.reserved = true;
+            self.reserve(win, &rows);
+        }
+        let mut ok = Vec::with_capacity(rows.len());
+        let mut counts = ChunkCounts::default();
+        for (c, rows) in win.iter().zip(rows) {
+            let Ok(mut c) = rows else {
+                self.damaged += 1;
+                self.damaged_records += c.header.record_count as u64;
+                continue;
+            };
+            for (k, n) in c.per_kind.drain(..) {
+                *self.per_kind.entry(k).or_default() += n;
+            }
+            counts.add(&c.counts);
+            ok.push(c);
+        }
+        let s = &mut self.trace.stats;
+        s.zero_timestamp_records += counts.zero;
+        s.inverted_records += counts.inverted;
+        s.unmodelled_records += counts.unmodelled;
+        s.unresolved_names += counts.unresolved;
+        s.unparsed_bytes += counts.unparsed;
+        self.append_rows(ok);
+    }
+
+    /// Each kind's rows are appended by its own task: the copies (and first touches of the reserved memory) of
+    /// the kinds at once instead of one after another. Names become trace name ids on the way.
+    fn append_rows(&mut self, mut ok: Vec<ChunkRows>) {
+        let (k, mc, ms, a) = (
+            take_kind(&mut ok, |c| &mut c.kernels),
+            take_kind(&mut ok, |c| &mut c.memcpys),
+            take_kind(&mut ok, |c| &mut c.memsets),
+            take_kind(&mut ok, |c| &mut c.apis),
+        );
+        let (sy, ev, ov, me) = (
+            take_kind(&mut ok, |c| &mut c.syncs),
+            take_kind(&mut ok, |c| &mut c.events),
+            take_kind(&mut ok, |c| &mut c.overheads),
+            take_kind(&mut ok, |c| &mut c.memory),
+        );
+        let (mk, ex) = (take_kind(&mut ok, |c| &mut c.markers), take_kind(&mut ok, |c| &mut c.external));
+        let names = &self.names;
+        let name = |id: NameId| names.get(id.index()).copied().unwrap_or(NameId::EMPTY);
+        let (markers, external, t) = (&mut self.markers, &mut self.external, &mut *self.trace);
+        let kernels = &mut t.kernels;
+        rayon::scope(|s| {
+            s.spawn(|_| {
+                for part in k {
+                    kernels.extend(part.into_iter().map(|mut k| {
+                        k.name = name(k.name);
+                        k
+                    }));
+                }
+            });
+            s.spawn(|_| append_all(&mut t.apis, a));
+            s.spawn(|_| {
+                for part in mk {
+                    markers.extend(part.into_iter().map(|mut mk| {
+                        mk.name = name(mk.name);
+                        mk.domain = name(mk.domain);
+                        mk
+                    }));
+                }
+            });
+            s.spawn(|_| append_all(external, ex));
+            append_all(&mut t.memcpys, mc);
+            append_all(&mut t.memsets, ms);
+            append_all(&mut t.syncs, sy);
+            append_all(&mut t.cuda_events, ev);
+            append_all(&mut t.overheads, ov);
+            append_all(&mut t.memory, me);
+        });
+    }
+}
+
+/// External correlation kinds shown as PyTorch's op id (CUSTOM0) and user annotation id (CUSTOM1).
+const EXTERNAL_CUSTOM0: u32 = 3;
+const EXTERNAL_CUSTOM1: u32 = 4;
+
+/// The end of a file, its three indexes built at once: external ids by correlation id, its NVTX markers paired
+/// into ranges, and its API name table by (domain, cbid), which is returned.
+fn index_external_and_ranges(
+    trace: &mut Trace,
+    proc: ProcId,
+    markers: Vec<RawMarker>,
+    external: Vec<RawExternal>,
+    filter: &Filter,
+    meta: &cutr_format::SessionMetadata,
+) -> rustc_hash::FxHashMap<(u32, u32), u32> {
+    // Other external kinds (OpenACC, OpenMP, CUSTOM2) are not shown anywhere: counted as unmodelled.
+    trace.stats.unmodelled_records +=
+        external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
+    let ext_table = &mut trace.external;
+    let build_external = || {
+        timed("external ids", || {
+            let external = &external;
+            ext_table.build_file_par(
+                proc,
+                external.len(),
+                |i| match external[i] {
+                    (EXTERNAL_CUSTOM0, corr, id) => Some((corr, (id, 0))),
+                    (EXTERNAL_CUSTOM1, corr, id) => Some((corr, (0, id))),
+                    _ => None,
+                },
+                |slot, v| {
+                    if v.0 != 0 {
+                        slot.0 = v.0;
+                    }
+                    if v.1 != 0 {
+                        slot.1 = v.1;
+                    }
+                },
+            )
+        })
+    };
+    // (domain, cbid) -> entry of the file's API name table (the last entry wins, as the table is written).
+    let index_api_names = || {
+        timed("api names", || {
+            let mut names = rustc_hash::FxHashMap::default();
+            names.reserve(meta.callback_names.len());
+            for (i, (d, c, _)) in meta.callback_names.iter().enumerate() {
+                names.insert((*d, *c), i as u32);
+            }
+            names
+        })
+    };
+    let pair = || pair_markers(proc, markers, filter);
+    let (api_names, ((), paired)) = rayon::join(index_api_names, || rayon::join(build_external, pair));
+    drop(external);
+    trace.marks.extend(paired.marks);
+    trace.ranges.extend(paired.ranges);
+    trace.stats.nvtx_ends_without_start += paired.ends_without_start;
+    trace.stats.nvtx_unclosed_ranges += paired.unclosed;
+    api_names
+}

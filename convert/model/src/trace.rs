@@ -1,0 +1,196 @@
+//! The trace: every table of the model, the input files it came from, and the lookups that follow the joins.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cutr_format::{LossCounters, Problem, SessionMetadata};
+use rayon::prelude::*;
+
+use crate::corr::CorrMap;
+use crate::ids::{CorrKey, NameId, ProcId};
+use crate::names::Names;
+use crate::rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Overhead, Sync};
+use crate::timebase::TimeBase;
+
+/// An input file: one recorded process.
+#[derive(Clone, Debug)]
+pub struct Process {
+    pub path: PathBuf,
+    pub meta: Arc<SessionMetadata>,
+    pub pid: u32,
+    pub time: TimeBase,
+    pub loss: LossCounters,
+    pub problems: Vec<Problem>,
+    /// (domain, cbid) -> index into `meta.callback_names` (runtime: domain 2, driver: domain 1).
+    pub api_names: rustc_hash::FxHashMap<(u32, u32), u32>,
+}
+
+/// Counts of joins that failed and records that could not be used; all shown in every output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct JoinStats {
+    /// Kernels, memcpys and memsets whose correlation id matches no runtime or driver API record.
+    pub gpu_without_api: u64,
+    /// External correlation records whose correlation id matches no API record.
+    pub external_without_api: u64,
+    /// Kernels from CUDA graphs whose correlation id matches no API record (the graph launch).
+    pub graph_kernels_without_launch: u64,
+    /// NVTX range ends with no start, and starts never ended.
+    pub nvtx_ends_without_start: u64,
+    pub nvtx_unclosed_ranges: u64,
+    /// GPU records with start == end == 0 (CUPTI could not time them); kept out of the timeline.
+    pub zero_timestamp_records: u64,
+    /// Records with end < start; kept out of the timeline.
+    pub inverted_records: u64,
+    /// Records of kinds the converter does not model (counted by kind name).
+    pub unmodelled_records: u64,
+    /// Activity chunks that could not be decoded.
+    pub damaged_chunks: u64,
+    /// Records in damaged or truncated chunks.
+    pub records_in_damaged_chunks: u64,
+    /// Records whose string pointer (kernel or NVTX name) had no entry in the file's string tables.
+    pub unresolved_names: u64,
+    /// Bytes kept in the file but not parsed (records of kinds without a layout).
+    pub unparsed_bytes: u64,
+}
+
+/// The decoded, joined trace of one or more files. Rows of each table are sorted by start time.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    pub processes: Vec<Process>,
+    pub names: Names,
+    pub kernels: Vec<Kernel>,
+    pub memcpys: Vec<Memcpy>,
+    pub memsets: Vec<Memset>,
+    pub apis: Vec<ApiCall>,
+    pub syncs: Vec<Sync>,
+    pub cuda_events: Vec<CudaEvent>,
+    pub overheads: Vec<Overhead>,
+    /// Sorted by (file, pid, tid, start, longer first): each thread's ranges together, enclosing ones first.
+    pub ranges: Vec<NvtxRange>,
+    pub marks: Vec<NvtxMark>,
+    pub memory: Vec<MemoryOp>,
+    /// PyTorch op id (external kind CUSTOM0) and user annotation id (CUSTOM1) by correlation key.
+    pub external: CorrMap<(u64, u64)>,
+    /// Index + 1 into `apis` of the launching call of each correlation key (runtime preferred over driver); see
+    /// [`Trace::launcher_index`].
+    pub api_by_corr: CorrMap<u32>,
+    /// Index into `ranges` of the innermost NVTX range enclosing each API call (`u32::MAX` = none).
+    pub api_range: Vec<u32>,
+    pub stats: JoinStats,
+    /// Records per CUPTI kind, over all files.
+    pub records_per_kind: Vec<(u32, u64)>,
+    /// Kernel name id -> its demangled name's id (identity for other names).
+    pub(crate) demangled: Vec<NameId>,
+}
+
+impl Trace {
+    /// The demangled name id of a kernel name id (`c++filt`'s form; other names map to themselves).
+    #[inline]
+    pub fn display_name_id(&self, name: NameId) -> NameId {
+        self.demangled.get(name.index()).copied().unwrap_or(name)
+    }
+
+    /// The demangled name of a kernel.
+    #[inline]
+    pub fn kernel_name(&self, k: &Kernel) -> &str {
+        self.names.get(self.display_name_id(k.name))
+    }
+
+    /// The API call that launched GPU work with this correlation key.
+    pub fn launcher(&self, key: CorrKey) -> Option<&ApiCall> {
+        self.launcher_index(key).map(|i| &self.apis[i as usize])
+    }
+
+    /// Index into `apis` of the call that launched GPU work with this correlation key.
+    #[inline]
+    pub fn launcher_index(&self, key: CorrKey) -> Option<u32> {
+        self.api_by_corr.get(key).map(|i| i - 1)
+    }
+
+    /// PyTorch's op id (external kind CUSTOM0) and user annotation id (CUSTOM1) of a correlation key; 0 = none.
+    #[inline]
+    pub fn external_ids(&self, key: CorrKey) -> (u64, u64) {
+        self.external.get(key).unwrap_or((0, 0))
+    }
+
+    /// The function name of an API call (`cudaLaunchKernel`), from the file's own table, else CUDA 13.0's.
+    pub fn api_name(&self, a: &ApiCall) -> String {
+        self.api_name_of(a.proc, a.driver, a.cbid)
+    }
+
+    /// The function name of a runtime (`driver` false) or driver API cbid as recorded in file `proc`.
+    pub fn api_name_of(&self, proc: ProcId, driver: bool, cbid: u32) -> String {
+        let domain = if driver { 1 } else { 2 };
+        let p = &self.processes[proc.index()];
+        p.api_names
+            .get(&(domain, cbid))
+            .and_then(|&i| p.meta.callback_names.get(i as usize))
+            .map(|(_, _, n)| cutr_schema::callbacks::display_name(n).to_string())
+            .or_else(|| cutr_schema::callbacks::name(domain, cbid).map(str::to_string))
+            .unwrap_or_else(|| format!("{}_cbid_{cbid}", if driver { "cuDriver" } else { "cudaRuntime" }))
+    }
+
+    /// Earliest and latest timestamp of any row (0, 0 when empty).
+    pub fn span(&self) -> (u64, u64) {
+        // Ends are not sorted, so every row is read: in parallel, as that is hundreds of MB on a large trace.
+        fn bounds<T: std::marker::Sync>(
+            rows: &[T],
+            f: impl Fn(&T) -> (u64, u64) + std::marker::Sync + Send,
+        ) -> (u64, u64) {
+            rows.par_iter().map(f).reduce(|| (u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+        }
+        let all = [
+            bounds(&self.kernels, |k| (k.start, k.end)),
+            bounds(&self.memcpys, |k| (k.start, k.end)),
+            bounds(&self.memsets, |k| (k.start, k.end)),
+            bounds(&self.apis, |k| (k.start, k.end)),
+            bounds(&self.syncs, |k| (k.start, k.end)),
+            bounds(&self.ranges, |k| (k.start, if k.closed() { k.end } else { k.start })),
+            bounds(&self.marks, |k| (k.ts, k.ts)),
+        ];
+        let (lo, hi) = all.iter().fold((u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+        if lo == u64::MAX { (0, 0) } else { (lo, hi) }
+    }
+
+    /// Total records decoded per CUPTI kind.
+    pub fn records(&self) -> u64 {
+        self.records_per_kind.iter().map(|k| k.1).sum()
+    }
+
+    /// The combined loss counters of every file.
+    pub fn loss(&self) -> LossCounters {
+        let mut t = LossCounters::default();
+        for p in &self.processes {
+            let l = &p.loss;
+            t.cupti_dropped_records += l.cupti_dropped_records;
+            t.refused_buffers += l.refused_buffers;
+            t.zero_timestamp_records += l.zero_timestamp_records;
+            t.inverted_timestamp_records += l.inverted_timestamp_records;
+            t.write_failures += l.write_failures;
+            t.records_lost_in_write_failures += l.records_lost_in_write_failures;
+            t.unparsed_bytes += l.unparsed_bytes;
+            t.unresolved_strings += l.unresolved_strings;
+            t.notes.extend(l.notes.iter().cloned());
+        }
+        t
+    }
+
+    /// Short label of an input file for messages (its file name).
+    pub fn label(&self, proc: ProcId) -> String {
+        let p = &self.processes[proc.index()];
+        Path::new(&p.path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    /// The process name shown for a recording: the program's file name (`pid N` when the command is unknown).
+    pub fn process_name(&self, proc: ProcId) -> String {
+        let m = &self.processes[proc.index()].meta;
+        let prog = m.command_line.first().map(|c| c.rsplit('/').next().unwrap_or(c).to_string()).unwrap_or_default();
+        if prog.is_empty() { format!("pid {}", m.pid) } else { prog }
+    }
+
+    /// The number of SMs of a recorded device, from its file's metadata.
+    pub fn device_sms(&self, proc: ProcId, device: u32) -> Option<u32> {
+        let p = self.processes.get(proc.index())?;
+        p.meta.devices.iter().find(|d| d.id == device).map(|d| d.multiprocessors.max(0) as u32)
+    }
+}

@@ -1,0 +1,185 @@
+//! The command line of `cupti-convert`: its commands and arguments, and the parsing of times and kinds.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cupti-convert",
+    version,
+    about = "Convert .cutr CUDA activity recordings to Perfetto or Chrome traces, and report on them",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub convert: ConvertArgs,
+}
+
+impl Cli {
+    /// The recordings the command reads (sizes the worker pool).
+    pub fn inputs(&self) -> Vec<&Path> {
+        match &self.command {
+            None => self.convert.files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Info { file, .. }) => vec![file.as_path()],
+            Some(Command::Stats { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Diff { files, base, new, .. }) => {
+                files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
+            }
+            Some(Command::Generate { .. }) => Vec::new(),
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// Recordings to convert; several (one per process or rank) merge onto one timeline.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Write a Perfetto protobuf trace (.pftrace).
+    #[arg(long, conflicts_with = "chrome", required_unless_present = "chrome")]
+    pub perfetto: bool,
+    /// Write a Chrome trace JSON in PyTorch profiler conventions (.json).
+    #[arg(long)]
+    pub chrome: bool,
+    /// Output path (default: the first input with .pftrace or .json, plus .gz with --gzip).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Compress the output with gzip.
+    #[arg(long)]
+    pub gzip: bool,
+    /// Perfetto: write plain packets, not deflate-compressed batches (`compressed_packets`, which every trace
+    /// processor since 2019 reads). About 4x larger; for readers that parse the protobuf themselves.
+    #[arg(long, conflicts_with = "chrome")]
+    pub no_compress: bool,
+    /// Keep only activity after this time since the first record (e.g. 1.5, 1.5s, 200ms, 10us).
+    #[arg(long)]
+    pub start: Option<String>,
+    /// Keep only activity before this time since the first record.
+    #[arg(long)]
+    pub end: Option<String>,
+    /// Keep only these kinds: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead, memory, event.
+    #[arg(long, value_delimiter = ',')]
+    pub kinds: Vec<String>,
+    /// Print nothing but errors and warnings.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// What a recording holds: versions, devices, time span, chunks, records per kind, sizes, losses.
+    Info {
+        file: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where GPU time went: kernels, API calls, copies and memsets, NVTX ranges, utilization, losses.
+    Stats {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV (one table; the `section` column tells the summaries apart).
+        #[arg(long)]
+        csv: bool,
+        /// Show only the N biggest rows of each summary.
+        #[arg(long)]
+        top: Option<usize>,
+    },
+    /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
+    /// Exit code 3 when something regressed.
+    Diff {
+        /// BASE NEW (one recording each); use --base/--new for several runs per side.
+        #[arg(num_args = 0..=2)]
+        files: Vec<PathBuf>,
+        /// Baseline runs (several recordings estimate run-to-run noise).
+        #[arg(long, num_args = 1.., conflicts_with = "files")]
+        base: Vec<PathBuf>,
+        /// New runs.
+        #[arg(long, num_args = 1.., requires = "base")]
+        new: Vec<PathBuf>,
+        /// Changes within this many percent are neutral.
+        #[arg(long, default_value_t = 5.0)]
+        threshold: f64,
+        /// Changes smaller than this per run are neutral (e.g. 10us, 1ms).
+        #[arg(long, default_value = "10us")]
+        min_delta: String,
+        /// Match kernels with template arguments and parameter lists removed.
+        #[arg(long)]
+        normalize_templates: bool,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print Markdown fit for a pull-request comment.
+        #[arg(long)]
+        markdown: bool,
+        /// Also list unchanged rows.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
+    Generate {
+        #[arg(short, long)]
+        output: PathBuf,
+        /// About this many records.
+        #[arg(long, default_value_t = 1_000_000)]
+        records: u64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// CUPTI API version whose record layouts to write (130001 = CUDA 13.0, 28 = CUDA 12.9).
+        #[arg(long, default_value_t = 130001)]
+        cupti_api: u32,
+        /// Bytes per activity buffer (one chunk each).
+        #[arg(long, default_value_t = 4 << 20)]
+        buffer_bytes: usize,
+        /// Kernel launches only (external correlation + runtime API + kernel record per launch).
+        #[arg(long)]
+        launches_only: bool,
+    },
+}
+
+/// Parses a time like `1.5`, `1.5s`, `200ms`, `10us`, `500ns` into ns.
+pub fn parse_time(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, scale) = [("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)]
+        .iter()
+        .find_map(|(suf, sc)| t.strip_suffix(suf).map(|n| (n, *sc)))
+        .unwrap_or((t, 1e9));
+    let v: f64 = num.trim().parse().with_context(|| format!("not a time: '{s}' (use e.g. 1.5, 200ms, 10us)"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        bail!("time must be a non-negative number: '{s}'");
+    }
+    Ok((v * scale) as u64)
+}
+
+pub fn kinds(names: &[String]) -> Result<Vec<u32>> {
+    use cutr_schema::kinds::*;
+    let mut out = Vec::new();
+    for n in names {
+        let ks: &[u32] = match n.as_str() {
+            "kernel" => &[CONCURRENT_KERNEL, KERNEL],
+            "memcpy" => &[MEMCPY, MEMCPY2],
+            "memset" => &[MEMSET],
+            "runtime" => &[RUNTIME],
+            "driver" => &[DRIVER],
+            "sync" => &[SYNCHRONIZATION],
+            "nvtx" => &[MARKER, MARKER_DATA],
+            "overhead" => &[OVERHEAD],
+            "memory" => &[MEMORY2],
+            "event" => &[CUDA_EVENT],
+            "external" => &[EXTERNAL_CORRELATION],
+            other => bail!(
+                "unknown kind '{other}' (kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead, memory, event, external)"
+            ),
+        };
+        out.extend_from_slice(ks);
+    }
+    Ok(out)
+}

@@ -1,0 +1,135 @@
+//! The report commands: `info`, `stats` and `diff` over the analyses, and `generate`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use cutr_analyses::{diff, info, stats};
+use cutr_format::Reader;
+use cutr_model::{LoadOptions, Trace, load_readers, timing};
+use cutr_synth::{SynthOptions, write_file};
+
+use crate::cli::parse_time;
+use crate::warn;
+
+/// Exit code of `diff` when it finds a regression.
+const EXIT_REGRESSION: u8 = 3;
+
+fn open(file: &Path) -> Result<Reader> {
+    timing::timed_with(|| format!("open {}", file.display()), || Reader::open(file))
+        .with_context(|| file.display().to_string())
+}
+
+/// Opens recordings, warning of each one not closed cleanly.
+fn open_all(files: &[PathBuf]) -> Result<Vec<Reader>> {
+    files
+        .iter()
+        .map(|f| {
+            let r = open(f)?;
+            if let Some(rec) = r.recovery() {
+                warn(f, &format!("not closed cleanly ({}); using it up to its last complete chunk", rec.reason));
+            }
+            Ok(r)
+        })
+        .collect()
+}
+
+/// Loads each file as its own trace (one run each).
+fn load_runs(files: &[PathBuf]) -> Result<Vec<Trace>> {
+    let readers = open_all(files)?;
+    files
+        .iter()
+        .zip(&readers)
+        .map(|(f, r)| {
+            load_readers(std::slice::from_ref(f), std::slice::from_ref(r), &LoadOptions::default())
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        })
+        .collect()
+}
+
+pub fn stats(files: &[PathBuf], json: bool, csv: bool, top: Option<usize>) -> Result<ExitCode> {
+    // Several files are one merged trace (one run of a multi-process job).
+    let readers = open_all(files)?;
+    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(readers);
+    let s = stats::compute(&trace, top);
+    timing::mark("stats");
+    // The process ends after printing: freeing the trace's rows first is work nobody waits for.
+    std::mem::forget(trace);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else if csv {
+        print!("{}", stats::render_csv(&s));
+    } else {
+        print!("{}", stats::render_text(&s));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `diff` was asked.
+pub struct DiffArgs {
+    pub files: Vec<PathBuf>,
+    pub base: Vec<PathBuf>,
+    pub new: Vec<PathBuf>,
+    pub opts: diff::DiffOptions,
+    pub json: bool,
+    pub markdown: bool,
+    pub all: bool,
+}
+
+pub fn diff(a: DiffArgs, min_delta: &str) -> Result<ExitCode> {
+    let (base, new) = if !a.base.is_empty() {
+        if a.new.is_empty() {
+            bail!("--base needs --new");
+        }
+        (a.base, a.new)
+    } else if a.files.len() == 2 {
+        (vec![a.files[0].clone()], vec![a.files[1].clone()])
+    } else {
+        bail!("give BASE NEW, or --base RUN... --new RUN...");
+    };
+    if !(a.opts.threshold_pct >= 0.0 && a.opts.threshold_pct.is_finite()) {
+        bail!("--threshold must be a non-negative percentage");
+    }
+    let opts = diff::DiffOptions { min_delta_ns: parse_time(min_delta)?, ..a.opts };
+    let b = load_runs(&base)?;
+    let n = load_runs(&new)?;
+    let report = diff::diff(&b, &n, &opts);
+    timing::mark("diff");
+    // The process ends after printing: freeing two traces' rows first is work nobody waits for.
+    std::mem::forget((b, n));
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if a.markdown {
+        print!("{}", diff::render_markdown(&report, 20));
+    } else {
+        print!("{}", diff::render_text(&report, a.all));
+    }
+    Ok(if report.verdict == diff::Verdict::Regression { ExitCode::from(EXIT_REGRESSION) } else { ExitCode::SUCCESS })
+}
+
+pub fn info(file: &Path, json: bool) -> Result<ExitCode> {
+    let reader = open(file)?;
+    let report = info::report(&reader);
+    for w in &report.warnings {
+        warn(file, w);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", info::render_text(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn generate(output: &Path, opts: SynthOptions) -> Result<ExitCode> {
+    let truth = write_file(output, opts).with_context(|| output.display().to_string())?;
+    eprintln!(
+        "cupti-convert: wrote {} ({} records in {} buffers, {} steps)",
+        output.display(),
+        truth.records,
+        truth.buffers,
+        truth.steps
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,146 @@
+//! What both viewers' events carry: categories (Kineto's names), the keys of slice arguments, and argument
+//! values. Each writer picks the arguments it shows (`chrome`: Kineto's full set; `perfetto`: what its tracks and
+//! arrows do not already say).
+
+/// An event category: Kineto's names, so tools that filter on them (HTA, TraceLens) work unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Category {
+    Kernel,
+    GpuMemcpy,
+    GpuMemset,
+    CudaRuntime,
+    CudaDriver,
+    Nvtx,
+    CudaSync,
+    Overhead,
+    Cutr,
+}
+
+impl Category {
+    pub const COUNT: usize = 9;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Kernel => "kernel",
+            Category::GpuMemcpy => "gpu_memcpy",
+            Category::GpuMemset => "gpu_memset",
+            Category::CudaRuntime => "cuda_runtime",
+            Category::CudaDriver => "cuda_driver",
+            Category::Nvtx => "nvtx",
+            Category::CudaSync => "cuda_sync",
+            Category::Overhead => "overhead",
+            Category::Cutr => "cutr",
+        }
+    }
+}
+
+/// The key of a slice argument, written as Kineto spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArgKey {
+    ExternalId,
+    Queued,
+    Device,
+    Context,
+    Stream,
+    Correlation,
+    RegistersPerThread,
+    SharedMemory,
+    BlocksPerSm,
+    WarpsPerSm,
+    Grid,
+    Block,
+    GraphId,
+    GraphNodeId,
+    Bytes,
+    Bandwidth,
+    Cbid,
+    SyncKind,
+    Event,
+    Domain,
+    ReturnValue,
+    UserAnnotation,
+    Thread,
+    FromDevice,
+    ToDevice,
+}
+
+impl ArgKey {
+    pub const COUNT: usize = 25;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgKey::ExternalId => "External id",
+            ArgKey::Queued => "queued",
+            ArgKey::Device => "device",
+            ArgKey::Context => "context",
+            ArgKey::Stream => "stream",
+            ArgKey::Correlation => "correlation",
+            ArgKey::RegistersPerThread => "registers per thread",
+            ArgKey::SharedMemory => "shared memory",
+            ArgKey::BlocksPerSm => "blocks per SM",
+            ArgKey::WarpsPerSm => "warps per SM",
+            ArgKey::Grid => "grid",
+            ArgKey::Block => "block",
+            ArgKey::GraphId => "graph id",
+            ArgKey::GraphNodeId => "graph node id",
+            ArgKey::Bytes => "bytes",
+            ArgKey::Bandwidth => "memory bandwidth (GB/s)",
+            ArgKey::Cbid => "cbid",
+            ArgKey::SyncKind => "cuda_sync_kind",
+            ArgKey::Event => "event",
+            ArgKey::Domain => "domain",
+            ArgKey::ReturnValue => "return value",
+            ArgKey::UserAnnotation => "user annotation",
+            ArgKey::Thread => "thread",
+            ArgKey::FromDevice => "fromDevice",
+            ArgKey::ToDevice => "toDevice",
+        }
+    }
+}
+
+/// An argument's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    Int(i64),
+    UInt(u64),
+    /// Chrome JSON prints it in shortest round-trip form (Kineto's `memory bandwidth (GB/s)`).
+    Double(f64),
+    Bool(bool),
+    Str(&'a str),
+    /// A 3-element array (grid and block dimensions).
+    Int3([i64; 3]),
+}
+
+impl Value<'_> {
+    /// Kineto's `memory bandwidth (GB/s)`: bytes per ns, `N/A` for a copy without duration.
+    pub fn bandwidth(bytes: u64, start: u64, end: u64) -> Value<'static> {
+        if end > start { Value::Double(bytes as f64 / (end - start) as f64) } else { Value::Str("N/A") }
+    }
+}
+
+/// A slice argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Arg<'a> {
+    pub key: ArgKey,
+    pub value: Value<'a>,
+}
+
+impl<'a> Arg<'a> {
+    #[inline]
+    pub fn new(key: ArgKey, value: Value<'a>) -> Arg<'a> {
+        Arg { key, value }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_categories_are_numbered_densely() {
+        // The Perfetto writer interns by number: every key's number is below COUNT.
+        assert_eq!(ArgKey::ToDevice as usize + 1, ArgKey::COUNT);
+        assert_eq!(Category::Cutr as usize + 1, Category::COUNT);
+        assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
+    }
+}

@@ -1,0 +1,49 @@
+//! What a timeline slice shows in either viewer: its name and category, and the arrows that start or end at it.
+
+use cutr_model::{NameId, Trace};
+
+use crate::args::Category;
+use crate::timeline::{Flows, Item, Src, Timeline};
+
+/// Name id (see [`Timeline::name`]) and category of a slice.
+pub(crate) fn name_and_category(trace: &Trace, tl: &Timeline, it: &Item) -> (NameId, Category) {
+    let l = &tl.labels;
+    match it.src() {
+        Src::Kernel(i) => (trace.display_name_id(trace.kernels[i as usize].name), Category::Kernel),
+        Src::Memcpy(i) => {
+            let m = &trace.memcpys[i as usize];
+            (l.memcpy[&(m.copy_kind, m.src_kind, m.dst_kind)], Category::GpuMemcpy)
+        }
+        Src::Memset(i) => (l.memset[&trace.memsets[i as usize].memory_kind], Category::GpuMemset),
+        Src::Api(i) => {
+            let a = &trace.apis[i as usize];
+            let category = if a.driver { Category::CudaDriver } else { Category::CudaRuntime };
+            (l.api[&(a.proc, a.driver, a.cbid)], category)
+        }
+        Src::Range(i) => (trace.ranges[i as usize].name, Category::Nvtx),
+        Src::Sync(i) => (l.sync[&trace.syncs[i as usize].sync_type], Category::CudaSync),
+        Src::Overhead(i) => (l.overhead[&trace.overheads[i as usize].kind], Category::Overhead),
+        Src::Health => (l.health, Category::Cutr),
+    }
+}
+
+/// The arrow ending at a GPU record, if its launching API call is known.
+pub(crate) fn flow_in(trace: &Trace, tl: &Timeline, it: &Item) -> Option<u64> {
+    let f = &tl.flows;
+    let (k, key) = match it.src() {
+        Src::Kernel(i) => (f.kernel[i as usize], trace.kernels[i as usize].corr()),
+        Src::Memcpy(i) => (f.memcpy[i as usize], trace.memcpys[i as usize].corr()),
+        Src::Memset(i) => (f.memset[i as usize], trace.memsets[i as usize].corr()),
+        _ => return None,
+    };
+    (k != Flows::NONE).then(|| key.flow_id(k))
+}
+
+/// The arrows starting at an API call (one per GPU record it launched), into `out`.
+pub(crate) fn flows_out(trace: &Trace, tl: &Timeline, it: &Item, out: &mut Vec<u64>) {
+    out.clear();
+    if let Src::Api(i) = it.src() {
+        let key = trace.apis[i as usize].corr();
+        out.extend((0..tl.flows.api[i as usize]).map(|k| key.flow_id(k)));
+    }
+}

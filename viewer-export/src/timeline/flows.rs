@@ -1,0 +1,73 @@
+//! The CPU->GPU arrows of a timeline.
+
+use cutr_model::{CorrKey, Trace};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap as HashMap;
+
+/// The CPU->GPU arrows: for each GPU record its number among the records its API call launched, and for each
+/// API call how many it launched. Arrow ids follow from these and the correlation key ([`cutr_model::CorrKey::flow_id`]), so no id
+/// lists are stored.
+#[derive(Clone, Debug, Default)]
+pub struct Flows {
+    /// Per kernel / memcpy / memset: its number among its launcher's GPU records (`NONE` = no launcher).
+    pub kernel: Vec<u32>,
+    pub memcpy: Vec<u32>,
+    pub memset: Vec<u32>,
+    /// Per API call: how many GPU records it launched.
+    pub api: Vec<u32>,
+    pub total: u64,
+}
+
+impl Flows {
+    pub const NONE: u32 = u32::MAX;
+
+    /// In parallel: each row's launching call is looked up, each worker counts the records of its own range of
+    /// calls (walking all rows), and a record whose call launched only it is number 0. Only the records of calls
+    /// that launched several (graph launches) are numbered in a walk, in row (start) order.
+    pub(crate) fn build(trace: &Trace) -> Flows {
+        fn launchers<T: Sync>(trace: &Trace, rows: &[T], key: impl Fn(&T) -> CorrKey + Sync) -> Vec<u32> {
+            rows.par_iter().map(|r| trace.launcher_index(key(r)).unwrap_or(Flows::NONE)).collect()
+        }
+        let mut kernel = launchers(trace, &trace.kernels, |k| k.corr());
+        let mut memcpy = launchers(trace, &trace.memcpys, |m| m.corr());
+        let mut memset = launchers(trace, &trace.memsets, |m| m.corr());
+        let mut api = vec![0u32; trace.apis.len()];
+        let part = api.len().div_ceil(rayon::current_num_threads().max(1)).max(1);
+        api.par_chunks_mut(part).enumerate().for_each(|(p, counts)| {
+            let from = p * part;
+            for &a in kernel.iter().chain(&memcpy).chain(&memset) {
+                if let Some(c) = counts.get_mut((a as usize).wrapping_sub(from)) {
+                    *c += 1;
+                }
+            }
+        });
+        let total = api.iter().map(|&c| c as u64).sum();
+        let mut several = Vec::new();
+        for rows in [&mut kernel, &mut memcpy, &mut memset] {
+            let api = &api;
+            // Rows whose call launched several records, in order; every other row with a call is number 0.
+            several.push(
+                rows.par_iter_mut()
+                    .enumerate()
+                    .filter_map(|(i, a)| match *a {
+                        Flows::NONE => None,
+                        _ if api[*a as usize] == 1 => {
+                            *a = 0;
+                            None
+                        }
+                        _ => Some(i),
+                    })
+                    .collect::<Vec<usize>>(),
+            );
+        }
+        let mut seen: HashMap<u32, u32> = HashMap::default();
+        for (rows, several) in [&mut kernel, &mut memcpy, &mut memset].into_iter().zip(several) {
+            for i in several {
+                let n = seen.entry(rows[i]).or_default();
+                rows[i] = *n;
+                *n += 1;
+            }
+        }
+        Flows { kernel, memcpy, memset, api, total }
+    }
+}

@@ -1,0 +1,81 @@
+//! A slice on a timeline track: where it comes from in the model, its track and its span.
+
+/// Where a slice comes from: a row of one of the model's tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Src {
+    Kernel(u32),
+    Memcpy(u32),
+    Memset(u32),
+    Api(u32),
+    Range(u32),
+    Sync(u32),
+    Overhead(u32),
+    /// The recording-health slice spanning the whole trace.
+    Health,
+}
+
+impl Src {
+    const INDEX_BITS: u32 = 29;
+
+    /// The source packed in 32 bits: the kind in the top 3, the row index below (rows < 2^29 per kind). Packed
+    /// values order like the enum (kind first, then index).
+    #[inline]
+    fn pack(self) -> u32 {
+        let (kind, i) = match self {
+            Src::Kernel(i) => (0, i),
+            Src::Memcpy(i) => (1, i),
+            Src::Memset(i) => (2, i),
+            Src::Api(i) => (3, i),
+            Src::Range(i) => (4, i),
+            Src::Sync(i) => (5, i),
+            Src::Overhead(i) => (6, i),
+            Src::Health => (7, 0),
+        };
+        assert!(i < 1 << Self::INDEX_BITS, "more than 2^29 records of one kind");
+        (kind << Self::INDEX_BITS) | i
+    }
+
+    #[inline]
+    fn unpack(v: u32) -> Src {
+        let i = v & ((1 << Self::INDEX_BITS) - 1);
+        match v >> Self::INDEX_BITS {
+            0 => Src::Kernel(i),
+            1 => Src::Memcpy(i),
+            2 => Src::Memset(i),
+            3 => Src::Api(i),
+            4 => Src::Range(i),
+            5 => Src::Sync(i),
+            6 => Src::Overhead(i),
+            _ => Src::Health,
+        }
+    }
+}
+
+/// Rows of one kind the timeline can address (29 bits of an item's packed source).
+pub const MAX_ROWS_PER_KIND: usize = 1 << Src::INDEX_BITS;
+
+/// One slice on a track: 24 bytes, as there is one per record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub track: u32,
+    src: u32,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Item {
+    pub fn new(track: u32, start: u64, end: u64, src: Src) -> Item {
+        Item { track, src: src.pack(), start, end }
+    }
+
+    #[inline]
+    pub fn src(&self) -> Src {
+        Src::unpack(self.src)
+    }
+
+    /// Layout order: by track, then start, longer first (so enclosing slices open first), then source.
+    #[inline]
+    pub(crate) fn key(&self) -> (u32, u64, std::cmp::Reverse<u64>, u32) {
+        (self.track, self.start, std::cmp::Reverse(self.end), self.src)
+    }
+}

@@ -1,0 +1,180 @@
+//! The trace model laid out for viewers: tracks (host process -> thread, GPU -> context -> stream), the slices on
+//! each track, the CPU->GPU arrows, and the split of all slices into shards that are written in parallel.
+//!
+//! Rows are placed on their tracks ([`placement`]), grouped by track in time order ([`grouping`]); slices that
+//! overlap without nesting move to overflow lanes ([`lanes`]); each track's slices are cut into shards
+//! ([`shards`]); the arrows are counted per launch ([`flows`]); the names that are not in the model are resolved
+//! once ([`labels`]).
+
+mod flows;
+mod grouping;
+mod item;
+mod labels;
+mod lanes;
+mod placement;
+mod shards;
+mod tracks;
+
+use cutr_model::par::{Source, group_by_key};
+use cutr_model::timing::{mark, timed};
+use cutr_model::{NameId, ProcId, Trace};
+use rustc_hash::FxHashMap as HashMap;
+
+pub use flows::Flows;
+pub use item::{Item, MAX_ROWS_PER_KIND, Src};
+pub use labels::{LabelNames, Labels, health_name};
+pub use shards::ShardRange;
+pub use tracks::{Track, TrackRole};
+
+/// A trace laid out: tracks, their slices in layout order, the shards to write, the arrows and the labels.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    pub tracks: Vec<Track>,
+    /// Sorted by (track, start, longer first).
+    pub items: Vec<Item>,
+    /// In order of their first slice's start.
+    pub shards: Vec<ShardRange>,
+    /// End times of the slices open at each shard's start ([`ShardRange::open`]).
+    pub open_ends: Vec<u64>,
+    pub flows: Flows,
+    pub labels: Labels,
+    /// (file, device) -> Chrome pid of its GPU rows.
+    pub gpu_json_pid: HashMap<(ProcId, u32), i64>,
+    /// Memory counter track of each (file, device).
+    pub memory_track: HashMap<(ProcId, u32), u32>,
+    pub health_track: u32,
+    /// First and last timestamp of the trace.
+    pub span: (u64, u64),
+    pub overflow_lanes: u32,
+}
+
+/// Why a trace is too large to lay out, if it is: more rows of one kind than [`MAX_ROWS_PER_KIND`], or more
+/// slices in all than 32-bit item indices reach.
+pub fn too_large(trace: &Trace) -> Option<String> {
+    rows_over_limit(&slice_kinds(trace))
+}
+
+/// Rows of each kind that become slices.
+fn slice_kinds(trace: &Trace) -> [(&'static str, usize); 7] {
+    [
+        ("kernel", trace.kernels.len()),
+        ("memcpy", trace.memcpys.len()),
+        ("memset", trace.memsets.len()),
+        ("API call", trace.apis.len()),
+        ("NVTX range", trace.ranges.len()),
+        ("synchronization", trace.syncs.len()),
+        ("overhead", trace.overheads.len()),
+    ]
+}
+
+/// About how many slices `trace` lays out (the rows that become slices).
+pub fn slice_rows(trace: &Trace) -> usize {
+    slice_kinds(trace).iter().map(|(_, n)| n).sum()
+}
+
+fn rows_over_limit(kinds: &[(&str, usize)]) -> Option<String> {
+    if let Some((what, n)) = kinds.iter().find(|(_, n)| *n >= MAX_ROWS_PER_KIND) {
+        return Some(format!("{n} {what} records exceed the {MAX_ROWS_PER_KIND} one conversion can lay out"));
+    }
+    let total: usize = kinds.iter().map(|(_, n)| n).sum();
+    (total >= u32::MAX as usize).then(|| format!("{total} slices exceed the {} one conversion can lay out", u32::MAX))
+}
+
+impl Timeline {
+    /// Lays out `trace` with shards of `shard_slices` slices (see [`too_large`] for the limits).
+    pub fn build(trace: &Trace, shard_slices: usize) -> Timeline {
+        let labels = timed("labels", || Labels::new(trace));
+        let span = trace.span();
+        let mut maker = tracks::TrackMaker::new(trace);
+        let mut placed = placement::place(&mut maker, trace, span);
+        let memory_track = std::mem::take(&mut placed.memory_track);
+        let mut items = timed("group by track", || group_items(trace, placed, maker.set.len(), span.1));
+        mark("layout items");
+        let health_track = maker.health();
+        let mut tracks = maker.set;
+        let overflow_lanes = timed("assign lanes", || lanes::assign_lanes(&mut tracks, &mut items));
+        let (shards, open_ends) = timed("shard", || shards::shard(&items, shard_slices.max(1)));
+        let flows = timed("flows", || Flows::build(trace));
+        Timeline {
+            tracks: tracks.tracks,
+            items,
+            shards,
+            open_ends,
+            flows,
+            labels,
+            gpu_json_pid: maker.gpu_json_pid,
+            memory_track,
+            health_track,
+            span,
+            overflow_lanes,
+        }
+    }
+
+    /// The text of a slice name id (a trace name or a label).
+    #[inline]
+    pub fn name<'a>(&'a self, trace: &'a Trace, id: NameId) -> &'a str {
+        self.labels.names.get(&trace.names, id)
+    }
+}
+
+/// Every slice, made straight into its track's group (a parallel stable counting sort over time slices) and
+/// each group sorted into layout order.
+fn group_items(trace: &Trace, placed: placement::Placement, tracks: usize, end: u64) -> Vec<Item> {
+    let (kernels, memcpys, memsets, apis) = (&trace.kernels, &trace.memcpys, &trace.memsets, &trace.apis);
+    let (ranges, syncs, other, order) = (&trace.ranges, &trace.syncs, &placed.other, &placed.range_order);
+    let kernel = |i: usize, t| Item::new(t, kernels[i].start, kernels[i].end, Src::Kernel(i as u32));
+    let memcpy = |i: usize, t| Item::new(t, memcpys[i].start, memcpys[i].end, Src::Memcpy(i as u32));
+    let memset = |i: usize, t| Item::new(t, memsets[i].start, memsets[i].end, Src::Memset(i as u32));
+    let api = |i: usize, t| Item::new(t, apis[i].start, apis[i].end, Src::Api(i as u32));
+    let range = |i: usize, t| {
+        let r = &ranges[order[i] as usize];
+        // A range never closed lasts to the end of the trace.
+        let stop = if r.closed() { r.end } else { end.max(r.start) };
+        Item::new(t, r.start, stop, Src::Range(order[i]))
+    };
+    let sync = |i: usize, t| Item::new(t, syncs[i].start, syncs[i].end, Src::Sync(i as u32));
+    let others = |i: usize, _| other[i];
+    let sources = [
+        Source { keys: placed.kernel, make: &kernel },
+        Source { keys: placed.memcpy, make: &memcpy },
+        Source { keys: placed.memset, make: &memset },
+        Source { keys: placed.api, make: &api },
+        Source { keys: placed.range, make: &range },
+        Source { keys: placed.sync, make: &sync },
+        Source { keys: other.iter().map(|it| it.track).collect(), make: &others },
+    ];
+    let starts: [&(dyn Fn(usize) -> u64 + Sync); 7] = [
+        &|i| kernels[i].start,
+        &|i| memcpys[i].start,
+        &|i| memsets[i].start,
+        &|i| apis[i].start,
+        &|i| ranges[order[i] as usize].start,
+        &|i| syncs[i].start,
+        &|i| other[i].start,
+    ];
+    let (blocks, slices) = grouping::time_slices(&sources, &starts);
+    let (mut items, bounds) = group_by_key(tracks, &sources, &blocks, slices);
+    drop(sources);
+    timed("sort items", || grouping::sort_segments(&mut items, &bounds));
+    mark("sort items");
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traces_past_the_index_limits_are_refused() {
+        assert_eq!(rows_over_limit(&[("kernel", MAX_ROWS_PER_KIND - 1), ("API call", 5)]), None);
+        assert_eq!(
+            rows_over_limit(&[("kernel", 1), ("API call", 1 << 29)]).as_deref(),
+            Some("536870912 API call records exceed the 536870912 one conversion can lay out")
+        );
+        assert_eq!(rows_over_limit(&[("kernel", 500_000_000); 8]), None);
+        assert_eq!(
+            rows_over_limit(&[("kernel", 500_000_000); 9]).as_deref(),
+            Some("4500000000 slices exceed the 4294967295 one conversion can lay out")
+        );
+    }
+}

@@ -1,0 +1,308 @@
+//! The tracks of a timeline: host processes and their threads, GPUs with their contexts and streams, a
+//! synchronization track per context, CUPTI overhead, device memory counters, the recording-health track, and
+//! overflow lanes. Each track knows its place in the hierarchy (Perfetto) and its Chrome JSON row (Kineto's
+//! pid/tid conventions).
+
+use cutr_model::{ProcId, Trace};
+use rustc_hash::FxHashMap as HashMap;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TrackRole {
+    HostProcess {
+        proc: ProcId,
+        pid: u32,
+    },
+    Thread {
+        proc: ProcId,
+        pid: u32,
+        tid: u32,
+    },
+    Gpu {
+        proc: ProcId,
+        device: u32,
+    },
+    Context {
+        proc: ProcId,
+        device: u32,
+        context: u32,
+    },
+    Stream {
+        proc: ProcId,
+        device: u32,
+        context: u32,
+        stream: u32,
+    },
+    Sync {
+        proc: ProcId,
+        device: u32,
+        context: u32,
+    },
+    Overhead {
+        proc: ProcId,
+    },
+    Memory {
+        proc: ProcId,
+        device: u32,
+    },
+    Health,
+    /// Overflow lane `k` of track `of`.
+    Lane {
+        of: u32,
+        k: u32,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Track {
+    pub role: TrackRole,
+    pub parent: Option<u32>,
+    pub name: String,
+    /// Chrome JSON row of this track's events (Kineto's pid/tid conventions).
+    pub json_pid: i64,
+    pub json_tid: i64,
+    /// For process-like tracks: the pid Perfetto sees (unique in the trace).
+    pub pid: u32,
+}
+
+/// The tracks made so far, each made once per role (its index is its id).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TrackSet {
+    pub tracks: Vec<Track>,
+    index: HashMap<TrackRole, u32>,
+    /// The last role looked up: consecutive records mostly land on the same track.
+    last: Option<(TrackRole, u32)>,
+}
+
+impl TrackSet {
+    #[cfg(test)]
+    pub fn from_tracks(tracks: Vec<Track>) -> TrackSet {
+        TrackSet { tracks, ..Default::default() }
+    }
+
+    /// The track of `role`, made by `make` if there is none yet.
+    pub fn get(&mut self, role: TrackRole, make: impl FnOnce(&TrackSet) -> Track) -> u32 {
+        if let Some((r, i)) = &self.last
+            && *r == role
+        {
+            return *i;
+        }
+        if let Some(&i) = self.index.get(&role) {
+            self.last = Some((role, i));
+            return i;
+        }
+        let t = make(self);
+        let i = self.tracks.len() as u32;
+        self.tracks.push(t);
+        self.index.insert(role.clone(), i);
+        self.last = Some((role, i));
+        i
+    }
+
+    /// Overflow lane `k` of `track`: beside it, on the same Chrome row.
+    pub fn lane(&mut self, track: u32, k: u32) -> u32 {
+        let role = TrackRole::Lane { of: track, k };
+        self.get(role.clone(), |s| {
+            let base = &s.tracks[track as usize];
+            let name = format!("{} (overlapping {k})", base.name);
+            Track { role, parent: base.parent, name, json_pid: base.json_pid, json_tid: base.json_tid, pid: base.pid }
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.tracks.len()
+    }
+}
+
+/// Pseudo pids for GPUs, out of the range of real pids.
+const GPU_PID_BASE: u32 = 0x4000_0000;
+
+/// Makes the tracks of one trace's rows, naming them from the trace's metadata.
+pub(crate) struct TrackMaker<'t> {
+    pub set: TrackSet,
+    trace: &'t Trace,
+    /// Several input files: names say which file a process or GPU is from.
+    multi: bool,
+    /// Host pid of each file, unique in the trace even when files come from several hosts.
+    host_pid: Vec<u32>,
+    /// (file, device) -> Chrome pid of its GPU rows.
+    pub gpu_json_pid: HashMap<(ProcId, u32), i64>,
+    next_gpu_pid: u32,
+}
+
+impl<'t> TrackMaker<'t> {
+    /// Starts with the health track (track 0) and one track per host process, in file order.
+    pub fn new(trace: &'t Trace) -> TrackMaker<'t> {
+        let mut m = TrackMaker {
+            set: TrackSet::default(),
+            trace,
+            multi: trace.processes.len() > 1,
+            host_pid: Vec::new(),
+            gpu_json_pid: HashMap::default(),
+            next_gpu_pid: GPU_PID_BASE,
+        };
+        m.set.get(TrackRole::Health, |_| Track {
+            role: TrackRole::Health,
+            parent: None,
+            name: "cutr: recording health".into(),
+            json_pid: 0,
+            json_tid: 0,
+            pid: 0,
+        });
+        let mut used_pids = std::collections::HashSet::new();
+        for (i, p) in trace.processes.iter().enumerate() {
+            let proc = ProcId(i as u16);
+            let mut pid = p.pid;
+            while !used_pids.insert(pid) {
+                pid = pid.wrapping_add(1 << 22);
+            }
+            m.host_pid.push(pid);
+            let name = if m.multi {
+                format!("{} (pid {}, {})", trace.process_name(proc), p.pid, trace.label(proc))
+            } else {
+                format!("{} (pid {})", trace.process_name(proc), p.pid)
+            };
+            let role = TrackRole::HostProcess { proc, pid };
+            m.set.get(role.clone(), |_| Track { role, parent: None, name, json_pid: p.pid as i64, json_tid: 0, pid });
+        }
+        m
+    }
+
+    pub fn health(&self) -> u32 {
+        0
+    }
+
+    /// The Chrome JSON pid of a file's process (its recorded pid).
+    fn json_pid(&self, proc: ProcId) -> i64 {
+        self.trace.processes[proc.index()].pid as i64
+    }
+
+    pub fn process(&mut self, proc: ProcId) -> u32 {
+        let pid = self.host_pid[proc.index()];
+        self.set.get(TrackRole::HostProcess { proc, pid }, |_| unreachable!("every process track is made first"))
+    }
+
+    pub fn thread(&mut self, proc: ProcId, tid: u32) -> u32 {
+        let pid = self.host_pid[proc.index()];
+        let parent = self.process(proc);
+        let json_pid = self.json_pid(proc);
+        let role = TrackRole::Thread { proc, pid, tid };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(parent),
+            name: format!("thread {tid}"),
+            json_pid,
+            json_tid: tid as i64,
+            pid,
+        })
+    }
+
+    /// Chrome pids of the GPUs: the device id, as Kineto; offset per file when two files use the same device ids.
+    pub fn number_gpus(&mut self, mut gpus: Vec<(ProcId, u32)>) {
+        gpus.sort_unstable();
+        gpus.dedup();
+        let clash = gpus.iter().map(|g| g.1).collect::<std::collections::HashSet<_>>().len() < gpus.len();
+        for &(proc, dev) in &gpus {
+            self.gpu_json_pid.insert((proc, dev), if clash { dev as i64 + 1000 * proc.0 as i64 } else { dev as i64 });
+        }
+    }
+
+    pub fn gpu(&mut self, proc: ProcId, device: u32) -> u32 {
+        let json_pid = self.gpu_json_pid.get(&(proc, device)).copied().unwrap_or(device as i64);
+        let trace = self.trace;
+        let multi = self.multi;
+        let next_gpu_pid = &mut self.next_gpu_pid;
+        self.set.get(TrackRole::Gpu { proc, device }, |_| {
+            *next_gpu_pid += 1;
+            let mut name = device_name(trace, proc, device);
+            if multi {
+                name = format!("{name} ({})", trace.label(proc));
+            }
+            Track {
+                role: TrackRole::Gpu { proc, device },
+                parent: None,
+                name,
+                json_pid,
+                json_tid: 0,
+                pid: *next_gpu_pid,
+            }
+        })
+    }
+
+    /// A stream's track, under its context's, under its GPU's.
+    pub fn stream(&mut self, proc: ProcId, device: u32, context: u32, stream: u32) -> u32 {
+        let gpu = self.gpu(proc, device);
+        let json_pid = self.set.tracks[gpu as usize].json_pid;
+        let role = TrackRole::Context { proc, device, context };
+        let ctx = self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(gpu),
+            name: format!("context {context}"),
+            json_pid,
+            json_tid: 0,
+            pid: 0,
+        });
+        let role = TrackRole::Stream { proc, device, context, stream };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(ctx),
+            name: format!("stream {stream}"),
+            json_pid,
+            json_tid: stream as i64,
+            pid: 0,
+        })
+    }
+
+    /// The synchronization track of a context, under its GPU; its Chrome row is the stream of its first sync.
+    pub fn sync(&mut self, proc: ProcId, device: u32, context: u32, first_stream: u32) -> u32 {
+        let gpu = self.gpu(proc, device);
+        let json_pid = self.set.tracks[gpu as usize].json_pid;
+        let role = TrackRole::Sync { proc, device, context };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(gpu),
+            name: format!("synchronization (context {context})"),
+            json_pid,
+            json_tid: if first_stream == u32::MAX { 1 } else { first_stream as i64 },
+            pid: 0,
+        })
+    }
+
+    pub fn overhead(&mut self, proc: ProcId) -> u32 {
+        let parent = self.process(proc);
+        let json_pid = self.json_pid(proc);
+        let role = TrackRole::Overhead { proc };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(parent),
+            name: "CUPTI overhead".into(),
+            json_pid,
+            json_tid: 0,
+            pid: 0,
+        })
+    }
+
+    /// The device memory counter of a GPU.
+    pub fn memory(&mut self, proc: ProcId, device: u32) -> u32 {
+        let gpu = self.gpu(proc, device);
+        let json_pid = self.set.tracks[gpu as usize].json_pid;
+        let role = TrackRole::Memory { proc, device };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(gpu),
+            name: "device memory allocated (bytes)".into(),
+            json_pid,
+            json_tid: 0,
+            pid: 0,
+        })
+    }
+}
+
+fn device_name(trace: &Trace, proc: ProcId, device: u32) -> String {
+    trace.processes[proc.index()]
+        .meta
+        .devices
+        .iter()
+        .find(|d| d.id == device)
+        .map(|d| format!("GPU {device}: {}", d.name))
+        .unwrap_or_else(|| format!("GPU {device}"))
+}
