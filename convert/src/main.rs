@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     timing::init();
     memory::start_small();
     let cli = timing::timed("parse arguments", Cli::parse);
-    let result = workers::run_on_pool(workers::workers_for(&cli.inputs()), || run(cli));
+    let result = workers::run_on_workers(workers::workers_for(&cli.inputs()), || run(cli));
     timing::print_spans();
     match result {
         Ok(code) => code,

@@ -1,4 +1,4 @@
-//! The worker pool a command runs on.
+//! The worker threads a command runs on (rayon's thread pool, not the recorder's buffer pool).
 //!
 //! The calling thread becomes worker 0 and the command runs on it directly; the other workers are started by a
 //! helper thread while it runs. Rayon's global pool would start every worker before running anything: 16 thread
@@ -38,10 +38,10 @@ fn workers_for_bytes(bytes: u64, cpus: usize) -> usize {
 
 /// Runs `f` as worker 0 of a new pool of `workers` workers (`None`: rayon's default count). Where a pool cannot
 /// be built, `f` runs on rayon's global pool instead.
-pub fn run_on_pool<R: Send>(workers: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
+pub fn run_on_workers<R: Send>(workers: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
     let (tx, rx) = mpsc::channel::<rayon::ThreadBuilder>();
     // The starter thread exists before the pool asks for workers, so each starts as soon as it is asked for.
-    let starter = std::thread::Builder::new().name("cutr-pool-start".into()).spawn(move || {
+    let starter = std::thread::Builder::new().name("cutr-workers-start".into()).spawn(move || {
         for worker in rx {
             let mut b = std::thread::Builder::new();
             if let Some(name) = worker.name() {

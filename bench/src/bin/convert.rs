@@ -69,6 +69,102 @@ fn slices(stderr: &str) -> Option<u64> {
     stderr[..i].rsplit(' ').next()?.parse().ok()
 }
 
+/// A command to run, made afresh each rep.
+type Make<'a> = Box<dyn Fn() -> Command + 'a>;
+
+/// The converter runs measured: Perfetto (compressed and plain), Chrome JSON, stats and diff.
+fn converter_commands<'a>(
+    bin: &'a Path,
+    input: &'a Path,
+    out: &'a dyn Fn(&str) -> PathBuf,
+) -> Vec<(&'static str, Make<'a>)> {
+    let run = move |args: Vec<std::ffi::OsString>| -> Make<'a> {
+        Box::new(move || {
+            let mut c = Command::new(bin);
+            c.args(&args);
+            c
+        })
+    };
+    let os = |v: &[&dyn AsRef<std::ffi::OsStr>]| v.iter().map(|a| a.as_ref().to_os_string()).collect::<Vec<_>>();
+    vec![
+        ("perfetto", run(os(&[&input, &"--perfetto", &"-o", &out("o.pftrace")]))),
+        ("perfetto --no-compress", run(os(&[&input, &"--perfetto", &"--no-compress", &"-o", &out("o.plain.pftrace")]))),
+        ("chrome json", run(os(&[&input, &"--chrome", &"-o", &out("o.json")]))),
+        ("stats", run(os(&[&"stats", &input, &"--json"]))),
+        ("diff (self)", run(os(&[&"diff", &input, &input, &"--json"]))),
+    ]
+}
+
+/// Decompressing every chunk of `input`, as the floor of every conversion; checks the record count.
+fn decompress_all(input: &Path, records: u64) -> Result<()> {
+    let r = Reader::open(input)?;
+    let n: usize = r.par_map_activity(|_, d| d.map(|d| d.record_count()).unwrap_or(0)).iter().sum();
+    assert_eq!(n as u64, records);
+    Ok(())
+}
+
+/// Compresses `plain` as the converter compresses Perfetto packets (libdeflate level 1, 128 KiB batches, on every
+/// thread) and writes the result to `path`.
+fn compress_and_write(plain: &[u8], path: &Path) -> Result<()> {
+    let batches: Vec<Vec<u8>> = plain
+        .par_chunks(128 << 10)
+        .map_init(
+            || libdeflater::Compressor::new(libdeflater::CompressionLvl::new(1).unwrap_or_default()),
+            |c, batch| {
+                let mut z = vec![0u8; c.zlib_compress_bound(batch.len())];
+                let n = c.zlib_compress(batch, &mut z).unwrap_or(0);
+                z.truncate(n);
+                z
+            },
+        )
+        .collect();
+    let mut f = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(path)?);
+    for b in &batches {
+        std::io::Write::write_all(&mut f, b)?;
+    }
+    Ok(())
+}
+
+/// The least any converter producing each output can take, with no decoding, joining, layout or encoding at all:
+/// decompression, then (a) writing as many bytes as the compressed Perfetto output has, (b) writing the plain
+/// packets, (c) compressing the plain packets as the converter does and writing the result. (b) and (c) bound the
+/// two forms of the output from below. Prints each median against decompression alone (`floor` s).
+fn measure_floors(a: &Args, input: &Path, records: u64, floor: f64) -> Result<()> {
+    let out = |n: &str| a.dir.join(n);
+    let pf_bytes = std::fs::metadata(out("o.pftrace")).map(|m| m.len()).unwrap_or(0);
+    let plain = std::fs::read(out("o.plain.pftrace")).context("reading the plain Perfetto output")?;
+    let block: Vec<u8> = (0..8usize << 20).map(|i| (i * 31 % 251) as u8).collect();
+    type Job<'a> = Box<dyn Fn() -> Result<()> + 'a>;
+    let floors: [(String, Job); 3] = [
+        (
+            format!("decompression + writing {} MB (the compressed Perfetto output's size)", pf_bytes / 1_000_000),
+            Box::new(|| write_bytes(&out("floor.bin"), pf_bytes, &block)),
+        ),
+        (
+            format!("decompression + writing the {} MB of plain packets", plain.len() / 1_000_000),
+            Box::new(|| Ok(std::fs::write(out("floor.bin"), &plain)?)),
+        ),
+        (
+            format!("decompression + compressing the {} MB of plain packets + writing them", plain.len() / 1_000_000),
+            Box::new(|| compress_and_write(&plain, &out("floor.bin"))),
+        ),
+    ];
+    let mut floor_times: Vec<Vec<f64>> = vec![Vec::new(); floors.len()];
+    for _ in 0..a.reps {
+        for (i, (_, job)) in floors.iter().enumerate() {
+            let t = Instant::now();
+            decompress_all(input, records)?;
+            job()?;
+            floor_times[i].push(t.elapsed().as_secs_f64());
+        }
+    }
+    for (i, (name, _)) in floors.iter().enumerate() {
+        let wf = median(floor_times[i].clone());
+        println!("floor: {name}: {wf:.3} s ({:.1}x decompression)", wf / floor);
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let a = Args::parse();
     std::fs::create_dir_all(&a.dir)?;
@@ -85,62 +181,16 @@ fn main() -> Result<()> {
         a.reps,
         rayon::current_num_threads()
     );
-    let bin = a.bin.clone();
     let out = |n: &str| a.dir.join(n);
-    type Make<'a> = Box<dyn Fn() -> Command + 'a>;
-    let cmds: Vec<(&str, Make)> = vec![
-        (
-            "perfetto",
-            Box::new(|| {
-                let mut c = Command::new(&bin);
-                c.arg(&input).arg("--perfetto").arg("-o").arg(out("o.pftrace"));
-                c
-            }),
-        ),
-        (
-            "perfetto --no-compress",
-            Box::new(|| {
-                let mut c = Command::new(&bin);
-                c.arg(&input).arg("--perfetto").arg("--no-compress").arg("-o").arg(out("o.plain.pftrace"));
-                c
-            }),
-        ),
-        (
-            "chrome json",
-            Box::new(|| {
-                let mut c = Command::new(&bin);
-                c.arg(&input).arg("--chrome").arg("-o").arg(out("o.json"));
-                c
-            }),
-        ),
-        (
-            "stats",
-            Box::new(|| {
-                let mut c = Command::new(&bin);
-                c.arg("stats").arg(&input).arg("--json");
-                c
-            }),
-        ),
-        (
-            "diff (self)",
-            Box::new(|| {
-                let mut c = Command::new(&bin);
-                c.arg("diff").arg(&input).arg(&input).arg("--json");
-                c
-            }),
-        ),
-    ];
+    let cmds = converter_commands(&a.bin, &input, &out);
     let mut floor = Vec::new();
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); cmds.len()];
     let mut rss: Vec<u64> = vec![0; cmds.len()];
     let mut slice_count = 0;
     for _ in 0..a.reps {
         let t = Instant::now();
-        let r = Reader::open(&input)?;
-        let n: usize = r.par_map_activity(|_, d| d.map(|d| d.record_count()).unwrap_or(0)).iter().sum();
+        decompress_all(&input, truth.records)?;
         floor.push(t.elapsed().as_secs_f64());
-        assert_eq!(n as u64, truth.records);
-        drop(r);
         for (i, (_, make)) in cmds.iter().enumerate() {
             let (s, m, err) = measure(&mut make())?;
             times[i].push(s);
@@ -152,65 +202,7 @@ fn main() -> Result<()> {
     }
     let f = median(floor);
     println!("decompression alone (decode every chunk): {:.3} s, {:.1} M records/s", f, truth.records as f64 / f / 1e6);
-    // The least any converter producing each output can take, with no decoding, joining, layout or encoding at
-    // all: decompression, then (a) writing as many bytes as the compressed Perfetto output has, (b) writing the
-    // plain packets, (c) compressing the plain packets as the converter does (libdeflate level 1, 128 KiB
-    // batches, on every thread) and writing the result. (b) and (c) bound the two forms of the output from below.
-    let pf_bytes = std::fs::metadata(out("o.pftrace")).map(|m| m.len()).unwrap_or(0);
-    let plain = std::fs::read(out("o.plain.pftrace")).context("reading the plain Perfetto output")?;
-    let block: Vec<u8> = (0..8usize << 20).map(|i| (i * 31 % 251) as u8).collect();
-    let decompress_all = || -> Result<()> {
-        let r = Reader::open(&input)?;
-        let n: usize = r.par_map_activity(|_, d| d.map(|d| d.record_count()).unwrap_or(0)).iter().sum();
-        assert_eq!(n as u64, truth.records);
-        Ok(())
-    };
-    type Job<'a> = Box<dyn Fn() -> Result<()> + 'a>;
-    let floors: [(String, Job); 3] = [
-        (
-            format!("decompression + writing {} MB (the compressed Perfetto output's size)", pf_bytes / 1_000_000),
-            Box::new(|| write_bytes(&out("floor.bin"), pf_bytes, &block)),
-        ),
-        (
-            format!("decompression + writing the {} MB of plain packets", plain.len() / 1_000_000),
-            Box::new(|| Ok(std::fs::write(out("floor.bin"), &plain)?)),
-        ),
-        (
-            format!("decompression + compressing the {} MB of plain packets + writing them", plain.len() / 1_000_000),
-            Box::new(|| {
-                let batches: Vec<Vec<u8>> = plain
-                    .par_chunks(128 << 10)
-                    .map_init(
-                        || libdeflater::Compressor::new(libdeflater::CompressionLvl::new(1).unwrap_or_default()),
-                        |c, batch| {
-                            let mut z = vec![0u8; c.zlib_compress_bound(batch.len())];
-                            let n = c.zlib_compress(batch, &mut z).unwrap_or(0);
-                            z.truncate(n);
-                            z
-                        },
-                    )
-                    .collect();
-                let mut f = std::io::BufWriter::with_capacity(8 << 20, std::fs::File::create(out("floor.bin"))?);
-                for b in &batches {
-                    std::io::Write::write_all(&mut f, b)?;
-                }
-                Ok(())
-            }),
-        ),
-    ];
-    let mut floor_times: Vec<Vec<f64>> = vec![Vec::new(); floors.len()];
-    for _ in 0..a.reps {
-        for (i, (_, job)) in floors.iter().enumerate() {
-            let t = Instant::now();
-            decompress_all()?;
-            job()?;
-            floor_times[i].push(t.elapsed().as_secs_f64());
-        }
-    }
-    for (i, (name, _)) in floors.iter().enumerate() {
-        let wf = median(floor_times[i].clone());
-        println!("floor: {name}: {wf:.3} s ({:.1}x decompression)", wf / f);
-    }
+    measure_floors(&a, &input, truth.records, f)?;
     for (i, (name, _)) in cmds.iter().enumerate() {
         let t = median(times[i].clone());
         println!(
