@@ -108,6 +108,25 @@ impl CodecPlan {
     fn get(&self, kind: u32) -> Option<&KindPlan> {
         self.by_kind.get(kind as usize).and_then(|p| p.as_ref())
     }
+
+    /// Checks that every group of a decoded buffer is of a kind this plan knows, with that kind's record size:
+    /// the encoder only groups records it has a layout for, so any other group is damage, and a record shorter
+    /// than its layout would be read past its end.
+    pub fn check_strides(&self, d: &DecodedBuffer) -> Result<(), ChunkError> {
+        for g in &d.groups {
+            match self.get(g.kind) {
+                Some(p) if p.size == g.stride => {}
+                Some(p) => {
+                    return Err(malformed(format!(
+                        "kind {} records are {} bytes in the image, {} in the layout",
+                        g.kind, g.stride, p.size
+                    )));
+                }
+                None => return Err(malformed(format!("a group of kind {}, which has no layout", g.kind))),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What an encoded buffer contained.

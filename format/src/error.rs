@@ -49,4 +49,7 @@ pub enum ChunkError {
     Malformed(String),
     #[error("no record layout table to decode activity records with (the metadata chunk is missing or damaged)")]
     NoLayouts,
+    /// The header claims more than its chunk type can need (a size, a ratio or a record count).
+    #[error("implausible header: {0}")]
+    Implausible(String),
 }

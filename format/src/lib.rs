@@ -11,6 +11,7 @@
 pub mod codec;
 pub mod container;
 pub mod error;
+pub mod limits;
 pub mod meta;
 pub mod reader;
 pub mod records;

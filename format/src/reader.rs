@@ -17,6 +17,7 @@ use crate::container::{
     payload_ok,
 };
 use crate::error::{ChunkError, FormatError};
+use crate::limits::check_claims;
 use crate::meta::{self, ClockSample, LossCounters, SessionMetadata};
 
 /// One chunk as listed by the footer or found by scanning.
@@ -47,9 +48,14 @@ pub enum Problem {
     /// The file ends inside a chunk header.
     TruncatedHeader { offset: u64, len: u64 },
     /// A chunk type from a newer minor version of the format: skipped.
-    UnknownChunkType { offset: u64, chunk_type: u8 },
+    UnknownChunkType { offset: u64, seq: u32, chunk_type: u8 },
     /// The footer could not be used, so the file was read by scanning.
     FooterUnusable { reason: String },
+    /// A second chunk with a sequence number already read (a chunk written twice, or a file's chunks appended to
+    /// it again): ignored, so its records are not counted twice.
+    DuplicateChunk { offset: u64, seq: u32, first_offset: u64 },
+    /// Sequence numbers with no chunk and no other problem to account for them: chunks lost without a trace.
+    MissingChunks { first_seq: u32, count: u32 },
 }
 
 impl fmt::Display for Problem {
@@ -73,12 +79,23 @@ impl fmt::Display for Problem {
             Problem::TruncatedHeader { offset, len } => {
                 write!(f, "file ends inside a chunk header at byte {offset} ({len} stray bytes)")
             }
-            Problem::UnknownChunkType { offset, chunk_type } => write!(
+            Problem::UnknownChunkType { offset, chunk_type, .. } => write!(
                 f,
                 "chunk at byte {offset} has type {chunk_type}, unknown to this reader (newer minor version?); skipped"
             ),
             Problem::FooterUnusable { reason } => {
                 write!(f, "footer index unusable ({reason}); read by scanning")
+            }
+            Problem::DuplicateChunk { offset, seq, first_offset } => write!(
+                f,
+                "chunk at byte {offset} repeats sequence number {seq} of the chunk at byte {first_offset}; ignored"
+            ),
+            Problem::MissingChunks { first_seq, count } => {
+                if *count == 1 {
+                    write!(f, "chunk #{first_seq} is missing")
+                } else {
+                    write!(f, "chunks #{first_seq}-#{} are missing", first_seq + count - 1)
+                }
             }
         }
     }
@@ -260,6 +277,7 @@ impl Reader {
                 (chunks, Some(Recovery { reason, lost_bytes }), false)
             }
         };
+        let chunks = check_sequence(chunks, &mut problems);
         let r = Reader {
             data,
             path: None,
@@ -415,7 +433,13 @@ impl Reader {
         let bytes = self.data.bytes();
         let stored = stored_payload(bytes, chunk)?;
         match chunk.header.codec {
-            Codec::Records => codec::decode(stored, chunk.header.raw_len),
+            Codec::Records => {
+                let d = codec::decode(stored, chunk.header.raw_len)?;
+                if let Some(plan) = &self.plan {
+                    plan.check_strides(&d)?;
+                }
+                Ok(d)
+            }
             Codec::None | Codec::Zstd => {
                 let raw = chunk_payload(bytes, chunk)?;
                 let plan = self.plan.as_ref().ok_or(ChunkError::NoLayouts)?;
@@ -423,6 +447,13 @@ impl Reader {
             }
             Codec::Unknown(c) => Err(ChunkError::UnknownCodec(c)),
         }
+    }
+
+    /// Checks a decoded buffer's record groups against the file's layouts (kinds known, record sizes equal).
+    /// [`Reader::decode_activity`] does this itself once the metadata is read; a buffer decoded while the reader
+    /// was opening ([`Reader::open_with`]) is checked with this.
+    pub fn check_strides(&self, d: &DecodedBuffer) -> Result<(), ChunkError> {
+        self.plan.as_ref().map_or(Ok(()), |plan| plan.check_strides(d))
     }
 
     /// Decodes every activity chunk in parallel and maps each result with `f`, in file order.
@@ -509,6 +540,7 @@ pub struct Verification {
 }
 
 fn stored_payload<'a>(bytes: &'a [u8], chunk: &ChunkInfo) -> Result<&'a [u8], ChunkError> {
+    check_claims(&chunk.header)?;
     let start = chunk.offset as usize + CHUNK_HEADER_LEN;
     let end = start.checked_add(chunk.header.stored_len as usize).ok_or(ChunkError::Truncated)?;
     let stored = bytes.get(start..end).ok_or(ChunkError::Truncated)?;
@@ -584,7 +616,17 @@ fn read_footer(bytes: &[u8]) -> Result<(Vec<ChunkInfo>, bool, Vec<Problem>), Str
             None => Vec::new(),
         };
         if let ChunkType::Unknown(t) = header.chunk_type {
-            problems.push(Problem::UnknownChunkType { offset: e.offset(), chunk_type: t });
+            problems.push(Problem::UnknownChunkType { offset: e.offset(), seq: header.seq, chunk_type: t });
+            continue;
+        }
+        if let Err(error) = check_claims(&header) {
+            problems.push(Problem::DamagedChunk {
+                offset: e.offset(),
+                seq: header.seq,
+                chunk_type: header.chunk_type,
+                records: 0,
+                error,
+            });
             continue;
         }
         chunks.push(ChunkInfo { offset: e.offset(), header, kind_counts });
@@ -607,8 +649,68 @@ fn next_header(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// Finds the next offset (8-aligned, from `from`) where a whole chunk starts: a valid header with plausible claims
+/// and a payload inside the file that passes its checksum. Where a chunk's own header lies about its length, the
+/// scan picks up again here.
+fn next_whole_chunk(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(h_at) = next_header(bytes, at) {
+        if let Ok(h) = ChunkHeader::decode(&bytes[h_at..h_at + CHUNK_HEADER_LEN]) {
+            let start = h_at + CHUNK_HEADER_LEN;
+            let whole = start
+                .checked_add(h.stored_len as usize)
+                .and_then(|end| bytes.get(start..end))
+                .is_some_and(|payload| check_claims(&h).is_ok() && payload_ok(&h, payload));
+            if whole {
+                return Some(h_at);
+            }
+        }
+        at = h_at + 8;
+    }
+    None
+}
+
+/// Keeps the first chunk of each sequence number (reporting the others), and reports sequence numbers that no
+/// chunk and no other problem accounts for. The writer numbers chunks 0, 1, 2... in file order, the footer last.
+fn check_sequence(chunks: Vec<ChunkInfo>, problems: &mut Vec<Problem>) -> Vec<ChunkInfo> {
+    let mut first: HashMap<u32, u64> = HashMap::new();
+    let mut kept = Vec::with_capacity(chunks.len());
+    for c in chunks {
+        match first.get(&c.header.seq) {
+            Some(&first_offset) => {
+                problems.push(Problem::DuplicateChunk { offset: c.offset, seq: c.header.seq, first_offset })
+            }
+            None => {
+                first.insert(c.header.seq, c.offset);
+                kept.push(c);
+            }
+        }
+    }
+    let mut known: Vec<u32> = first.keys().copied().collect();
+    for p in problems.iter() {
+        match p {
+            Problem::DamagedChunk { seq, .. }
+            | Problem::TruncatedChunk { seq, .. }
+            | Problem::UnknownChunkType { seq, .. } => known.push(*seq),
+            _ => {}
+        }
+    }
+    known.sort_unstable();
+    known.dedup();
+    let mut expected = 0u32;
+    for &seq in &known {
+        if seq > expected {
+            problems.push(Problem::MissingChunks { first_seq: expected, count: seq - expected });
+        }
+        expected = seq.saturating_add(1);
+    }
+    kept
+}
+
 /// Reads a file chunk by chunk from the start: every complete chunk with a valid checksum is kept, everything
-/// else is reported. Returns the chunks, the lost bytes and the problems.
+/// else is reported. A chunk whose header cannot be trusted (its payload fails the checksum, its claims are
+/// implausible, or its length runs past the end while whole chunks follow) is skipped up to the next whole chunk,
+/// so one bad header never hides the chunks after it. Returns the chunks, the lost bytes and the problems.
 fn scan(bytes: &[u8]) -> (Vec<ChunkInfo>, u64, Vec<Problem>) {
     let mut chunks = Vec::new();
     let mut problems = Vec::new();
@@ -627,46 +729,60 @@ fn scan(bytes: &[u8]) -> (Vec<ChunkInfo>, u64, Vec<Problem>) {
             lost += rest as u64;
             break;
         }
-        match ChunkHeader::decode(&bytes[off..off + CHUNK_HEADER_LEN]) {
-            Ok(h) => {
-                let end = (off + CHUNK_HEADER_LEN).saturating_add(h.stored_len as usize);
-                if end > len {
-                    problems.push(Problem::TruncatedChunk {
-                        offset: off as u64,
-                        seq: h.seq,
-                        chunk_type: h.chunk_type,
-                        records: h.record_count,
-                        missing_bytes: (end - len) as u64,
-                    });
-                    lost += rest as u64;
-                    break;
+        let Ok(h) = ChunkHeader::decode(&bytes[off..off + CHUNK_HEADER_LEN]) else {
+            let next = next_header(bytes, off + 8).unwrap_or(len);
+            problems.push(Problem::UnreadableBytes { offset: off as u64, len: (next - off) as u64 });
+            lost += (next - off) as u64;
+            after_footer = false;
+            off = next;
+            continue;
+        };
+        let damaged = |error| Problem::DamagedChunk {
+            offset: off as u64,
+            seq: h.seq,
+            chunk_type: h.chunk_type,
+            records: h.record_count,
+            error,
+        };
+        let end = (off + CHUNK_HEADER_LEN).saturating_add(h.stored_len as usize);
+        let fault = if let Err(e) = check_claims(&h) {
+            Some(e)
+        } else if end > len {
+            None
+        } else if !payload_ok(&h, &bytes[off + CHUNK_HEADER_LEN..end]) {
+            Some(ChunkError::Checksum)
+        } else {
+            after_footer = h.chunk_type == ChunkType::Footer;
+            match h.chunk_type {
+                ChunkType::Footer => {}
+                ChunkType::Unknown(t) => {
+                    problems.push(Problem::UnknownChunkType { offset: off as u64, seq: h.seq, chunk_type: t })
                 }
-                let info = ChunkInfo { offset: off as u64, header: h, kind_counts: Vec::new() };
-                let span = (h.span() as usize).min(rest);
-                if !payload_ok(&h, &bytes[off + CHUNK_HEADER_LEN..end]) {
-                    problems.push(Problem::DamagedChunk {
-                        offset: off as u64,
-                        seq: h.seq,
-                        chunk_type: h.chunk_type,
-                        records: h.record_count,
-                        error: ChunkError::Checksum,
-                    });
-                    lost += span as u64;
-                } else {
-                    after_footer = h.chunk_type == ChunkType::Footer;
-                    match h.chunk_type {
-                        ChunkType::Footer => {}
-                        ChunkType::Unknown(t) => {
-                            problems.push(Problem::UnknownChunkType { offset: off as u64, chunk_type: t })
-                        }
-                        _ => chunks.push(info),
-                    }
-                }
-                off += span;
+                _ => chunks.push(ChunkInfo { offset: off as u64, header: h, kind_counts: Vec::new() }),
             }
-            Err(_) => {
-                let next = next_header(bytes, off + 8).unwrap_or(len);
-                problems.push(Problem::UnreadableBytes { offset: off as u64, len: (next - off) as u64 });
+            off += (h.span() as usize).min(rest);
+            continue;
+        };
+        let next = next_whole_chunk(bytes, off + 8);
+        match (fault, next) {
+            // The file ends inside this chunk: it was being written when the recording stopped.
+            (None, None) => {
+                problems.push(Problem::TruncatedChunk {
+                    offset: off as u64,
+                    seq: h.seq,
+                    chunk_type: h.chunk_type,
+                    records: h.record_count,
+                    missing_bytes: (end - len) as u64,
+                });
+                lost += rest as u64;
+                break;
+            }
+            (fault, next) => {
+                let error = fault.unwrap_or_else(|| {
+                    ChunkError::Implausible(format!("{} bytes claimed past the end of the file", h.stored_len))
+                });
+                problems.push(damaged(error));
+                let next = next.unwrap_or(len);
                 lost += (next - off) as u64;
                 after_footer = false;
                 off = next;

@@ -31,10 +31,11 @@ impl FieldReader {
         self.u64_near_end(rec)
     }
 
-    /// [`u64`](Self::u64) for a field less than 8 bytes from the end of the record.
+    /// [`u64`](Self::u64) for a field less than 8 bytes from the end of the record (0 for a record too short to
+    /// hold the field, which a decoder that checked strides never passes).
     #[cold]
     fn u64_near_end(&self, rec: &[u8]) -> u64 {
-        let b = &rec[self.offset..self.offset + self.size];
+        let Some(b) = rec.get(self.offset..self.offset + self.size) else { return 0 };
         match self.size {
             1 => b[0] as u64,
             2 => u16::from_le_bytes([b[0], b[1]]) as u64,
@@ -66,8 +67,9 @@ impl FieldReader {
         }
     }
 
+    /// The field's bytes (empty for a record too short to hold it).
     pub fn bytes<'a>(&self, rec: &'a [u8]) -> &'a [u8] {
-        &rec[self.offset..self.offset + self.size]
+        rec.get(self.offset..self.offset + self.size).unwrap_or_default()
     }
 }
 

@@ -1,0 +1,92 @@
+//! Forging `.cutr` files the way a corrupted disk or an attacker would: chunk headers with valid checksums over
+//! hostile fields, payloads replaced (compression bombs, malformed record images), chunks repeated or appended.
+//! Each edit recomputes the checksums it breaks, so a reader cannot reject the file on a checksum alone.
+
+use cutr_format::container::{CHUNK_HEADER_LEN, ChunkHeader, ChunkType, Codec, FILE_HEADER_LEN, payload_crc};
+
+/// One chunk of a file: where it starts and its header.
+#[derive(Clone, Copy, Debug)]
+pub struct Chunk {
+    pub offset: usize,
+    pub header: ChunkHeader,
+}
+
+impl Chunk {
+    /// Bytes from this chunk's start to the next one's.
+    pub fn span(&self) -> usize {
+        self.header.span() as usize
+    }
+
+    /// The chunk's stored payload in `file`.
+    pub fn payload<'a>(&self, file: &'a [u8]) -> &'a [u8] {
+        let start = self.offset + CHUNK_HEADER_LEN;
+        &file[start..start + self.header.stored_len as usize]
+    }
+}
+
+/// The chunks of a well-formed file, in file order (the footer included), up to the first byte that holds none.
+pub fn chunks(file: &[u8]) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    let mut at = FILE_HEADER_LEN;
+    while let Some(h) = file.get(at..at + CHUNK_HEADER_LEN).and_then(|b| ChunkHeader::decode(b).ok()) {
+        out.push(Chunk { offset: at, header: h });
+        at += h.span() as usize;
+    }
+    out
+}
+
+/// The chunks of type `t`.
+pub fn chunks_of(file: &[u8], t: ChunkType) -> Vec<Chunk> {
+    chunks(file).into_iter().filter(|c| c.header.chunk_type == t).collect()
+}
+
+/// Rewrites the header of the chunk at `offset` with `edit`, recomputing its checksum. The footer index still
+/// matches as long as the sequence number, type and stored length are kept.
+pub fn edit_header(file: &mut [u8], offset: usize, edit: impl FnOnce(&mut ChunkHeader)) {
+    let mut h = ChunkHeader::decode(&file[offset..offset + CHUNK_HEADER_LEN]).expect("a chunk header");
+    edit(&mut h);
+    file[offset..offset + CHUNK_HEADER_LEN].copy_from_slice(&h.encode());
+}
+
+/// The file with the chunk at `offset` replaced by one of the same type and sequence number holding `payload`
+/// (claiming `raw_len` decoded bytes and `records` records, encoded with `codec`). The chunks after it move, so a
+/// footer no longer matches and the file is read by scanning.
+pub fn replace_payload(
+    file: &[u8],
+    offset: usize,
+    codec: Codec,
+    payload: &[u8],
+    raw_len: u64,
+    records: u32,
+) -> Vec<u8> {
+    let old = ChunkHeader::decode(&file[offset..offset + CHUNK_HEADER_LEN]).expect("a chunk header");
+    let h = ChunkHeader {
+        codec,
+        record_count: records,
+        stored_len: payload.len() as u64,
+        raw_len,
+        payload_crc: payload_crc(payload),
+        ..old
+    };
+    let mut out = file[..offset].to_vec();
+    out.extend_from_slice(&h.encode());
+    out.extend_from_slice(payload);
+    out.resize(offset + h.span() as usize, 0);
+    out.extend_from_slice(&file[offset + old.span() as usize..]);
+    out
+}
+
+/// A zstd frame of `zeros` zero bytes, made in pieces (a 1 GiB bomb is a few KB, and never held whole).
+pub fn zero_bomb(zeros: u64) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).expect("a zstd encoder");
+    enc.set_pledged_src_size(Some(zeros)).expect("a pledged size");
+    let block = vec![0u8; 1 << 20];
+    let mut left = zeros;
+    while left > 0 {
+        let n = left.min(block.len() as u64) as usize;
+        enc.write_all(&block[..n]).expect("writing to memory");
+        left -= n as u64;
+    }
+    enc.finish().expect("finishing a frame")
+}
