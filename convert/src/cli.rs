@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
@@ -46,7 +46,8 @@ pub struct ConvertArgs {
     /// Write a Chrome trace JSON in PyTorch profiler conventions (.json).
     #[arg(long)]
     pub chrome: bool,
-    /// Output path (default: the first input with .pftrace or .json, plus .gz with --gzip).
+    /// Output path: `-` for standard output; an existing device or FIFO is written in place (default: the first
+    /// input's name with .pftrace or .json, plus .gz with --gzip, in the current directory).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Compress the output with gzip.
@@ -145,6 +146,26 @@ pub enum Command {
     },
 }
 
+/// A wrong argument: the command exits with status 2, as for the arguments clap itself rejects.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Returns early with a [`UsageError`].
+macro_rules! usage {
+    ($($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::cli::UsageError(format!($($arg)*))))
+    };
+}
+pub(crate) use usage;
+
 /// Parses a time like `1.5`, `1.5s`, `200ms`, `10us`, `500ns` into ns.
 pub fn parse_time(s: &str) -> Result<u64> {
     let t = s.trim();
@@ -152,9 +173,9 @@ pub fn parse_time(s: &str) -> Result<u64> {
         .iter()
         .find_map(|(suf, sc)| t.strip_suffix(suf).map(|n| (n, *sc)))
         .unwrap_or((t, 1e9));
-    let v: f64 = num.trim().parse().with_context(|| format!("not a time: '{s}' (use e.g. 1.5, 200ms, 10us)"))?;
+    let Ok(v) = num.trim().parse::<f64>() else { usage!("not a time: '{s}' (use e.g. 1.5, 200ms, 10us)") };
     if !(v >= 0.0 && v.is_finite()) {
-        bail!("time must be a non-negative number: '{s}'");
+        usage!("time must be a non-negative number: '{s}'");
     }
     Ok((v * scale) as u64)
 }
@@ -175,7 +196,7 @@ pub fn kinds(names: &[String]) -> Result<Vec<u32>> {
             "memory" => &[MEMORY2],
             "event" => &[CUDA_EVENT],
             "external" => &[EXTERNAL_CORRELATION],
-            other => bail!(
+            other => usage!(
                 "unknown kind '{other}' (kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead, memory, event, external)"
             ),
         };

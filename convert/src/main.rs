@@ -8,9 +8,9 @@ mod convert;
 mod memory;
 mod progress;
 mod reports;
+mod warnings;
 mod workers;
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -22,11 +22,6 @@ use cli::{Cli, Command};
 // The system allocator, measured against mimalloc (docs/BENCHMARKS.md): since chunks are decoded a window at a
 // time into pre-sized rows, mimalloc's arenas and per-thread heaps only added memory the kernel must zero
 // (10M records: 0.95 GB vs 0.75 GB peak, 2.8 s vs 2.15 s; a small recording: 13.3 ms vs 12.1 ms).
-
-/// A warning about one input, on stderr.
-fn warn(file: &Path, msg: &str) {
-    eprintln!("cupti-convert: warning: {}: {msg}", file.display());
-}
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
@@ -50,6 +45,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    // A closed stdout (`cupti-convert info --json F | head`) ends the command quietly, as for any Unix tool,
+    // instead of failing a print.
+    // SAFETY: restoring the default action of a signal; no handler is involved.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     timing::init();
     memory::start_small();
     let cli = timing::timed("parse arguments", Cli::parse);
@@ -59,7 +58,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("cupti-convert: error: {e:#}");
-            ExitCode::from(1)
+            ExitCode::from(if e.is::<cli::UsageError>() { 2 } else { 1 })
         }
     }
 }

@@ -3,14 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use cutr_analyses::{diff, info, stats};
 use cutr_format::Reader;
-use cutr_model::{LoadOptions, Trace, load_readers, timing};
+use cutr_model::{Filter, LoadOptions, Trace, load_readers, timing};
 use cutr_synth::{SynthOptions, write_file};
 
-use crate::cli::parse_time;
-use crate::warn;
+use crate::cli::{parse_time, usage};
+use crate::warnings::{input_warnings, warn};
 
 /// Exit code of `diff` when it finds a regression.
 const EXIT_REGRESSION: u8 = 3;
@@ -20,31 +20,31 @@ fn open(file: &Path) -> Result<Reader> {
         .with_context(|| file.display().to_string())
 }
 
-/// Opens recordings, warning of each one not closed cleanly.
+/// Opens recordings.
 fn open_all(files: &[PathBuf]) -> Result<Vec<Reader>> {
-    files
-        .iter()
-        .map(|f| {
-            let r = open(f)?;
-            if let Some(rec) = r.recovery() {
-                warn(f, &format!("not closed cleanly ({}); using it up to its last complete chunk", rec.reason));
-            }
-            Ok(r)
-        })
-        .collect()
+    files.iter().map(|f| open(f)).collect()
 }
 
-/// Loads each file as its own trace (one run each).
+/// Loads each file as its own trace (one run each), warning about each.
 fn load_runs(files: &[PathBuf]) -> Result<Vec<Trace>> {
     let readers = open_all(files)?;
     files
         .iter()
         .zip(&readers)
         .map(|(f, r)| {
-            load_readers(std::slice::from_ref(f), std::slice::from_ref(r), &LoadOptions::default())
-                .map_err(|e| anyhow::anyhow!("{e}"))
+            let t = load_readers(std::slice::from_ref(f), std::slice::from_ref(r), &LoadOptions::default())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            warn_all(&t);
+            Ok(t)
         })
         .collect()
+}
+
+/// Every warning about `trace`'s inputs, on stderr.
+fn warn_all(trace: &Trace) {
+    for (file, w) in input_warnings(trace, &Filter::default()) {
+        warn(file, &w);
+    }
 }
 
 pub fn stats(files: &[PathBuf], json: bool, csv: bool, top: Option<usize>) -> Result<ExitCode> {
@@ -52,6 +52,7 @@ pub fn stats(files: &[PathBuf], json: bool, csv: bool, top: Option<usize>) -> Re
     let readers = open_all(files)?;
     let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);
+    warn_all(&trace);
     let s = stats::compute(&trace, top);
     timing::mark("stats");
     // The process ends after printing: freeing the trace's rows first is work nobody waits for.
@@ -80,16 +81,16 @@ pub struct DiffArgs {
 pub fn diff(a: DiffArgs, min_delta: &str) -> Result<ExitCode> {
     let (base, new) = if !a.base.is_empty() {
         if a.new.is_empty() {
-            bail!("--base needs --new");
+            usage!("--base needs --new");
         }
         (a.base, a.new)
     } else if a.files.len() == 2 {
         (vec![a.files[0].clone()], vec![a.files[1].clone()])
     } else {
-        bail!("give BASE NEW, or --base RUN... --new RUN...");
+        usage!("give BASE NEW, or --base RUN... --new RUN...");
     };
     if !(a.opts.threshold_pct >= 0.0 && a.opts.threshold_pct.is_finite()) {
-        bail!("--threshold must be a non-negative percentage");
+        usage!("--threshold must be a non-negative percentage");
     }
     let opts = diff::DiffOptions { min_delta_ns: parse_time(min_delta)?, ..a.opts };
     let b = load_runs(&base)?;

@@ -18,8 +18,7 @@ const WINDOW_PER_THREAD: usize = 2;
 type Rendered = (Vec<u8>, Option<(Vec<u8>, crc32fast::Hasher)>);
 
 pub struct Output {
-    tmp: PathBuf,
-    path: PathBuf,
+    target: Target,
     file: Option<BufWriter<File>>,
     gzip: Option<Gzip>,
     written: u64,
@@ -27,6 +26,35 @@ pub struct Output {
     items: u64,
     /// Told how many shards have been appended since the last call, after each window.
     progress: Option<Box<dyn FnMut(usize) + Send>>,
+}
+
+/// Where an output's bytes go.
+#[derive(Debug)]
+enum Target {
+    /// A regular file, new or replaced: written under a temporary name beside it and renamed over it at the end,
+    /// so a failed conversion leaves the old file (or nothing) behind.
+    File { tmp: PathBuf, path: PathBuf },
+    /// Standard output (`-`), or an existing path that is not a regular file (a device such as `/dev/null`, a
+    /// FIFO): written in place, never removed or replaced.
+    InPlace { path: PathBuf },
+}
+
+/// Why an output path cannot be written.
+fn refuse(path: &Path, why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", path.display()))
+}
+
+/// Where `path` leads: through symbolic links to the file they name (so a link stays a link), else itself. A
+/// chain longer than the kernel follows (40) is left as it is, for the open to report.
+fn resolve(path: &Path) -> PathBuf {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&at) {
+            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
+            Err(_) => return at,
+        }
+    }
+    at
 }
 
 struct Gzip {
@@ -54,15 +82,33 @@ fn deflate_sync(level: Compression, data: &[u8], finish: bool) -> io::Result<Vec
 }
 
 impl Output {
-    /// Creates `<path>.tmp-<pid>`; [`Output::finish`] renames it to `path`.
+    /// Opens the output at `path`: `-` is standard output; an existing device or FIFO is written in place; a
+    /// symbolic link is followed; a regular file is written as `<path>.tmp-<pid>` and renamed to `path` by
+    /// [`Output::finish`]. A directory is refused before anything is created.
     pub fn create(path: &Path, gzip: bool) -> io::Result<Output> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".tmp-{}", std::process::id()));
-        let tmp = PathBuf::from(tmp);
-        let f = File::create(&tmp)?;
+        let (target, f) = if path.as_os_str() == "-" {
+            use std::os::fd::AsFd;
+            let fd = io::stdout().as_fd().try_clone_to_owned()?;
+            (Target::InPlace { path: path.to_path_buf() }, File::from(fd))
+        } else {
+            let path = resolve(path);
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => return Err(refuse(&path, "is a directory")),
+                Ok(m) if !m.is_file() => {
+                    let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+                    (Target::InPlace { path }, f)
+                }
+                _ => {
+                    let mut tmp = path.as_os_str().to_owned();
+                    tmp.push(format!(".tmp-{}", std::process::id()));
+                    let tmp = PathBuf::from(tmp);
+                    let f = File::create(&tmp)?;
+                    (Target::File { tmp, path }, f)
+                }
+            }
+        };
         let mut o = Output {
-            tmp,
-            path: path.to_path_buf(),
+            target,
             file: Some(BufWriter::with_capacity(256 << 10, f)),
             gzip: gzip.then(|| Gzip { level: Compression::new(3), crc: crc32fast::Hasher::new(), len: 0 }),
             written: 0,
@@ -204,28 +250,46 @@ impl Output {
             self.raw(&(g.len as u32).to_le_bytes())?;
         }
         let mut f = self.file.take().expect("output open");
-        f.flush()?;
-        // No fsync: a converted trace can always be made again, and a sync costs tens of milliseconds on some
-        // disks, as much as the whole conversion of a small recording.
+        // Errors of the last writes (a full disk, `/dev/full`) surface here, before anything is renamed.
+        let flushed = f.flush();
         drop(f);
-        // An existing trace is removed first: renaming over it makes ext4 (auto_da_alloc, on by default) write
-        // the new file's data out before the rename returns, 0.15-0.55 ms for a 250 KB trace, as good as a sync.
-        // Removal errors are left to the rename to report.
-        let _ = std::fs::remove_file(&self.path);
-        std::fs::rename(&self.tmp, &self.path)?;
+        match &self.target {
+            Target::InPlace { .. } => flushed?,
+            Target::File { tmp, path } => {
+                let done = flushed.and_then(|()| {
+                    // No fsync: a converted trace can always be made again, and a sync costs tens of milliseconds
+                    // on some disks, as much as the whole conversion of a small recording. An existing trace is
+                    // removed first: renaming over it makes ext4 (auto_da_alloc, on by default) write the new
+                    // file's data out before the rename returns, 0.15-0.55 ms for a 250 KB trace, as good as a
+                    // sync. Removal errors are left to the rename to report.
+                    let _ = std::fs::remove_file(path);
+                    std::fs::rename(tmp, path)
+                });
+                if done.is_err() {
+                    let _ = std::fs::remove_file(tmp);
+                }
+                done?;
+            }
+        }
         Ok(self.written)
     }
 
+    /// Where the output is written (a symbolic link's target, not the link).
     pub fn path(&self) -> &Path {
-        &self.path
+        match &self.target {
+            Target::File { path, .. } | Target::InPlace { path } => path,
+        }
     }
 }
 
 impl Drop for Output {
     fn drop(&mut self) {
-        // Not finished: an error happened; leave nothing half-written behind.
-        if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
+        // Not finished: an error happened; leave nothing half-written behind (a device written in place keeps
+        // what it got).
+        if self.file.take().is_some()
+            && let Target::File { tmp, .. } = &self.target
+        {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }
@@ -234,6 +298,7 @@ impl Drop for Output {
 mod tests {
     use super::*;
     use std::io::Read;
+    use std::os::unix::fs::FileTypeExt;
 
     #[test]
     fn shards_in_order_plain_and_gzip() {
@@ -279,5 +344,54 @@ mod tests {
         drop(o);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(Output::create(Path::new("/nonexistent-dir/z"), false).is_err());
+    }
+
+    fn write_all(path: &Path, bytes: &[u8]) -> io::Result<u64> {
+        let mut o = Output::create(path, false)?;
+        o.write(bytes)?;
+        o.finish()
+    }
+
+    #[test]
+    fn devices_are_written_in_place_and_a_full_one_is_an_error() {
+        assert_eq!(write_all(Path::new("/dev/null"), b"trace").unwrap(), 5);
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        // /dev/full takes the open and fails the write: disk full, reported, not swallowed.
+        let err = write_all(Path::new("/dev/full"), &vec![7u8; 1 << 20]).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(28), "ENOSPC: {err}");
+        assert!(std::fs::metadata("/dev/full").unwrap().file_type().is_char_device());
+    }
+
+    #[test]
+    fn a_fifo_is_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        assert_eq!(write_all(&fifo, b"through the pipe").unwrap(), 16);
+        assert_eq!(reader.join().unwrap(), b"through the pipe");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["pipe"], "the FIFO stays, nothing else appears");
+    }
+
+    #[test]
+    fn a_symlink_is_followed_and_a_directory_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, b"old").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink("real.json", &link).unwrap();
+        assert_eq!(write_all(&link, b"new trace").unwrap(), 9);
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link stays a link");
+        assert_eq!(std::fs::read(&real).unwrap(), b"new trace");
+        let err = write_all(dir.path(), b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().ends_with("is a directory"), "{err}");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["link.json", "real.json"], "no temporary file left behind");
     }
 }

@@ -74,32 +74,36 @@ impl Trace {
         }
     }
 
-    /// Counts the GPU records and external ids whose correlation id matches no API call.
+    /// Counts, per file, the GPU records and external ids whose correlation id matches no API call.
     fn count_unlaunched(&mut self) {
+        let files = self.processes.len();
         let missing = |key: CorrKey| !self.api_by_corr.contains(key);
-        // One pass over the kernels for both counts, beside the copies and memsets (each pass is a fork and join).
-        let ((kernels, graph_kernels), (memcpys, memsets)) = rayon::join(
-            || {
-                self.kernels
-                    .par_iter()
-                    .map(|k| {
-                        let m = missing(k.corr());
-                        (m as u64, (m && k.graph_id != 0) as u64)
-                    })
-                    .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
-            },
+        let (kernels, memcpys, memsets) = (&self.kernels, &self.memcpys, &self.memsets);
+        let ((kernel, copy), set) = rayon::join(
             || {
                 rayon::join(
-                    || self.memcpys.par_iter().filter(|k| missing(k.corr())).count() as u64,
-                    || self.memsets.par_iter().filter(|k| missing(k.corr())).count() as u64,
+                    || unlaunched(kernels, files, &missing, |k| (k.corr(), k.graph_id != 0)),
+                    || unlaunched(memcpys, files, &missing, |m| (m.corr(), false)),
                 )
             },
+            || unlaunched(memsets, files, &missing, |m| (m.corr(), false)),
         );
-        let external_without_api = self.external.count_where(|key, _| missing(key));
-        let s = &mut self.stats;
-        s.gpu_without_api = kernels + memcpys + memsets;
-        s.graph_kernels_without_launch = graph_kernels;
-        s.external_without_api = external_without_api;
+        let mut external = vec![0u64; files];
+        for (key, _) in self.external.entries() {
+            if missing(key) {
+                external[key.proc.index()] += 1;
+            }
+        }
+        let total = &mut self.stats;
+        for (p, process) in self.processes.iter_mut().enumerate() {
+            let s = &mut process.stats;
+            s.gpu_without_api = kernel[p].0 + copy[p].0 + set[p].0;
+            s.graph_kernels_without_launch = kernel[p].1;
+            s.external_without_api = external[p];
+            total.gpu_without_api += s.gpu_without_api;
+            total.graph_kernels_without_launch += s.graph_kernels_without_launch;
+            total.external_without_api += s.external_without_api;
+        }
     }
 
     /// Demangles every kernel name once (like `c++filt`), so [`Trace::kernel_name`] is a lookup.
@@ -128,4 +132,28 @@ impl Trace {
         }
         self.demangled = map;
     }
+}
+
+/// Per file: how many `rows` have no launching call, and how many of those are CUDA graph work (`key` gives a row's
+/// correlation key and whether it came from a graph). Counted in parallel blocks.
+fn unlaunched<T: Sync>(
+    rows: &[T],
+    files: usize,
+    missing: &(impl Fn(CorrKey) -> bool + Sync),
+    key: impl Fn(&T) -> (CorrKey, bool) + Sync,
+) -> Vec<(u64, u64)> {
+    rows.par_chunks(1 << 15)
+        .map(|block| {
+            let mut acc = vec![(0u64, 0u64); files];
+            for r in block {
+                let (k, graph) = key(r);
+                if missing(k) {
+                    let slot = &mut acc[k.proc.index()];
+                    slot.0 += 1;
+                    slot.1 += graph as u64;
+                }
+            }
+            acc
+        })
+        .reduce(|| vec![(0, 0); files], |a, b| a.iter().zip(&b).map(|(x, y)| (x.0 + y.0, x.1 + y.1)).collect())
 }

@@ -5,7 +5,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cutr_format::{ChunkError, ChunkInfo, ChunkType, DecodedBuffer, Problem, Reader};
+use std::sync::Arc;
+
+use cutr_format::{ChunkError, ChunkInfo, ChunkType, DecodedBuffer, Problem, Reader, SessionMetadata};
 use rayon::prelude::*;
 
 use crate::decode::{ChunkCounts, ChunkRows, FileDecoder, RawExternal, RawMarker};
@@ -14,7 +16,7 @@ use crate::ids::{NameId, ProcId};
 use crate::nvtx::pair_markers;
 use crate::timebase::TimeBase;
 use crate::timing::{self, timed, timed_with};
-use crate::trace::{Process, Trace};
+use crate::trace::{JoinStats, Process, Trace};
 
 /// What to decode.
 #[derive(Clone, Debug, Default)]
@@ -77,15 +79,33 @@ impl std::fmt::Debug for Prefetched {
 /// Files with at most this many bytes of activity records decode all their chunks at once.
 const ONE_WINDOW_RAW_BYTES: u64 = 32 << 20;
 
-/// Chunks decoded at a time (and held in memory at once) per file: two per worker, or all of a small file's (a
-/// small recording is a few chunks of very different sizes, and a window boundary would make the largest wait).
-fn decode_window_len(r: &Reader) -> usize {
-    let raw: u64 = r.activity_chunks().map(|c| c.header.raw_len).sum();
+/// The most decompressed bytes a window of chunks may claim together (a chunk alone may claim more, up to what
+/// [`cutr_format::limits`] allows): bounds the memory a file's headers can make the decoder hold at once.
+const WINDOW_RAW_BYTES: u64 = 512 << 20;
+
+/// `chunks` cut into the windows decoded at a time (and held in memory at once): all of a small file's (a small
+/// recording is a few chunks of very different sizes, and a window boundary would make the largest wait), else
+/// two per worker and at most [`WINDOW_RAW_BYTES`] of claimed records.
+fn windows(chunks: &[ChunkInfo]) -> Vec<&[ChunkInfo]> {
+    let raw: u64 = chunks.iter().map(|c| c.header.raw_len).sum();
     if raw <= ONE_WINDOW_RAW_BYTES {
-        r.activity_chunks().count().max(1)
-    } else {
-        (rayon::current_num_threads() * 2).max(1)
+        return if chunks.is_empty() { Vec::new() } else { vec![chunks] };
     }
+    let per_window = (rayon::current_num_threads() * 2).max(1);
+    let mut out = Vec::new();
+    let mut rest = chunks;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut bytes = 0u64;
+        while n < rest.len() && n < per_window && (n == 0 || bytes + rest[n].header.raw_len <= WINDOW_RAW_BYTES) {
+            bytes += rest[n].header.raw_len;
+            n += 1;
+        }
+        let (win, tail) = rest.split_at(n);
+        out.push(win);
+        rest = tail;
+    }
+    out
 }
 
 /// Opens the inputs (in parallel). With `decode_ahead`, the first file's first window of activity chunks is
@@ -120,9 +140,11 @@ pub fn open_inputs(paths: &[PathBuf], decode_ahead: bool) -> Result<(Vec<Reader>
 
 /// The first window of a file's activity chunks, decompressed.
 fn prefetch(r: &Reader) -> Prefetched {
-    let mut first: Vec<&ChunkInfo> = r
-        .activity_chunks()
-        .take(decode_window_len(r))
+    let chunks: Vec<ChunkInfo> = r.activity_chunks().cloned().collect();
+    let mut first: Vec<&ChunkInfo> = windows(&chunks)
+        .first()
+        .map_or(&[][..], |w| w)
+        .iter()
         .filter(|c| c.header.codec == cutr_format::Codec::Records)
         .collect();
     // Largest first: the first workers to come up take the chunks that decode longest (a zstd frame is
@@ -166,7 +188,7 @@ pub fn load_prefetched(
 }
 
 /// The rows of a window of chunks, one entry per chunk (`Err` for a chunk that failed to decode).
-type WindowRows = Vec<Result<ChunkRows, ()>>;
+type WindowRows = Vec<Result<ChunkRows, ChunkError>>;
 
 /// Decoded chunks waiting for their window, by chunk sequence number.
 type Ahead = HashMap<u32, Result<DecodedBuffer, ChunkError>>;
@@ -181,8 +203,21 @@ fn load_file(
     filter: &Filter,
     ahead: Prefetched,
 ) -> Result<(), LoadError> {
-    let meta = r.metadata_shared().ok_or_else(|| LoadError::NoMetadata { path: path.to_path_buf() })?;
-    let layouts = r.layouts().ok_or_else(|| LoadError::NoMetadata { path: path.to_path_buf() })?;
+    let mut warnings = Vec::new();
+    let (meta, layouts) = match (r.metadata_shared(), r.layouts()) {
+        (Some(meta), Some(layouts)) => (meta.clone(), layouts.clone()),
+        _ => {
+            let (layouts, version) =
+                guess_layouts(r).ok_or_else(|| LoadError::NoMetadata { path: path.to_path_buf() })?;
+            warnings.push(format!(
+                "no readable session metadata: records decoded with the layouts of CUPTI API {version}, chosen by \
+                 their record sizes; host, command line, devices and API names are unknown"
+            ));
+            let meta = SessionMetadata { cupti_api_version: version, ..Default::default() };
+            (Arc::new(meta), layouts)
+        }
+    };
+    let layouts = &layouts;
     let time = TimeBase::from_clocks(r.clocks());
     let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter };
     // Chunks whose time range is entirely outside the window are skipped without decoding.
@@ -195,7 +230,7 @@ fn load_file(
     // Chunks are decoded in parallel a window at a time, and each window's rows are appended to the trace while
     // the next window decodes: the rows exist once (not once per chunk and again in the trace), decode buffers
     // are reused, and the appends (a task per kind) overlap the decoding.
-    let mut windows = chunks.chunks(decode_window_len(r));
+    let mut windows = windows(&chunks).into_iter();
     let first = windows.next().unwrap_or_default();
     let first_ahead = take_ahead(&mut ahead, first);
     // File-local text ids -> trace name ids, built while the first window decodes (rows carry file-local ids
@@ -204,8 +239,8 @@ fn load_file(
         || timed("intern texts", || intern_texts(r, &mut trace.names)),
         || decoder.window(first, first_ahead),
     );
-    let file_records: u64 = chunks.iter().map(|c| c.header.record_count as u64).sum();
-    let mut rows = FileRows::new(trace, per_kind, names, file_records);
+    let file_stored: u64 = chunks.iter().map(|c| c.header.stored_len).sum();
+    let mut rows = FileRows::new(trace, per_kind, names, file_stored);
     let mut pending = (!first.is_empty()).then_some((first, first_rows));
     for win in windows {
         let win_ahead = take_ahead(&mut ahead, win);
@@ -218,27 +253,62 @@ fn load_file(
     if let Some((prev, done)) = pending {
         rows.append(prev, done);
     }
-    let FileRows { markers, external, damaged, mut damaged_records, .. } = rows;
+    let FileRows { markers, external, mut stats, damaged, .. } = rows;
     let mut problems = r.problems().to_vec();
-    for p in &problems {
-        if let Problem::TruncatedChunk { records, chunk_type: ChunkType::Activity, .. } = p {
-            damaged_records += *records as u64;
-        }
-    }
-    trace.stats.damaged_chunks += damaged;
-    trace.stats.records_in_damaged_chunks += damaged_records;
-    let api_names = index_external_and_ranges(trace, proc, markers, external, filter, &meta);
+    problems.extend(damaged);
+    count_damage(&problems, &mut stats);
+    let api_names = index_external_and_ranges(trace, proc, markers, external, filter, &meta, &mut stats);
     problems.sort_by_key(|p| format!("{p}"));
+    trace.stats.add(&stats);
     trace.processes.push(Process {
         path: path.to_path_buf(),
         pid: meta.pid,
         time,
         loss: r.loss().cloned().unwrap_or_default(),
         problems,
+        recovery: r.recovery().cloned(),
+        warnings,
+        stats,
         api_names,
         meta,
     });
     Ok(())
+}
+
+/// Counts the chunks the reader found damaged or cut (of any type), and the records claimed by the activity
+/// ones whose headers could be trusted.
+fn count_damage(problems: &[Problem], stats: &mut JoinStats) {
+    for p in problems {
+        let (records, chunk_type) = match p {
+            Problem::DamagedChunk { records, chunk_type, error, .. } => {
+                // An implausible header's record count is no more trustworthy than its sizes.
+                (if matches!(error, ChunkError::Implausible(_)) { 0 } else { *records }, *chunk_type)
+            }
+            Problem::TruncatedChunk { records, chunk_type, .. } => (*records, *chunk_type),
+            Problem::MissingChunks { count, .. } => {
+                stats.damaged_chunks += *count as u64;
+                continue;
+            }
+            _ => continue,
+        };
+        stats.damaged_chunks += 1;
+        if chunk_type == ChunkType::Activity {
+            stats.records_in_damaged_chunks += records as u64;
+        }
+    }
+}
+
+/// The built-in layout table whose record sizes match the groups of the file's first decodable activity chunk,
+/// and its CUPTI API version: how to read the records of a file whose metadata chunk was lost.
+fn guess_layouts(r: &Reader) -> Option<(cutr_schema::LayoutTable, u32)> {
+    let groups: Vec<(u32, usize)> = r
+        .activity_chunks()
+        .find_map(|c| r.decode_activity(c).ok())
+        .map(|d| d.groups.iter().map(|g| (g.kind, g.stride)).collect())?;
+    cutr_schema::layouts::SUPPORTED.iter().find_map(|&(version, _)| {
+        let table = cutr_schema::layouts::builtin(version)?;
+        groups.iter().all(|&(kind, stride)| table.size_of(kind) == Some(stride)).then_some((table, version))
+    })
 }
 
 /// The chunks of `win` decoded ahead, taken out of `ahead`.
@@ -256,9 +326,11 @@ impl FileDecoder<'_> {
     fn window(&self, win: &[ChunkInfo], ahead: Vec<Option<Result<DecodedBuffer, ChunkError>>>) -> WindowRows {
         win.par_iter()
             .zip(ahead)
-            .map(|(c, pre)| match pre.unwrap_or_else(|| decompress(self.reader, c)) {
-                Ok(d) => Ok(self.chunk(c, &d)),
-                Err(_) => Err(()),
+            .map(|(c, pre)| {
+                // A buffer decoded ahead was decoded before the layouts were read: its strides are checked here.
+                let d = pre.unwrap_or_else(|| decompress(self.reader, c))?;
+                self.reader.check_strides(&d)?;
+                Ok(self.chunk(c, &d))
             })
             .collect()
     }
@@ -271,12 +343,15 @@ struct FileRows<'t> {
     per_kind: &'t mut HashMap<u32, u64>,
     /// The file's text ids -> trace name ids.
     names: Vec<NameId>,
-    file_records: u64,
+    /// Stored bytes of the file's chunks to decode, which size the tables ([`FileRows::reserve`]).
+    file_stored: u64,
     reserved: bool,
     markers: Vec<RawMarker>,
     external: Vec<RawExternal>,
-    damaged: u64,
-    damaged_records: u64,
+    /// The file's own counts of records that made no row.
+    stats: JoinStats,
+    /// Activity chunks that failed to decode.
+    damaged: Vec<Problem>,
 }
 
 /// One kind's rows of each chunk, taken out of them.
@@ -296,27 +371,29 @@ impl<'t> FileRows<'t> {
         trace: &'t mut Trace,
         per_kind: &'t mut HashMap<u32, u64>,
         names: Vec<NameId>,
-        file_records: u64,
+        file_stored: u64,
     ) -> FileRows<'t> {
         FileRows {
             trace,
             per_kind,
             names,
-            file_records,
+            file_stored,
             reserved: false,
             markers: Vec::new(),
             external: Vec::new(),
-            damaged: 0,
-            damaged_records: 0,
+            stats: JoinStats::default(),
+            damaged: Vec::new(),
         }
     }
 
-    /// Room for the whole file, estimated from the first window's mix of kinds (25% spare): growing vectors of
-    /// hundreds of MB by doubling copies them and touches twice the memory.
+    /// Room for the whole file, estimated from the rows of the first window scaled by stored bytes (25% spare):
+    /// growing vectors of hundreds of MB by doubling copies them and touches twice the memory. Stored bytes are
+    /// in the file, where record counts are only claims: a forged header cannot inflate the estimate beyond what
+    /// the file's size allows.
     fn reserve(&mut self, win: &[ChunkInfo], rows: &WindowRows) {
-        let got: u64 = win.iter().map(|c| c.header.record_count as u64).sum::<u64>().max(1);
-        let file_records = self.file_records;
-        let scale = |n: usize| (n as u64 * file_records / got * 5 / 4) as usize;
+        let got: u64 = win.iter().map(|c| c.header.stored_len).sum::<u64>().max(1);
+        let file_stored = self.file_stored;
+        let scale = |n: usize| (n as u128 * file_stored as u128 / got as u128 * 5 / 4) as usize;
         let sum = |len: &dyn Fn(&ChunkRows) -> usize| scale(rows.iter().flatten().map(len).sum());
         let t = &mut *self.trace;
         t.kernels.reserve(sum(&|c| c.kernels.len()));
@@ -342,10 +419,18 @@ impl<'t> FileRows<'t> {
         let mut ok = Vec::with_capacity(rows.len());
         let mut counts = ChunkCounts::default();
         for (c, rows) in win.iter().zip(rows) {
-            let Ok(mut c) = rows else {
-                self.damaged += 1;
-                self.damaged_records += c.header.record_count as u64;
-                continue;
+            let mut c = match rows {
+                Ok(c) => c,
+                Err(error) => {
+                    self.damaged.push(Problem::DamagedChunk {
+                        offset: c.offset,
+                        seq: c.header.seq,
+                        chunk_type: ChunkType::Activity,
+                        records: c.header.record_count,
+                        error,
+                    });
+                    continue;
+                }
             };
             for (k, n) in c.per_kind.drain(..) {
                 *self.per_kind.entry(k).or_default() += n;
@@ -353,7 +438,7 @@ impl<'t> FileRows<'t> {
             counts.add(&c.counts);
             ok.push(c);
         }
-        let s = &mut self.trace.stats;
+        let s = &mut self.stats;
         s.zero_timestamp_records += counts.zero;
         s.inverted_records += counts.inverted;
         s.unmodelled_records += counts.unmodelled;
@@ -424,10 +509,11 @@ fn index_external_and_ranges(
     markers: Vec<RawMarker>,
     external: Vec<RawExternal>,
     filter: &Filter,
-    meta: &cutr_format::SessionMetadata,
+    meta: &SessionMetadata,
+    stats: &mut JoinStats,
 ) -> rustc_hash::FxHashMap<(u32, u32), u32> {
     // Other external kinds (OpenACC, OpenMP, CUSTOM2) are not shown anywhere: counted as unmodelled.
-    trace.stats.unmodelled_records +=
+    stats.unmodelled_records +=
         external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
     let ext_table = &mut trace.external;
     let build_external = || {
@@ -468,7 +554,7 @@ fn index_external_and_ranges(
     drop(external);
     trace.marks.extend(paired.marks);
     trace.ranges.extend(paired.ranges);
-    trace.stats.nvtx_ends_without_start += paired.ends_without_start;
-    trace.stats.nvtx_unclosed_ranges += paired.unclosed;
+    stats.nvtx_ends_without_start += paired.ends_without_start;
+    stats.nvtx_unclosed_ranges += paired.unclosed;
     api_names
 }

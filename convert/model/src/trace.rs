@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cutr_format::{LossCounters, Problem, SessionMetadata};
+use cutr_format::{LossCounters, Problem, Recovery, SessionMetadata};
 use rayon::prelude::*;
 
 use crate::corr::CorrMap;
@@ -20,7 +20,14 @@ pub struct Process {
     pub pid: u32,
     pub time: TimeBase,
     pub loss: LossCounters,
+    /// What the reader found wrong with the file, and the activity chunks that failed to decode.
     pub problems: Vec<Problem>,
+    /// How the file was read when it was not closed cleanly (killed, disk full, footer damaged).
+    pub recovery: Option<Recovery>,
+    /// What the model had to assume to read the file (a lost metadata chunk, say).
+    pub warnings: Vec<String>,
+    /// This file's share of [`Trace::stats`].
+    pub stats: JoinStats,
     /// (domain, cbid) -> index into `meta.callback_names` (runtime: domain 2, driver: domain 1).
     pub api_names: rustc_hash::FxHashMap<(u32, u32), u32>,
 }
@@ -43,14 +50,33 @@ pub struct JoinStats {
     pub inverted_records: u64,
     /// Records of kinds the converter does not model (counted by kind name).
     pub unmodelled_records: u64,
-    /// Activity chunks that could not be decoded.
+    /// Chunks of any type that could not be used: damaged, cut off, with implausible headers, or missing from
+    /// the sequence.
     pub damaged_chunks: u64,
-    /// Records in damaged or truncated chunks.
+    /// Records in damaged or truncated activity chunks (as their headers claim, where those can be trusted).
     pub records_in_damaged_chunks: u64,
     /// Records whose string pointer (kernel or NVTX name) had no entry in the file's string tables.
     pub unresolved_names: u64,
     /// Bytes kept in the file but not parsed (records of kinds without a layout).
     pub unparsed_bytes: u64,
+}
+
+impl JoinStats {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &JoinStats) {
+        self.gpu_without_api += o.gpu_without_api;
+        self.external_without_api += o.external_without_api;
+        self.graph_kernels_without_launch += o.graph_kernels_without_launch;
+        self.nvtx_ends_without_start += o.nvtx_ends_without_start;
+        self.nvtx_unclosed_ranges += o.nvtx_unclosed_ranges;
+        self.zero_timestamp_records += o.zero_timestamp_records;
+        self.inverted_records += o.inverted_records;
+        self.unmodelled_records += o.unmodelled_records;
+        self.damaged_chunks += o.damaged_chunks;
+        self.records_in_damaged_chunks += o.records_in_damaged_chunks;
+        self.unresolved_names += o.unresolved_names;
+        self.unparsed_bytes += o.unparsed_bytes;
+    }
 }
 
 /// The decoded, joined trace of one or more files. Rows of each table are sorted by start time.

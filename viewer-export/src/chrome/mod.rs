@@ -13,7 +13,7 @@ use cutr_model::{CorrKey, NameId, ProcId, Trace};
 use crate::args::{Arg, ArgKey, Value};
 use crate::output::Output;
 use crate::slice;
-use crate::timeline::{Item, Src, Timeline, TrackRole, health_name};
+use crate::timeline::{Item, Src, Timeline, TrackRole, health_args, health_name};
 
 pub use encoder::{Complete, EventWriter, FlowEnd, InstantEvent, Row, base_time_ns, micros, string};
 
@@ -204,28 +204,6 @@ fn side_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
     let row = Row { pid: 0, tid: 0 };
     w.instant(&InstantEvent { cat: "cutr", name: &name, row, ts: tl.span.0, global: true, args: &hargs });
     metadata_events(trace, tl, w, tl.span.0);
-}
-
-/// The args of the health event: every loss counter, join failure and file problem.
-fn health_args(trace: &Trace) -> Vec<(String, String)> {
-    let loss = trace.loss();
-    let mut v: Vec<(String, String)> =
-        loss.entries().iter().map(|(k, n)| (format!("loss.{k}"), n.to_string())).collect();
-    let stats = serde_json::to_value(&trace.stats).unwrap_or_default();
-    if let Some(o) = stats.as_object() {
-        for (k, n) in o {
-            v.push((format!("joins.{k}"), n.to_string()));
-        }
-    }
-    for p in &trace.processes {
-        for prob in &p.problems {
-            v.push((format!("problem.{}", p.path.display()), prob.to_string()));
-        }
-    }
-    for n in &loss.notes {
-        v.push(("note".into(), n.clone()));
-    }
-    v
 }
 
 fn metadata_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>, ts: u64) {

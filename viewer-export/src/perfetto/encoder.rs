@@ -81,6 +81,7 @@ pub struct Name<'a> {
 }
 
 /// A slice beginning on `track` at `ts`. Each id in `flows_out` starts an arrow from it; `flow_in` ends one at it.
+/// `named_args` are args whose names are not [`ArgKey`]s (written with their names inline, not interned).
 #[derive(Clone, Copy, Debug)]
 pub struct SliceBegin<'a> {
     pub track: u64,
@@ -88,6 +89,7 @@ pub struct SliceBegin<'a> {
     pub name: Name<'a>,
     pub category: Category,
     pub args: &'a [Arg<'a>],
+    pub named_args: &'a [(&'a str, Value<'a>)],
     pub flows_out: &'a [u64],
     pub flow_in: Option<u64>,
 }
@@ -121,6 +123,22 @@ pub struct TrackDescriptor {
     pub uuid: u64,
     pub parent: Option<u64>,
     pub kind: TrackKind,
+}
+
+/// A DebugAnnotation's value field.
+fn annotation_value(d: &mut Vec<u8>, value: Value<'_>) {
+    match value {
+        Value::Int(v) => pb::int(d, 4, v),
+        Value::UInt(v) => pb::uint(d, 3, v),
+        Value::Double(v) => pb::double(d, 5, v),
+        Value::Bool(v) => pb::uint(d, 2, v as u64),
+        Value::Str(s) => pb::string(d, 6, s),
+        Value::Int3(v) => {
+            for x in v {
+                pb::message(d, 12, |e| pb::int(e, 4, x));
+            }
+        }
+    }
 }
 
 /// Encodes the track descriptors (written first, on their own sequence).
@@ -348,21 +366,19 @@ impl Shard {
     fn annotations(&mut self, args: &[Arg<'_>]) {
         for a in args {
             let iid = self.intern_arg(a.key);
-            let ev = &mut self.event;
-            pb::message(ev, 4, |d| {
+            pb::message(&mut self.event, 4, |d| {
                 pb::uint(d, 1, iid as u64);
-                match a.value {
-                    Value::Int(v) => pb::int(d, 4, v),
-                    Value::UInt(v) => pb::uint(d, 3, v),
-                    Value::Double(v) => pb::double(d, 5, v),
-                    Value::Bool(v) => pb::uint(d, 2, v as u64),
-                    Value::Str(s) => pb::string(d, 6, s),
-                    Value::Int3(v) => {
-                        for x in v {
-                            pb::message(d, 12, |e| pb::int(e, 4, x));
-                        }
-                    }
-                }
+                annotation_value(d, a.value);
+            });
+        }
+    }
+
+    /// Annotations with their names inline (DebugAnnotation.name, field 10).
+    fn named_annotations(&mut self, args: &[(&str, Value<'_>)]) {
+        for (name, value) in args {
+            pb::message(&mut self.event, 4, |d| {
+                pb::string(d, 10, name);
+                annotation_value(d, *value);
             });
         }
     }
@@ -377,6 +393,7 @@ impl Shard {
         pb::uint(&mut self.event, 10, name_iid as u64);
         pb::uint(&mut self.event, 3, cat_iid as u64);
         self.annotations(s.args);
+        self.named_annotations(s.named_args);
         for &f in s.flows_out {
             pb::uint(&mut self.event, 36, f);
         }
@@ -468,6 +485,7 @@ mod tests {
                 name: Name { key: (i % 5) as u32, text: &text },
                 category: Category::Kernel,
                 args: &args,
+                named_args: &[],
                 flows_out: &[i + 1],
                 flow_in: None,
             });

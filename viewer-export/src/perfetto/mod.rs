@@ -13,7 +13,7 @@ use cutr_model::timing::timed_with;
 use crate::args::{Arg, ArgKey, Category, Value};
 use crate::output::Output;
 use crate::slice;
-use crate::timeline::{Item, Src, Timeline, TrackRole};
+use crate::timeline::{Item, Src, Timeline, TrackRole, health_args};
 
 pub use encoder::{COMPRESS_BATCH, Instant, Name, Shard, SliceBegin, TrackDescriptor, TrackKind, write_descriptors};
 
@@ -29,12 +29,17 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, compress: bo
     write_descriptors(&descriptors(tl), 1, &mut desc);
     out.write(&desc)?;
     let n_shards = tl.shards.len();
+    let health = health_args(trace);
+    let health: Vec<(&str, Value)> = health.iter().map(|(k, v)| (k.as_str(), Value::Str(v))).collect();
     out.write_shards(n_shards + 1, b"", |s| {
         if s == n_shards {
             timed_with(|| "side events".into(), || side_events(trace, tl, compress))
         } else {
             let range = tl.shards[s];
-            timed_with(|| format!("shard {s} ({} slices)", range.end - range.start), || shard(trace, tl, s, compress))
+            timed_with(
+                || format!("shard {s} ({} slices)", range.end - range.start),
+                || shard(trace, tl, s, compress, &health),
+            )
         }
     })?;
     Ok(())
@@ -58,10 +63,10 @@ fn descriptors(tl: &Timeline) -> Vec<TrackDescriptor> {
         .collect()
 }
 
-/// One shard's packets: one track's slices sorted by (start, longer first) and properly nested, so a walk with
+/// One shard's packets (the health slice with `health`'s args): one track's slices sorted by (start, longer first) and properly nested, so a walk with
 /// a stack of open slices emits BEGINs and ENDs in time order, ENDs before BEGINs at equal times. The stack
 /// starts with the slices earlier shards left open, and leaves open those the next shard of the track ends.
-fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool) -> Vec<u8> {
+fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str, Value)]) -> Vec<u8> {
     let range = tl.shards[s];
     let track = uuid(range.track);
     let t0 = tl.items[range.start as usize].start;
@@ -90,6 +95,7 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool) -> Vec<u8> {
             name: Name { key: name.0, text: tl.name(trace, name) },
             category,
             args: &args,
+            named_args: if it.src() == Src::Health { health } else { &[] },
             flows_out: &flows_out,
             flow_in: slice::flow_in(trace, tl, it),
         });

@@ -87,7 +87,8 @@ impl Labels {
     }
 }
 
-/// "recording complete: nothing lost" or "LOSS: ..." for the health slice.
+/// The name of the health slice: "recording complete: nothing lost", "LOSS: ..." with every non-zero loss
+/// counter, or, for a file that was not closed cleanly, "RECOVERED: ..." saying what is known of the loss.
 pub fn health_name(trace: &Trace) -> String {
     let loss = trace.loss();
     let mut parts: Vec<String> =
@@ -96,8 +97,56 @@ pub fn health_name(trace: &Trace) -> String {
     if s.records_in_damaged_chunks > 0 {
         parts.push(format!("records in damaged chunks {}", s.records_in_damaged_chunks));
     }
+    if s.damaged_chunks > 0 {
+        parts.push(format!("damaged chunks {}", s.damaged_chunks));
+    }
     if trace.processes.iter().any(|p| !p.problems.is_empty()) {
         parts.push("file problems (see args)".into());
     }
+    let recovered: Vec<&cutr_model::Process> = trace.processes.iter().filter(|p| p.recovery.is_some()).collect();
+    if !recovered.is_empty() {
+        let lost: u64 = recovered.iter().filter_map(|p| p.recovery.as_ref()).map(|r| r.lost_bytes).sum();
+        let mut name = format!(
+            "RECOVERED: {} of {} file(s) not closed cleanly; {lost} bytes after their last complete chunk lost; \
+             records CUPTI still held and losses after the last loss report unknown",
+            recovered.len(),
+            trace.processes.len()
+        );
+        if !parts.is_empty() {
+            name.push_str(&format!("; LOSS: {}", parts.join(", ")));
+        }
+        return name;
+    }
     if parts.is_empty() { "recording complete: nothing lost".into() } else { format!("LOSS: {}", parts.join(", ")) }
+}
+
+/// The args of the health slice: every loss counter, join count, recovery, file problem and note, by name.
+pub fn health_args(trace: &Trace) -> Vec<(String, String)> {
+    let loss = trace.loss();
+    let mut v: Vec<(String, String)> =
+        loss.entries().iter().map(|(k, n)| (format!("loss.{k}"), n.to_string())).collect();
+    let stats = serde_json::to_value(&trace.stats).unwrap_or_default();
+    if let Some(o) = stats.as_object() {
+        for (k, n) in o {
+            v.push((format!("joins.{k}"), n.to_string()));
+        }
+    }
+    for p in &trace.processes {
+        if let Some(r) = &p.recovery {
+            v.push((
+                format!("recovered.{}", p.path.display()),
+                format!("not closed cleanly ({}); {} bytes lost", r.reason, r.lost_bytes),
+            ));
+        }
+        for prob in &p.problems {
+            v.push((format!("problem.{}", p.path.display()), prob.to_string()));
+        }
+        for w in &p.warnings {
+            v.push((format!("warning.{}", p.path.display()), w.clone()));
+        }
+    }
+    for n in &loss.notes {
+        v.push(("note".into(), n.clone()));
+    }
+    v
 }

@@ -22,7 +22,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 pub use flows::Flows;
 pub use item::{Item, MAX_ROWS_PER_KIND, Src};
-pub use labels::{LabelNames, Labels, health_name};
+pub use labels::{LabelNames, Labels, health_args, health_name};
 pub use shards::ShardRange;
 pub use tracks::{Track, TrackRole};
 

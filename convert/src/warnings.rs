@@ -1,0 +1,63 @@
+//! What every command says on stderr about its inputs: per file, once per cause, what was damaged or lost, what
+//! had to be assumed, which joins failed and what the recording itself reported losing. `convert`, `stats` and
+//! `diff` say the same things the same way.
+
+use std::path::Path;
+
+use cutr_model::{Filter, JoinStats, Process, Trace};
+use cutr_schema::kinds;
+
+/// A warning about one input, on stderr.
+pub fn warn(file: &Path, msg: &str) {
+    eprintln!("cupti-convert: warning: {}: {msg}", file.display());
+}
+
+/// The warnings about every input of `trace`, in file order. `filter` is what the command asked to keep: the
+/// joins a filter breaks on purpose (GPU work without its API call when API records are filtered out, ranges cut
+/// by a time window) are not warned about.
+pub fn input_warnings<'t>(trace: &'t Trace, filter: &Filter) -> Vec<(&'t Path, String)> {
+    let mut out = Vec::new();
+    for p in &trace.processes {
+        for w in file_warnings(p, filter) {
+            out.push((p.path.as_path(), w));
+        }
+    }
+    out
+}
+
+fn file_warnings(p: &Process, filter: &Filter) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(rec) = &p.recovery {
+        out.push(format!(
+            "not closed cleanly ({}): read up to its last complete chunk, {} bytes lost",
+            rec.reason, rec.lost_bytes
+        ));
+    }
+    out.extend(p.problems.iter().map(|problem| problem.to_string()));
+    out.extend(p.warnings.iter().cloned());
+    out.extend(join_warnings(&p.stats, filter));
+    for (k, v) in p.loss.entries() {
+        if v > 0 {
+            out.push(format!("recording lost data: {k} = {v}"));
+        }
+    }
+    out
+}
+
+fn join_warnings(s: &JoinStats, filter: &Filter) -> Vec<String> {
+    let apis_kept = filter.wants_kind(kinds::RUNTIME) || filter.wants_kind(kinds::DRIVER);
+    let windowed = filter.start.is_some() || filter.end.is_some();
+    // Only joins the filter itself cannot break: a window cuts launches from their calls and ranges in two.
+    let launch_joins = apis_kept && !windowed;
+    let warnings = [
+        (launch_joins, s.gpu_without_api, "GPU records have no launching runtime/driver API record (no arrow)"),
+        (launch_joins, s.graph_kernels_without_launch, "CUDA graph kernels have no graph launch record"),
+        (launch_joins, s.external_without_api, "external correlation ids match no API record"),
+        (!windowed, s.nvtx_ends_without_start, "NVTX range ends have no start"),
+        (!windowed, s.nvtx_unclosed_ranges, "NVTX ranges were never closed (shown up to the end of the trace)"),
+        (true, s.zero_timestamp_records, "records have no timestamps (CUPTI could not time them); left out"),
+        (true, s.inverted_records, "records end before they start; left out"),
+        (true, s.unresolved_names, "string pointers have no text in the file"),
+    ];
+    warnings.iter().filter(|(on, n, _)| *on && *n > 0).map(|(_, n, what)| format!("{n} {what}")).collect()
+}
