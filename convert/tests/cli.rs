@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 16_072;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 39_915;
+const CUDA_WORKLOAD_PFTRACE: u64 = 18_008;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 46_612;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -42,8 +42,11 @@ fn converts_a_fixture_with_one_summary_line() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     let bytes = std::fs::metadata(&out).unwrap().len();
     assert!(lines[0].starts_with(&format!("cupti-convert: wrote {} ({bytes} bytes): ", out.display())), "{lines:?}");
-    // One arrow per GPU record: 75 kernels + 73 memcpys + 21 memsets (workloads/cuda/EXPECTED.md).
-    assert!(lines[0].contains(" bytes): 805 slices, 169 arrows, 16 tracks in "), "{lines:?}");
+    // One arrow per GPU record, 75 kernels + 73 memcpys + 21 memsets, and per sync, 21 stream syncs + 10 waits on
+    // events + 10 event syncs + 2 device syncs (workloads/cuda/EXPECTED.md). 19 tracks: the health track, the
+    // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the device-wide syncs, CUPTI overhead
+    // and the memory counter.
+    assert!(lines[0].contains(" bytes): 805 slices, 212 arrows, 19 tracks in "), "{lines:?}");
     // The default is compressed packets; --no-compress writes them plain (exact sizes, this fixture).
     let plain = dir.path().join("plain.pftrace");
     let o =
@@ -119,7 +122,7 @@ fn a_truncated_file_converts_up_to_its_last_chunk_with_warnings() {
         ]
     );
     assert_eq!(lines.len(), 3, "{lines:?}");
-    assert!(lines[2].contains(": 286 slices, 70 arrows, 9 tracks in "), "{lines:?}");
+    assert!(lines[2].contains(": 286 slices, 90 arrows, 9 tracks in "), "{lines:?}");
     assert!(out.exists());
 }
 
@@ -216,9 +219,10 @@ fn export_reports_progress_shard_by_shard() {
         // 20 shards. Perfetto writes one shard more than the layout has (the counters and instants).
         assert_eq!((summary.slices, summary.tracks, summary.shards), (26_711, 13, 20), "{format:?}");
         if format == Format::Perfetto {
-            // The exact sizes guard the encoding against silent growth: 58.4 bytes per slice on this mix, 14.0
-            // as compressed packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 374_104 } else { 1_560_068 });
+            // The exact sizes guard the encoding against silent growth: 74.6 bytes per slice on this mix (every
+            // kernel with its device, context, stream, correlation, occupancy and shared memory split), 17.4 as
+            // compressed packets (libdeflate level 1, pinned by Cargo.lock).
+            assert_eq!(summary.bytes, if compress_packets { 463_803 } else { 1_992_963 });
         }
         let total = 20 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);

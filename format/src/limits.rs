@@ -36,7 +36,9 @@ pub fn check_claims(h: &ChunkHeader) -> Result<(), ChunkError> {
         Codec::None if h.raw_len != h.stored_len => {
             return implausible(format!("{} bytes claimed for {} stored uncompressed", h.raw_len, h.stored_len));
         }
-        Codec::Zstd | Codec::Records if h.raw_len > h.stored_len.saturating_mul(MAX_RATIO) + SMALL_PAYLOAD_SLACK => {
+        Codec::Zstd | Codec::Records
+            if h.raw_len > h.stored_len.saturating_mul(MAX_RATIO).saturating_add(SMALL_PAYLOAD_SLACK) =>
+        {
             return implausible(format!(
                 "{} bytes claimed from {} compressed (over {MAX_RATIO}x)",
                 h.raw_len, h.stored_len

@@ -67,10 +67,12 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
         &pf,
         &[
             STATS,
-            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %'",
+            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %' \
+             and t.name not like '%(sync)%'",
             "select count(*) from slice s join thread_track tt on s.track_id = tt.id",
             "select count(*) from slice s join thread_track tt on s.track_id = tt.id where s.category = 'nvtx'",
-            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'synchronization%'",
+            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream % (sync)%' \
+             or t.name like 'device-wide syncs%'",
             "select count(*) from flow",
             "select name, count(*), sum(dur) from slice where category = 'kernel' group by name",
             "select count(*) from slice where dur < 0",
@@ -85,8 +87,12 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
     assert_eq!(int(&r[1]) as u64, gpu, "GPU slices on stream tracks");
     assert_eq!(int(&r[2]) as u64, api + ranges, "API calls and NVTX ranges on thread tracks");
     assert_eq!(int(&r[3]) as u64, ranges);
-    assert_eq!(int(&r[4]) as u64, t.records_per_kind[&38]);
-    assert_eq!(int(&r[5]) as u64, t.gpu_records_with_api, "one arrow per GPU record with a launching call");
+    assert_eq!(int(&r[4]) as u64, t.records_per_kind[&38], "syncs on their streams' sync tracks");
+    assert_eq!(
+        int(&r[5]) as u64,
+        t.gpu_records_with_api + t.records_per_kind[&38],
+        "one arrow per GPU record with a launching call, and per sync (every generated sync has its call)"
+    );
     assert_eq!(rows_by_name(&r[6]), kernels_by_display_name(t), "kernel names (demangled) and their total ns");
     assert_eq!(int(&r[7]), 0);
     assert_eq!(r[8][0][0], "recording complete: nothing lost");
@@ -117,7 +123,7 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
 
     // Perfetto's own schema parses every byte, inside the compressed packets too.
     let slices = slices_expected(t);
-    for (file, wrappers) in [(&pf, 15), (&whole, 0)] {
+    for (file, wrappers) in [(&pf, 17), (&whole, 0)] {
         let p = python_tool("proto_check.py", &[file.as_os_str()], &[]);
         assert_eq!(p["unknown_fields"], 0, "{p}");
         assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);
@@ -153,7 +159,7 @@ fn chrome_json_loads_in_perfetto_and_hta_with_our_numbers() {
     );
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
     assert_eq!(int(&r[1]) as u64, gpu);
-    assert_eq!(int(&r[2]) as u64, t.gpu_records_with_api);
+    assert_eq!(int(&r[2]) as u64, t.gpu_records_with_api + t.records_per_kind[&38]);
     // Perfetto v20's JSON importer turns a `dur` of `18.123` into int64(18.123 * 1000.0), which truncates
     // (18122); its per-kernel sums are our exact durations passed through that same arithmetic.
     let model = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
@@ -199,6 +205,32 @@ fn chrome_json_loads_in_perfetto_and_hta_with_our_numbers() {
         .map(|(k, v)| (k.clone(), (v["count"].as_i64().unwrap(), (v["sum"].as_f64().unwrap() * 1000.0).round() as i64)))
         .collect();
     assert_eq!(got, want, "HTA's per-kernel breakdown");
+
+    // HTA's default (docs/reference/conventions.md 0.1): timestamps rounded to whole microseconds, start up and
+    // end down, so each kernel loses up to 2 us. Its sums are exactly that rounding applied to our events.
+    let h = python_tool("hta_kernels.py", &[hdir.as_os_str()], &[]);
+    assert_eq!(h["ns_rounding"], true);
+    let mut rounded: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for e in doc["traceEvents"].as_array().unwrap() {
+        let stream = e["args"]["stream"].as_i64().unwrap_or(-1);
+        let name = e["name"].as_str().unwrap_or_default();
+        if e["ph"] != "X" || stream < 0 || name.contains("Sync") {
+            continue;
+        }
+        let (ts, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        let r = rounded.entry(name.to_string()).or_default();
+        r.0 += 1;
+        r.1 += ((ts + dur).floor() - ts.ceil()) as i64;
+    }
+    let got: BTreeMap<String, (i64, i64)> = h["kernels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), (v["count"].as_i64().unwrap(), v["sum"].as_f64().unwrap() as i64)))
+        .collect();
+    assert_eq!(got, rounded, "HTA's breakdown with its default rounding");
+    let lost_us: i64 = want.values().map(|v| v.1).sum::<i64>() / 1000 - rounded.values().map(|v| v.1).sum::<i64>();
+    assert!(lost_us > 0, "rounding loses time: {lost_us} us");
 }
 
 fn check_fixture_pair(path: &Path, out: &Path) {
@@ -286,7 +318,8 @@ fn two_ranks_merge_onto_one_timeline() {
     groups.dedup();
     let flows = t.kernels.iter().filter(|k| t.launcher(k.corr()).is_some()).count()
         + t.memcpys.iter().filter(|k| t.launcher(k.corr()).is_some()).count()
-        + t.memsets.iter().filter(|k| t.launcher(k.corr()).is_some()).count();
+        + t.memsets.iter().filter(|k| t.launcher(k.corr()).is_some()).count()
+        + t.syncs.iter().filter(|s| t.launcher(s.corr()).is_some()).count();
     let out = dir.path().join("job.pftrace");
     let s = export(&t, &out, &ExportOptions::default()).unwrap();
     assert_eq!(s.flows as usize, flows);
@@ -296,7 +329,8 @@ fn two_ranks_merge_onto_one_timeline() {
             STATS,
             "select count(*) from process where name like 'python3%'",
             "select count(*) from process where name like 'GPU %'",
-            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %'",
+            "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %' \
+             and t.name not like '%(sync)%'",
             "select count(*) from flow",
             "select count(*) from slice where category = 'kernel' and name like 'ncclDevKernel%'",
         ],
@@ -308,4 +342,86 @@ fn two_ranks_merge_onto_one_timeline() {
     assert_eq!(int(&r[4]) as usize, flows);
     assert_eq!(int(&r[5]) as usize, t.kernels.iter().filter(|k| t.names.get(k.name).contains("ncclDevKernel")).count());
     assert!(per_rank.iter().all(|&n| n > 50), "{per_rank:?}");
+}
+
+/// Every fixture (and the two ranks merged), both outputs, in the trace processor: no import error, and no slice
+/// of a GPU row (kernels, copies, memsets, syncs) overlapping or nested in another on its row: syncs sit on their
+/// stream's sync row (or the device-wide one), and records that overlap go to lanes of their own.
+#[test]
+fn gpu_rows_never_overlap_in_any_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = cutr_tests::repo().join("fixtures");
+    let mut inputs: Vec<Vec<PathBuf>> = [
+        "cuda_workload.cutr",
+        "pytorch_loop.cutr",
+        "pytorch_loop_filtered.cutr",
+        "pytorch_loop_kill9.cutr",
+        "launch_loop_100k.cutr",
+        "regress/base_a.cutr",
+        "allreduce/allreduce-588.cutr",
+    ]
+    .iter()
+    .map(|f| vec![root.join(f)])
+    .collect();
+    inputs.push(vec![root.join("allreduce/allreduce-588.cutr"), root.join("allreduce/allreduce-589.cutr")]);
+    let gpu = "category in ('kernel', 'gpu_memcpy', 'gpu_memset', 'cuda_sync')";
+    let overlapping = format!(
+        "select count(*) from (select ts, dur, lead(ts) over (partition by track_id order by ts, dur desc) as next \
+         from slice where {gpu}) where next < ts + dur"
+    );
+    let nested = format!("select count(*) from slice where {gpu} and depth > 0");
+    let syncs = "select count(*) from slice where category = 'cuda_sync'";
+    for (i, files) in inputs.iter().enumerate() {
+        let t = load(files, &LoadOptions::default()).unwrap();
+        for format in [Format::Perfetto, Format::Chrome] {
+            let out = dir.path().join(format!("{i}.{format:?}"));
+            export(&t, &out, &ExportOptions { format, ..Default::default() }).unwrap();
+            let r = trace_processor(&out, &[STATS, &overlapping, &nested, syncs]);
+            let what = format!("{files:?} as {format:?}");
+            assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "{what}: import errors {:?}", r[0]);
+            assert_eq!((int(&r[1]), int(&r[2])), (0, 0), "{what}: overlapping and nested GPU-row slices");
+            assert_eq!(int(&r[3]) as usize, t.syncs.len(), "{what}: every sync shown");
+        }
+    }
+}
+
+/// A killed recording says so in both outputs: the health slice is named RECOVERED and carries what is known of
+/// the loss as args (Perfetto's too). The Perfetto trace's clock is trace-relative, with its absolute start kept in
+/// a REALTIME clock snapshot.
+#[test]
+fn a_recovered_recording_is_labelled_and_perfetto_time_is_relative_but_absolute_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = cutr_tests::repo().join("fixtures/pytorch_loop_kill9.cutr");
+    let t = load(std::slice::from_ref(&f), &LoadOptions::default()).unwrap();
+    let recovery = t.processes[0].recovery.clone().expect("the fixture was killed");
+    let pf = dir.path().join("k.pftrace");
+    let json = dir.path().join("k.json");
+    export(&t, &pf, &ExportOptions::default()).unwrap();
+    export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+    let r = trace_processor(
+        &pf,
+        &[
+            "select s.name, s.arg_set_id from slice s join track t on s.track_id = t.id \
+             where t.name = 'cutr: recording health'",
+            "select a.key, a.string_value from slice s join args a using (arg_set_id) \
+             where s.category = 'cutr' and a.key like 'debug.recovered%'",
+            "select clock_value from clock_snapshot where clock_name = 'REALTIME'",
+            "select min(ts) from slice",
+        ],
+    );
+    let name = r[0][0][0].as_str().unwrap();
+    assert!(name.starts_with("RECOVERED: 1 of 1 file(s) not closed cleanly; "), "{name}");
+    assert!(name.contains(&format!("{} bytes after their last complete chunk lost", recovery.lost_bytes)), "{name}");
+    let recovered_arg = format!("not closed cleanly ({}); {} bytes lost", recovery.reason, recovery.lost_bytes);
+    assert_eq!(r[1].len(), 1);
+    assert_eq!(r[1][0][1].as_str(), Some(recovered_arg.as_str()));
+    // Trace time 0 is the first timestamp floored to the hour; every slice is that far from its absolute time.
+    let epoch = cutr_viewer_export::chrome::base_time_ns(t.span().0);
+    assert_eq!(r[2][0][0].as_str().map(|v| v.parse::<u64>().unwrap()), Some(epoch));
+    assert_eq!(int(&r[3]) as u64 + epoch, t.span().0);
+    assert!((int(&r[3]) as u64) < 3_600_000_000_000, "under an hour: exact in a JavaScript double");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let health = doc["traceEvents"].as_array().unwrap().iter().find(|e| e["cat"] == "cutr").unwrap();
+    assert_eq!(health["name"].as_str(), Some(name));
+    assert_eq!(health["args"][format!("recovered.{}", f.display())].as_str(), Some(recovered_arg.as_str()));
 }

@@ -55,17 +55,29 @@ pub enum ArgKey {
     Bandwidth,
     Cbid,
     SyncKind,
-    Event,
+    WaitOnStream,
+    WaitOnEventRecordCorrelation,
+    WaitOnEventId,
     Domain,
     ReturnValue,
     UserAnnotation,
     Thread,
     FromDevice,
     ToDevice,
+    Occupancy,
+    Channel,
+    ChannelType,
+    StaticSharedMemory,
+    DynamicSharedMemory,
+    LocalMemoryPerThread,
+    Cluster,
+    ClusterSchedulingPolicy,
+    LaunchType,
+    DeviceLaunched,
 }
 
 impl ArgKey {
-    pub const COUNT: usize = 25;
+    pub const COUNT: usize = 37;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -87,13 +99,25 @@ impl ArgKey {
             ArgKey::Bandwidth => "memory bandwidth (GB/s)",
             ArgKey::Cbid => "cbid",
             ArgKey::SyncKind => "cuda_sync_kind",
-            ArgKey::Event => "event",
+            ArgKey::WaitOnStream => "wait_on_stream",
+            ArgKey::WaitOnEventRecordCorrelation => "wait_on_cuda_event_record_corr_id",
+            ArgKey::WaitOnEventId => "wait_on_cuda_event_id",
             ArgKey::Domain => "domain",
             ArgKey::ReturnValue => "return value",
             ArgKey::UserAnnotation => "user annotation",
             ArgKey::Thread => "thread",
             ArgKey::FromDevice => "fromDevice",
             ArgKey::ToDevice => "toDevice",
+            ArgKey::Occupancy => "est. achieved occupancy %",
+            ArgKey::Channel => "channel",
+            ArgKey::ChannelType => "channel_type",
+            ArgKey::StaticSharedMemory => "static shared memory",
+            ArgKey::DynamicSharedMemory => "dynamic shared memory",
+            ArgKey::LocalMemoryPerThread => "local memory per thread",
+            ArgKey::Cluster => "cluster",
+            ArgKey::ClusterSchedulingPolicy => "cluster scheduling policy",
+            ArgKey::LaunchType => "launch type",
+            ArgKey::DeviceLaunched => "device launched",
         }
     }
 }
@@ -139,7 +163,7 @@ mod tests {
     #[test]
     fn keys_and_categories_are_numbered_densely() {
         // The Perfetto writer interns by number: every key's number is below COUNT.
-        assert_eq!(ArgKey::ToDevice as usize + 1, ArgKey::COUNT);
+        assert_eq!(ArgKey::DeviceLaunched as usize + 1, ArgKey::COUNT);
         assert_eq!(Category::Cutr as usize + 1, Category::COUNT);
         assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
     }

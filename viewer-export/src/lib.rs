@@ -6,6 +6,7 @@
 pub mod args;
 pub mod chrome;
 mod export;
+mod gpu_args;
 pub mod output;
 pub mod perfetto;
 pub mod protobuf;

@@ -27,16 +27,17 @@ pub(crate) fn name_and_category(trace: &Trace, tl: &Timeline, it: &Item) -> (Nam
     }
 }
 
-/// The arrow ending at a GPU record, if its launching API call is known.
+/// The arrow ending at a GPU record or sync, if its API call is known.
 pub(crate) fn flow_in(trace: &Trace, tl: &Timeline, it: &Item) -> Option<u64> {
     let f = &tl.flows;
     let (k, key) = match it.src() {
         Src::Kernel(i) => (f.kernel[i as usize], trace.kernels[i as usize].corr()),
         Src::Memcpy(i) => (f.memcpy[i as usize], trace.memcpys[i as usize].corr()),
         Src::Memset(i) => (f.memset[i as usize], trace.memsets[i as usize].corr()),
+        Src::Sync(i) => (f.sync[i as usize], trace.syncs[i as usize].corr()),
         _ => return None,
     };
-    (k != Flows::NONE).then(|| key.flow_id(k))
+    (k != Flows::NONE).then(|| key.flow_id(k, trace.processes.len() as u64))
 }
 
 /// The arrows starting at an API call (one per GPU record it launched), into `out`.
@@ -44,6 +45,7 @@ pub(crate) fn flows_out(trace: &Trace, tl: &Timeline, it: &Item, out: &mut Vec<u
     out.clear();
     if let Src::Api(i) = it.src() {
         let key = trace.apis[i as usize].corr();
-        out.extend((0..tl.flows.api[i as usize]).map(|k| key.flow_id(k)));
+        let files = trace.processes.len() as u64;
+        out.extend((0..tl.flows.api[i as usize]).map(|k| key.flow_id(k, files)));
     }
 }

@@ -274,6 +274,13 @@ impl GroupDecoder<'_> {
                 graph_id: f.graph_id(rec),
                 graph_node_id: f.graph_node_id(rec),
                 channel: f.channel(rec),
+                channel_type: f.channel_type(rec),
+                cluster: [f.cluster_x(rec), f.cluster_y(rec), f.cluster_z(rec)],
+                cluster_policy: f.cluster_policy(rec),
+                launch_type: f.launch_type(rec),
+                device_launched: f.device_launched(rec) != 0,
+                local_memory_per_thread: f.local_memory_per_thread(rec),
+                shared_memory_executed: f.shared_memory_executed(rec),
             });
         }
         self.out.kernels = rows;

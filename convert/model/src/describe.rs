@@ -72,6 +72,37 @@ pub fn overhead_kind(k: u32) -> &'static str {
     }
 }
 
+/// `CUpti_ActivityLaunchType` -> `regular`, `cooperative`...
+pub fn launch_type(t: u8) -> &'static str {
+    match t {
+        0 => "regular",
+        1 => "cooperative (single device)",
+        2 => "cooperative (multi device)",
+        3 => "CBL command list",
+        _ => "unknown",
+    }
+}
+
+/// `CUpti_ChannelType` -> `compute`, `async memcpy`...
+pub fn channel_type(t: u8) -> &'static str {
+    match t {
+        1 => "compute",
+        2 => "async memcpy",
+        3 => "decompression",
+        _ => "invalid",
+    }
+}
+
+/// `CUclusterSchedulingPolicy` -> `default`, `spread`, `load balancing`.
+pub fn cluster_policy(p: u8) -> &'static str {
+    match p {
+        0 => "default",
+        1 => "spread",
+        2 => "load balancing",
+        _ => "unknown",
+    }
+}
+
 /// Runtime and driver API functions whose records start a CPU->GPU arrow in Kineto's traces (its cbid registry),
 /// extended with the per-thread-stream variants and graph/driver launches that launch GPU work just the same.
 pub fn starts_flow(driver: bool, cbid: u32) -> bool {

@@ -86,6 +86,15 @@ record_fields! {
         graph_id: u32 = "graphId",
         graph_node_id: u64 = "graphNodeId",
         channel: u32 = "channelID",
+        channel_type: u8 = "channelType",
+        cluster_x: u16 = "clusterX",
+        cluster_y: u16 = "clusterY",
+        cluster_z: u16 = "clusterZ",
+        cluster_policy: u8 = "clusterSchedulingPolicy",
+        launch_type: u8 = "launchType",
+        device_launched: u8 = "isDeviceLaunched",
+        local_memory_per_thread: u32 = "localMemoryPerThread",
+        shared_memory_executed: u32 = "sharedMemoryExecuted",
     }
 }
 

@@ -40,29 +40,27 @@ pub struct CorrKey {
 }
 
 impl CorrKey {
-    /// Bits of a packed key below the file: the correlation id and the arrow number of [`CorrKey::flow_id`].
-    const FILE_SHIFT: u32 = 52;
-    /// Arrow numbers per launch a flow id can tell apart (20 bits between the correlation id and the file).
-    pub const FLOWS_PER_LAUNCH: u32 = 1 << (Self::FILE_SHIFT - 32);
-
     #[inline]
     pub fn new(proc: ProcId, correlation: u32) -> CorrKey {
         CorrKey { proc, correlation }
     }
 
-    /// The key as one integer: the file above bit 52, the correlation id in the low 32 bits. Files past 4,095
-    /// share their bits with earlier ones (a trace merges a few processes, not thousands).
+    /// The key as one integer, unique in a trace of `files` files: the correlation id, plus 2^32 times the file
+    /// (one file keeps CUPTI's own numbers). This is the correlation id merged traces write, and the id of the
+    /// launch's first arrow.
     #[inline]
-    pub fn packed(self) -> u64 {
-        ((self.proc.0 as u64) << Self::FILE_SHIFT) | self.correlation as u64
+    pub fn packed(self, files: u64) -> u64 {
+        self.flow_id(0, files)
     }
 
-    /// The id of the arrow from this launch to the `k`-th GPU record it started: the correlation id itself for
-    /// the first (Kineto's `ac2g` ids), distinct for the others (a graph launch starts one per node), distinct per
-    /// file. `k` is the bits between the correlation id and the file.
+    /// The id of the arrow from this launch to the `k`-th record it started, in a trace of `files` files:
+    /// `correlation + 2^32 * (k * files + file)`. The first arrow's id is the correlation id itself in a single
+    /// file (Kineto's `ac2g` ids); a graph launch's other arrows and other files' launches get ids of their own.
+    /// Ids stay below 2^53 (exact in JSON readers' doubles) while `k * files + file < 2^21`.
     #[inline]
-    pub fn flow_id(self, k: u32) -> u64 {
-        self.packed() | (((k % Self::FLOWS_PER_LAUNCH) as u64) << 32)
+    pub fn flow_id(self, k: u32, files: u64) -> u64 {
+        let above = (k as u64).wrapping_mul(files.max(1)).wrapping_add(self.proc.0 as u64);
+        (self.correlation as u64).wrapping_add(above << 32)
     }
 }
 
@@ -71,11 +69,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_launch_numbers_its_arrows_above_the_correlation_id_and_below_the_file() {
-        let key = CorrKey::new(ProcId(3), 0xdead_beef);
-        assert_eq!(key.packed(), (3 << 52) | 0xdead_beef);
-        assert_eq!(key.flow_id(0), key.packed());
-        assert_eq!(key.flow_id(5), (3 << 52) | (5 << 32) | 0xdead_beef);
-        assert_eq!(key.flow_id(CorrKey::FLOWS_PER_LAUNCH - 1) >> 52, 3);
+    fn arrow_ids_keep_one_files_correlation_ids_and_separate_files_and_graph_nodes() {
+        let one = CorrKey::new(ProcId(0), 0xdead_beef);
+        assert_eq!(
+            (one.packed(1), one.flow_id(0, 1), one.flow_id(5, 1)),
+            (0xdead_beef, 0xdead_beef, (5 << 32) | 0xdead_beef)
+        );
+        // Two files: file 1's ids sit between file 0's, never on them.
+        let (a, b) = (CorrKey::new(ProcId(0), 7), CorrKey::new(ProcId(1), 7));
+        let ids: Vec<u64> = (0..3).flat_map(|k| [a.flow_id(k, 2), b.flow_id(k, 2)]).collect();
+        assert_eq!(ids, [7, (1 << 32) + 7, (2 << 32) + 7, (3 << 32) + 7, (4 << 32) + 7, (5 << 32) + 7]);
+        assert_eq!(b.packed(2), (1 << 32) + 7);
     }
 }

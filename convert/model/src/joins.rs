@@ -20,6 +20,50 @@ impl Trace {
         timed("nvtx depth", || nvtx::nest(&mut self.ranges));
         self.api_range = timed("enclosing ranges", || nvtx::enclosing_ranges(&self.ranges, &self.apis));
         timed("demangle", || self.demangle_kernel_names());
+        timed("cuda events", || self.order_events());
+        self.device_limits = self.index_device_limits();
+    }
+
+    /// The occupancy calculator's limits of every device of every file, from the recorded properties. The
+    /// shared memory the driver reserves per block was recorded only from cutr 0.2 on; before, it is the
+    /// driver's value for the architecture (1 KiB from Ampere on).
+    fn index_device_limits(&self) -> Vec<((ProcId, u32), crate::occupancy::DeviceLimits)> {
+        let mut out = Vec::new();
+        for (i, p) in self.processes.iter().enumerate() {
+            for d in &p.meta.devices {
+                let prop = |k: &str| d.properties.iter().find(|p| p.0 == k).and_then(|p| p.1.parse::<i64>().ok());
+                let limits = (|| {
+                    Some(crate::occupancy::DeviceLimits {
+                        compute_major: d.compute_major,
+                        compute_minor: d.compute_minor,
+                        max_threads_per_block: prop("maxThreadsPerBlock")? as i32,
+                        max_threads_per_multiprocessor: prop("maxThreadsPerMultiprocessor")? as i32,
+                        regs_per_block: prop("regsPerBlock")? as i32,
+                        regs_per_multiprocessor: prop("regsPerMultiprocessor")? as i32,
+                        warp_size: prop("warpSize")? as i32,
+                        shared_mem_per_block: prop("sharedMemPerBlock")? as u64,
+                        shared_mem_per_multiprocessor: prop("sharedMemPerMultiprocessor")? as u64,
+                        reserved_shared_mem_per_block: prop("reservedSharedMemPerBlock")
+                            .map_or(if d.compute_major >= 8 { 1024 } else { 0 }, |v| v as u64),
+                        multiprocessors: d.multiprocessors,
+                    })
+                })();
+                if let Some(l) = limits {
+                    out.push(((ProcId(i as u16), d.id), l));
+                }
+            }
+        }
+        out
+    }
+
+    fn order_events(&mut self) {
+        let events = &self.cuda_events;
+        let mut order: Vec<u32> = (0..events.len() as u32).collect();
+        order.par_sort_unstable_by_key(|&i| {
+            let e = &events[i as usize];
+            (e.proc, e.context, e.event, e.correlation, i)
+        });
+        self.event_order = order;
     }
 
     /// The kinds sort at the same time (each in parallel too): a small recording's sorts are each too short to

@@ -37,6 +37,7 @@ mod joins;
 mod load;
 mod names;
 mod nvtx;
+pub mod occupancy;
 pub mod par;
 pub mod rows;
 pub mod timebase;
@@ -49,4 +50,4 @@ pub use load::{Filter, LoadError, LoadOptions, Prefetched, load, load_prefetched
 pub use names::Names;
 pub use rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Overhead, Sync};
 pub use timebase::TimeBase;
-pub use trace::{JoinStats, Process, Trace};
+pub use trace::{JoinStats, Process, Rank, Trace};

@@ -24,6 +24,19 @@ pub struct Kernel {
     pub graph_id: u32,
     pub graph_node_id: u64,
     pub channel: u32,
+    /// `CUpti_ChannelType`: 1 compute, 2 async memcpy (0 = unknown).
+    pub channel_type: u8,
+    /// Thread block cluster dimensions (Hopper and later; 0 without clusters).
+    pub cluster: [u16; 3],
+    /// `CUclusterSchedulingPolicy`: 0 default, 1 spread, 2 load balancing.
+    pub cluster_policy: u8,
+    /// `CUpti_ActivityLaunchType`: 0 regular, 1 cooperative (one device), 2 cooperative (several), 3 CBL command list.
+    pub launch_type: u8,
+    /// Launched from the device (CUDA dynamic parallelism, device graph launch).
+    pub device_launched: bool,
+    pub local_memory_per_thread: u32,
+    /// Shared memory the kernel ran with per SM (its carveout), in bytes.
+    pub shared_memory_executed: u32,
 }
 
 /// A memory copy (MEMCPY, or MEMCPY2 for peer-to-peer copies).

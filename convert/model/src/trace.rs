@@ -32,6 +32,32 @@ pub struct Process {
     pub api_names: rustc_hash::FxHashMap<(u32, u32), u32>,
 }
 
+/// Where a process stood in a distributed job, as its environment said at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rank {
+    pub rank: u32,
+    pub world_size: u32,
+}
+
+impl Process {
+    /// The process's rank and world size, from the environment variables launchers set: torchrun's `RANK` and
+    /// `WORLD_SIZE`, Open MPI's `OMPI_COMM_WORLD_RANK`/`_SIZE`, MPICH's `PMI_RANK`/`PMI_SIZE`, Slurm's
+    /// `SLURM_PROCID`/`SLURM_NTASKS` (in that order of preference).
+    pub fn rank(&self) -> Option<Rank> {
+        let env =
+            |k: &str| self.meta.environment.iter().find(|e| e.0 == k).and_then(|e| e.1.trim().parse::<u32>().ok());
+        [
+            ("RANK", "WORLD_SIZE"),
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+            ("PMI_RANK", "PMI_SIZE"),
+            ("SLURM_PROCID", "SLURM_NTASKS"),
+        ]
+        .iter()
+        .find_map(|(r, w)| Some(Rank { rank: env(r)?, world_size: env(w)? }))
+        .filter(|r| r.rank < r.world_size)
+    }
+}
+
 /// Counts of joins that failed and records that could not be used; all shown in every output.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct JoinStats {
@@ -107,6 +133,11 @@ pub struct Trace {
     pub records_per_kind: Vec<(u32, u64)>,
     /// Kernel name id -> its demangled name's id (identity for other names).
     pub(crate) demangled: Vec<NameId>,
+    /// The occupancy calculator's limits of each recorded device, by (file, device id).
+    pub(crate) device_limits: Vec<((ProcId, u32), crate::occupancy::DeviceLimits)>,
+    /// Indices into `cuda_events`, sorted by (file, context, event id, correlation id): the recordings of each
+    /// event in the order they were made ([`Trace::waited_event`]).
+    pub(crate) event_order: Vec<u32>,
 }
 
 impl Trace {
@@ -120,6 +151,20 @@ impl Trace {
     #[inline]
     pub fn kernel_name(&self, k: &Kernel) -> &str {
         self.names.get(self.display_name_id(k.name))
+    }
+
+    /// The recording of a CUDA event that a sync waited on (an event sync, or a stream's wait on an event): the
+    /// last recording of the sync's event in its context made before the sync's call (the largest correlation id
+    /// below the sync's), as Kineto joins them. `None` without CUDA_EVENT records or for other syncs.
+    pub fn waited_event(&self, s: &Sync) -> Option<&CudaEvent> {
+        if s.event == u32::MAX {
+            return None;
+        }
+        let key = |e: &CudaEvent| (e.proc, e.context, e.event, e.correlation);
+        let want = (s.proc, s.context, s.event, s.correlation);
+        let n = self.event_order.partition_point(|&i| key(&self.cuda_events[i as usize]) < want);
+        let e = &self.cuda_events[*self.event_order.get(n.checked_sub(1)?)? as usize];
+        ((e.proc, e.context, e.event) == (s.proc, s.context, s.event)).then_some(e)
     }
 
     /// The API call that launched GPU work with this correlation key.
@@ -156,7 +201,7 @@ impl Trace {
             .unwrap_or_else(|| format!("{}_cbid_{cbid}", if driver { "cuDriver" } else { "cudaRuntime" }))
     }
 
-    /// Earliest and latest timestamp of any row (0, 0 when empty).
+    /// Earliest and latest timestamp of any row of any table (0, 0 when empty): what "span" means everywhere.
     pub fn span(&self) -> (u64, u64) {
         // Ends are not sorted, so every row is read: in parallel, as that is hundreds of MB on a large trace.
         fn bounds<T: std::marker::Sync>(
@@ -171,6 +216,8 @@ impl Trace {
             bounds(&self.memsets, |k| (k.start, k.end)),
             bounds(&self.apis, |k| (k.start, k.end)),
             bounds(&self.syncs, |k| (k.start, k.end)),
+            bounds(&self.overheads, |k| (k.start, k.end)),
+            bounds(&self.memory, |k| (k.ts, k.ts)),
             bounds(&self.ranges, |k| (k.start, if k.closed() { k.end } else { k.start })),
             bounds(&self.marks, |k| (k.ts, k.ts)),
         ];
@@ -212,6 +259,33 @@ impl Trace {
         let m = &self.processes[proc.index()].meta;
         let prog = m.command_line.first().map(|c| c.rsplit('/').next().unwrap_or(c).to_string()).unwrap_or_default();
         if prog.is_empty() { format!("pid {}", m.pid) } else { prog }
+    }
+
+    /// The process name in a trace of several files: the program with its rank (`python3 (rank 1)`), or with its
+    /// file where the rank is unknown; in a trace of one file, just the program.
+    pub fn process_label(&self, proc: ProcId) -> String {
+        let name = self.process_name(proc);
+        if self.processes.len() <= 1 {
+            return name;
+        }
+        match self.processes[proc.index()].rank() {
+            Some(r) => format!("{name} (rank {})", r.rank),
+            None => format!("{name} ({})", self.label(proc)),
+        }
+    }
+
+    /// Kineto's "est. achieved occupancy %" of a kernel ([`crate::occupancy`]), from its device's recorded
+    /// properties; `None` where the device is unknown or the calculator cannot say.
+    pub fn achieved_occupancy_pct(&self, k: &Kernel) -> Option<i64> {
+        let d = self.device_limits.iter().find(|(key, _)| *key == (k.proc, k.device))?.1;
+        let launch = crate::occupancy::Launch {
+            grid_blocks: k.grid.iter().map(|&g| g.max(0) as u64).product(),
+            block_threads: k.block.iter().map(|&b| b.max(0) as i64).product::<i64>().min(i32::MAX as i64) as i32,
+            registers_per_thread: k.registers as i32,
+            static_shared_memory: k.static_smem.max(0) as u64,
+            dynamic_shared_memory: k.dynamic_smem.max(0) as u64,
+        };
+        crate::occupancy::estimated_achieved_occupancy_pct(&d, &launch)
     }
 
     /// The number of SMs of a recorded device, from its file's metadata.

@@ -4,7 +4,8 @@
 //! interning tables, so shards are encoded in parallel and simply concatenated (a trace is just repeated field 1).
 //! Within a shard events must come in non-decreasing time order: timestamps are deltas on an incremental,
 //! sequence-scoped clock (a few bytes instead of ten), declared by a `ClockSnapshot` that maps it to BOOTTIME
-//! with equal values, so trace-processor timestamps equal the converter's ns.
+//! with equal values. BOOTTIME is trace-relative (ns since an epoch, [`Shard::relative_to`]), and one snapshot
+//! ([`write_epoch`]) maps it to CLOCK_REALTIME, so viewers hold every nanosecond and the absolute time is kept.
 //!
 //! Field numbers and wire types follow docs/reference/conventions.md section 3; in particular flows use fields
 //! 36/42 (the only ones Perfetto v20 reads, still read today), and no repeated field is packed.
@@ -72,6 +73,7 @@ const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 /// Sequence-scoped clock of the deltas (ids 64..127 are per sequence).
 const DELTA_CLOCK: u64 = 64;
 const BOOTTIME: u64 = 6;
+const REALTIME: u64 = 1;
 
 /// An event's name: `key` identifies the text within a shard (the text is interned on first use).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +143,24 @@ fn annotation_value(d: &mut Vec<u8>, value: Value<'_>) {
     }
 }
 
+/// The clock snapshot that keeps a relative trace's absolute time: trace time 0 (BOOTTIME, the trace
+/// processor's clock) is `epoch` ns of CLOCK_REALTIME (Unix time).
+pub fn write_epoch(epoch: u64, seq_id: u32, out: &mut Vec<u8>) {
+    pb::message(out, 1, |p| {
+        pb::uint(p, packet::SEQ_ID, seq_id as u64);
+        pb::message(p, packet::CLOCK_SNAPSHOT, |cs| {
+            pb::message(cs, 1, |c| {
+                pb::uint(c, 1, BOOTTIME);
+                pb::uint(c, 2, 0);
+            });
+            pb::message(cs, 1, |c| {
+                pb::uint(c, 1, REALTIME);
+                pb::uint(c, 2, epoch);
+            });
+        });
+    });
+}
+
 /// Encodes the track descriptors (written first, on their own sequence).
 pub fn write_descriptors(tracks: &[TrackDescriptor], seq_id: u32, out: &mut Vec<u8>) {
     for t in tracks {
@@ -202,6 +222,8 @@ pub struct Shard {
     default_track: Option<u64>,
     /// Start of the packets not yet compressed, when compressing.
     batch_start: Option<usize>,
+    /// Timestamps are written relative to this (ns); see [`write_epoch`].
+    epoch: u64,
     pub events: u64,
 }
 
@@ -223,6 +245,7 @@ impl Shard {
             event: Vec::with_capacity(256),
             default_track: None,
             batch_start: None,
+            epoch: 0,
             events: 0,
         }
     }
@@ -236,6 +259,13 @@ impl Shard {
     /// Reserves room for `bytes` of output up front (growing a multi-MB buffer by doubling copies it).
     pub fn with_capacity(mut self, bytes: usize) -> Shard {
         self.out.reserve(bytes);
+        self
+    }
+
+    /// Writes timestamps relative to `epoch` (the events' own stay absolute): a viewer holding timestamps in
+    /// doubles keeps every nanosecond of a trace-relative clock, where absolute ns (~1.8e18) lose up to 256.
+    pub fn relative_to(mut self, epoch: u64) -> Shard {
+        self.epoch = epoch;
         self
     }
 
@@ -255,7 +285,7 @@ impl Shard {
     /// The clock snapshot that anchors the deltas; written before the first event.
     fn start(&mut self) {
         self.started = true;
-        let t0 = self.last_ts;
+        let t0 = self.last_ts.saturating_sub(self.epoch);
         let seq = self.seq_id as u64;
         pb::message(&mut self.out, 1, |p| {
             pb::uint(p, packet::SEQ_ID, seq);

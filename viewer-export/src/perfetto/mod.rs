@@ -11,11 +11,19 @@ use cutr_model::Trace;
 use cutr_model::timing::timed_with;
 
 use crate::args::{Arg, ArgKey, Category, Value};
+use crate::gpu_args;
 use crate::output::Output;
 use crate::slice;
 use crate::timeline::{Item, Src, Timeline, TrackRole, health_args};
 
-pub use encoder::{COMPRESS_BATCH, Instant, Name, Shard, SliceBegin, TrackDescriptor, TrackKind, write_descriptors};
+pub use encoder::{
+    COMPRESS_BATCH, Instant, Name, Shard, SliceBegin, TrackDescriptor, TrackKind, write_descriptors, write_epoch,
+};
+
+/// Trace time 0: the first timestamp of the trace floored to the hour, as Chrome JSON's `baseTimeNanoseconds`.
+fn epoch(tl: &Timeline) -> u64 {
+    crate::chrome::base_time_ns(tl.span.0)
+}
 
 /// The Perfetto track uuid of timeline track `t` (uuids must be non-zero).
 fn uuid(t: u32) -> u64 {
@@ -25,7 +33,9 @@ fn uuid(t: u32) -> u64 {
 /// Writes the timeline's descriptors and shards to `out`; with `compress`, packets go in deflate-compressed
 /// `compressed_packets` batches.
 pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, compress: bool) -> io::Result<()> {
+    let epoch = epoch(tl);
     let mut desc = Vec::new();
+    write_epoch(epoch, 1, &mut desc);
     write_descriptors(&descriptors(tl), 1, &mut desc);
     out.write(&desc)?;
     let n_shards = tl.shards.len();
@@ -33,12 +43,12 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, compress: bo
     let health: Vec<(&str, Value)> = health.iter().map(|(k, v)| (k.as_str(), Value::Str(v))).collect();
     out.write_shards(n_shards + 1, b"", |s| {
         if s == n_shards {
-            timed_with(|| "side events".into(), || side_events(trace, tl, compress))
+            timed_with(|| "side events".into(), || side_events(trace, tl, compress, epoch))
         } else {
             let range = tl.shards[s];
             timed_with(
                 || format!("shard {s} ({} slices)", range.end - range.start),
-                || shard(trace, tl, s, compress, &health),
+                || shard(trace, tl, s, compress, &health, epoch),
             )
         }
     })?;
@@ -66,7 +76,7 @@ fn descriptors(tl: &Timeline) -> Vec<TrackDescriptor> {
 /// One shard's packets (the health slice with `health`'s args): one track's slices sorted by (start, longer first) and properly nested, so a walk with
 /// a stack of open slices emits BEGINs and ENDs in time order, ENDs before BEGINs at equal times. The stack
 /// starts with the slices earlier shards left open, and leaves open those the next shard of the track ends.
-fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str, Value)]) -> Vec<u8> {
+fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str, Value)], epoch: u64) -> Vec<u8> {
     let range = tl.shards[s];
     let track = uuid(range.track);
     let t0 = tl.items[range.start as usize].start;
@@ -74,7 +84,7 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
     // quarter of it compressed plus the batch being written.
     let plain = (range.end - range.start) as usize * 64 + 4096;
     let room = if compress { plain / 3 + COMPRESS_BATCH + 4096 } else { plain };
-    let mut shard = Shard::new(s as u32 + 2, t0).on_track(track).with_capacity(room);
+    let mut shard = Shard::new(s as u32 + 2, t0).relative_to(epoch).on_track(track).with_capacity(room);
     if compress {
         shard = shard.compressed();
     }
@@ -108,39 +118,30 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
     shard.into_bytes()
 }
 
-/// The args of a slice in the Perfetto trace. Left out, as they cost bytes on every slice and add nothing: device,
-/// context and stream (the track says them), blocks and warps per SM (grid and the device's SMs), a zero
-/// `queued`, an API call's cbid (its name), and on GPU work with a launching API call its correlation and External
-/// id (the same as on that call, which its arrow leads to).
+/// The args of a slice in the Perfetto trace: Kineto's, less what the track, name or arrow already states
+/// (blocks and warps per SM, which grid and the device's SMs give; an API call's cbid, its name; a zero
+/// `queued`); the correlation id on every record, so trace processor queries can join by it.
 fn slice_args<'t>(trace: &'t Trace, it: &Item, out: &mut Vec<Arg<'t>>) {
     use Value::*;
     out.clear();
-    let mut push = |key, value| out.push(Arg::new(key, value));
     match it.src() {
         Src::Kernel(i) => {
             let k = &trace.kernels[i as usize];
-            let own = trace.launcher_index(k.corr()).is_none();
             let (op, user) = trace.external_ids(k.corr());
-            if op != 0 && own {
-                push(ArgKey::ExternalId, UInt(op));
+            if op != 0 {
+                out.push(Arg::new(ArgKey::ExternalId, UInt(op)));
             }
             if user != 0 {
-                push(ArgKey::UserAnnotation, UInt(user));
+                out.push(Arg::new(ArgKey::UserAnnotation, UInt(user)));
             }
             if k.queued != 0 {
-                push(ArgKey::Queued, UInt(k.queued));
+                out.push(Arg::new(ArgKey::Queued, UInt(k.queued)));
             }
-            if own {
-                push(ArgKey::Correlation, UInt(k.correlation as u64));
-            }
-            push(ArgKey::RegistersPerThread, UInt(k.registers as u64));
-            push(ArgKey::SharedMemory, Int(k.static_smem as i64 + k.dynamic_smem as i64));
-            push(ArgKey::Grid, Int3(k.grid.map(i64::from)));
-            push(ArgKey::Block, Int3(k.block.map(i64::from)));
-            if k.graph_id != 0 {
-                push(ArgKey::GraphId, UInt(k.graph_id as u64));
-                push(ArgKey::GraphNodeId, UInt(k.graph_node_id));
-            }
+            out.push(Arg::new(ArgKey::Device, UInt(k.device as u64)));
+            out.push(Arg::new(ArgKey::Context, UInt(k.context as u64)));
+            out.push(Arg::new(ArgKey::Stream, UInt(k.stream as u64)));
+            out.push(Arg::new(ArgKey::Correlation, UInt(k.correlation as u64)));
+            gpu_args::kernel_launch(trace, k, false, out);
         }
         Src::Memcpy(i) => {
             let m = &trace.memcpys[i as usize];
@@ -149,67 +150,65 @@ fn slice_args<'t>(trace: &'t Trace, it: &Item, out: &mut Vec<Arg<'t>>) {
                 out.push(Arg::new(ArgKey::FromDevice, UInt(from as u64)));
                 out.push(Arg::new(ArgKey::ToDevice, UInt(to as u64)));
             }
+            gpu_args::graph_node(m.graph_id, m.graph_node_id, out);
         }
         Src::Memset(i) => {
             let m = &trace.memsets[i as usize];
             memory_op_args(trace, m.corr(), m.bytes, (m.start, m.end), out);
+            gpu_args::graph_node(m.graph_id, m.graph_node_id, out);
         }
         Src::Api(i) => {
             let a = &trace.apis[i as usize];
             let (op, _) = trace.external_ids(a.corr());
             if op != 0 {
-                push(ArgKey::ExternalId, UInt(op));
+                out.push(Arg::new(ArgKey::ExternalId, UInt(op)));
             }
-            push(ArgKey::Correlation, UInt(a.correlation as u64));
+            out.push(Arg::new(ArgKey::Correlation, UInt(a.correlation as u64)));
             if a.return_value != 0 {
-                push(ArgKey::ReturnValue, UInt(a.return_value as u64));
+                out.push(Arg::new(ArgKey::ReturnValue, UInt(a.return_value as u64)));
             }
         }
         Src::Range(i) => {
             let r = &trace.ranges[i as usize];
             if r.domain != cutr_model::NameId::EMPTY {
-                push(ArgKey::Domain, Str(trace.names.get(r.domain)));
+                out.push(Arg::new(ArgKey::Domain, Str(trace.names.get(r.domain))));
             }
         }
         Src::Sync(i) => {
             let s = &trace.syncs[i as usize];
             let (op, _) = trace.external_ids(s.corr());
-            // As Kineto: an unlinked sync record carries its own correlation id as External id.
-            push(ArgKey::ExternalId, UInt(if op != 0 { op } else { s.correlation as u64 }));
-            push(ArgKey::SyncKind, Str(cutr_model::describe::sync_type(s.sync_type)));
-            push(ArgKey::Stream, Int(if s.stream == u32::MAX { -1 } else { s.stream as i64 }));
-            push(ArgKey::Correlation, UInt(s.correlation as u64));
-            push(ArgKey::Context, UInt(s.context as u64));
-            if s.event != u32::MAX {
-                push(ArgKey::Event, UInt(s.event as u64));
+            if op != 0 {
+                out.push(Arg::new(ArgKey::ExternalId, UInt(op)));
             }
+            out.push(Arg::new(ArgKey::SyncKind, Str(cutr_model::describe::sync_type(s.sync_type))));
+            gpu_args::waited_event(trace, s, out);
+            out.push(Arg::new(ArgKey::Stream, Int(if s.stream == u32::MAX { -1 } else { s.stream as i64 })));
+            out.push(Arg::new(ArgKey::Correlation, UInt(s.correlation as u64)));
+            out.push(Arg::new(ArgKey::Context, UInt(s.context as u64)));
         }
         Src::Overhead(i) => {
             let o = &trace.overheads[i as usize];
             if o.object_kind == 2 {
-                push(ArgKey::Thread, UInt(o.tid as u64));
+                out.push(Arg::new(ArgKey::Thread, UInt(o.tid as u64)));
             }
         }
         Src::Health => {}
     }
 }
 
-/// Copies and memsets: their External id and correlation only without a launching call, then bytes and bandwidth.
+/// Copies and memsets: External id, correlation, bytes and bandwidth (device, context and stream are the track).
 fn memory_op_args<'t>(trace: &Trace, key: cutr_model::CorrKey, bytes: u64, (s, e): (u64, u64), out: &mut Vec<Arg<'t>>) {
-    let own = trace.launcher_index(key).is_none();
     let (op, _) = trace.external_ids(key);
-    if op != 0 && own {
+    if op != 0 {
         out.push(Arg::new(ArgKey::ExternalId, Value::UInt(op)));
     }
-    if own {
-        out.push(Arg::new(ArgKey::Correlation, Value::UInt(key.correlation as u64)));
-    }
+    out.push(Arg::new(ArgKey::Correlation, Value::UInt(key.correlation as u64)));
     out.push(Arg::new(ArgKey::Bytes, Value::UInt(bytes)));
     out.push(Arg::new(ArgKey::Bandwidth, Value::bandwidth(bytes, s, e)));
 }
 
 /// The side sequence: NVTX marks and memory counters, merged in time order.
-fn side_events(trace: &Trace, tl: &Timeline, compress: bool) -> Vec<u8> {
+fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<u8> {
     let mut t0 = tl.span.0;
     if let Some(m) = trace.marks.first() {
         t0 = t0.min(m.ts);
@@ -217,7 +216,7 @@ fn side_events(trace: &Trace, tl: &Timeline, compress: bool) -> Vec<u8> {
     if let Some(m) = trace.memory.first() {
         t0 = t0.min(m.ts);
     }
-    let mut shard = Shard::new(1_000_000, t0);
+    let mut shard = Shard::new(1_000_000, t0).relative_to(epoch);
     if compress {
         shard = shard.compressed();
     }

@@ -1,18 +1,20 @@
-//! The CPU->GPU arrows of a timeline.
+//! The CPU->GPU arrows of a timeline: from each API call to the GPU work it launched (kernels, copies, memsets)
+//! and to the synchronizations it waited in.
 
 use cutr_model::{CorrKey, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
-/// The CPU->GPU arrows: for each GPU record its number among the records its API call launched, and for each
-/// API call how many it launched. Arrow ids follow from these and the correlation key ([`cutr_model::CorrKey::flow_id`]), so no id
-/// lists are stored.
+/// The CPU->GPU arrows: for each GPU record (and sync) its number among the records its API call started, and for
+/// each API call how many it started. Arrow ids follow from these and the correlation key
+/// ([`cutr_model::CorrKey::flow_id`]), so no id lists are stored.
 #[derive(Clone, Debug, Default)]
 pub struct Flows {
-    /// Per kernel / memcpy / memset: its number among its launcher's GPU records (`NONE` = no launcher).
+    /// Per kernel / memcpy / memset / sync: its number among its API call's records (`NONE` = no call).
     pub kernel: Vec<u32>,
     pub memcpy: Vec<u32>,
     pub memset: Vec<u32>,
+    pub sync: Vec<u32>,
     /// Per API call: how many GPU records it launched.
     pub api: Vec<u32>,
     pub total: u64,
@@ -31,11 +33,12 @@ impl Flows {
         let mut kernel = launchers(trace, &trace.kernels, |k| k.corr());
         let mut memcpy = launchers(trace, &trace.memcpys, |m| m.corr());
         let mut memset = launchers(trace, &trace.memsets, |m| m.corr());
+        let mut sync = launchers(trace, &trace.syncs, |s| s.corr());
         let mut api = vec![0u32; trace.apis.len()];
         let part = api.len().div_ceil(rayon::current_num_threads().max(1)).max(1);
         api.par_chunks_mut(part).enumerate().for_each(|(p, counts)| {
             let from = p * part;
-            for &a in kernel.iter().chain(&memcpy).chain(&memset) {
+            for &a in kernel.iter().chain(&memcpy).chain(&memset).chain(&sync) {
                 if let Some(c) = counts.get_mut((a as usize).wrapping_sub(from)) {
                     *c += 1;
                 }
@@ -43,7 +46,7 @@ impl Flows {
         });
         let total = api.iter().map(|&c| c as u64).sum();
         let mut several = Vec::new();
-        for rows in [&mut kernel, &mut memcpy, &mut memset] {
+        for rows in [&mut kernel, &mut memcpy, &mut memset, &mut sync] {
             let api = &api;
             // Rows whose call launched several records, in order; every other row with a call is number 0.
             several.push(
@@ -61,13 +64,13 @@ impl Flows {
             );
         }
         let mut seen: HashMap<u32, u32> = HashMap::default();
-        for (rows, several) in [&mut kernel, &mut memcpy, &mut memset].into_iter().zip(several) {
+        for (rows, several) in [&mut kernel, &mut memcpy, &mut memset, &mut sync].into_iter().zip(several) {
             for i in several {
                 let n = seen.entry(rows[i]).or_default();
                 rows[i] = *n;
                 *n += 1;
             }
         }
-        Flows { kernel, memcpy, memset, api, total }
+        Flows { kernel, memcpy, memset, sync, api, total }
     }
 }

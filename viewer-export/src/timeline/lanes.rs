@@ -56,10 +56,12 @@ fn quiet_cuts(items: &[Item]) -> Vec<usize> {
     cuts
 }
 
-/// Moves items that overlap without nesting to overflow lanes (new tracks beside theirs); items stay sorted.
+/// Moves items that overlap without nesting (on a flat track: that overlap at all) to overflow lanes (new tracks
+/// beside theirs); items stay sorted.
 /// Each track's lanes are found in parallel; the lane tracks are then made in item order.
 pub(crate) fn assign_lanes(tracks: &mut TrackSet, items: &mut [Item]) -> u32 {
     let items_ro: &[Item] = items;
+    let flat: Vec<bool> = tracks.tracks.iter().map(|t| t.flat).collect();
     // Each track's items split where nothing is open: the pieces are laid out independently and in parallel
     // with the same result (at such a point every lane is empty, and an empty lane takes the next item whatever
     // its number), so one long track no longer keeps a single worker busy.
@@ -72,7 +74,9 @@ pub(crate) fn assign_lanes(tracks: &mut TrackSet, items: &mut [Item]) -> u32 {
         .par_iter()
         .flat_map_iter(|&(i, j)| {
             let mut out = Vec::new();
-            // stacks[k] holds the end times of open slices on lane k.
+            // stacks[k] holds the end times of open slices on lane k. On a flat track a slice takes only a lane
+            // with nothing open; elsewhere one where it nests in the innermost open slice.
+            let flat = flat[items_ro[i].track as usize];
             let mut stacks: Vec<Vec<u64>> = vec![Vec::new()];
             for (n, it) in items_ro[i..j].iter().enumerate() {
                 let mut lane = None;
@@ -80,7 +84,7 @@ pub(crate) fn assign_lanes(tracks: &mut TrackSet, items: &mut [Item]) -> u32 {
                     while st.last().is_some_and(|&e| e <= it.start) {
                         st.pop();
                     }
-                    if st.last().is_none_or(|&e| it.end <= e) {
+                    if st.last().is_none_or(|&e| it.end <= e && !flat) {
                         st.push(it.end);
                         lane = Some(k);
                         break;
@@ -128,18 +132,20 @@ pub(crate) fn assign_lanes(tracks: &mut TrackSet, items: &mut [Item]) -> u32 {
 mod tests {
     use super::*;
     use crate::timeline::item::Src;
-    use crate::timeline::tracks::{Track, TrackRole};
+    use crate::timeline::tracks::{LANE_TID_STEP, Track, TrackRole};
     use cutr_model::ProcId;
 
     #[test]
     fn slices_that_overlap_without_nesting_move_to_lanes_beside_their_track() {
-        let track = |stream: u32| Track {
-            role: TrackRole::Stream { proc: ProcId(0), device: 0, context: 1, stream },
+        // Two threads' tracks (where API calls nest in NVTX ranges).
+        let track = |tid: u32| Track {
+            role: TrackRole::Thread { proc: ProcId(0), pid: 7, tid },
             parent: Some(9),
-            name: format!("stream {stream}"),
+            name: format!("thread {tid}"),
             json_pid: 7,
             json_tid: 3,
             pid: 0,
+            flat: false,
         };
         let mut b = TrackSet::from_tracks(vec![track(7), track(8)]);
         let k = Src::Kernel;
@@ -160,17 +166,43 @@ mod tests {
         assert_eq!(
             names,
             [
-                "stream 7",
-                "stream 8",
-                "stream 7 (overlapping 1)",
-                "stream 7 (overlapping 2)",
-                "stream 8 (overlapping 1)"
+                "thread 7",
+                "thread 8",
+                "thread 7 (overlapping 1)",
+                "thread 7 (overlapping 2)",
+                "thread 8 (overlapping 1)"
             ]
         );
+        // A host lane keeps its thread's Chrome row.
         assert!(b.tracks[2..].iter().all(|t| (t.parent, t.json_pid, t.json_tid) == (Some(9), 7, 3)));
         let placed: Vec<(u32, u64)> = items.iter().map(|i| (i.track, i.start)).collect();
         // Sorted by track again: lanes come after their base tracks.
         assert_eq!(placed, [(0, 0), (0, 6), (0, 12), (1, 1), (2, 5), (3, 7), (4, 3)]);
+    }
+
+    #[test]
+    fn on_a_flat_gpu_track_even_nested_slices_take_lanes_on_rows_of_their_own() {
+        let stream = Track {
+            role: TrackRole::Stream { proc: ProcId(0), device: 0, context: 1, stream: 7 },
+            parent: Some(9),
+            name: "stream 7".into(),
+            json_pid: 0,
+            json_tid: 7,
+            pid: 0,
+            flat: true,
+        };
+        let mut b = TrackSet::from_tracks(vec![stream]);
+        let k = Src::Kernel;
+        // [2, 4] inside [0, 10] is not its child (kernels of a stream do not nest): lane 1; [12, 14] after both.
+        let mut items = vec![Item::new(0, 0, 10, k(0)), Item::new(0, 2, 4, k(1)), Item::new(0, 12, 14, k(2))];
+        assert_eq!(assign_lanes(&mut b, &mut items), 1);
+        let lane = &b.tracks[1];
+        assert_eq!(
+            (lane.name.as_str(), lane.json_tid, lane.flat),
+            ("stream 7 (overlapping 1)", 7 + LANE_TID_STEP, true)
+        );
+        let placed: Vec<(u32, u64)> = items.iter().map(|i| (i.track, i.start)).collect();
+        assert_eq!(placed, [(0, 0), (0, 12), (1, 2)]);
     }
 
     #[test]
@@ -228,6 +260,7 @@ mod tests {
             json_pid: 0,
             json_tid: 7,
             pid: 0,
+            flat: false,
         }]);
         let lanes = assign_lanes(&mut b, &mut items);
         assert_eq!(lanes as usize, stacks.len() - 1);

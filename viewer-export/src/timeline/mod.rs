@@ -24,7 +24,7 @@ pub use flows::Flows;
 pub use item::{Item, MAX_ROWS_PER_KIND, Src};
 pub use labels::{LabelNames, Labels, health_args, health_name};
 pub use shards::ShardRange;
-pub use tracks::{Track, TrackRole};
+pub use tracks::{DEVICE_SYNC_TID, LANE_TID_STEP, SYNC_TID_OFFSET, Track, TrackRole, base_track};
 
 /// A trace laid out: tracks, their slices in layout order, the shards to write, the arrows and the labels.
 #[derive(Clone, Debug)]

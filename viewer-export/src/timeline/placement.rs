@@ -100,8 +100,8 @@ fn gpu_rows(maker: &mut TrackMaker<'_>, trace: &Trace) -> (Vec<u32>, Vec<u32>, V
     )
 }
 
-/// NVTX ranges on their threads' tracks (in start order), synchronization on a track per context (under the
-/// context's GPU).
+/// NVTX ranges on their threads' tracks (in start order), synchronizations on their stream's sync track (or the
+/// context's device-wide one).
 fn ranges_and_syncs(
     maker: &mut TrackMaker<'_>,
     trace: &Trace,
@@ -111,13 +111,14 @@ fn ranges_and_syncs(
     for ((proc, tid), _) in first_seen(trace.ranges.len(), |i| (trace.ranges[i].proc, trace.ranges[i].tid)) {
         range_threads.insert((proc, tid), maker.thread(proc, tid));
     }
-    let mut sync_tracks: HashMap<(ProcId, u32), u32> = HashMap::default();
-    for ((proc, context), i) in first_seen(trace.syncs.len(), |i| (trace.syncs[i].proc, trace.syncs[i].context)) {
+    let mut sync_tracks: HashMap<(ProcId, u32, u32), u32> = HashMap::default();
+    let sync_key = |i: usize| (trace.syncs[i].proc, trace.syncs[i].context, trace.syncs[i].stream);
+    for ((proc, context, stream), _) in first_seen(trace.syncs.len(), sync_key) {
         let device = ctx_device.get(&(proc, context)).copied().unwrap_or(0);
-        sync_tracks.insert((proc, context), maker.sync(proc, device, context, trace.syncs[i].stream));
+        sync_tracks.insert((proc, context, stream), maker.sync(proc, device, context, stream));
     }
     let range_tracks: Vec<u32> = trace.ranges.par_iter().map(|r| range_threads[&(r.proc, r.tid)]).collect();
-    let sync: Vec<u32> = trace.syncs.par_iter().map(|s| sync_tracks[&(s.proc, s.context)]).collect();
+    let sync: Vec<u32> = trace.syncs.par_iter().map(|s| sync_tracks[&(s.proc, s.context, s.stream)]).collect();
     // Ranges in time order like every other source.
     let mut range_order: Vec<u32> = (0..trace.ranges.len() as u32).collect();
     range_order.par_sort_by_key(|&i| trace.ranges[i as usize].start);

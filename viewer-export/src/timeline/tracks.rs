@@ -32,7 +32,15 @@ pub enum TrackRole {
         context: u32,
         stream: u32,
     },
-    Sync {
+    /// Synchronizations of one stream (stream syncs, stream waits on events).
+    StreamSync {
+        proc: ProcId,
+        device: u32,
+        context: u32,
+        stream: u32,
+    },
+    /// Synchronizations of no one stream (context syncs, event syncs) of a context.
+    DeviceSync {
         proc: ProcId,
         device: u32,
         context: u32,
@@ -62,6 +70,34 @@ pub struct Track {
     pub json_tid: i64,
     /// For process-like tracks: the pid Perfetto sees (unique in the trace).
     pub pid: u32,
+    /// No slice of this track nests in another: its slices are independent records (kernels of a stream, syncs
+    /// of different threads, overheads), so one inside another's time is not its child and goes to a lane.
+    pub flat: bool,
+}
+
+/// Chrome JSON rows of the overflow lanes of a GPU track: the base row's tid plus this per lane, so that no two
+/// slices of a GPU row overlap in JSON either.
+pub const LANE_TID_STEP: i64 = 10_000_000;
+
+/// Chrome JSON tid offset of a stream's synchronization row (Kineto's `kSyncStreamTidOffset`).
+pub const SYNC_TID_OFFSET: i64 = 1_000_000;
+
+/// Chrome JSON tid of a device's row of syncs of no one stream (Kineto writes stream -1 as tid 1).
+pub const DEVICE_SYNC_TID: i64 = 1;
+
+impl TrackRole {
+    /// Whether the track shows GPU-side rows (streams and their syncs).
+    pub fn on_gpu_row(&self) -> bool {
+        matches!(self, TrackRole::Stream { .. } | TrackRole::StreamSync { .. } | TrackRole::DeviceSync { .. })
+    }
+}
+
+/// The track a lane belongs to (`t` itself for any other track).
+pub fn base_track(tracks: &[Track], mut t: u32) -> u32 {
+    while let TrackRole::Lane { of, .. } = tracks[t as usize].role {
+        t = of;
+    }
+    t
 }
 
 /// The tracks made so far, each made once per role (its index is its id).
@@ -98,13 +134,16 @@ impl TrackSet {
         i
     }
 
-    /// Overflow lane `k` of `track`: beside it, on the same Chrome row.
+    /// Overflow lane `k` of `track`: beside it; on the same Chrome row for host tracks, on a row of its own
+    /// for GPU rows ([`LANE_TID_STEP`]).
     pub fn lane(&mut self, track: u32, k: u32) -> u32 {
         let role = TrackRole::Lane { of: track, k };
         self.get(role.clone(), |s| {
             let base = &s.tracks[track as usize];
             let name = format!("{} (overlapping {k})", base.name);
-            Track { role, parent: base.parent, name, json_pid: base.json_pid, json_tid: base.json_tid, pid: base.pid }
+            let json_tid =
+                if base.role.on_gpu_row() { base.json_tid + LANE_TID_STEP * k as i64 } else { base.json_tid };
+            Track { role, parent: base.parent, name, json_pid: base.json_pid, json_tid, pid: base.pid, flat: base.flat }
         })
     }
 
@@ -147,6 +186,7 @@ impl<'t> TrackMaker<'t> {
             json_pid: 0,
             json_tid: 0,
             pid: 0,
+            flat: false,
         });
         let mut used_pids = std::collections::HashSet::new();
         for (i, p) in trace.processes.iter().enumerate() {
@@ -157,12 +197,21 @@ impl<'t> TrackMaker<'t> {
             }
             m.host_pid.push(pid);
             let name = if m.multi {
-                format!("{} (pid {}, {})", trace.process_name(proc), p.pid, trace.label(proc))
+                let which = p.rank().map_or_else(|| trace.label(proc), |r| format!("rank {}", r.rank));
+                format!("{} (pid {}, {which})", trace.process_name(proc), p.pid)
             } else {
                 format!("{} (pid {})", trace.process_name(proc), p.pid)
             };
             let role = TrackRole::HostProcess { proc, pid };
-            m.set.get(role.clone(), |_| Track { role, parent: None, name, json_pid: p.pid as i64, json_tid: 0, pid });
+            m.set.get(role.clone(), |_| Track {
+                role,
+                parent: None,
+                name,
+                json_pid: p.pid as i64,
+                json_tid: 0,
+                pid,
+                flat: true,
+            });
         }
         m
     }
@@ -193,6 +242,7 @@ impl<'t> TrackMaker<'t> {
             json_pid,
             json_tid: tid as i64,
             pid,
+            flat: false,
         })
     }
 
@@ -215,7 +265,9 @@ impl<'t> TrackMaker<'t> {
             *next_gpu_pid += 1;
             let mut name = device_name(trace, proc, device);
             if multi {
-                name = format!("{name} ({})", trace.label(proc));
+                let p = &trace.processes[proc.index()];
+                let which = p.rank().map_or_else(|| trace.label(proc), |r| format!("rank {}", r.rank));
+                name = format!("{name} ({which})");
             }
             Track {
                 role: TrackRole::Gpu { proc, device },
@@ -224,6 +276,7 @@ impl<'t> TrackMaker<'t> {
                 json_pid,
                 json_tid: 0,
                 pid: *next_gpu_pid,
+                flat: true,
             }
         })
     }
@@ -240,6 +293,7 @@ impl<'t> TrackMaker<'t> {
             json_pid,
             json_tid: 0,
             pid: 0,
+            flat: true,
         });
         let role = TrackRole::Stream { proc, device, context, stream };
         self.set.get(role.clone(), |_| Track {
@@ -249,21 +303,47 @@ impl<'t> TrackMaker<'t> {
             json_pid,
             json_tid: stream as i64,
             pid: 0,
+            flat: true,
         })
     }
 
-    /// The synchronization track of a context, under its GPU; its Chrome row is the stream of its first sync.
-    pub fn sync(&mut self, proc: ProcId, device: u32, context: u32, first_stream: u32) -> u32 {
+    /// The track of a synchronization: a stream's syncs beside the stream (under its context), on Kineto's row
+    /// `stream N (sync)`; syncs of no one stream (`u32::MAX`: context and event syncs) on a per-context track under
+    /// the GPU, on Kineto's device-wide row (tid 1).
+    pub fn sync(&mut self, proc: ProcId, device: u32, context: u32, stream: u32) -> u32 {
         let gpu = self.gpu(proc, device);
         let json_pid = self.set.tracks[gpu as usize].json_pid;
-        let role = TrackRole::Sync { proc, device, context };
-        self.set.get(role.clone(), |_| Track {
+        if stream == u32::MAX {
+            let role = TrackRole::DeviceSync { proc, device, context };
+            return self.set.get(role.clone(), |_| Track {
+                role,
+                parent: Some(gpu),
+                name: format!("device-wide syncs (context {context})"),
+                json_pid,
+                json_tid: DEVICE_SYNC_TID,
+                pid: 0,
+                flat: true,
+            });
+        }
+        let role = TrackRole::Context { proc, device, context };
+        let ctx = self.set.get(role.clone(), |_| Track {
             role,
             parent: Some(gpu),
-            name: format!("synchronization (context {context})"),
+            name: format!("context {context}"),
             json_pid,
-            json_tid: if first_stream == u32::MAX { 1 } else { first_stream as i64 },
+            json_tid: 0,
             pid: 0,
+            flat: true,
+        });
+        let role = TrackRole::StreamSync { proc, device, context, stream };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(ctx),
+            name: format!("stream {stream} (sync)"),
+            json_pid,
+            json_tid: SYNC_TID_OFFSET + stream as i64,
+            pid: 0,
+            flat: true,
         })
     }
 
@@ -278,6 +358,7 @@ impl<'t> TrackMaker<'t> {
             json_pid,
             json_tid: 0,
             pid: 0,
+            flat: true,
         })
     }
 
@@ -293,6 +374,7 @@ impl<'t> TrackMaker<'t> {
             json_pid,
             json_tid: 0,
             pid: 0,
+            flat: true,
         })
     }
 }

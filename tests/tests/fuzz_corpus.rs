@@ -1,0 +1,109 @@
+//! The fuzz target's function (`cutr_tests::fuzz::read_everything`) over a fixed corpus and deterministic mutations
+//! of it, on every test run: bit flips, overwritten bytes, cuts, repeated ranges, and chunk headers rewritten with
+//! hostile sizes, counts and sequence numbers (their checksums recomputed). Longer runs use `cargo fuzz`
+//! (`fuzz/`, docs/BENCHMARKS.md "Fuzzing").
+
+use cutr_synth::forge::{chunks, edit_header};
+use cutr_tests::fuzz::read_everything;
+
+/// The corpus: small real recordings of each shape (a CUDA program, the regression pair, two ranks) and a
+/// generated one with every record kind.
+fn corpus() -> Vec<Vec<u8>> {
+    let root = cutr_tests::repo().join("fixtures");
+    let mut out: Vec<Vec<u8>> = ["cuda_workload.cutr", "regress/base_a.cutr", "allreduce/allreduce-589.cutr"]
+        .iter()
+        .map(|f| std::fs::read(root.join(f)).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("g.cutr");
+    cutr_synth::write_file(
+        &p,
+        cutr_synth::SynthOptions { records: 3_000, buffer_bytes: 64 << 10, ..Default::default() },
+    )
+    .unwrap();
+    out.push(std::fs::read(&p).unwrap());
+    out
+}
+
+/// SplitMix64: the same mutations on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// One mutation of `b`.
+fn mutate(b: &mut Vec<u8>, rng: &mut Rng) {
+    match rng.below(6) {
+        0 => {
+            let i = rng.below(b.len());
+            b[i] ^= 1 << rng.below(8);
+        }
+        1 => {
+            let i = rng.below(b.len());
+            let n = rng.below(64).min(b.len() - i);
+            for x in &mut b[i..i + n] {
+                *x = rng.next() as u8;
+            }
+        }
+        2 => {
+            let n = rng.below(b.len());
+            b.truncate(n.max(1));
+        }
+        3 => {
+            let i = rng.below(b.len());
+            let n = rng.below(4096).min(b.len() - i);
+            let copy = b[i..i + n].to_vec();
+            let at = rng.below(b.len());
+            b.splice(at..at, copy);
+        }
+        _ => {
+            let cs = chunks(b);
+            if cs.is_empty() {
+                return;
+            }
+            let c = cs[rng.below(cs.len())];
+            let v = rng.next();
+            let field = rng.below(5);
+            edit_header(b, c.offset, |h| match field {
+                0 => h.raw_len = v >> rng.below(64),
+                1 => h.record_count = v as u32,
+                2 => h.stored_len = v >> rng.below(64),
+                3 => h.seq = (v % 8) as u32,
+                _ => h.t_max = v,
+            });
+        }
+    }
+}
+
+#[test]
+fn the_reader_and_everything_after_it_survive_mutated_recordings() {
+    let corpus = corpus();
+    for seed in &corpus {
+        read_everything(seed);
+    }
+    // CUTR_FUZZ_ITERATIONS and CUTR_FUZZ_SEED run it longer or elsewhere by hand.
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let mut rng = Rng(env("CUTR_FUZZ_SEED", 0x5eed));
+    let iterations = env("CUTR_FUZZ_ITERATIONS", 2_000) as usize;
+    for i in 0..iterations {
+        let mut b = corpus[i % corpus.len()].clone();
+        for _ in 0..1 + rng.below(4) {
+            if b.is_empty() {
+                break;
+            }
+            mutate(&mut b, &mut rng);
+        }
+        read_everything(&b);
+    }
+}

@@ -1,0 +1,77 @@
+//! The arguments both viewers show for GPU records: what a kernel launch was (Kineto's keys, then what Hopper
+//! added), what a copy or memset moved, and which event a sync waited on. Each writer decides which of its own
+//! arguments to add or leave out around these.
+
+use cutr_model::{Kernel, Sync, Trace, describe};
+
+use crate::args::{Arg, ArgKey, Value};
+
+/// A kernel's launch: registers, grid, block, the estimated achieved occupancy (Kineto's), graph node and
+/// channel, static and dynamic shared memory, then what is not the plain launch (local memory, cluster, launch
+/// type). `kineto` adds Kineto's own derived keys: the total shared memory, and blocks and warps per SM (what the
+/// grid and the device's SMs give).
+pub(crate) fn kernel_launch<'t>(trace: &'t Trace, k: &Kernel, kineto: bool, out: &mut Vec<Arg<'t>>) {
+    use Value::*;
+    out.push(Arg::new(ArgKey::RegistersPerThread, UInt(k.registers as u64)));
+    if kineto {
+        out.push(Arg::new(ArgKey::SharedMemory, Int(k.static_smem as i64 + k.dynamic_smem as i64)));
+    }
+    if kineto && let Some(n) = trace.device_sms(k.proc, k.device).filter(|&n| n > 0) {
+        let blocks = k.grid.iter().map(|&g| g.max(0) as u64).product::<u64>() as f64 / n as f64;
+        let threads = k.block.iter().map(|&b| b.max(0) as u64).product::<u64>() as f64;
+        out.push(Arg::new(ArgKey::BlocksPerSm, Double(blocks)));
+        out.push(Arg::new(ArgKey::WarpsPerSm, Double(blocks * threads / 32.0)));
+    }
+    out.push(Arg::new(ArgKey::Grid, Int3(k.grid.map(i64::from))));
+    out.push(Arg::new(ArgKey::Block, Int3(k.block.map(i64::from))));
+    if let Some(pct) = trace.achieved_occupancy_pct(k) {
+        out.push(Arg::new(ArgKey::Occupancy, Int(pct)));
+    }
+    if k.graph_id != 0 {
+        out.push(Arg::new(ArgKey::GraphId, UInt(k.graph_id as u64)));
+        out.push(Arg::new(ArgKey::GraphNodeId, UInt(k.graph_node_id)));
+    }
+    if k.channel_type != 0 {
+        out.push(Arg::new(ArgKey::Channel, UInt(k.channel as u64)));
+        out.push(Arg::new(ArgKey::ChannelType, Str(describe::channel_type(k.channel_type))));
+    }
+    out.push(Arg::new(ArgKey::StaticSharedMemory, Int(k.static_smem as i64)));
+    out.push(Arg::new(ArgKey::DynamicSharedMemory, Int(k.dynamic_smem as i64)));
+    if k.local_memory_per_thread != 0 {
+        out.push(Arg::new(ArgKey::LocalMemoryPerThread, UInt(k.local_memory_per_thread as u64)));
+    }
+    if k.cluster.iter().map(|&c| c.max(1) as u64).product::<u64>() > 1 {
+        out.push(Arg::new(ArgKey::Cluster, Int3(k.cluster.map(i64::from))));
+        out.push(Arg::new(ArgKey::ClusterSchedulingPolicy, Str(describe::cluster_policy(k.cluster_policy))));
+    }
+    if k.launch_type != 0 {
+        out.push(Arg::new(ArgKey::LaunchType, Str(describe::launch_type(k.launch_type))));
+    }
+    if k.device_launched {
+        out.push(Arg::new(ArgKey::DeviceLaunched, Bool(true)));
+    }
+}
+
+/// A copy's or memset's graph node, when it ran in a CUDA graph.
+pub(crate) fn graph_node<'t>(graph_id: u32, graph_node_id: u64, out: &mut Vec<Arg<'t>>) {
+    if graph_id != 0 {
+        out.push(Arg::new(ArgKey::GraphId, Value::UInt(graph_id as u64)));
+        out.push(Arg::new(ArgKey::GraphNodeId, Value::UInt(graph_node_id)));
+    }
+}
+
+/// Kineto's `wait_on_*` args of an event sync or a stream's wait on an event: the stream and the correlation id
+/// (the `cudaEventRecord` call) of the event's last recording before the sync, -1 where unknown, and the event.
+pub(crate) fn waited_event<'t>(trace: &Trace, s: &Sync, out: &mut Vec<Arg<'t>>) {
+    const EVENT_SYNC: u32 = 1;
+    const STREAM_WAIT_EVENT: u32 = 2;
+    if s.sync_type != EVENT_SYNC && s.sync_type != STREAM_WAIT_EVENT {
+        return;
+    }
+    let recorded = trace.waited_event(s);
+    let stream = recorded.map_or(-1, |e| e.stream as i64);
+    let corr = recorded.map_or(-1, |e| e.correlation as i64);
+    out.push(Arg::new(ArgKey::WaitOnStream, Value::Int(stream)));
+    out.push(Arg::new(ArgKey::WaitOnEventRecordCorrelation, Value::Int(corr)));
+    out.push(Arg::new(ArgKey::WaitOnEventId, Value::Int(if s.event == u32::MAX { -1 } else { s.event as i64 })));
+}
