@@ -112,6 +112,17 @@ pub enum Command {
         /// Changes smaller than this per run are neutral (e.g. 10us, 1ms).
         #[arg(long, default_value = "10us")]
         min_delta: String,
+        /// Changes smaller than this per kernel instance and GPU operation are neutral (e.g. 250ns): the
+        /// run-to-run drift of short kernels.
+        #[arg(long, default_value = "250ns")]
+        instance_floor: String,
+        /// Rows below this percentage of the baseline's GPU time are reported, not judged.
+        #[arg(long, default_value_t = 1.0)]
+        min_share: f64,
+        /// Also fail on what is reported but not judged by default: `span` (the process's wall span), `count` (a
+        /// kernel launched more or fewer times).
+        #[arg(long, value_delimiter = ',', value_parser = ["span", "count"])]
+        fail_on: Vec<String>,
         /// Match kernels with template arguments and parameter lists removed.
         #[arg(long)]
         normalize_templates: bool,

@@ -27,13 +27,28 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
         Some(Command::Stats { files, json, csv, top }) => reports::stats(&files, json, csv, top),
-        Some(Command::Diff { files, base, new, threshold, min_delta, normalize_templates, json, markdown, all }) => {
+        Some(Command::Diff {
+            files,
+            base,
+            new,
+            threshold,
+            min_delta,
+            instance_floor,
+            min_share,
+            fail_on,
+            normalize_templates,
+            json,
+            markdown,
+            all,
+        }) => {
             let opts = cutr_analyses::diff::DiffOptions {
                 threshold_pct: threshold,
+                min_share_pct: min_share,
                 normalize_templates,
                 ..Default::default()
             };
-            reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all }, &min_delta)
+            let limits = reports::DiffLimits { min_delta, instance_floor, fail_on };
+            reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all }, limits)
         }
         Some(Command::Info { file, json }) => reports::info(&file, json),
         Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only }) => {

@@ -78,7 +78,14 @@ pub struct DiffArgs {
     pub all: bool,
 }
 
-pub fn diff(a: DiffArgs, min_delta: &str) -> Result<ExitCode> {
+/// The options of `diff` given as text, parsed here so that a wrong one is a usage error.
+pub struct DiffLimits {
+    pub min_delta: String,
+    pub instance_floor: String,
+    pub fail_on: Vec<String>,
+}
+
+pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     let (base, new) = if !a.base.is_empty() {
         if a.new.is_empty() {
             usage!("--base needs --new");
@@ -92,11 +99,31 @@ pub fn diff(a: DiffArgs, min_delta: &str) -> Result<ExitCode> {
     if !(a.opts.threshold_pct >= 0.0 && a.opts.threshold_pct.is_finite()) {
         usage!("--threshold must be a non-negative percentage");
     }
-    let opts = diff::DiffOptions { min_delta_ns: parse_time(min_delta)?, ..a.opts };
+    if !(0.0..=100.0).contains(&a.opts.min_share_pct) {
+        usage!("--min-share must be a percentage from 0 to 100");
+    }
+    let fail_on = limits
+        .fail_on
+        .iter()
+        .map(|k| match k.as_str() {
+            "span" => Ok(diff::FailOn::Span),
+            "count" => Ok(diff::FailOn::Count),
+            other => usage!("--fail-on: unknown '{other}' (span, count)"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let opts = diff::DiffOptions {
+        min_delta_ns: parse_time(&limits.min_delta)?,
+        instance_floor_ns: parse_time(&limits.instance_floor)? as f64,
+        fail_on,
+        ..a.opts
+    };
     let b = load_runs(&base)?;
     let n = load_runs(&new)?;
     let report = diff::diff(&b, &n, &opts);
     timing::mark("diff");
+    for w in &report.warnings {
+        eprintln!("cupti-convert: warning: {w}");
+    }
     // The process ends after printing: freeing two traces' rows first is work nobody waits for.
     std::mem::forget((b, n));
     if a.json {

@@ -190,6 +190,53 @@ fn diff_exits_3_on_a_regression_and_0_otherwise() {
     assert_eq!(stderr_lines(&o), ["cupti-convert: error: give BASE NEW, or --base RUN... --new RUN..."]);
 }
 
+/// The wall span is reported, not judged, until `--fail-on span` asks; small rows are judged with `--min-share 0`;
+/// wrong values of the new options are usage errors.
+#[test]
+fn diff_options_move_rows_between_reported_and_judged() {
+    let (base, new) = (fixture("regress/base_a.cutr"), fixture("regress/heavy_a.cutr"));
+    let rows = |extra: &[&str]| -> (Option<i32>, serde_json::Value) {
+        let mut args = vec!["diff", path_str(&base), path_str(&new), "--json"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        (o.status.code(), serde_json::from_slice(&o.stdout).unwrap())
+    };
+    let row = |j: &serde_json::Value, section: &str, name: &str| -> String {
+        let r = j["rows"].as_array().unwrap().iter().find(|r| r["section"] == section && r["name"] == name).unwrap();
+        r["verdict"].as_str().unwrap().to_string()
+    };
+    let (code, j) = rows(&[]);
+    assert_eq!(code, Some(3));
+    assert_eq!(row(&j, "span", "wall span (first to last record)"), "reported");
+    assert_eq!(row(&j, "nvtx", "main:teardown"), "reported");
+    assert_eq!(j["counts"]["reported"], 11);
+    // The heavy pair's span shrank 8.6%: an improvement once judged, and teardown's -60.6% of 0.8% of GPU time
+    // is judged at --min-share 0.
+    let (_, j) = rows(&["--fail-on", "span", "--min-share", "0"]);
+    assert_eq!(row(&j, "span", "wall span (first to last record)"), "improvement");
+    assert_eq!(row(&j, "nvtx", "main:teardown"), "inconclusive");
+    assert_eq!(j["counts"].get("reported"), None);
+    // A per-instance floor above the heavy kernel's +2.9 ms makes it neutral.
+    let (_, j) = rows(&["--instance-floor", "3ms"]);
+    assert_eq!(row(&j, "kernel", "heavy(float*, int, int)"), "neutral");
+    for (bad, message) in [
+        (vec!["--fail-on", "speed"], None),
+        (vec!["--min-share", "101"], Some("cupti-convert: error: --min-share must be a percentage from 0 to 100")),
+        (
+            vec!["--instance-floor", "fast"],
+            Some("cupti-convert: error: not a time: 'fast' (use e.g. 1.5, 200ms, 10us)"),
+        ),
+    ] {
+        let mut args = vec!["diff", path_str(&base), path_str(&new)];
+        args.extend_from_slice(&bad);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        if let Some(m) = message {
+            assert_eq!(stderr_lines(&o), [m]);
+        }
+    }
+}
+
 /// What drives the progress bar: the layout stage, then every shard counted once, ending at the total.
 #[test]
 fn export_reports_progress_shard_by_shard() {

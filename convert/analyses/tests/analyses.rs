@@ -105,7 +105,7 @@ fn the_recorded_regression_pair_flags_the_heavy_kernel_only() {
     let flagged: Vec<&str> = r
         .rows
         .iter()
-        .filter(|x| x.section == "kernel" && x.verdict != Verdict::Neutral)
+        .filter(|x| x.section == "kernel" && !matches!(x.verdict, Verdict::Neutral | Verdict::Reported))
         .map(|x| x.name.as_str())
         .collect();
     assert_eq!(flagged, ["heavy(float*, int, int)"]);
@@ -119,8 +119,15 @@ fn the_recorded_regression_pair_flags_the_heavy_kernel_only() {
     // Two runs of the same program against each other: no kernel changes.
     let a = vec![load_one(fixture("regress/base_a.cutr"))];
     let b = vec![load_one(fixture("regress/base_b.cutr"))];
-    let same = diff(&a, &b, &DiffOptions::default());
-    assert!(same.rows.iter().filter(|x| x.section == "kernel").all(|x| x.verdict == Verdict::Neutral));
+    // Two runs of the same program against each other, either way round: neutral (the kernels below 1% of the GPU
+    // time and the wall span reported, not judged).
+    for (x, y) in [(&a, &b), (&b, &a)] {
+        let same = diff(x, y, &DiffOptions::default());
+        assert_eq!(same.verdict, Verdict::Neutral, "{}", cutr_analyses::diff::render_text(&same, false));
+        assert!(same.rows.iter().all(|r| matches!(r.verdict, Verdict::Neutral | Verdict::Reported)));
+        // The wall span, 4 kernels and 6 NVTX ranges each hold under 1% of the GPU time.
+        assert_eq!(same.counts.get("reported"), Some(&11));
+    }
 }
 
 fn synthetic() -> (tempfile::TempDir, Trace) {
@@ -152,7 +159,7 @@ fn generated_perturbations_get_the_right_verdicts() {
     let flagged: Vec<(&str, Verdict, f64)> = r
         .rows
         .iter()
-        .filter(|x| x.section == "kernel" && x.verdict != Verdict::Neutral)
+        .filter(|x| x.section == "kernel" && !matches!(x.verdict, Verdict::Neutral | Verdict::Reported))
         .map(|x| (x.name.as_str(), x.verdict, x.delta_ns))
         .collect();
     assert_eq!(flagged, [(GEMM, Verdict::Regression, extra as f64)]);
@@ -183,7 +190,7 @@ fn generated_perturbations_get_the_right_verdicts() {
     // Self-diff: neutral, every delta zero.
     let r = diff(std::slice::from_ref(&base), std::slice::from_ref(&base), &DiffOptions::default());
     assert_eq!(r.verdict, Verdict::Neutral);
-    assert!(r.rows.iter().all(|x| x.delta_ns == 0.0 && x.verdict == Verdict::Neutral));
+    assert!(r.rows.iter().all(|x| x.delta_ns == 0.0 && matches!(x.verdict, Verdict::Neutral | Verdict::Reported)));
     let md = cutr_analyses::diff::render_markdown(&r, 20);
     assert!(md.starts_with("### cutr diff: **neutral**"));
 }

@@ -1,47 +1,77 @@
-//! `cupti-convert diff`: what got slower or faster between recordings, per kernel and per NVTX range, with a
-//! verdict that respects run-to-run noise.
+//! `cupti-convert diff`: what got slower or faster between recordings, per kernel and per NVTX range, with a verdict
+//! CI can trust.
 //!
-//! Each side is one or more recordings of the same program (runs). Per row (a kernel name, an NVTX range name
-//! compared by the GPU time of the work launched inside it, total GPU time) the per-run totals give a mean and, with two runs or more, a measured noise: half the spread
-//! of the runs relative to their mean. A change is
-//! - **neutral** when it is within the threshold (default 5%) or smaller than an absolute floor (a few
-//!   microseconds of change in a kernel that takes almost no time is not a regression);
-//! - **regression** / **improvement** when it exceeds both the threshold and the noise floor (twice the
-//!   measured noise, or 2% when a side has a single run), and, with several runs per side, the runs of the two
-//!   sides do not overlap;
-//! - **inconclusive** otherwise: beyond the threshold, but not clearly beyond the noise.
+//! Each side is one or more recordings of the same program (runs). A row is a kernel name, an NVTX range name
+//! (compared by the GPU time of the work launched inside it) or the total GPU time. Within a run, the instances of
+//! a row are samples (a kernel launched 20 times is 20 measurements); across runs, the runs are. Each row's
+//! change of mean instance duration gets a 99% interval from them ([`judge`]), and the row is
+//! - **regression** / **improvement** when the change exceeds the threshold, the floors (per run, per instance)
+//!   and its interval excludes no change;
+//! - **inconclusive** when it exceeds them but the interval includes no change, or there is no evidence (one
+//!   instance per side, one run each): never a regression, and the reason says what would settle it;
+//! - **neutral** otherwise; **added** / **removed** when found on one side only.
 //!
-//! Kernels found on one side only are **added** or **removed**. The overall verdict is a regression if any
-//! kernel, range or the total GPU time regressed.
+//! Rows that are not GPU work (the process's wall span) and rows below `--min-share` of the GPU time are
+//! **reported**, not judged. A change of how many times a kernel ran is a finding of its own ([`CountChange`]).
+//! The verdict is a regression when any judged row regressed (or, with `--fail-on`, a reported kind changed).
+
+mod judge;
+mod render;
+mod samples;
+mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use cutr_model::Trace;
+use cutr_model::timing::timed;
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use cutr_model::timing::timed;
-use cutr_model::{NameId, Trace};
-
-mod render;
 pub use render::{render_markdown, render_text};
+pub use samples::Moments;
 
+use judge::{Side, evidence};
+use samples::{Run, run_of};
+
+/// What a diff judges, and how strictly.
 #[derive(Clone, Debug)]
 pub struct DiffOptions {
     /// Changes within this many percent are neutral.
     pub threshold_pct: f64,
-    /// The noise floor used when a side has one run (no measured noise).
-    pub default_noise_pct: f64,
     /// Changes smaller than this (ns, per run) are neutral, whatever their percentage.
     pub min_delta_ns: u64,
+    /// Changes smaller than this per instance and GPU operation (ns) are neutral: the run-to-run drift of short
+    /// kernels that a single run per side cannot show (A/A recordings of tiny kernels move 8-11%).
+    pub instance_floor_ns: f64,
+    /// Rows with less than this share of the base's GPU time (percent) are reported, not judged.
+    pub min_share_pct: f64,
     /// Match kernels with their template arguments and parameter lists removed.
     pub normalize_templates: bool,
+    /// Rows reported but not judged by default that should fail the verdict.
+    pub fail_on: Vec<FailOn>,
 }
 
 impl Default for DiffOptions {
     fn default() -> Self {
-        DiffOptions { threshold_pct: 5.0, default_noise_pct: 2.0, min_delta_ns: 10_000, normalize_templates: false }
+        DiffOptions {
+            threshold_pct: 5.0,
+            min_delta_ns: 10_000,
+            instance_floor_ns: 250.0,
+            min_share_pct: 1.0,
+            normalize_templates: false,
+            fail_on: Vec::new(),
+        }
     }
+}
+
+/// What `--fail-on` can add to the verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailOn {
+    /// The process's wall span (start-up, shut-down, host work).
+    Span,
+    /// A kernel launched more or fewer times.
+    Count,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -53,6 +83,8 @@ pub enum Verdict {
     Added,
     Removed,
     Neutral,
+    /// Shown, not judged: not GPU work, or too small a share of it.
+    Reported,
 }
 
 impl Verdict {
@@ -64,6 +96,7 @@ impl Verdict {
             Verdict::Added => "added",
             Verdict::Removed => "removed",
             Verdict::Neutral => "neutral",
+            Verdict::Reported => "reported",
         }
     }
 }
@@ -73,28 +106,311 @@ pub struct Row {
     /// `kernel`, `nvtx`, `total` (GPU time) or `span` (first to last record).
     pub section: &'static str,
     pub name: String,
-    /// Per-run totals (ns) and counts.
+    /// Per run: total ns and instances.
     pub base_ns: Vec<u64>,
     pub new_ns: Vec<u64>,
     pub base_count: Vec<u64>,
     pub new_count: Vec<u64>,
+    /// Mean over runs of the per-run totals.
     pub base_mean_ns: f64,
     pub new_mean_ns: f64,
+    /// Change of the per-run total (ns) and of the mean instance duration (percent).
     pub delta_ns: f64,
     pub delta_pct: f64,
-    /// The noise floor this row was judged against (percent).
-    pub noise_pct: f64,
+    /// 99% interval of the change of the mean instance duration, in percent of the base's.
+    pub interval_pct: Option<(f64, f64)>,
+    /// Share of the base's GPU time.
+    pub share_pct: f64,
     pub verdict: Verdict,
+    /// Why, in words.
+    pub reason: String,
+}
+
+/// A kernel (or range) that ran a different number of times.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CountChange {
+    pub section: &'static str,
+    pub name: String,
+    /// Mean instances per run.
+    pub base: f64,
+    pub new: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     pub verdict: Verdict,
     pub threshold_pct: f64,
+    pub min_delta_ns: u64,
     pub base_files: Vec<String>,
     pub new_files: Vec<String>,
     pub rows: Vec<Row>,
+    pub count_changes: Vec<CountChange>,
+    /// Rows per verdict (judged rows only; `reported` counts the others).
     pub counts: BTreeMap<&'static str, usize>,
+    /// Share of the base's kernel time whose names the new runs have too.
+    pub common_kernel_time_pct: f64,
+    pub warnings: Vec<String>,
+}
+
+/// Below this share of common kernel time the recordings are probably of different programs.
+const DIFFERENT_PROGRAMS_PCT: f64 = 50.0;
+
+/// Compares recordings: `base` and `new` hold one trace per run.
+pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
+    let name = |n: &str| if opts.normalize_templates { normalize_template_name(n) } else { n.to_string() };
+    // Every run's samples at once: each has serial steps (its names' table), so runs side by side keep more
+    // workers busy than one after another.
+    let (b, n): (Vec<Run>, Vec<Run>) = timed("diff samples", || {
+        rayon::join(
+            || base.par_iter().map(|t| run_of(t, &name)).collect(),
+            || new.par_iter().map(|t| run_of(t, &name)).collect(),
+        )
+    });
+    let files = |ts: &[Trace]| -> Vec<String> {
+        ts.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect()
+    };
+    let mut report = timed("diff rows", || compare(&b, &n, opts));
+    report.base_files = files(base);
+    report.new_files = files(new);
+    report
+}
+
+/// The rows of every section, judged, the count changes and the overall verdict.
+fn compare(b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
+    let base_gpu = b.iter().map(|r| r.gpu.sum).sum::<f64>() / b.len().max(1) as f64;
+    let mut rows = Vec::new();
+    let mut count_changes = Vec::new();
+    type Pick = fn(&Run) -> &samples::ByName;
+    for (section, pick) in [("kernel", (|r: &Run| &r.kernels) as Pick), ("nvtx", |r: &Run| &r.ranges)] {
+        let names: BTreeSet<&String> = b.iter().chain(n).flat_map(|r| pick(r).keys()).collect();
+        for name in names {
+            let bs = Side { runs: b.iter().map(|r| pick(r).get(name)).collect() };
+            let ns = Side { runs: n.iter().map(|r| pick(r).get(name)).collect() };
+            if let Some(c) = count_change(section, name, &bs, &ns) {
+                count_changes.push(c);
+            }
+            rows.push(row(section, name, &bs, &ns, base_gpu, opts));
+        }
+    }
+    rows.push(total_row(b, n, opts));
+    rows.push(span_row(b, n, opts));
+    // Biggest changes first, rows that need attention before the others.
+    let rank = |v: Verdict| match v {
+        Verdict::Regression | Verdict::Improvement => 0,
+        Verdict::Inconclusive | Verdict::Added | Verdict::Removed => 1,
+        Verdict::Reported => 2,
+        Verdict::Neutral => 3,
+    };
+    rows.sort_by(|x, y| {
+        rank(x.verdict)
+            .cmp(&rank(y.verdict))
+            .then(y.delta_ns.abs().partial_cmp(&x.delta_ns.abs()).unwrap_or(std::cmp::Ordering::Equal))
+    });
+    let mut counts = BTreeMap::new();
+    for r in &rows {
+        *counts.entry(r.verdict.as_str()).or_insert(0) += 1;
+    }
+    let has = |v: Verdict| rows.iter().any(|r| r.verdict == v);
+    let mut verdict = if has(Verdict::Regression) {
+        Verdict::Regression
+    } else if has(Verdict::Improvement) {
+        Verdict::Improvement
+    } else if has(Verdict::Inconclusive) {
+        Verdict::Inconclusive
+    } else {
+        Verdict::Neutral
+    };
+    if opts.fail_on.contains(&FailOn::Count) && !count_changes.is_empty() {
+        verdict = Verdict::Regression;
+    }
+    let (common, warnings) = similarity(b, n);
+    Report {
+        verdict,
+        threshold_pct: opts.threshold_pct,
+        min_delta_ns: opts.min_delta_ns,
+        base_files: Vec::new(),
+        new_files: Vec::new(),
+        rows,
+        count_changes,
+        counts,
+        common_kernel_time_pct: common,
+        warnings,
+    }
+}
+
+/// The per-run totals and counts of a side.
+fn per_run(s: &Side) -> (Vec<u64>, Vec<u64>) {
+    s.runs.iter().map(|m| m.map_or((0, 0), |m| (m.sum as u64, m.n))).unzip()
+}
+
+fn row(section: &'static str, name: &str, b: &Side, n: &Side, base_gpu: f64, opts: &DiffOptions) -> Row {
+    let e = evidence(b, n);
+    let (base_ns, base_count) = per_run(b);
+    let (new_ns, new_count) = per_run(n);
+    let (bt, nt) = (b.mean_total(), n.mean_total());
+    let base_mean = if b.mean_count() > 0.0 { bt / b.mean_count() } else { 0.0 };
+    let share = if base_gpu > 0.0 { 100.0 * bt / base_gpu } else { 0.0 };
+    let pct = |x: f64| if base_mean > 0.0 { 100.0 * x / base_mean } else { f64::INFINITY };
+    let (verdict, reason) = if share < opts.min_share_pct && bt > 0.0 && nt > 0.0 {
+        (Verdict::Reported, format!("{share:.2}% of GPU time, below --min-share {}%: not judged", opts.min_share_pct))
+    } else {
+        judge::judge(b, n, &e, opts)
+    };
+    Row {
+        section,
+        name: name.to_string(),
+        base_ns,
+        new_ns,
+        base_count,
+        new_count,
+        base_mean_ns: bt,
+        new_mean_ns: nt,
+        delta_ns: nt - bt,
+        delta_pct: if bt > 0.0 {
+            pct(e.delta)
+        } else if nt > 0.0 {
+            f64::INFINITY
+        } else {
+            0.0
+        },
+        interval_pct: e.interval.map(|(lo, hi)| (pct(lo), pct(hi))),
+        share_pct: share,
+        verdict,
+        reason,
+    }
+}
+
+/// A row launched a different number of times per run: found when the mean counts differ by at least one and,
+/// with several runs per side, the sides' counts do not overlap.
+fn count_change(section: &'static str, name: &str, b: &Side, n: &Side) -> Option<CountChange> {
+    let counts = |s: &Side| -> Vec<u64> { s.runs.iter().map(|m| m.map_or(0, |m| m.n)).collect() };
+    let (bc, nc) = (counts(b), counts(n));
+    let (bmin, bmax) = (*bc.iter().min()?, *bc.iter().max()?);
+    let (nmin, nmax) = (*nc.iter().min()?, *nc.iter().max()?);
+    let (bm, nm) = (b.mean_count(), n.mean_count());
+    let separated = nmin > bmax || nmax < bmin;
+    // Added and removed rows are findings of their own.
+    (separated && (nm - bm).abs() >= 1.0 && bm > 0.0 && nm > 0.0).then(|| CountChange {
+        section,
+        name: name.to_string(),
+        base: bm,
+        new: nm,
+    })
+}
+
+/// Total GPU time: with one run per side, its variance is the sum of the instances' (different kernels' durations
+/// are independent); with several, the runs'.
+fn total_row(b: &[Run], n: &[Run], opts: &DiffOptions) -> Row {
+    let totals = |rs: &[Run]| -> Vec<f64> { rs.iter().map(|r| r.gpu.sum).collect() };
+    let (bt, nt) = (totals(b), totals(n));
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let (bm, nm) = (mean(&bt), mean(&nt));
+    let delta = nm - bm;
+    let half = if b.len() >= 2 || n.len() >= 2 {
+        let var = |v: &[f64]| {
+            let m = mean(v);
+            v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0).max(1.0)
+        };
+        let se = (var(&bt) / bt.len() as f64 + var(&nt) / nt.len() as f64).sqrt();
+        stats::t_995((b.len() + n.len() - 2) as f64) * se
+    } else {
+        // Thousands of instances: the normal quantile, not Student's with the runs' one degree of freedom.
+        stats::Z_99 * (b[0].gpu_sum_variance + n[0].gpu_sum_variance).sqrt()
+    };
+    let pct = |x: f64| if bm > 0.0 { 100.0 * x / bm } else { 0.0 };
+    let (verdict, reason) = if pct(delta).abs() <= opts.threshold_pct {
+        (Verdict::Neutral, format!("{:+.1}% is within the {}% threshold", pct(delta), opts.threshold_pct))
+    } else if delta.abs() < opts.min_delta_ns as f64 {
+        (Verdict::Neutral, format!("below the {} ns floor per run", opts.min_delta_ns))
+    } else if delta - half > 0.0 {
+        (
+            Verdict::Regression,
+            format!("{:+.1}%, 99% interval {:+.1}%..{:+.1}%", pct(delta), pct(delta - half), pct(delta + half)),
+        )
+    } else if delta + half < 0.0 {
+        (
+            Verdict::Improvement,
+            format!("{:+.1}%, 99% interval {:+.1}%..{:+.1}%", pct(delta), pct(delta - half), pct(delta + half)),
+        )
+    } else {
+        (Verdict::Inconclusive, format!("{:+.1}% within the noise: more runs would settle it", pct(delta)))
+    };
+    let ns = |rs: &[Run]| -> Vec<u64> { rs.iter().map(|r| r.gpu.sum as u64).collect() };
+    let count = |rs: &[Run]| -> Vec<u64> { rs.iter().map(|r| r.gpu.n).collect() };
+    Row {
+        section: "total",
+        name: "GPU time (kernels, copies, memsets)".into(),
+        base_ns: ns(b),
+        new_ns: ns(n),
+        base_count: count(b),
+        new_count: count(n),
+        base_mean_ns: bm,
+        new_mean_ns: nm,
+        delta_ns: delta,
+        delta_pct: pct(delta),
+        interval_pct: Some((pct(delta - half), pct(delta + half))),
+        share_pct: 100.0,
+        verdict,
+        reason,
+    }
+}
+
+/// The process's wall span (start-up, host work, shut-down): reported, judged only with `--fail-on span`.
+fn span_row(b: &[Run], n: &[Run], opts: &DiffOptions) -> Row {
+    let spans = |rs: &[Run]| -> Vec<u64> { rs.iter().map(|r| r.span_ns).collect() };
+    let (bs, ns) = (spans(b), spans(n));
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len().max(1) as f64;
+    let (bm, nm) = (mean(&bs), mean(&ns));
+    let pct = if bm > 0.0 { 100.0 * (nm - bm) / bm } else { 0.0 };
+    let (verdict, reason) = if !opts.fail_on.contains(&FailOn::Span) {
+        (Verdict::Reported, "not GPU work (CUDA start-up, host work): not judged; --fail-on span judges it".to_string())
+    } else if pct > opts.threshold_pct && nm - bm >= opts.min_delta_ns as f64 {
+        (Verdict::Regression, format!("{pct:+.1}%, beyond the {}% threshold (--fail-on span)", opts.threshold_pct))
+    } else if pct < -opts.threshold_pct && bm - nm >= opts.min_delta_ns as f64 {
+        (Verdict::Improvement, format!("{pct:+.1}%, beyond the {}% threshold (--fail-on span)", opts.threshold_pct))
+    } else {
+        (Verdict::Neutral, format!("{pct:+.1}% is within the {}% threshold", opts.threshold_pct))
+    };
+    let ones = |v: &[u64]| vec![1; v.len()];
+    Row {
+        section: "span",
+        name: "wall span (first to last record)".into(),
+        base_count: ones(&bs),
+        new_count: ones(&ns),
+        base_ns: bs,
+        new_ns: ns,
+        base_mean_ns: bm,
+        new_mean_ns: nm,
+        delta_ns: nm - bm,
+        delta_pct: pct,
+        interval_pct: None,
+        share_pct: 0.0,
+        verdict,
+        reason,
+    }
+}
+
+/// The share of the base's kernel time under names the new runs have too, and a warning when it is small.
+fn similarity(b: &[Run], n: &[Run]) -> (f64, Vec<String>) {
+    let new_names: BTreeSet<&String> = n.iter().flat_map(|r| r.kernels.keys()).collect();
+    let (mut common, mut all) = (0.0, 0.0);
+    for r in b {
+        for (name, m) in &r.kernels {
+            all += m.sum;
+            if new_names.contains(name) {
+                common += m.sum;
+            }
+        }
+    }
+    let pct = if all > 0.0 { 100.0 * common / all } else { 100.0 };
+    let mut warnings = Vec::new();
+    if pct < DIFFERENT_PROGRAMS_PCT {
+        warnings.push(format!(
+            "only {pct:.0}% of the base's kernel time is in kernels the new runs also have: these are probably \
+             recordings of different programs"
+        ));
+    }
+    (pct, warnings)
 }
 
 /// `name<...>(...)` -> `name<>`: template arguments and parameters removed, so kernels match across builds that
@@ -129,207 +445,6 @@ pub fn normalize_template_name(name: &str) -> String {
     out.strip_prefix("void ").map(str::to_string).unwrap_or(out)
 }
 
-/// Per-name (total ns, count) of one run.
-type RunTotals = BTreeMap<String, (u64, u64)>;
-
-struct Run {
-    kernels: RunTotals,
-    ranges: RunTotals,
-    gpu_ns: u64,
-    span_ns: u64,
-}
-
-/// (total ns, count) per name id, summed over blocks of rows in parallel: a trace has millions of kernels and a
-/// few hundred names, and making a name string per row cost ~0.3 s per 3M kernels.
-fn totals_by_id<T: Sync>(
-    rows: &[T],
-    id_and_ns: impl Fn(&T) -> Option<(NameId, u64)> + Sync,
-) -> FxHashMap<NameId, (u64, u64)> {
-    rows.par_chunks(1 << 16)
-        .map(|block| {
-            let mut m: FxHashMap<NameId, (u64, u64)> = FxHashMap::default();
-            for (id, ns) in block.iter().filter_map(&id_and_ns) {
-                let e = m.entry(id).or_default();
-                e.0 += ns;
-                e.1 += 1;
-            }
-            m
-        })
-        .reduce(FxHashMap::default, |mut a, b| {
-            for (id, (ns, n)) in b {
-                let e = a.entry(id).or_default();
-                e.0 += ns;
-                e.1 += n;
-            }
-            a
-        })
-}
-
-fn run_totals(t: &Trace, opts: &DiffOptions) -> Run {
-    let mut kernels: RunTotals = BTreeMap::new();
-    for (id, (ns, n)) in totals_by_id(&t.kernels, |k| Some((t.display_name_id(k.name), k.duration()))) {
-        let mut name = t.names.get(id).to_string();
-        if opts.normalize_templates {
-            name = normalize_template_name(&name);
-        }
-        let e = kernels.entry(name).or_default();
-        e.0 += ns;
-        e.1 += n;
-    }
-    let gpu = t.kernels.par_iter().map(|k| k.duration()).sum::<u64>()
-        + t.memcpys.par_iter().map(|m| m.duration()).sum::<u64>()
-        + t.memsets.par_iter().map(|m| m.duration()).sum::<u64>();
-    // NVTX ranges are compared by the GPU time of the work launched inside them: the host time a range spans
-    // moves with CPU scheduling from run to run, the GPU work it launched does not.
-    let gpu_in_range = t.gpu_work_by_range();
-    let closed: Vec<Option<(NameId, u64)>> =
-        t.ranges.par_iter().zip(&gpu_in_range).map(|(r, &(ns, _))| r.closed().then_some((r.name, ns))).collect();
-    let mut ranges: RunTotals = BTreeMap::new();
-    for (id, (ns, n)) in totals_by_id(&closed, |&c| c) {
-        let e = ranges.entry(t.names.get(id).to_string()).or_default();
-        e.0 += ns;
-        e.1 += n;
-    }
-    let (a, b) = t.span();
-    Run { kernels, ranges, gpu_ns: gpu, span_ns: b - a }
-}
-
-fn mean(v: &[u64]) -> f64 {
-    if v.is_empty() { 0.0 } else { v.iter().sum::<u64>() as f64 / v.len() as f64 }
-}
-
-/// Half the spread of the runs relative to their mean, in percent (0 with fewer than two runs).
-fn noise(v: &[u64]) -> Option<f64> {
-    if v.len() < 2 {
-        return None;
-    }
-    let m = mean(v);
-    let (lo, hi) = (*v.iter().min().unwrap() as f64, *v.iter().max().unwrap() as f64);
-    Some(if m > 0.0 { 50.0 * (hi - lo) / m } else { 0.0 })
-}
-
-fn judge(
-    section: &'static str,
-    name: String,
-    base: (Vec<u64>, Vec<u64>),
-    new: (Vec<u64>, Vec<u64>),
-    opts: &DiffOptions,
-) -> Row {
-    let (bm, nm) = (mean(&base.0), mean(&new.0));
-    let present_base = base.1.iter().any(|&c| c > 0);
-    let present_new = new.1.iter().any(|&c| c > 0);
-    let delta = nm - bm;
-    let pct = if bm > 0.0 {
-        100.0 * delta / bm
-    } else if nm > 0.0 {
-        f64::INFINITY
-    } else {
-        0.0
-    };
-    let noise_pct = match (noise(&base.0), noise(&new.0)) {
-        (Some(a), Some(b)) => 2.0 * a.max(b),
-        _ => opts.default_noise_pct,
-    };
-    let verdict = if !present_base && present_new {
-        Verdict::Added
-    } else if present_base && !present_new {
-        Verdict::Removed
-    } else if delta.abs() < opts.min_delta_ns as f64 || pct.abs() <= opts.threshold_pct {
-        Verdict::Neutral
-    } else {
-        let separated = if base.0.len() >= 2 && new.0.len() >= 2 {
-            let (bmin, bmax) = (*base.0.iter().min().unwrap(), *base.0.iter().max().unwrap());
-            let (nmin, nmax) = (*new.0.iter().min().unwrap(), *new.0.iter().max().unwrap());
-            if delta > 0.0 { nmin > bmax } else { nmax < bmin }
-        } else {
-            true
-        };
-        if pct.abs() > noise_pct && separated {
-            if delta > 0.0 { Verdict::Regression } else { Verdict::Improvement }
-        } else {
-            Verdict::Inconclusive
-        }
-    };
-    Row {
-        section,
-        name,
-        base_ns: base.0,
-        new_ns: new.0,
-        base_count: base.1,
-        new_count: new.1,
-        base_mean_ns: bm,
-        new_mean_ns: nm,
-        delta_ns: delta,
-        delta_pct: pct,
-        noise_pct,
-        verdict,
-    }
-}
-
-fn per_run(runs: &[Run], pick: impl Fn(&Run) -> &RunTotals, name: &str) -> (Vec<u64>, Vec<u64>) {
-    runs.iter().map(|r| pick(r).get(name).copied().unwrap_or((0, 0))).unzip()
-}
-
-/// Compares recordings: `base` and `new` hold one trace per run.
-pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
-    // Every run's totals at once: each has serial steps (its names' table), so runs side by side keep more
-    // workers busy than one after another.
-    let (b, n): (Vec<Run>, Vec<Run>) = timed("diff totals", || {
-        rayon::join(
-            || base.par_iter().map(|t| run_totals(t, opts)).collect(),
-            || new.par_iter().map(|t| run_totals(t, opts)).collect(),
-        )
-    });
-    timed("diff rows", || compare(base, new, &b, &n, opts))
-}
-
-/// The rows of every section, judged, and the overall verdict.
-fn compare(base: &[Trace], new: &[Trace], b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
-    let mut rows = Vec::new();
-    for (section, pick) in [("kernel", (|r: &Run| &r.kernels) as fn(&Run) -> &RunTotals), ("nvtx", |r: &Run| &r.ranges)]
-    {
-        let names: BTreeSet<String> = b.iter().chain(n).flat_map(|r| pick(r).keys().cloned()).collect();
-        for name in names {
-            let row = judge(section, name.clone(), per_run(b, pick, &name), per_run(n, pick, &name), opts);
-            rows.push(row);
-        }
-    }
-    let gpu = |rs: &[Run]| (rs.iter().map(|r| r.gpu_ns).collect::<Vec<_>>(), vec![1; rs.len()]);
-    let span = |rs: &[Run]| (rs.iter().map(|r| r.span_ns).collect::<Vec<_>>(), vec![1; rs.len()]);
-    rows.push(judge("total", "GPU time (kernels, copies, memsets)".into(), gpu(b), gpu(n), opts));
-    rows.push(judge("span", "wall span (first to last record)".into(), span(b), span(n), opts));
-    // Biggest changes first, verdicts that need attention before neutral ones.
-    rows.sort_by(|x, y| {
-        (x.verdict == Verdict::Neutral)
-            .cmp(&(y.verdict == Verdict::Neutral))
-            .then(y.delta_ns.abs().partial_cmp(&x.delta_ns.abs()).unwrap_or(std::cmp::Ordering::Equal))
-    });
-    // The wall span includes program start-up and shut-down: reported, not part of the verdict.
-    let judged = rows.iter().filter(|r| r.section != "span");
-    let has = |v: Verdict| rows.iter().filter(|r| r.section != "span").any(|r| r.verdict == v);
-    let verdict = if has(Verdict::Regression) {
-        Verdict::Regression
-    } else if has(Verdict::Improvement) {
-        Verdict::Improvement
-    } else if has(Verdict::Inconclusive) {
-        Verdict::Inconclusive
-    } else {
-        Verdict::Neutral
-    };
-    let mut counts = BTreeMap::new();
-    for r in judged {
-        *counts.entry(r.verdict.as_str()).or_insert(0) += 1;
-    }
-    Report {
-        verdict,
-        threshold_pct: opts.threshold_pct,
-        base_files: base.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect(),
-        new_files: new.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect(),
-        rows,
-        counts,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,22 +459,5 @@ mod tests {
             "at::native::vectorized_elementwise_kernel<>"
         );
         assert_eq!(normalize_template_name("ampere_sgemm_128x64_nn"), "ampere_sgemm_128x64_nn");
-    }
-
-    #[test]
-    fn verdict_rules() {
-        let o = DiffOptions::default();
-        let j = |b: Vec<u64>, n: Vec<u64>| {
-            let c = vec![1; b.len()];
-            let d = vec![1; n.len()];
-            judge("kernel", "k".into(), (b, c), (n, d), &o).verdict
-        };
-        assert_eq!(j(vec![1_000_000], vec![1_200_000]), Verdict::Regression);
-        assert_eq!(j(vec![1_000_000], vec![1_040_000]), Verdict::Neutral);
-        assert_eq!(j(vec![1_000_000], vec![800_000]), Verdict::Improvement);
-        assert_eq!(j(vec![10_000], vec![15_000]), Verdict::Neutral, "5 us of change is below the absolute floor");
-        // Noisy runs: base spans 0.9..1.1 ms, new 1.05..1.25: overlapping, so inconclusive.
-        assert_eq!(j(vec![900_000, 1_100_000], vec![1_050_000, 1_250_000]), Verdict::Inconclusive);
-        assert_eq!(j(vec![1_000_000, 1_010_000], vec![1_300_000, 1_310_000]), Verdict::Regression);
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Report, Verdict};
+use super::{Report, Row, Verdict};
 use crate::fmt;
 
 fn signed_duration(ns: f64) -> String {
@@ -20,39 +20,85 @@ fn shorten(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_string() } else { format!("{}...", s.chars().take(n - 3).collect::<String>()) }
 }
 
-/// Text for people: the verdict, then every row that is not neutral.
+fn pct(row: &Row) -> String {
+    if row.delta_pct.is_finite() { format!("{:+.1}%", row.delta_pct) } else { "new".into() }
+}
+
+fn interval(row: &Row) -> String {
+    row.interval_pct.map_or_else(|| "-".into(), |(lo, hi)| format!("{lo:+.1}..{hi:+.1}%"))
+}
+
+/// The rows worth showing: judged rows that are not neutral, the total and the wall span, and reported rows that
+/// moved beyond the threshold and the floor per run (with `show_all`, every row).
+fn shown(r: &Report, show_all: bool) -> impl Iterator<Item = &Row> {
+    r.rows.iter().filter(move |x| show_all || worth_showing(r, x))
+}
+
+fn worth_showing(r: &Report, x: &Row) -> bool {
+    match x.verdict {
+        Verdict::Neutral => x.section == "total",
+        Verdict::Reported => {
+            x.section == "span" || (x.delta_pct.abs() > r.threshold_pct && x.delta_ns.abs() >= r.min_delta_ns as f64)
+        }
+        _ => true,
+    }
+}
+
+/// What the verdict was judged on.
+fn basis(r: &Report) -> String {
+    let evidence = if r.base_files.len() >= 2 || r.new_files.len() >= 2 {
+        "runs as samples (run-to-run noise measured)"
+    } else {
+        "one run per side: instances as samples, a floor per instance for the run-to-run drift one run cannot show"
+    };
+    format!("threshold {}%, 99% intervals, {evidence}", r.threshold_pct)
+}
+
+/// Text for people: the verdict, warnings, then every row that is not neutral with the reason for its verdict.
 pub fn render_text(r: &Report, show_all: bool) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "verdict: {} (threshold {}%; {} base run(s), {} new run(s))",
+        "verdict: {} ({} base run(s), {} new run(s); {})",
         r.verdict.as_str().to_uppercase(),
-        r.threshold_pct,
         r.base_files.len(),
-        r.new_files.len()
+        r.new_files.len(),
+        basis(r)
     );
+    // Warnings go to stderr (the command prints them), not into the table.
     let c: Vec<String> = r.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    let _ = writeln!(o, "rows: {}", c.join(", "));
+    let _ = writeln!(o, "rows: {} (reported rows are not judged)", c.join(", "));
     let _ = writeln!(
         o,
-        "\n{:>13} {:>7} {:>12} {:>12} {:>13} {:>9} {:>8}  name",
-        "verdict", "section", "base", "new", "delta", "delta %", "noise %"
+        "\n{:>12} {:>7} {:>12} {:>12} {:>13} {:>8} {:>16}  name [instances base -> new]: why",
+        "verdict", "section", "base", "new", "change", "change", "99% interval"
     );
-    for row in r.rows.iter().filter(|x| show_all || x.verdict != Verdict::Neutral || x.section == "total") {
+    for row in shown(r, show_all) {
         let _ = writeln!(
             o,
-            "{:>13} {:>7} {:>12} {:>12} {:>13} {:>9} {:>8}  {} [{} -> {}]",
+            "{:>12} {:>7} {:>12} {:>12} {:>13} {:>8} {:>16}  {} [{} -> {}]: {}",
             row.verdict.as_str(),
             row.section,
             fmt::duration_ns(row.base_mean_ns.round() as u64),
             fmt::duration_ns(row.new_mean_ns.round() as u64),
             signed_duration(row.delta_ns),
-            if row.delta_pct.is_finite() { format!("{:+.1}", row.delta_pct) } else { "new".into() },
-            format!("{:.1}", row.noise_pct),
-            shorten(&row.name, 120),
+            pct(row),
+            interval(row),
+            shorten(&row.name, 100),
             counts(&row.base_count),
-            counts(&row.new_count)
+            counts(&row.new_count),
+            row.reason
         );
+    }
+    let hidden = r.rows.len() - shown(r, show_all).count();
+    if hidden > 0 {
+        let _ = writeln!(o, "\n{hidden} rows unchanged or below --min-share not shown (--all lists them)");
+    }
+    if !r.count_changes.is_empty() {
+        let _ = writeln!(o, "\nlaunched a different number of times (per run; --fail-on count to fail on it):");
+        for c in &r.count_changes {
+            let _ = writeln!(o, "  {} {}: {} -> {}", c.section, shorten(&c.name, 100), c.base, c.new);
+        }
     }
     o
 }
@@ -61,41 +107,33 @@ pub fn render_text(r: &Report, show_all: bool) -> String {
 pub fn render_markdown(r: &Report, top: usize) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "### cutr diff: **{}**\n", r.verdict.as_str());
-    let _ = writeln!(
-        o,
-        "{} base run(s) vs {} new run(s); threshold {}%; a change must also exceed twice the run-to-run noise \
-         (2% with a single run).\n",
-        r.base_files.len(),
-        r.new_files.len(),
-        r.threshold_pct
-    );
-    let _ = writeln!(o, "| verdict | what | base | new | change | count |");
-    let _ = writeln!(o, "|---|---|---:|---:|---:|---|");
-    let mut shown = 0;
-    for row in &r.rows {
-        if row.verdict == Verdict::Neutral && row.section != "total" {
-            continue;
-        }
-        if shown == top {
-            break;
-        }
-        shown += 1;
-        let pct = if row.delta_pct.is_finite() { format!(" ({:+.1}%)", row.delta_pct) } else { String::new() };
+    let _ = writeln!(o, "{} base run(s) vs {} new run(s); {}.\n", r.base_files.len(), r.new_files.len(), basis(r));
+    for w in &r.warnings {
+        let _ = writeln!(o, "> **warning**: {w}\n");
+    }
+    let _ = writeln!(o, "| verdict | what | base | new | change | 99% interval | count | why |");
+    let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---|---|");
+    for row in shown(r, false).take(top) {
         let _ = writeln!(
             o,
-            "| {} | {} `{}` | {} | {} | {}{} | {} → {} |",
+            "| {} | {} `{}` | {} | {} | {} ({}) | {} | {} → {} | {} |",
             row.verdict.as_str(),
             row.section,
             shorten(&row.name, 80).replace('|', "\\|").replace('`', "'"),
             fmt::duration_ns(row.base_mean_ns.round() as u64),
             fmt::duration_ns(row.new_mean_ns.round() as u64),
             signed_duration(row.delta_ns),
-            pct,
+            pct(row),
+            interval(row),
             counts(&row.base_count),
-            counts(&row.new_count)
+            counts(&row.new_count),
+            row.reason.replace('|', "\\|")
         );
     }
-    let neutral = r.counts.get("neutral").copied().unwrap_or(0);
-    let _ = writeln!(o, "\n{neutral} more rows unchanged.");
+    let hidden = r.rows.len() - shown(r, false).take(top).count();
+    let _ = writeln!(o, "\n{hidden} more rows unchanged, below --min-share or beyond the first {top}.");
+    if !r.count_changes.is_empty() {
+        let _ = writeln!(o, "\nLaunched a different number of times: {}.", r.count_changes.len());
+    }
     o
 }
