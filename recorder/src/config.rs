@@ -43,7 +43,7 @@ pub const KIND_GROUPS: &[(&str, &[u32], &str)] = &[
 /// copies, memsets, syncs, external correlation, overhead) plus NVTX, names, allocations and the devices.
 pub const DEFAULT_GROUPS: &[&str] = &[
     "kernel", "runtime", "driver", "memcpy", "memset", "sync", "external", "overhead", "nvtx", "name", "memory",
-    "device", "context",
+    "device", "context", "event",
 ];
 
 /// Parses a `--kinds` list: group names, `default`, `all`, or CUPTI kind numbers, comma-separated; `-name`
@@ -350,7 +350,9 @@ mod tests {
     fn kinds_lists() {
         let d = parse_kinds("default").unwrap();
         assert!(d.contains(&kinds::CONCURRENT_KERNEL) && d.contains(&kinds::MARKER) && d.contains(&kinds::MEMCPY2));
-        assert!(!d.contains(&kinds::CUDA_EVENT) && !d.contains(&kinds::GRAPH_TRACE));
+        // Event records name the event a stream waited on (Kineto's wait_on_* arguments); graph traces replace the
+        // graph's kernel records, so they are asked for, never default.
+        assert!(d.contains(&kinds::CUDA_EVENT) && !d.contains(&kinds::GRAPH_TRACE));
         assert_eq!(parse_kinds("kernel,runtime").unwrap(), vec![10, 5]);
         assert_eq!(parse_kinds("kernel,runtime,-runtime,39").unwrap(), vec![10, 39]);
         let no_driver = parse_kinds("default,-driver").unwrap();

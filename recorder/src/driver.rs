@@ -82,6 +82,8 @@ pub fn devices() -> Vec<Device> {
         ("sharedMemPerMultiprocessor", 81),
         ("regsPerMultiprocessor", 82),
         ("sharedMemPerBlockOptin", 97),
+        ("maxBlocksPerMultiprocessor", 106),
+        ("reservedSharedMemPerBlock", 111),
         ("pciBusId", 33),
         ("pciDeviceId", 34),
     ];

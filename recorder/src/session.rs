@@ -299,7 +299,25 @@ fn metadata(cupti: &dyn Cupti, config: &Config, layouts: &LayoutTable, api: u32,
         .unwrap_or_default();
     let start = clock_sample(cupti).map(|c| c.realtime_ns).unwrap_or(0);
     let mut environment = vec![("cupti_library".to_string(), cupti.origin())];
-    for var in ["CUDA_VISIBLE_DEVICES", "RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_JOB_ID", "SLURM_PROCID"] {
+    // The launchers' rank variables (torchrun, Open MPI, MPICH/PMI, Slurm): the converter labels and orders the
+    // processes of a job by them.
+    const JOB_VARIABLES: &[&str] = &[
+        "CUDA_VISIBLE_DEVICES",
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_RANK",
+        "PMI_RANK",
+        "PMI_SIZE",
+        "SLURM_JOB_ID",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+        "SLURM_LOCALID",
+    ];
+    for var in JOB_VARIABLES {
         if let Ok(v) = std::env::var(var) {
             environment.push((var.to_string(), v));
         }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CUDA workloads: cutr_workload and launch_loop.
+# Builds the CUDA workloads: cutr_workload, launch_loop and diff_workload.
 #   workloads/cuda/build.sh [OUTDIR]      (default: workloads/cuda/build)
 # Environment:
 #   NVCC        nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
@@ -31,5 +31,7 @@ esac
 
 "$nvcc" "${flags[@]}" -o "$out/cutr_workload" "$here/cutr_workload.cu" -lpthread -ldl
 "$nvcc" "${flags[@]}" -o "$out/launch_loop" "$here/launch_loop.cu"
+"$nvcc" "${flags[@]}" -o "$out/diff_workload" "$here/diff_workload.cu" -lpthread -ldl
 echo "$out/cutr_workload"
 echo "$out/launch_loop"
+echo "$out/diff_workload"

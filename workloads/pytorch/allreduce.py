@@ -114,6 +114,8 @@ def nccl_version():
 
 
 def _spawned(rank, world, a, init_method):
+    # As torchrun sets them, before CUDA starts: a recorder in this process reads them to label its rank.
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world))
     run(rank, world, a, init_method)
 
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sixth GPU-machine session (two GPUs): the recordings `cupti-convert diff` is judged on, a CUDA workload recorded
+# with the new default event records, the all-reduce under torchrun (ranks in the environment), and the recorder's
+# overhead after this session's changes.
+#   bench/gpu/run6.sh OUTDIR [ROUNDS]     (.dev/bin carried: tools/dev-bin.sh)
+# Outputs: OUTDIR/diff/{aa,p3,p10}-N.cutr (diff_workload with --fixed-factor 1.00, 1.03, 1.10, interleaved round by
+# round so that clock and thermal drift touch every kind alike), OUTDIR/cuda_workload_events.cutr,
+# OUTDIR/allreduce_torchrun/*.cutr, OUTDIR/overhead.jsonl, OUTDIR/run6.log.
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: run6.sh OUTDIR [ROUNDS]}
+rounds=${2:-10}
+export PATH=$repo/.dev/bin:$PATH
+w=$(mktemp -d)
+exec > >(tee -a "$out/run6.log") 2>&1
+nvidia-smi -L
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
+
+echo "== cutr_workload --iters 10 with the default kinds (CUDA events now among them)"
+cupti-record -q -o "$out/cuda_workload_events.cutr" -- "$w/cutr_workload" --iters 10 2>"$out/cuda_workload_events.stderr"
+cupti-convert info "$out/cuda_workload_events.cutr" | sed -n '/^records/,/^bytes/p'
+
+echo "== diff_workload: $rounds rounds of factor 1.00 / 1.03 / 1.10"
+mkdir -p "$out/diff"
+"$w/diff_workload" --fixed-factor 1.0 2>/dev/null   # warm-up, not recorded
+for i in $(seq 1 "$rounds"); do
+  for kind in aa:1.00 p3:1.03 p10:1.10; do
+    name=${kind%%:*}; factor=${kind#*:}
+    cupti-record -q -o "$out/diff/$name-$i.cutr" -- "$w/diff_workload" --fixed-factor "$factor" 2>>"$out/diff/stderr.txt"
+  done
+done
+ls -la "$out/diff" | head -40
+cupti-convert stats "$out/diff/aa-1.cutr" --top 8
+cupti-convert diff "$out/diff/aa-1.cutr" "$out/diff/aa-2.cutr"
+cupti-convert diff "$out/diff/aa-1.cutr" "$out/diff/p3-1.cutr" --threshold 2
+cupti-convert diff "$out/diff/aa-1.cutr" "$out/diff/p10-1.cutr"
+
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  echo "== all-reduce under torchrun, 2 ranks, one recording each"
+  mkdir -p "$out/allreduce_torchrun"
+  cupti-record -o "$w/ar-%p.cutr" -- python3 -m torch.distributed.run --standalone --nproc_per_node=2 \
+    "$repo/workloads/pytorch/allreduce.py" --iters 20
+  cp "$w"/ar-*.cutr "$out/allreduce_torchrun/"
+  for f in "$w"/ar-*.cutr; do cupti-convert info "$f" | head -12; done
+fi
+
+echo "== overhead (3 rounds)"
+timeout 300 bash "$repo/bench/gpu/overhead.sh" "$out" 3
+echo "run6 done"
