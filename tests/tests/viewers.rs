@@ -425,3 +425,127 @@ fn a_recovered_recording_is_labelled_and_perfetto_time_is_relative_but_absolute_
     assert_eq!(health["name"].as_str(), Some(name));
     assert_eq!(health["args"][format!("recovered.{}", f.display())].as_str(), Some(recovered_arg.as_str()));
 }
+
+/// The all-reduce under torchrun (`fixtures/allreduce_torchrun`: the launcher's recording and one per rank):
+/// each rank's recording knows its rank from the launcher's `RANK`/`WORLD_SIZE`; exported alone, each carries it
+/// in `distributedInfo`, and HTA reads the two files as ranks 0 and 1 with each rank's own kernels; merged with the
+/// launcher's, the processes are labelled by rank, and each GPU's allocations are the same counter in both outputs.
+#[test]
+fn torchrun_ranks_reach_hta_and_both_viewers() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = |f: &str| cutr_tests::repo().join("fixtures/allreduce_torchrun").join(f);
+    let ranks = [fixture("ar-3373.cutr"), fixture("ar-3374.cutr")];
+    let hdir = dir.path().join("hta");
+    std::fs::create_dir_all(&hdir).unwrap();
+    let mut want: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    for (r, f) in ranks.iter().enumerate() {
+        let t = load(std::slice::from_ref(f), &LoadOptions::default()).unwrap();
+        let rank = t.processes[0].rank().unwrap();
+        assert_eq!((rank.rank, rank.world_size), (r as u32, 2));
+        let json = hdir.join(format!("rank{r}.json"));
+        export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(doc["distributedInfo"]["rank"], r as u64);
+        assert_eq!(doc["distributedInfo"]["world_size"], 2);
+        for k in &t.kernels {
+            let e = want.entry(format!("{}@{r}", t.kernel_name(k))).or_default();
+            e.0 += 1;
+            e.1 += (k.end - k.start) as i64;
+        }
+    }
+    let h = python_tool("hta_kernels.py", &[hdir.as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]);
+    assert_eq!(h["ranks"], serde_json::json!([0, 1]));
+    let got: BTreeMap<String, (i64, i64)> = h["kernels"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v["kernel_type"] != "MEMORY")
+        .map(|(k, v)| (k.clone(), (v["count"].as_i64().unwrap(), (v["sum"].as_f64().unwrap() * 1000.0).round() as i64)))
+        .collect();
+    // HTA counts `Stream Wait Event` records as kernels too; the rest are exactly our kernels per rank.
+    let got: BTreeMap<String, (i64, i64)> =
+        got.into_iter().filter(|(k, _)| !k.starts_with("Stream Wait Event")).collect();
+    assert_eq!(got, want, "HTA's per-rank kernel breakdown");
+
+    let all = [fixture("ar-3326.cutr"), ranks[0].clone(), ranks[1].clone()];
+    let t = load(&all, &LoadOptions::default()).unwrap();
+    let memory_records = t.memory.len() as i64;
+    let (json, pftrace) = (dir.path().join("job.json"), dir.path().join("job.pftrace"));
+    export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+    export(&t, &pftrace, &ExportOptions::default()).unwrap();
+    let names = "select distinct name from process where name like 'python3%' order by name";
+    let counters = "select count(*), sum(c.value) from counter c join counter_track t on c.track_id = t.id \
+                    where t.name like 'device memory allocated%'";
+    let (j, p) =
+        (trace_processor(&json, &[STATS, names, counters]), trace_processor(&pftrace, &[STATS, names, counters]));
+    for r in [&j, &p] {
+        assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
+        assert_eq!(int(&r[2]), memory_records, "one counter value per allocation or free");
+    }
+    let labels: Vec<&str> = j[1].iter().map(|r| r[0].as_str().unwrap()).collect();
+    // The launcher has no rank: its file name tells it apart.
+    assert_eq!(labels, ["python3 (ar-3326.cutr)", "python3 (rank 0)", "python3 (rank 1)"]);
+    assert_eq!(j[2][0][1], p[2][0][1], "the same allocated bytes over time in both outputs");
+}
+
+/// `cutr_workload --iters 10` recorded with CUDA event records (a default since they were added to the recorder's
+/// defaults): each of the 10 `cudaStreamWaitEvent(sA2, evA)` and 10 `cudaEventSynchronize(evB)` joins to the
+/// `cudaEventRecord` that recorded its event, and the Chrome trace carries Kineto's `wait_on_*` args with those
+/// values: the waited stream is the recording one (sA1 for the stream wait, sB for the event sync).
+#[test]
+fn event_waits_name_the_record_they_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = cutr_tests::repo().join("fixtures/cuda_workload_events.cutr");
+    let t = load(std::slice::from_ref(&src), &LoadOptions::default()).unwrap();
+    assert_eq!(t.cuda_events.len(), 20, "one record per cudaEventRecord: 2 x iters");
+    // Per (sync type, waiting call): how many, and the (waiting stream, recording stream) pairs.
+    type Waits = (usize, std::collections::BTreeSet<(u32, u32)>);
+    let mut joined: BTreeMap<(u32, String), Waits> = BTreeMap::new();
+    let mut want_args = Vec::new();
+    for s in t.syncs.iter().filter(|s| s.event != u32::MAX) {
+        let e = t.waited_event(s).expect("every event wait finds its recording");
+        assert!(e.correlation < s.correlation, "recorded before the wait");
+        let rec = t.launcher(e.corr()).expect("the recording's API call");
+        let waiter = t.launcher(s.corr()).expect("the wait's API call");
+        assert_eq!(t.api_name(rec), "cudaEventRecord");
+        assert_eq!(rec.tid, waiter.tid, "each thread waits on its own event");
+        let j = joined.entry((s.sync_type, t.api_name(waiter))).or_default();
+        j.0 += 1;
+        j.1.insert((s.stream, e.stream));
+        want_args.push((s.stream as i64, e.stream as i64, e.correlation as i64, s.event as i64));
+    }
+    let kinds: Vec<(u32, String, usize)> = joined.iter().map(|((k, n), v)| (*k, n.clone(), v.0)).collect();
+    assert_eq!(kinds, [(1, "cudaEventSynchronize".to_string(), 10), (2, "cudaStreamWaitEvent".to_string(), 10)]);
+    // The event sync has no stream of its own; the stream wait waits on another stream than its own.
+    let (sync_streams, wait_streams) = (&joined.values().next().unwrap().1, &joined.values().nth(1).unwrap().1);
+    assert_eq!(sync_streams.len(), 1);
+    assert_eq!(wait_streams.len(), 1);
+    let &(waiting, waited) = wait_streams.iter().next().unwrap();
+    assert_ne!(waiting, waited);
+
+    let json = dir.path().join("w.json");
+    export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let mut got: Vec<(i64, i64, i64, i64)> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cuda_sync" && e["args"]["wait_on_cuda_event_id"].is_i64())
+        .filter(|e| e["args"]["wait_on_cuda_event_id"] != -1)
+        .map(|e| {
+            let a = &e["args"];
+            let own = a["stream"].as_i64().unwrap_or(-1);
+            (
+                own,
+                a["wait_on_stream"].as_i64().unwrap(),
+                a["wait_on_cuda_event_record_corr_id"].as_i64().unwrap(),
+                a["wait_on_cuda_event_id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let mut want: Vec<(i64, i64, i64, i64)> =
+        want_args.iter().map(|&(s, ws, c, ev)| (if s == u32::MAX as i64 { -1 } else { s }, ws, c, ev)).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+}

@@ -289,3 +289,80 @@ fn stats_equal_a_serial_computation_from_the_rows() {
     assert_eq!(got_util, want);
     assert!(want.len() > 2, "several streams");
 }
+
+/// `fixtures/diff`: `diff_workload` recorded 5 times unchanged (`aa-*`), 5 times with its 275 us `fixed` kernel
+/// doing 3% more work (`p3-*`) and 3 times with 10% more (`p10-*`), interleaved round by round on one H200.
+fn diff_runs(prefix: &str, n: usize) -> Vec<Trace> {
+    (1..=n).map(|i| load_one(fixture(&format!("diff/{prefix}-{i}.cutr")))).collect()
+}
+
+/// The rows a report judged a regression, as `section name`.
+fn regressions(r: &cutr_analyses::diff::Report) -> Vec<String> {
+    r.rows.iter().filter(|x| x.verdict == Verdict::Regression).map(|x| format!("{} {}", x.section, x.name)).collect()
+}
+
+#[test]
+fn unchanged_runs_never_regress_and_the_changed_kernel_is_always_found() {
+    let (aa, p3, p10) = (diff_runs("aa", 5), diff_runs("p3", 5), diff_runs("p10", 3));
+    let at = |threshold_pct: f64| DiffOptions { threshold_pct, ..Default::default() };
+    // Every ordered A/A pair, one run per side, at the default threshold and at 2%: no regression (20 + 20).
+    for opts in [DiffOptions::default(), at(2.0)] {
+        for (i, a) in aa.iter().enumerate() {
+            for (j, b) in aa.iter().enumerate() {
+                if i != j {
+                    let r = diff(std::slice::from_ref(a), std::slice::from_ref(b), &opts);
+                    assert_ne!(r.verdict, Verdict::Regression, "aa-{} vs aa-{}: {:?}", i + 1, j + 1, regressions(&r));
+                }
+            }
+        }
+    }
+    // Every split of the 5 unchanged runs into 3 base and 2 new runs: no regression (10 splits).
+    for mask in 0u32..32 {
+        if mask.count_ones() != 3 {
+            continue;
+        }
+        let side = |inside: bool| -> Vec<Trace> {
+            (0..5)
+                .filter(|k| (mask >> k & 1 == 1) == inside)
+                .map(|k| load_one(fixture(&format!("diff/aa-{}.cutr", k + 1))))
+                .collect()
+        };
+        let (b, n) = (side(true), side(false));
+        for opts in [DiffOptions::default(), at(2.0)] {
+            let r = diff(&b, &n, &opts);
+            assert_ne!(r.verdict, Verdict::Regression, "3v2 split {mask:05b}: {:?}", regressions(&r));
+        }
+    }
+    // +3%: flagged in every single-run pair at --threshold 2 (25 pairs), on the fixed kernel; neutral at 5%.
+    let fixed = "kernel fixed(float*, int)".to_string();
+    for (i, a) in aa.iter().enumerate() {
+        for (j, n) in p3.iter().enumerate() {
+            let r = diff(std::slice::from_ref(a), std::slice::from_ref(n), &at(2.0));
+            assert_eq!(r.verdict, Verdict::Regression, "aa-{} vs p3-{}", i + 1, j + 1);
+            assert!(regressions(&r).contains(&fixed), "{:?}", regressions(&r));
+            let row = r.rows.iter().find(|x| x.name == "fixed(float*, int)").unwrap();
+            assert!((2.5..3.5).contains(&row.delta_pct), "{}", row.delta_pct);
+            assert_ne!(
+                diff(std::slice::from_ref(a), std::slice::from_ref(n), &DiffOptions::default()).verdict,
+                Verdict::Regression
+            );
+        }
+    }
+    // ... and in 3 runs against 3, where the runs are the samples.
+    for (b, n) in [(&aa[..3], &p3[..3]), (&aa[2..], &p3[2..])] {
+        let r = diff(b, n, &at(2.0));
+        assert_eq!(r.verdict, Verdict::Regression);
+        assert_eq!(regressions(&r), [fixed.clone(), "nvtx main:fixed".to_string()]);
+    }
+    // +10%: flagged at the defaults in every single-run pair (15) and in 3 runs against 3.
+    for a in &aa {
+        for n in &p10 {
+            let r = diff(std::slice::from_ref(a), std::slice::from_ref(n), &DiffOptions::default());
+            assert!(regressions(&r).contains(&fixed), "{:?}", regressions(&r));
+        }
+    }
+    let r = diff(&aa[..3], &p10, &DiffOptions::default());
+    assert!(regressions(&r).contains(&fixed), "{:?}", regressions(&r));
+    let row = r.rows.iter().find(|x| x.name == "fixed(float*, int)").unwrap();
+    assert!((9.5..10.5).contains(&row.delta_pct), "{}", row.delta_pct);
+}

@@ -224,12 +224,29 @@ fn side_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
         let name = trace.names.get(m.name);
         w.instant(&InstantEvent { cat: "nvtx", name, row, ts: m.ts, global: false, args: &[] });
     }
+    memory_counters(trace, tl, w);
     let hargs = health_args(trace);
     let hargs: Vec<(&str, Value)> = hargs.iter().map(|(k, v)| (k.as_str(), Value::Str(v.as_str()))).collect();
     let name = health_name(trace);
     let row = Row { pid: 0, tid: 0 };
     w.instant(&InstantEvent { cat: "cutr", name: &name, row, ts: tl.span.0, global: true, args: &hargs });
     metadata_events(trace, tl, w, tl.span.0);
+}
+
+/// Device memory allocated over time, per process and GPU, as counter events on the GPU's row (the Perfetto
+/// export's counter track): each allocation or free record moves it.
+fn memory_counters(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
+    let mut order: Vec<usize> = (0..trace.memory.len()).collect();
+    order.sort_by_key(|&i| trace.memory[i].ts);
+    let mut allocated: std::collections::HashMap<(ProcId, u32), i128> = Default::default();
+    for i in order {
+        let m = &trace.memory[i];
+        let a = allocated.entry((m.proc, m.device)).or_default();
+        *a += if m.free { -(m.bytes as i128) } else { m.bytes as i128 };
+        if let Some(&t) = tl.memory_track.get(&(m.proc, m.device)) {
+            w.counter("device memory allocated", tl.tracks[t as usize].json_pid, m.ts, "bytes", (*a).max(0) as f64);
+        }
+    }
 }
 
 fn metadata_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>, ts: u64) {
