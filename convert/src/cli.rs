@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand};
     version,
     about = "Convert .cutr CUDA activity recordings to Perfetto or Chrome traces, and report on them",
     args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
+    subcommand_negates_reqs = true,
+    arg_required_else_help = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -25,12 +26,12 @@ impl Cli {
     pub fn inputs(&self) -> Vec<&Path> {
         match &self.command {
             None => self.convert.files.iter().map(PathBuf::as_path).collect(),
-            Some(Command::Info { file, .. }) => vec![file.as_path()],
+            Some(Command::Info { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Stats { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Diff { files, base, new, .. }) => {
                 files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
             }
-            Some(Command::Generate { .. }) => Vec::new(),
+            Some(Command::Generate { .. } | Command::Docs { .. }) => Vec::new(),
         }
     }
 }
@@ -41,7 +42,7 @@ pub struct ConvertArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Write a Perfetto protobuf trace (.pftrace).
-    #[arg(long, conflicts_with = "chrome", required_unless_present = "chrome")]
+    #[arg(long, conflicts_with = "chrome")]
     pub perfetto: bool,
     /// Write a Chrome trace JSON in PyTorch profiler conventions (.json).
     #[arg(long)]
@@ -73,26 +74,39 @@ pub struct ConvertArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// What a recording holds: versions, devices, time span, chunks, records per kind, sizes, losses.
+    /// What recordings hold: versions, devices, time span, chunks, records per kind, sizes, losses.
     Info {
-        file: PathBuf,
+        /// The recordings to describe, one report each (JSON: an object for one, an array for several).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Where GPU time went: kernels, API calls, copies and memsets, NVTX ranges, utilization, losses.
     Stats {
+        /// Recordings; several (one per process or rank) are one run of a job, summarized together.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Print JSON.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
-        /// Print CSV (one table; the `section` column tells the summaries apart).
+        /// Print CSV (one table of every section; the `section` column tells them apart).
         #[arg(long)]
         csv: bool,
-        /// Show only the N biggest rows of each summary.
+        /// Show only the N biggest rows of each section (0: all, the default).
+        #[arg(long, default_value_t = 0)]
+        top: usize,
+        /// Only these sections, in this order of the report: kernels, api, memory, nvtx, utilization, loss.
+        #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "utilization", "loss"])]
+        report: Vec<String>,
+        /// Text: full names, however long (shortened to 100 characters otherwise).
         #[arg(long)]
-        top: Option<usize>,
+        wide: bool,
+        /// NVTX ranges get the GPU work launched by any thread of their process while they were open (PyTorch
+        /// launches backward's kernels from its autograd thread), not only by the thread that opened them.
+        #[arg(long)]
+        nvtx_across_threads: bool,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
     /// Exit code 3 when something regressed.
@@ -138,11 +152,13 @@ pub enum Command {
     },
     /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
     Generate {
+        /// The recording to write.
         #[arg(short, long)]
         output: PathBuf,
         /// About this many records.
         #[arg(long, default_value_t = 1_000_000)]
         records: u64,
+        /// Seed of the random durations and gaps: the same seed writes the same file.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// CUPTI API version whose record layouts to write (130001 = CUDA 13.0, 28 = CUDA 12.9).
@@ -155,6 +171,34 @@ pub enum Command {
         #[arg(long)]
         launches_only: bool,
     },
+    /// Print shell completions or the man page (for packagers; tools/install.sh uses them).
+    #[command(hide = true)]
+    Docs {
+        #[command(subcommand)]
+        what: DocsCommand,
+    },
+}
+
+/// The hidden commands that print documentation: `tools/install.sh` installs their output.
+#[derive(Subcommand, Debug)]
+pub enum DocsCommand {
+    /// The shell completion script for SHELL.
+    Completions { shell: clap_complete::Shell },
+    /// The man page (roff).
+    Manpage,
+}
+
+/// Prints a completion script or the man page on stdout.
+pub fn print_docs(what: &DocsCommand) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    match what {
+        DocsCommand::Completions { shell } => {
+            clap_complete::generate(*shell, &mut cmd, "cupti-convert", &mut std::io::stdout());
+            Ok(())
+        }
+        DocsCommand::Manpage => clap_mangen::Man::new(cmd).render(&mut std::io::stdout()),
+    }
 }
 
 /// A wrong argument: the command exits with status 2, as for the arguments clap itself rejects.

@@ -15,12 +15,16 @@ use crate::warnings::{input_warnings, warn};
 
 pub fn run(a: ConvertArgs) -> Result<()> {
     let started = Instant::now();
+    if !a.perfetto && !a.chrome {
+        usage!("give --perfetto or --chrome: the format to write");
+    }
     let format = if a.perfetto { Format::Perfetto } else { Format::Chrome };
     let output = a.output.clone().unwrap_or_else(|| default_output(&a.files, format, a.gzip));
     check_output_is_not_an_input(&output, &a.files)?;
     let (readers, prefetched) =
         open_inputs(&a.files, a.start.is_none() && a.end.is_none()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let filter = filter(&a, &readers)?;
+    let extents = (filter.start.is_some() || filter.end.is_some()).then(|| record_extents(&readers));
     let raw_bytes: u64 = readers.iter().flat_map(|r| r.activity_chunks()).map(|c| c.header.raw_len).sum();
     crate::memory::input_size_known(raw_bytes);
     let bar = ProgressBar::new(a.quiet);
@@ -32,6 +36,18 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     drop(readers);
     for (file, w) in input_warnings(&trace, &opts.filter) {
         bar.suspend(|| warn(file, &w));
+    }
+    if let Some(extents) = &extents
+        && slice_rows(&trace) == 0
+    {
+        bar.suspend(|| {
+            eprintln!(
+                "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the \
+                 first record)",
+                window_text(&a),
+                extents_text(extents)
+            )
+        });
     }
     let opts = ExportOptions {
         format,
@@ -87,6 +103,59 @@ fn check_output_is_not_an_input(output: &Path, inputs: &[PathBuf]) -> Result<()>
         }
     }
     Ok(())
+}
+
+/// Where the records lie, in ns after the first: the activity chunks' time ranges, overlapping ones merged (a
+/// program busy at start-up and at the end, idle between, has two).
+fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = readers
+        .iter()
+        .flat_map(|r| {
+            let tb = TimeBase::from_clocks(r.clocks());
+            r.activity_chunks()
+                .filter(|c| c.header.t_min != 0 && c.header.t_max >= c.header.t_min)
+                .map(move |c| (tb.to_trace(c.header.t_min), tb.to_trace(c.header.t_max)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    spans.sort_unstable();
+    let first = spans.first().map_or(0, |s| s.0);
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (s, e) in spans {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged.into_iter().map(|(s, e)| (s - first, e - first)).collect()
+}
+
+/// `0.000-0.250 s and 4.750-5.800 s`; the first three and the last when there are more.
+fn extents_text(extents: &[(u64, u64)]) -> String {
+    let one = |&(s, e): &(u64, u64)| format!("{:.3}-{:.3} s", s as f64 / 1e9, e as f64 / 1e9);
+    match extents {
+        [] => "no time at all (no activity chunk)".into(),
+        [x] => one(x),
+        _ if extents.len() <= 4 => {
+            let (last, rest) = extents.split_last().unwrap_or((&extents[0], &[]));
+            format!("{} and {}", rest.iter().map(one).collect::<Vec<_>>().join(", "), one(last))
+        }
+        _ => format!(
+            "{}, ... ({} stretches) and {}",
+            extents[..3].iter().map(one).collect::<Vec<_>>().join(", "),
+            extents.len(),
+            one(&extents[extents.len() - 1])
+        ),
+    }
+}
+
+fn window_text(a: &ConvertArgs) -> String {
+    match (&a.start, &a.end) {
+        (Some(s), Some(e)) => format!("--start {s} --end {e}"),
+        (Some(s), None) => format!("--start {s}"),
+        (None, Some(e)) => format!("--end {e}"),
+        (None, None) => String::new(),
+    }
 }
 
 /// The records to keep: `--kinds`, and `--start/--end` counted from the earliest record of all inputs.

@@ -26,7 +26,16 @@ use cli::{Cli, Command};
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
-        Some(Command::Stats { files, json, csv, top }) => reports::stats(&files, json, csv, top),
+        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads }) => {
+            let sections = if report.is_empty() {
+                cutr_analyses::stats::Section::ALL.to_vec()
+            } else {
+                report.iter().filter_map(|r| cutr_analyses::stats::Section::parse(r)).collect()
+            };
+            let opts =
+                cutr_analyses::stats::StatsOptions { top: (top > 0).then_some(top), sections, nvtx_across_threads };
+            reports::stats(&files, reports::StatsOutput { json, csv, wide }, &opts)
+        }
         Some(Command::Diff {
             files,
             base,
@@ -50,7 +59,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let limits = reports::DiffLimits { min_delta, instance_floor, fail_on };
             reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all }, limits)
         }
-        Some(Command::Info { file, json }) => reports::info(&file, json),
+        Some(Command::Info { files, json }) => reports::info(&files, json),
+        Some(Command::Docs { what }) => {
+            cli::print_docs(&what).map_err(|e| anyhow::anyhow!("cannot write: {e}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only }) => {
             let opts =
                 cutr_synth::SynthOptions { records, seed, cupti_api_version: cupti_api, buffer_bytes, launches_only };

@@ -47,22 +47,29 @@ fn warn_all(trace: &Trace) {
     }
 }
 
-pub fn stats(files: &[PathBuf], json: bool, csv: bool, top: Option<usize>) -> Result<ExitCode> {
+/// How `stats` prints.
+pub struct StatsOutput {
+    pub json: bool,
+    pub csv: bool,
+    pub wide: bool,
+}
+
+pub fn stats(files: &[PathBuf], out: StatsOutput, opts: &stats::StatsOptions) -> Result<ExitCode> {
     // Several files are one merged trace (one run of a multi-process job).
     let readers = open_all(files)?;
     let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);
     warn_all(&trace);
-    let s = stats::compute(&trace, top);
+    let s = stats::compute(&trace, opts);
     timing::mark("stats");
     // The process ends after printing: freeing the trace's rows first is work nobody waits for.
     std::mem::forget(trace);
-    if json {
+    if out.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
-    } else if csv {
+    } else if out.csv {
         print!("{}", stats::render_csv(&s));
     } else {
-        print!("{}", stats::render_text(&s));
+        print!("{}", stats::render_text(&s, stats::TextOptions { wide: out.wide }));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -136,16 +143,29 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     Ok(if report.verdict == diff::Verdict::Regression { ExitCode::from(EXIT_REGRESSION) } else { ExitCode::SUCCESS })
 }
 
-pub fn info(file: &Path, json: bool) -> Result<ExitCode> {
-    let reader = open(file)?;
-    let report = info::report(&reader);
-    for w in &report.warnings {
-        warn(file, w);
+/// One report per file, in order; a file that cannot be read ends the command (after the ones before it).
+pub fn info(files: &[PathBuf], json: bool) -> Result<ExitCode> {
+    let mut reports = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let reader = open(file)?;
+        let report = info::report(&reader);
+        for w in &report.warnings {
+            warn(file, w);
+        }
+        if !json {
+            if i > 0 {
+                println!();
+            }
+            print!("{}", info::render_text(&report));
+        }
+        reports.push(report);
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", info::render_text(&report));
+        let text = match reports.as_slice() {
+            [one] => serde_json::to_string_pretty(one)?,
+            all => serde_json::to_string_pretty(all)?,
+        };
+        println!("{text}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -132,11 +132,28 @@ fn wrong_arguments_and_unwritable_outputs_are_refused() {
     let f = fixture("cuda_workload.cutr");
     let f = path_str(&f);
     // clap's usage errors: exit 2.
-    for args in [vec![f], vec![f, "--perfetto", "--chrome"], vec!["--perfetto"], vec![f, "--chrome", "--no-compress"]] {
+    for args in [vec![f, "--perfetto", "--chrome"], vec!["--perfetto"], vec![f, "--chrome", "--no-compress"]] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(stderr_lines(&o)[0].starts_with("error: "), "{args:?}");
     }
+    // No arguments at all: the help, on stderr (exit 2 as for any missing argument).
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).starts_with("Convert .cutr CUDA activity recordings"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("Commands:\n  info "));
+    // A directory as input says so.
+    let o = run(&[path_str(dir.path()), "--perfetto"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr_lines(&o),
+        [format!("cupti-convert: error: {}: is a directory, not a recording", dir.path().display())]
+    );
+    let o = run(&["stats", path_str(dir.path())]);
+    assert_eq!(
+        stderr_lines(&o),
+        [format!("cupti-convert: error: {}: is a directory, not a recording", dir.path().display())]
+    );
     let out = dir.path().join("x.pftrace");
     let out = path_str(&out);
     // Our own usage errors: exit 2 too, one line.
@@ -153,6 +170,11 @@ fn wrong_arguments_and_unwritable_outputs_are_refused() {
         (
             vec![f, "--perfetto", "--start", "abc", "-o", out],
             "cupti-convert: error: not a time: 'abc' (use e.g. 1.5, 200ms, 10us)",
+        ),
+        (vec![f, "-o", out], "cupti-convert: error: give --perfetto or --chrome: the format to write"),
+        (
+            vec!["diff", f, f, "--fail-on", "span,count", "--min-share=-1"],
+            "cupti-convert: error: --min-share must be a percentage from 0 to 100",
         ),
         (
             vec![f, "--perfetto", "-o", f],
@@ -340,4 +362,91 @@ fn output_bytes_do_not_depend_on_the_number_of_workers() {
             assert!(outputs.iter().all(|o| *o == outputs[0]), "{} {format}: outputs differ", input.display());
         }
     }
+}
+
+/// A window that keeps nothing warns and says where the records are; a window over activity does not.
+#[test]
+fn an_empty_window_names_where_the_records_lie() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = fixture("pytorch_loop.cutr");
+    let out = dir.path().join("w.pftrace");
+    let o = run(&[path_str(&f), "--perfetto", "--start", "2s", "--end", "3s", "-o", path_str(&out), "-q"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stderr_lines(&o),
+        ["cupti-convert: warning: the window --start 2s --end 3s keeps no record: the records lie at 0.000-0.164 s, \
+          0.817-0.820 s, 4.819-5.494 s and 5.821-5.822 s (seconds after the first record)"]
+    );
+    // The README's window: 100 ms of the training steps.
+    let o = run(&[path_str(&f), "--perfetto", "--start", "4.9s", "--end", "5s", "-o", path_str(&out), "-q"]);
+    assert_eq!((o.status.code(), stderr_lines(&o)), (Some(0), Vec::<String>::new()));
+}
+
+/// `info` describes several files, one report each (a JSON array); the hidden `docs` command prints what
+/// tools/install.sh installs.
+#[test]
+fn info_takes_several_files_and_docs_print() {
+    let files = [fixture("allreduce_torchrun/ar-3373.cutr"), fixture("allreduce_torchrun/ar-3374.cutr")];
+    let o = run(&["info", "--json", path_str(&files[0]), path_str(&files[1])]);
+    assert_eq!(o.status.code(), Some(0));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pids: Vec<u64> = j.as_array().unwrap().iter().map(|r| r["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids, [3373, 3374]);
+    let o = run(&["info", path_str(&files[0]), path_str(&files[1])]);
+    let firsts: Vec<String> = text(&o.stdout).lines().filter(|l| l.starts_with("file ")).map(String::from).collect();
+    assert_eq!(firsts.len(), 2);
+    assert!(firsts[1].contains("ar-3374.cutr"));
+    let o = run(&["docs", "completions", "bash"]);
+    let script = text(&o.stdout);
+    for sub in ["info", "stats", "diff", "generate", "--nvtx-across-threads", "--fail-on"] {
+        assert!(script.contains(sub), "{sub}");
+    }
+    let o = run(&["docs", "manpage"]);
+    assert!(text(&o.stdout).contains(".TH cupti-convert 1"));
+}
+
+/// `stats` options: --top limits every section, --report picks sections, the CSV carries each section computed,
+/// names are shortened in text unless --wide, and --nvtx-across-threads gives `backward` the kernels PyTorch's
+/// autograd thread launched while it was open.
+#[test]
+fn stats_sections_top_width_and_nvtx_attribution() {
+    let f = fixture("pytorch_loop.cutr");
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["stats", path_str(&f), "--json"];
+        args.extend_from_slice(extra);
+        serde_json::from_slice(&run(&args).stdout).unwrap()
+    };
+    let all = json(&[]);
+    let len = |j: &serde_json::Value, k: &str| j[k].as_array().unwrap().len();
+    assert_eq!((len(&all, "kernels"), len(&all, "memory_ops"), len(&all, "nvtx")), (41, 3, 26));
+    let top = json(&["--top", "2"]);
+    assert_eq!((len(&top, "kernels"), len(&top, "api"), len(&top, "memory_ops"), len(&top, "nvtx")), (2, 2, 2, 2));
+    assert_eq!(json(&["--top", "0"]), all);
+    let some = json(&["--report", "kernels,loss"]);
+    assert_eq!(some["sections"], serde_json::json!(["kernels", "loss"]));
+    assert_eq!((len(&some, "kernels"), len(&some, "api"), len(&some, "utilization")), (41, 0, 0));
+    let backward = |j: &serde_json::Value| -> (u64, u64) {
+        let r = j["nvtx"].as_array().unwrap().iter().find(|r| r["name"] == "backward").unwrap();
+        (r["gpu_ns"].as_u64().unwrap(), r["gpu_ops"].as_u64().unwrap())
+    };
+    assert_eq!(all["nvtx_attribution"], "thread");
+    assert_eq!(backward(&all), (23_136, 23));
+    let across = json(&["--nvtx-across-threads"]);
+    assert_eq!(across["nvtx_attribution"], "process");
+    let (ns, ops) = backward(&across);
+    assert!(ops > 23 * 100 && ns > 10 * 23_136, "{ns} ns in {ops} ops");
+    // CSV: every section computed, 15 columns on every line.
+    let csv = text(&run(&["stats", path_str(&f), "--csv"]).stdout);
+    let mut sections: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
+    sections.dedup();
+    assert_eq!(sections, ["kernel", "api", "memory", "nvtx", "utilization"]);
+    assert!(csv.lines().all(|l| l.matches(',').count() - l.matches("\",\"").count() >= 14));
+    // Text: a 134-character cuBLAS kernel name is cut to 100 unless --wide.
+    let long = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+    let narrow = text(&run(&["stats", path_str(&f), "--report", "kernels"]).stdout);
+    assert!(!narrow.contains(long) && narrow.contains(&format!("{}...", &long[..97])));
+    let wide = text(&run(&["stats", path_str(&f), "--report", "kernels", "--wide"]).stdout);
+    assert!(wide.contains(long));
+    // Thousands separators in every number column: the 12,951.1 ns average of that kernel.
+    assert!(narrow.contains(" 12,951.1 "), "{narrow}");
 }

@@ -237,7 +237,12 @@ impl Reader {
     fn index(path: &Path) -> Result<Reader, FormatError> {
         let io = |err| FormatError::Io { path: path.to_path_buf(), err };
         let file = File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        let meta = file.metadata().map_err(io)?;
+        // A directory opens on Linux, and mapping it fails with "No such device": say what it is instead.
+        if meta.is_dir() {
+            return Err(io(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a directory, not a recording")));
+        }
+        let len = meta.len();
         let data = if len == 0 {
             Data::Owned(Vec::new())
         } else {

@@ -19,12 +19,24 @@ pub extern "C" fn InitializeInjection() -> c_int {
                 if !quiet {
                     eprintln!("cutr: recording CUDA activity of pid {} to {}", std::process::id(), path);
                 }
+                report_status(&format!("recording {path}"));
             }
-            Err(e) => eprintln!("cutr: not recording: {e}; the application runs untraced"),
+            Err(e) => {
+                eprintln!("cutr: not recording: {e}; the application runs untraced");
+                report_status(&format!("failed {e}"));
+            }
         }
     });
     // CUDA treats 0 as a failed injection; the application must run either way.
     1
+}
+
+/// Tells `cupti-record` how this process's start went: one file per process in the folder it names in
+/// `CUTR_STATUS_DIR`, so that it can say why no recording was written. Best effort: nothing else depends on it.
+fn report_status(line: &str) {
+    if let Some(dir) = std::env::var_os("CUTR_STATUS_DIR") {
+        let _ = std::fs::write(std::path::Path::new(&dir).join(std::process::id().to_string()), line);
+    }
 }
 
 fn start_from_env() -> Result<String, RecorderError> {

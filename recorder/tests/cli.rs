@@ -88,18 +88,16 @@ fn without_libcupti_the_application_runs_untraced_with_one_clear_line() {
             lines(&o.stdout)
         );
         let err = lines(&o.stderr);
-        assert_eq!(
-            err,
-            [
-                why,
-                format!(
-                    "cupti-record: warning: no recording was written to {}: {} never initialized CUDA, or the \
-                     recorder could not start (see the cutr: lines above)",
-                    out.display(),
-                    cmd[0]
-                )
-            ]
+        assert_eq!(err.len(), 2, "{err:?}");
+        assert_eq!(err[0], why);
+        // The recorder left its failure in cupti-record's status folder: the warning names the process.
+        let head = format!(
+            "cupti-record: warning: no recording was written to {}: the recorder could not start in {} (pid ",
+            out.display(),
+            cmd[0]
         );
+        let pid = err[1].strip_prefix(&head).and_then(|r| r.strip_suffix("; see the cutr: line above)"));
+        assert!(pid.is_some_and(|p| p.parse::<u32>().is_ok()), "{}", err[1]);
         assert!(!out.exists());
     }
 }
@@ -110,8 +108,14 @@ fn launcher_errors_and_exit_codes() {
     // The command's exit status comes back unchanged; a program without CUDA leaves no file, and we say so.
     let o = record(dir.path(), &[], &["sh", "-c", "exit 5"]);
     assert_eq!(o.status.code(), Some(5));
-    assert_eq!(lines(&o.stderr).len(), 1);
-    assert!(lines(&o.stderr)[0].starts_with("cupti-record: warning: no recording was written to "));
+    assert_eq!(
+        lines(&o.stderr),
+        [format!(
+            "cupti-record: warning: no recording was written to {}: sh never initialized CUDA (no process of it \
+             loaded the recorder)",
+            dir.path().join("run.cutr").display()
+        )]
+    );
     // A command that cannot start: 125, like env(1) and docker.
     let o = record(dir.path(), &[], &["/nonexistent/cmd"]);
     assert_eq!(o.status.code(), Some(125));
@@ -131,4 +135,38 @@ fn launcher_errors_and_exit_codes() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(lines(&o.stderr), ["cupti-record: error: --cupti-lib /nonexistent/libcupti.so does not exist"]);
+}
+
+/// Installed as tools/install.sh lays it out (bin/ and lib/), cupti-record finds its library; copied alone (what
+/// `cargo install` does) it says how to fix it, with status 125; its man page and completions print.
+#[test]
+fn the_injection_library_is_found_where_install_puts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, lib) = (dir.path().join("prefix/bin"), dir.path().join("prefix/lib"));
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&lib).unwrap();
+    let exe = bin.join("cupti-record");
+    std::fs::copy(env!("CARGO_BIN_EXE_cupti-record"), &exe).unwrap();
+    let run = || {
+        Command::new(&exe).env_remove("CUTR_INJECTION_LIB").args(["-q", "--", "sh", "-c", "exit 4"]).output().unwrap()
+    };
+    let o = run();
+    assert_eq!(o.status.code(), Some(125));
+    assert_eq!(
+        lines(&o.stderr),
+        [format!(
+            "cupti-record: error: libcutr_recorder.so is neither next to {} nor in ../lib: `cargo install` installs \
+             programs only. Install both with tools/install.sh PREFIX, or pass --injection-lib (or set \
+             CUTR_INJECTION_LIB) to a libcutr_recorder.so built with `cargo build --release -p cutr-recorder`",
+            exe.display()
+        )]
+    );
+    std::fs::copy(injection_library(), lib.join("libcutr_recorder.so")).unwrap();
+    let o = run();
+    assert_eq!(o.status.code(), Some(4), "{:?}", lines(&o.stderr));
+    assert!(o.stderr.is_empty());
+    let man = Command::new(&exe).arg("--manpage").output().unwrap();
+    assert!(String::from_utf8_lossy(&man.stdout).contains("cupti\\-record \\- Record the CUDA activity of a command"));
+    let bash = Command::new(&exe).args(["--completions", "bash"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&bash.stdout).contains("--memory-cap"));
 }

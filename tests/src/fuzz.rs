@@ -19,7 +19,10 @@ pub fn read_everything(data: &[u8]) {
     else {
         return;
     };
-    let _ = cutr_analyses::stats::compute(&trace, Some(5));
+    let _ = cutr_analyses::stats::compute(
+        &trace,
+        &cutr_analyses::stats::StatsOptions { top: Some(5), nvtx_across_threads: true, ..Default::default() },
+    );
     let _ = cutr_analyses::diff::diff(
         std::slice::from_ref(&trace),
         std::slice::from_ref(&trace),

@@ -165,7 +165,7 @@ fn libcupti_walks_the_buffers_the_recorder_wrote() {
             &cutr_model::LoadOptions::default(),
         )
         .unwrap();
-        let stats = cutr_analyses::stats::compute(&trace, None);
+        let stats = cutr_analyses::stats::compute(&trace, &Default::default());
         let counted: u64 = stats.kernels.iter().map(|k| k.count).sum();
         let timed: u64 = stats.kernels.iter().map(|k| k.total_ns).sum();
         assert_eq!((counted, timed), (kernels, kernel_ns), "{f}: kernels in cupti-convert stats");

@@ -256,7 +256,7 @@ fn hta_breakdown_of_a_real_recording_equals_our_stats() {
     let dir = tempfile::tempdir().unwrap();
     let src = cutr_tests::repo().join("fixtures/cuda_workload.cutr");
     let t = load(std::slice::from_ref(&src), &LoadOptions::default()).unwrap();
-    let s = cutr_analyses::stats::compute(&t, None);
+    let s = cutr_analyses::stats::compute(&t, &Default::default());
     std::fs::create_dir_all(dir.path().join("hta")).unwrap();
     let json = dir.path().join("hta/rank0.json");
     export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();

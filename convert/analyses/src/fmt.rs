@@ -15,6 +15,12 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// `12951.14` -> `12,951.1`: one decimal, thousands separated like the integer columns beside it.
+pub fn thousands_1(x: f64) -> String {
+    let tenths = (x.max(0.0) * 10.0).round() as u64;
+    format!("{}.{}", thousands(tenths / 10), tenths % 10)
+}
+
 /// Bytes with a binary unit: `1536` -> `1.5 KiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -55,6 +61,10 @@ mod tests {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(
+            (thousands_1(12951.14), thousands_1(999.96), thousands_1(0.0)),
+            ("12,951.1".into(), "1,000.0".into(), "0.0".into())
+        );
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(bytes(3 << 30), "3.0 GiB");

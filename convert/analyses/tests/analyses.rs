@@ -18,7 +18,7 @@ fn load_one(p: PathBuf) -> Trace {
 #[test]
 fn stats_of_the_cuda_workload_match_the_program_and_the_floor_client() {
     let t = load_one(fixture("cuda_workload.cutr"));
-    let s = stats::compute(&t, None);
+    let s = stats::compute(&t, &Default::default());
     let counts: BTreeMap<&str, u64> = s.kernels.iter().map(|k| (k.name.as_str(), k.count)).collect();
     // workloads/cuda/EXPECTED.md with --iters 10; the floor client counted the same in its own run.
     let want: BTreeMap<&str, u64> = [
@@ -203,7 +203,7 @@ fn stats_equal_a_serial_computation_from_the_rows() {
     let p = dir.path().join("s.cutr");
     cutr_synth::write_file(&p, cutr_synth::SynthOptions { records: 600_000, ..Default::default() }).unwrap();
     let t = load_one(p);
-    let s = stats::compute(&t, None);
+    let s = stats::compute(&t, &Default::default());
     assert!(t.kernels.len() > 2 * 65_536 && t.apis.len() > 2 * 65_536, "{} kernels", t.kernels.len());
 
     // (count, total, min, max) by name.

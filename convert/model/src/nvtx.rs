@@ -214,6 +214,42 @@ impl Trace {
     }
 }
 
+impl Trace {
+    /// Per range (indexed like `ranges`): GPU time and count of the kernels, copies and memsets launched by any
+    /// thread of the range's process while the range was open (launching call started within it). PyTorch's
+    /// backward kernels are launched from its autograd thread, outside the main thread's `backward` range: this
+    /// attribution by time overlap counts them; it also counts other threads' unrelated work. Open ranges get 0.
+    pub fn gpu_work_by_range_across_threads(&self) -> Vec<(u64, u64)> {
+        // Every GPU op with a launching call: (process, call start, duration), sorted, with prefix sums per
+        // process, so that each range is two binary searches.
+        let launch = |key: CorrKey, dur: u64| self.launcher(key).map(|a| (a.proc.0, a.start, dur));
+        let mut ops: Vec<(u16, u64, u64)> = self
+            .kernels
+            .par_iter()
+            .filter_map(|k| launch(k.corr(), k.duration()))
+            .chain(self.memcpys.par_iter().filter_map(|k| launch(k.corr(), k.duration())))
+            .chain(self.memsets.par_iter().filter_map(|k| launch(k.corr(), k.duration())))
+            .collect();
+        ops.par_sort_unstable();
+        let mut prefix = Vec::with_capacity(ops.len() + 1);
+        prefix.push(0u64);
+        for o in &ops {
+            prefix.push(prefix.last().copied().unwrap_or(0) + o.2);
+        }
+        self.ranges
+            .par_iter()
+            .map(|r| {
+                if !r.closed() {
+                    return (0, 0);
+                }
+                let lo = ops.partition_point(|o| (o.0, o.1) < (r.proc.0, r.start));
+                let hi = ops.partition_point(|o| (o.0, o.1) <= (r.proc.0, r.end));
+                (prefix[hi] - prefix[lo], (hi - lo) as u64)
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::gallop;

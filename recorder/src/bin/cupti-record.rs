@@ -61,9 +61,27 @@ struct Args {
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", hide = true, exclusive = true)]
+    completions: Option<clap_complete::Shell>,
+    /// Print the man page (roff) and exit.
+    #[arg(long, hide = true, exclusive = true)]
+    manpage: bool,
     /// The command to record, after `--`.
-    #[arg(last = true, required = true)]
+    #[arg(last = true, required_unless_present_any = ["completions", "manpage"])]
     command: Vec<String>,
+}
+
+/// The completion script or man page asked for, on stdout.
+fn print_docs(a: &Args) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    let mut cmd = Args::command();
+    if let Some(shell) = a.completions {
+        clap_complete::generate(shell, &mut cmd, "cupti-record", &mut std::io::stdout());
+    } else {
+        clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?;
+    }
+    Ok(())
 }
 
 fn fail(msg: String) -> ExitCode {
@@ -82,7 +100,12 @@ fn injection_library(arg: Option<PathBuf>) -> Result<PathBuf, String> {
             return candidate.canonicalize().map_err(|e| e.to_string());
         }
     }
-    Err(format!("libcutr_recorder.so is not next to {}; pass --injection-lib", exe.display()))
+    Err(format!(
+        "libcutr_recorder.so is neither next to {} nor in ../lib: `cargo install` installs programs only. \
+         Install both with tools/install.sh PREFIX, or pass --injection-lib (or set CUTR_INJECTION_LIB) to a \
+         libcutr_recorder.so built with `cargo build --release -p cutr-recorder`",
+        exe.display()
+    ))
 }
 
 fn config(a: &Args) -> Result<Config, String> {
@@ -118,6 +141,12 @@ fn config(a: &Args) -> Result<Config, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.completions.is_some() || args.manpage {
+        return match print_docs(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(format!("cannot write: {e}")),
+        };
+    }
     let cfg = match config(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -134,8 +163,12 @@ fn main() -> ExitCode {
     if !cfg.output.contains('%') {
         let _ = std::fs::remove_file(&cfg.output);
     }
+    let status_dir = StatusDir::create();
     let mut cmd = Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
+    if let Some(d) = &status_dir {
+        cmd.env("CUTR_STATUS_DIR", &d.0);
+    }
     cmd.env("CUDA_INJECTION64_PATH", &lib);
     // NVTX ranges reach CUPTI through the same library, which forwards to the libcupti the recorder uses.
     cmd.env("NVTX_INJECTION64_PATH", &lib);
@@ -167,16 +200,57 @@ fn main() -> ExitCode {
         Err(e) => return fail(format!("waiting for {}: {e}", args.command[0])),
     };
     if !cfg.quiet && !recording_written(Path::new(&cfg.output), started) {
-        eprintln!(
-            "cupti-record: warning: no recording was written to {}: {} never initialized CUDA, or the recorder \
-             could not start (see the cutr: lines above)",
-            cfg.output, args.command[0]
-        );
+        let why = match status_dir.as_ref().map(StatusDir::failures) {
+            Some((0, failed)) if failed.is_empty() => {
+                format!("{} never initialized CUDA (no process of it loaded the recorder)", args.command[0])
+            }
+            Some((_, failed)) if !failed.is_empty() => format!(
+                "the recorder could not start in {} (pid {}; see the cutr: line above)",
+                args.command[0],
+                failed.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            Some(_) => format!("{}'s recordings went to other paths (see the cutr: lines above)", args.command[0]),
+            None => format!("{} never initialized CUDA, or the recorder could not start", args.command[0]),
+        };
+        eprintln!("cupti-record: warning: no recording was written to {}: {why}", cfg.output);
     }
     if let Some(code) = status.code() {
         ExitCode::from(code as u8)
     } else {
         ExitCode::from(128 + status.signal().unwrap_or(0) as u8)
+    }
+}
+
+/// A private folder where each process the recorder loads in leaves one line about its start
+/// (`CUTR_STATUS_DIR`); removed when dropped.
+struct StatusDir(PathBuf);
+
+impl StatusDir {
+    fn create() -> Option<StatusDir> {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("cutr-status-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).ok().map(|()| StatusDir(dir))
+    }
+
+    /// How many processes started recording, and the pids of those where the recorder could not start.
+    fn failures(&self) -> (usize, Vec<u32>) {
+        let (mut started, mut failed) = (0, Vec::new());
+        for e in std::fs::read_dir(&self.0).into_iter().flatten().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            if text.starts_with("recording") {
+                started += 1;
+            } else if let Some(pid) = e.file_name().to_str().and_then(|p| p.parse().ok()) {
+                failed.push(pid);
+            }
+        }
+        failed.sort_unstable();
+        (started, failed)
+    }
+}
+
+impl Drop for StatusDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

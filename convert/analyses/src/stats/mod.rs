@@ -11,7 +11,57 @@ use serde::Serialize;
 use cutr_model::{JoinStats, Trace};
 use rayon::prelude::*;
 
-pub use render::{render_csv, render_text};
+pub use render::{TextOptions, render_csv, render_text};
+
+/// A section of the report, selectable with `--report` (as `nsys stats -r`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Section {
+    Kernels,
+    Api,
+    Memory,
+    Nvtx,
+    Utilization,
+    Loss,
+}
+
+impl Section {
+    pub const ALL: [Section; 6] =
+        [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Utilization, Section::Loss];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Section::Kernels => "kernels",
+            Section::Api => "api",
+            Section::Memory => "memory",
+            Section::Nvtx => "nvtx",
+            Section::Utilization => "utilization",
+            Section::Loss => "loss",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Section> {
+        Section::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// What `stats` computes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatsOptions {
+    /// The N biggest rows of each section; `None` for all.
+    pub top: Option<usize>,
+    /// The sections to compute (the others stay empty).
+    pub sections: Vec<Section>,
+    /// NVTX ranges get the GPU work launched by any thread of their process while they were open, not only by
+    /// the thread that opened them.
+    pub nvtx_across_threads: bool,
+}
+
+impl Default for StatsOptions {
+    fn default() -> Self {
+        StatsOptions { top: None, sections: Section::ALL.to_vec(), nvtx_across_threads: false }
+    }
+}
 
 /// Summary statistics of a set of durations (ns).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -92,7 +142,8 @@ pub struct Utilization {
     pub stream: Option<u32>,
     /// Time with at least one kernel, copy or memset running (union of intervals).
     pub busy_ns: u64,
-    /// First start to last end of GPU work on the device.
+    /// First start to last end of GPU work on the device or stream (not the recording's span: start-up and host
+    /// work before the first GPU operation are not in it).
     pub span_ns: u64,
     pub percent: f64,
     pub ops: u64,
@@ -101,6 +152,11 @@ pub struct Utilization {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
     pub files: Vec<String>,
+    /// The sections computed; the others' lists are empty.
+    pub sections: Vec<Section>,
+    /// How NVTX ranges' GPU work was attributed: `thread` (launched by the range's own thread) or
+    /// `process` (by any thread of its process while it was open).
+    pub nvtx_attribution: &'static str,
     pub kernels: Vec<Summary>,
     pub api: Vec<Summary>,
     pub memory_ops: Vec<MemoryOps>,
@@ -114,15 +170,32 @@ pub struct Stats {
 
 /// Everything is grouped and summarized in parallel: a 10M-record trace's sections took ~0.45 s on one worker,
 /// which made `stats` slower on a 16-core host (slower per core) than on a 2-core laptop.
-pub fn compute(t: &Trace, top: Option<usize>) -> Stats {
-    let kernels = cutr_model::timing::timed("stats kernels", || sections::kernels(t, top));
-    let api = cutr_model::timing::timed("stats api", || sections::api(t, top));
-    let memory_ops = cutr_model::timing::timed("stats memory", || sections::memory_ops(t));
-    let nvtx = cutr_model::timing::timed("stats nvtx", || sections::nvtx(t, top));
-    let (utilization, gpu_time) = cutr_model::timing::timed("stats utilization", || sections::utilization(t));
+pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
+    use cutr_model::timing::timed;
+    let top = opts.top;
+    let on = |s: Section| opts.sections.contains(&s);
+    let kernels = if on(Section::Kernels) { timed("stats kernels", || sections::kernels(t, top)) } else { Vec::new() };
+    let api = if on(Section::Api) { timed("stats api", || sections::api(t, top)) } else { Vec::new() };
+    let memory_ops =
+        if on(Section::Memory) { timed("stats memory", || sections::memory_ops(t, top)) } else { Vec::new() };
+    let nvtx = if on(Section::Nvtx) {
+        timed("stats nvtx", || sections::nvtx(t, top, opts.nvtx_across_threads))
+    } else {
+        Vec::new()
+    };
+    // The GPU time of the header comes with the utilization's intervals.
+    let (mut utilization, gpu_time) = timed("stats utilization", || sections::utilization(t));
+    if !on(Section::Utilization) {
+        utilization.clear();
+    }
     let (a, b) = t.span();
+    let mut sections = opts.sections.clone();
+    sections.sort_unstable();
+    sections.dedup();
     Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
+        sections,
+        nvtx_attribution: if opts.nvtx_across_threads { "process" } else { "thread" },
         kernels,
         api,
         memory_ops,

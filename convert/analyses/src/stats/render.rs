@@ -2,8 +2,26 @@
 
 use std::fmt::Write as _;
 
-use super::{Stats, Summary};
+use super::{Section, Stats, Summary};
 use crate::fmt;
+
+/// How text output looks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TextOptions {
+    /// Full names, however long (C++ kernel names run to hundreds of characters).
+    pub wide: bool,
+}
+
+/// Longest name shown in text output without `wide`.
+const NAME_CHARS: usize = 100;
+
+fn name(n: &str, o: TextOptions) -> String {
+    if o.wide || n.chars().count() <= NAME_CHARS {
+        n.to_string()
+    } else {
+        format!("{}...", n.chars().take(NAME_CHARS - 3).collect::<String>())
+    }
+}
 
 fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>) {
     let _ = writeln!(out, "\n{title}");
@@ -14,7 +32,7 @@ fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>
     let mut w: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
-            w[i] = w[i].max(c.chars().count().min(if i == headers.len() - 1 { 100 } else { 40 }));
+            w[i] = w[i].max(c.chars().count());
         }
     }
     let line = |cells: Vec<String>| {
@@ -40,42 +58,45 @@ fn time_row(s: &Summary) -> Vec<String> {
         format!("{:.1}", s.percent),
         fmt::thousands(s.total_ns),
         fmt::thousands(s.count),
-        format!("{:.1}", s.avg_ns),
-        format!("{:.1}", s.median_ns),
+        fmt::thousands_1(s.avg_ns),
+        fmt::thousands_1(s.median_ns),
         fmt::thousands(s.min_ns),
         fmt::thousands(s.max_ns),
-        format!("{:.1}", s.stddev_ns),
+        fmt::thousands_1(s.stddev_ns),
     ]
 }
 
 const TIME_HEADERS: [&str; 8] =
     ["Time (%)", "Total (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)", "StdDev (ns)"];
 
-/// Aligned text tables for people.
-pub fn render_text(s: &Stats) -> String {
+/// Aligned text tables for people: the sections computed, in order, then what was lost.
+pub fn render_text(s: &Stats, opts: TextOptions) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{}: GPU time {} over a span of {}",
+        "{}: GPU time {} over a span of {} (first to last record)",
         s.files.join(", "),
         fmt::duration_ns(s.gpu_time_ns),
         fmt::duration_ns(s.span_ns)
     );
+    let on = |x: Section| s.sections.contains(&x);
     let with_name = |mut r: Vec<String>, n: &str| {
-        r.push(n.to_string());
+        r.push(name(n, opts));
         r
     };
     let mut h: Vec<&str> = TIME_HEADERS.to_vec();
     h.push("Name");
-    table(&mut o, "GPU kernels", &h, s.kernels.iter().map(|k| with_name(time_row(k), &k.name)).collect());
-    table(&mut o, "CUDA API calls", &h, s.api.iter().map(|k| with_name(time_row(k), &k.name)).collect());
-    let mut hm: Vec<&str> = TIME_HEADERS.to_vec();
-    hm.extend(["Bytes", "GB/s", "Operation"]);
-    table(
-        &mut o,
-        "GPU memory operations",
-        &hm,
-        s.memory_ops
+    if on(Section::Kernels) {
+        table(&mut o, "GPU kernels", &h, s.kernels.iter().map(|k| with_name(time_row(k), &k.name)).collect());
+    }
+    if on(Section::Api) {
+        table(&mut o, "CUDA API calls", &h, s.api.iter().map(|k| with_name(time_row(k), &k.name)).collect());
+    }
+    if on(Section::Memory) {
+        let mut hm: Vec<&str> = TIME_HEADERS.to_vec();
+        hm.extend(["Bytes", "GB/s", "Operation"]);
+        let rows = s
+            .memory_ops
             .iter()
             .map(|m| {
                 let mut r = time_row(&m.time);
@@ -84,30 +105,34 @@ pub fn render_text(s: &Stats) -> String {
                 r.push(m.time.name.clone());
                 r
             })
-            .collect(),
-    );
-    let mut hr: Vec<&str> = TIME_HEADERS.to_vec();
-    hr.extend(["GPU work (ns)", "GPU ops", "Range"]);
-    table(
-        &mut o,
-        "NVTX ranges (GPU work launched inside each, nested ranges included)",
-        &hr,
-        s.nvtx
+            .collect();
+        table(&mut o, "GPU memory operations", &hm, rows);
+    }
+    if on(Section::Nvtx) {
+        let mut hr: Vec<&str> = TIME_HEADERS.to_vec();
+        hr.extend(["GPU work (ns)", "GPU ops", "Range"]);
+        let title = if s.nvtx_attribution == "process" {
+            "NVTX ranges (GPU work launched by any thread of the process while each was open)"
+        } else {
+            "NVTX ranges (GPU work launched inside each by the thread that opened it, nested ranges included; \
+             --nvtx-across-threads counts every thread of the process)"
+        };
+        let rows = s
+            .nvtx
             .iter()
             .map(|r| {
                 let mut row = time_row(&r.time);
                 row.push(fmt::thousands(r.gpu_ns));
                 row.push(fmt::thousands(r.gpu_ops));
-                row.push(r.time.name.clone());
+                row.push(name(&r.time.name, opts));
                 row
             })
-            .collect(),
-    );
-    table(
-        &mut o,
-        "GPU utilization",
-        &["Busy (ns)", "Span (ns)", "Busy (%)", "Ops", "Where"],
-        s.utilization
+            .collect();
+        table(&mut o, title, &hr, rows);
+    }
+    if on(Section::Utilization) {
+        let rows = s
+            .utilization
             .iter()
             .map(|u| {
                 vec![
@@ -115,15 +140,39 @@ pub fn render_text(s: &Stats) -> String {
                     fmt::thousands(u.span_ns),
                     format!("{:.1}", u.percent),
                     fmt::thousands(u.ops),
-                    match u.stream {
-                        Some(st) => format!("GPU {} stream {st}", u.device),
-                        None => format!("GPU {} (all streams)", u.device),
-                    },
+                    where_(u),
                 ]
             })
-            .collect(),
-    );
-    let mut lost: Vec<String> = s.loss.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+            .collect();
+        table(
+            &mut o,
+            "GPU utilization (busy time within the GPU span: first to last GPU operation there)",
+            &["Busy (ns)", "GPU span (ns)", "Busy (%)", "Ops", "Where"],
+            rows,
+        );
+    }
+    if on(Section::Loss) {
+        let lost = losses(s);
+        let text = if lost.is_empty() {
+            "none".to_string()
+        } else {
+            lost.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+        };
+        let _ = writeln!(o, "\nLoss: {text}");
+    }
+    o
+}
+
+fn where_(u: &super::Utilization) -> String {
+    match u.stream {
+        Some(st) => format!("GPU {} stream {st}", u.device),
+        None => format!("GPU {} (all streams)", u.device),
+    }
+}
+
+/// What was lost or could not be used, by cause: CUPTI's and the recorder's counts, then the joins'.
+fn losses(s: &Stats) -> Vec<(String, u64)> {
+    let mut lost: Vec<(String, u64)> = s.loss.iter().filter(|(_, v)| **v > 0).map(|(k, v)| (k.clone(), *v)).collect();
     lost.sort();
     let j = &s.joins;
     for (n, what) in [
@@ -133,26 +182,26 @@ pub fn render_text(s: &Stats) -> String {
         (j.nvtx_unclosed_ranges, "NVTX ranges never closed"),
     ] {
         if n > 0 {
-            lost.push(format!("{what} {n}"));
+            lost.push((what.to_string(), n));
         }
     }
-    let _ = writeln!(o, "\nLoss: {}", if lost.is_empty() { "none".to_string() } else { lost.join(", ") });
-    o
+    lost
 }
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
-/// One CSV table: `section` tells the summaries apart.
+/// One CSV table of every section computed: `section` tells them apart (`kernel`, `api`, `memory`, `nvtx`,
+/// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `loss`: count = records).
 pub fn render_csv(s: &Stats) -> String {
     let mut o = String::from(
-        "section,name,count,total_ns,percent,avg_ns,median_ns,min_ns,max_ns,stddev_ns,bytes,bandwidth_gbps,gpu_ns,gpu_ops\n",
+        "section,name,count,total_ns,percent,avg_ns,median_ns,min_ns,max_ns,stddev_ns,bytes,bandwidth_gbps,gpu_ns,gpu_ops,span_ns\n",
     );
     let row = |o: &mut String, sec: &str, x: &Summary, extra: [String; 4]| {
         let _ = writeln!(
             o,
-            "{sec},{},{},{},{:.3},{:.1},{:.1},{},{},{:.1},{}",
+            "{sec},{},{},{},{:.3},{:.1},{:.1},{},{},{:.1},{},",
             csv_field(&x.name),
             x.count,
             x.total_ns,
@@ -182,6 +231,15 @@ pub fn render_csv(s: &Stats) -> String {
     }
     for r in &s.nvtx {
         row(&mut o, "nvtx", &r.time, [String::new(), String::new(), r.gpu_ns.to_string(), r.gpu_ops.to_string()]);
+    }
+    for u in &s.utilization {
+        let _ =
+            writeln!(o, "utilization,{},{},{},{:.3},,,,,,,,,,{}", where_(u), u.ops, u.busy_ns, u.percent, u.span_ns);
+    }
+    if s.sections.contains(&Section::Loss) {
+        for (what, n) in losses(s) {
+            let _ = writeln!(o, "loss,{},{n},,,,,,,,,,,,", csv_field(&what));
+        }
     }
     o
 }

@@ -36,7 +36,7 @@ pub(super) fn api(t: &Trace, top: Option<usize>) -> Vec<Summary> {
 }
 
 /// Copies and memsets by Kineto's name, with bytes and bandwidth.
-pub(super) fn memory_ops(t: &Trace) -> Vec<MemoryOps> {
+pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Vec<MemoryOps> {
     // Names of copies and memsets, one bucket per distinct name.
     let copy_kinds: Vec<(u8, u8, u8)> = t.memcpys.par_iter().map(|m| (m.copy_kind, m.src_kind, m.dst_kind)).collect();
     let (copy_distinct, copy_keys) = buckets(&copy_kinds);
@@ -71,12 +71,16 @@ pub(super) fn memory_ops(t: &Trace) -> Vec<MemoryOps> {
         m.time.percent = if mt > 0 { 100.0 * m.time.total_ns as f64 / mt as f64 } else { 0.0 };
     }
     memory_ops.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
+    if let Some(n) = top {
+        memory_ops.truncate(n);
+    }
     memory_ops
 }
 
-/// Closed NVTX ranges by name (an unclosed one has no duration), with the GPU work launched inside them.
-pub(super) fn nvtx(t: &Trace, top: Option<usize>) -> Vec<RangeStats> {
-    let gpu_in_range = t.gpu_work_by_range();
+/// Closed NVTX ranges by name (an unclosed one has no duration), with the GPU work launched inside them: by the
+/// range's own thread, or with `across_threads` by any thread of its process while it was open.
+pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<RangeStats> {
+    let gpu_in_range = if across_threads { t.gpu_work_by_range_across_threads() } else { t.gpu_work_by_range() };
     let closed: Vec<u32> =
         (0..t.ranges.len() as u32).into_par_iter().filter(|&i| t.ranges[i as usize].closed()).collect();
     let names: Vec<NameId> = closed.par_iter().map(|&i| t.ranges[i as usize].name).collect();
