@@ -9,7 +9,8 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89CUTR\r\n\x1a";
 /// Format major version written by this crate. Readers reject files with a newer major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version written by this crate. Minor versions only add things older readers may skip.
-pub const FORMAT_MINOR: u16 = 0;
+/// 1.1 added the `threads` chunk (OS thread names).
+pub const FORMAT_MINOR: u16 = 1;
 pub const FILE_HEADER_LEN: usize = 64;
 
 pub const CHUNK_MAGIC: [u8; 4] = *b"CHNK";
@@ -44,6 +45,8 @@ pub enum ChunkType {
     Clocks,
     /// `LossReport` flatbuffer with cumulative loss counters (the last one holds the totals).
     Loss,
+    /// `ThreadNames` flatbuffer: OS thread names seen since the previous one (format 1.1).
+    Threads,
     /// `FooterIndex` flatbuffer, written once at close, just before the trailer.
     Footer,
     /// A chunk type this reader does not know (from a newer minor version): skipped, and reported.
@@ -60,6 +63,7 @@ impl ChunkType {
             5 => ChunkType::Counters,
             6 => ChunkType::Clocks,
             7 => ChunkType::Loss,
+            8 => ChunkType::Threads,
             15 => ChunkType::Footer,
             other => ChunkType::Unknown(other),
         }
@@ -74,6 +78,7 @@ impl ChunkType {
             ChunkType::Counters => 5,
             ChunkType::Clocks => 6,
             ChunkType::Loss => 7,
+            ChunkType::Threads => 8,
             ChunkType::Footer => 15,
             ChunkType::Unknown(v) => v,
         }
@@ -88,6 +93,7 @@ impl ChunkType {
             ChunkType::Counters => "counters".into(),
             ChunkType::Clocks => "clocks".into(),
             ChunkType::Loss => "loss".into(),
+            ChunkType::Threads => "threads".into(),
             ChunkType::Footer => "footer".into(),
             ChunkType::Unknown(v) => format!("unknown-{v}"),
         }

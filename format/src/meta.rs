@@ -235,6 +235,30 @@ pub fn clocks_from_bytes(bytes: &[u8]) -> Result<Vec<ClockSample>, ChunkError> {
         .unwrap_or_default())
 }
 
+/// OS thread names, `(tid, name)`, as a `ThreadNames` chunk holds them.
+pub fn thread_names_to_bytes(names: &[(u32, String)]) -> Vec<u8> {
+    let mut b = FlatBufferBuilder::with_capacity(64 + names.len() * 32);
+    let v: Vec<_> = names
+        .iter()
+        .map(|(tid, name)| {
+            let name = b.create_string(name);
+            fb::ThreadName::create(&mut b, &fb::ThreadNameArgs { tid: *tid, name: Some(name) })
+        })
+        .collect();
+    let threads = b.create_vector(&v);
+    let root = fb::ThreadNames::create(&mut b, &fb::ThreadNamesArgs { threads: Some(threads) });
+    b.finish(root, None);
+    b.finished_data().to_vec()
+}
+
+pub fn thread_names_from_bytes(bytes: &[u8]) -> Result<Vec<(u32, String)>, ChunkError> {
+    let t = flatbuffers::root_with_opts::<fb::ThreadNames>(&verify_opts(), bytes)
+        .map_err(|e| ChunkError::Malformed(format!("thread names: {e}")))?;
+    Ok(t.threads()
+        .map(|v| v.iter().map(|t| (t.tid(), t.name().unwrap_or("").to_string())).collect())
+        .unwrap_or_default())
+}
+
 /// Cumulative loss counters, as the recorder reports them. See `LossReport` in `schema/cutr.fbs`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LossCounters {

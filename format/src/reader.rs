@@ -172,6 +172,7 @@ enum SideChunk {
     Strings(Vec<(u64, u32, String)>),
     Clocks(Vec<ClockSample>),
     Loss(LossCounters),
+    Threads(Vec<(u32, String)>),
 }
 
 /// The side chunks of a file, decoded but not yet installed in its reader.
@@ -211,6 +212,7 @@ pub struct Reader {
     strings: StringTable,
     clocks: Vec<ClockSample>,
     loss: Option<LossCounters>,
+    thread_names: std::collections::BTreeMap<u32, String>,
 }
 
 impl Reader {
@@ -296,6 +298,7 @@ impl Reader {
             strings: StringTable::default(),
             clocks: Vec::new(),
             loss: None,
+            thread_names: Default::default(),
         };
         Ok(r)
     }
@@ -312,7 +315,9 @@ impl Reader {
         let others: Vec<&ChunkInfo> = self
             .chunks
             .iter()
-            .filter(|c| matches!(c.chunk_type(), ChunkType::Strings | ChunkType::Clocks | ChunkType::Loss))
+            .filter(|c| {
+                matches!(c.chunk_type(), ChunkType::Strings | ChunkType::Clocks | ChunkType::Loss | ChunkType::Threads)
+            })
             .collect();
         let damaged = |c: &ChunkInfo, error| Problem::DamagedChunk {
             offset: c.offset,
@@ -336,6 +341,7 @@ impl Reader {
             match c.chunk_type() {
                 ChunkType::Strings => meta::strings_from_bytes(&raw).map(SideChunk::Strings),
                 ChunkType::Clocks => meta::clocks_from_bytes(&raw).map(SideChunk::Clocks),
+                ChunkType::Threads => meta::thread_names_from_bytes(&raw).map(SideChunk::Threads),
                 _ => LossCounters::from_bytes(&raw).map(SideChunk::Loss),
             }
             .map_err(|e| damaged(c, e))
@@ -354,6 +360,8 @@ impl Reader {
                 Ok(SideChunk::Strings(entries)) => strings.extend(entries),
                 Ok(SideChunk::Clocks(samples)) => self.clocks.extend(samples),
                 Ok(SideChunk::Loss(l)) => self.loss = Some(l),
+                // In file order: a later name for a tid supersedes an earlier one.
+                Ok(SideChunk::Threads(names)) => self.thread_names.extend(names),
                 Err(p) => damaged.push(p),
             }
         }
@@ -421,6 +429,11 @@ impl Reader {
     /// Clock samples, ordered by CUPTI time.
     pub fn clocks(&self) -> &[ClockSample] {
         &self.clocks
+    }
+
+    /// OS thread names by tid (the last seen for each), from the `threads` chunks (format 1.1; empty before).
+    pub fn thread_names(&self) -> &std::collections::BTreeMap<u32, String> {
+        &self.thread_names
     }
 
     /// The last loss report in the file.

@@ -235,6 +235,12 @@ impl<W: Write> Writer<W> {
         self.append(ChunkType::Clocks, Codec::None, &bytes, bytes.len() as u64, 0, (0, 0), Vec::new())
     }
 
+    /// OS thread names `(tid, name)` first seen or changed since the last call.
+    pub fn write_thread_names(&mut self, names: &[(u32, String)]) -> Result<u32, FormatError> {
+        let bytes = meta::thread_names_to_bytes(names);
+        self.append(ChunkType::Threads, Codec::None, &bytes, bytes.len() as u64, 0, (0, 0), Vec::new())
+    }
+
     pub fn write_loss(&mut self, loss: &LossCounters) -> Result<u32, FormatError> {
         let bytes = loss.to_bytes();
         self.append(ChunkType::Loss, Codec::None, &bytes, bytes.len() as u64, 0, (0, 0), Vec::new())

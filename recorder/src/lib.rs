@@ -18,6 +18,7 @@ pub mod fake;
 pub mod inject;
 pub mod pool;
 mod session;
+mod threads;
 
 use std::path::Path;
 

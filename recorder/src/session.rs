@@ -520,6 +520,7 @@ struct WriterState {
     buffers: u64,
     records: u64,
     last_sync: Instant,
+    threads: crate::threads::ThreadNames,
 }
 
 fn writer_loop(
@@ -537,6 +538,7 @@ fn writer_loop(
         buffers: 0,
         records: 0,
         last_sync: Instant::now(),
+        threads: Default::default(),
     };
     while let Ok(msg) = rx.recv() {
         let r = catch_unwind(AssertUnwindSafe(|| match msg {
@@ -605,12 +607,21 @@ fn update_loss(s: &Session, st: &mut WriterState) {
     }
 }
 
+/// Writes the thread names new since the last flush.
+fn write_thread_names(st: &mut WriterState) {
+    let names = st.threads.changed();
+    if !names.is_empty() && st.w.write_thread_names(&names).is_err() {
+        st.loss.write_failures += 1;
+    }
+}
+
 fn tick(s: &Session, st: &mut WriterState) {
     if let Some(c) = clock_sample(s.cupti.as_ref())
         && st.w.write_clocks(&[c]).is_err()
     {
         st.loss.write_failures += 1;
     }
+    write_thread_names(st);
     update_loss(s, st);
     if st.w.write_loss(&st.loss).is_err() {
         st.loss.write_failures += 1;
@@ -626,6 +637,7 @@ fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
     if let Some(c) = clock_sample(s.cupti.as_ref()) {
         let _ = st.w.write_clocks(&[c]);
     }
+    write_thread_names(&mut st);
     let _ = st.w.write_metadata(meta);
     update_loss(s, &mut st);
     st.loss.is_final = true;

@@ -71,15 +71,27 @@ fn buffers_from_many_threads_reach_the_file_byte_for_byte() {
     // cudaGetLastError, cudaPeekAtLastError, cudaSetDevice, cudaGetDevice; cuCtxGetCurrent,
     // cuDevicePrimaryCtxGetState, cuKernelGetAttribute (cbids of cupti_*_cbid.h).
     assert_eq!(off, vec![(1, 304), (1, 392), (1, 686), (2, 10), (2, 11), (2, 16), (2, 17)]);
+    // The delivering threads are named as an application names its threads; they stay alive until a periodic
+    // flush has seen them.
+    let (tids_tx, tids_rx) = std::sync::mpsc::channel();
+    let barrier = std::sync::Barrier::new(5);
     std::thread::scope(|s| {
         for t in 0..4 {
-            let (h, bytes, counts) = (h.clone(), &b.bytes, &b.counts);
-            s.spawn(move || {
-                for i in (t..bytes.len()).step_by(4) {
-                    assert_eq!(h.deliver(&bytes[i], counts[i]), Delivery::Written);
-                }
-            });
+            let (h, bytes, counts, tids_tx, barrier) = (h.clone(), &b.bytes, &b.counts, tids_tx.clone(), &barrier);
+            std::thread::Builder::new()
+                .name(format!("deliver-{t}"))
+                .spawn_scoped(s, move || {
+                    // SAFETY: gettid has no preconditions.
+                    tids_tx.send((unsafe { libc::gettid() } as u32, format!("deliver-{t}"))).unwrap();
+                    for i in (t..bytes.len()).step_by(4) {
+                        assert_eq!(h.deliver(&bytes[i], counts[i]), Delivery::Written);
+                    }
+                    barrier.wait();
+                })
+                .unwrap();
         }
+        std::thread::sleep(Duration::from_millis(120)); // a periodic flush while they live
+        barrier.wait();
     });
     std::thread::sleep(Duration::from_millis(120)); // let a periodic flush happen
     let summary = rec.stop().unwrap();
@@ -118,6 +130,11 @@ fn buffers_from_many_threads_reach_the_file_byte_for_byte() {
     }
     let expected: std::collections::BTreeSet<String> = cutr_synth::KERNELS.iter().map(|k| k.name.to_string()).collect();
     assert_eq!(names, expected);
+    // Each delivering thread's OS name, from the `threads` chunks.
+    drop(tids_tx);
+    for (tid, name) in tids_rx.iter() {
+        assert_eq!(r.thread_names().get(&tid), Some(&name), "{:?}", r.thread_names());
+    }
     let loss = r.loss().unwrap();
     assert!(loss.is_final && loss.is_clean());
     assert!(r.clocks().len() >= 3, "start, periodic and end clock samples: {}", r.clocks().len());

@@ -1144,6 +1144,8 @@ pub fn write_to<W: Write>(mut writer: Writer<W>, opts: SynthOptions) -> Result<(
         }
     }
     writer.write_clocks(synth.clock_samples())?;
+    // The OS names a recorder reads from /proc: the main thread keeps the program's name.
+    writer.write_thread_names(&[(MAIN_THREAD, "python3".into()), (LOADER_THREAD, "pt_data_loader".into())])?;
     writer.write_loss(&LossCounters { is_final: true, ..Default::default() })?;
     let truth = synth.truth().clone();
     Ok((writer.finish()?, truth))

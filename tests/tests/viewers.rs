@@ -594,3 +594,19 @@ fn the_perfetto_ui_opens_the_trace_and_zooms_to_100_us() {
         assert!(tracks.contains(&want), "{want} in {tracks:?}");
     }
 }
+
+/// Host threads carry their OS names (the recorder's `threads` chunks) in both outputs, as Kineto names them:
+/// `thread <tid> (<name>)`.
+#[test]
+fn threads_are_named_by_their_os_names_in_both_outputs() {
+    let c = case(5_000);
+    let main = cutr_synth::MAIN_THREAD;
+    let loader = cutr_synth::LOADER_THREAD;
+    let want = vec![format!("thread {loader} (pt_data_loader)"), format!("thread {main} (python3)")];
+    for (format, name) in [(Format::Perfetto, "t.pftrace"), (Format::Chrome, "t.json")] {
+        let out = convert(&c, format, name, 4_000);
+        let r = trace_processor(&out, &["select name from thread where name like 'thread %' order by name"]);
+        let got: Vec<String> = r[0].iter().map(|row| row[0].as_str().unwrap().to_string()).collect();
+        assert_eq!(got, want, "{format:?}");
+    }
+}

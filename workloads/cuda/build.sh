@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CUDA workloads: cutr_workload, launch_loop and diff_workload.
+# Builds the CUDA workloads: cutr_workload, launch_loop, diff_workload and source_workload (+ its cubin).
 #   workloads/cuda/build.sh [OUTDIR]      (default: workloads/cuda/build)
 # Environment:
 #   NVCC        nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
@@ -32,6 +32,10 @@ esac
 "$nvcc" "${flags[@]}" -o "$out/cutr_workload" "$here/cutr_workload.cu" -lpthread -ldl
 "$nvcc" "${flags[@]}" -o "$out/launch_loop" "$here/launch_loop.cu"
 "$nvcc" "${flags[@]}" -o "$out/diff_workload" "$here/diff_workload.cu" -lpthread -ldl
+"$nvcc" "${flags[@]}" -o "$out/source_workload" "$here/source_workload.cu" -lcuda
+# The same kernels as a cubin alone: the offline SASS -> file:line tests read its line tables.
+"$nvcc" -O2 -arch="$arch" -lineinfo -cubin -o "$out/source_workload.$arch.cubin" "$here/source_workload.cu"
 echo "$out/cutr_workload"
 echo "$out/launch_loop"
 echo "$out/diff_workload"
+echo "$out/source_workload"

@@ -270,6 +270,7 @@ fn load_file(
         warnings,
         stats,
         api_names,
+        thread_names: r.thread_names().clone(),
         meta,
     });
     Ok(())

@@ -30,6 +30,8 @@ pub struct Process {
     pub stats: JoinStats,
     /// (domain, cbid) -> index into `meta.callback_names` (runtime: domain 2, driver: domain 1).
     pub api_names: rustc_hash::FxHashMap<(u32, u32), u32>,
+    /// OS thread names by tid, as the recorder saw them (format 1.1; empty for older files).
+    pub thread_names: std::collections::BTreeMap<u32, String>,
 }
 
 /// Where a process stood in a distributed job, as its environment said at start.
@@ -40,6 +42,14 @@ pub struct Rank {
 }
 
 impl Process {
+    /// A host thread's row name, as Kineto writes it: `thread <tid> (<OS name>)`, or `thread <tid>` unnamed.
+    pub fn thread_label(&self, tid: u32) -> String {
+        match self.thread_names.get(&tid) {
+            Some(name) if !name.is_empty() => format!("thread {tid} ({name})"),
+            _ => format!("thread {tid}"),
+        }
+    }
+
     /// The process's rank and world size, from the environment variables launchers set: torchrun's `RANK` and
     /// `WORLD_SIZE`, Open MPI's `OMPI_COMM_WORLD_RANK`/`_SIZE`, MPICH's `PMI_RANK`/`PMI_SIZE`, Slurm's
     /// `SLURM_PROCID`/`SLURM_NTASKS` (in that order of preference).

@@ -2483,6 +2483,219 @@ impl ::core::fmt::Debug for ClockSamples<'_> {
       ds.finish()
   }
 }
+pub enum ThreadNameOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// The OS name of a thread of the recorded process (/proc/self/task/<tid>/comm, what pthread_setname_np sets), as
+/// the recorder saw it at a flush. A later entry for the same tid (a renamed thread, or a tid reused) supersedes an
+/// earlier one.
+pub struct ThreadName<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for ThreadName<'a> {
+  type Inner = ThreadName<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> ThreadName<'a> {
+  pub const VT_TID: ::flatbuffers::VOffsetT = 4;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 6;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ThreadName { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ThreadNameArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<ThreadName<'bldr>> {
+    let mut builder = ThreadNameBuilder::new(_fbb);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_tid(args.tid);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn tid(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(ThreadName::VT_TID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(ThreadName::VT_NAME, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for ThreadName<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u32>("tid", Self::VT_TID, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ThreadNameArgs<'a> {
+    pub tid: u32,
+    pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
+}
+impl<'a> Default for ThreadNameArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ThreadNameArgs {
+      tid: 0,
+      name: None,
+    }
+  }
+}
+
+pub struct ThreadNameBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ThreadNameBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_tid(&mut self, tid: u32) {
+    self.fbb_.push_slot::<u32>(ThreadName::VT_TID, tid, 0);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ThreadName::VT_NAME, name);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ThreadNameBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ThreadNameBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ThreadName<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for ThreadName<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ThreadName");
+      ds.field("tid", &self.tid());
+      ds.field("name", &self.name());
+      ds.finish()
+  }
+}
+pub enum ThreadNamesOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// Thread names first seen (or renamed) since the previous ThreadNames chunk.
+pub struct ThreadNames<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for ThreadNames<'a> {
+  type Inner = ThreadNames<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> ThreadNames<'a> {
+  pub const VT_THREADS: ::flatbuffers::VOffsetT = 4;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    ThreadNames { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args ThreadNamesArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<ThreadNames<'bldr>> {
+    let mut builder = ThreadNamesBuilder::new(_fbb);
+    if let Some(x) = args.threads { builder.add_threads(x); }
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn threads(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ThreadName<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ThreadName>>>>(ThreadNames::VT_THREADS, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for ThreadNames<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<ThreadName>>>>("threads", Self::VT_THREADS, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct ThreadNamesArgs<'a> {
+    pub threads: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<ThreadName<'a>>>>>,
+}
+impl<'a> Default for ThreadNamesArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    ThreadNamesArgs {
+      threads: None,
+    }
+  }
+}
+
+pub struct ThreadNamesBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> ThreadNamesBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_threads(&mut self, threads: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<ThreadName<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(ThreadNames::VT_THREADS, threads);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> ThreadNamesBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    ThreadNamesBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<ThreadNames<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for ThreadNames<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("ThreadNames");
+      ds.field("threads", &self.threads());
+      ds.finish()
+  }
+}
 pub enum LossReportOffset {}
 #[derive(Copy, Clone, PartialEq)]
 

@@ -280,7 +280,7 @@ fn metadata_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>, ts: u6
         let row = Row { pid: t.json_pid, tid: t.json_tid };
         let base = &tl.tracks[base_track(&tl.tracks, i as u32) as usize];
         match (&t.role, &base.role) {
-            (TrackRole::Thread { tid, .. }, _) => name_row(w, row, &format!("thread {tid}"), *tid as i64),
+            (TrackRole::Thread { tid, .. }, _) => name_row(w, row, &t.name, *tid as i64),
             // Kineto's row name, trailing space included.
             (TrackRole::Stream { stream, .. }, _) => name_row(w, row, &format!("stream {stream} "), *stream as i64),
             (TrackRole::StreamSync { stream, .. }, _) => {
@@ -293,7 +293,8 @@ fn metadata_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>, ts: u6
     }
     for o in &trace.overheads {
         let pid = trace.processes[o.proc.index()].pid as i64;
-        name_row(w, Row { pid, tid: o.tid as i64 }, &format!("thread {}", o.tid), o.tid as i64);
+        let name = trace.processes[o.proc.index()].thread_label(o.tid);
+        name_row(w, Row { pid, tid: o.tid as i64 }, &name, o.tid as i64);
     }
 }
 

@@ -235,10 +235,11 @@ impl<'t> TrackMaker<'t> {
         let parent = self.process(proc);
         let json_pid = self.json_pid(proc);
         let role = TrackRole::Thread { proc, pid, tid };
+        let name = self.trace.processes[proc.index()].thread_label(tid);
         self.set.get(role.clone(), |_| Track {
             role,
             parent: Some(parent),
-            name: format!("thread {tid}"),
+            name,
             json_pid,
             json_tid: tid as i64,
             pid,
