@@ -1,0 +1,178 @@
+//! Source level from a cubin alone: which CUDA source line a SASS instruction came from.
+//!
+//! A cubin built with `-lineinfo` (or `-G`) carries a DWARF 2 line table in `.debug_line` with one sequence per
+//! kernel or device function: rows of (SASS offset in the function, file, line), where every function's code
+//! starts at offset 0 in its own `.text.<name>` section, so a sequence is tied to its function by the relocation
+//! against its `DW_LNE_set_address`, not by address. NVIDIA adds two extended opcodes for inlining: `0x90`
+//! (inlined call: the row of the call site, and the inlined function's name) and `0x91` (function name). This crate
+//! reads both with `object` and `gimli` and answers what `cuptiGetSassToSourceCorrelation` answers, plus the chain
+//! of call sites an inlined instruction came through, with no CUDA library.
+
+mod cubin;
+mod lines;
+
+use serde::Serialize;
+
+pub use cubin::Function;
+
+/// Why a cubin's source map could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("not an ELF cubin: {0}")]
+    NotElf(String),
+    #[error("malformed line table: {0}")]
+    Lines(String),
+}
+
+/// A source position.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Position {
+    /// The directory as the compiler recorded it (absolute on the build machine), empty when none.
+    pub dir: String,
+    pub file: String,
+    pub line: u32,
+}
+
+/// Where an instruction came from: its innermost position (inside an inlined function, where it was inlined) and
+/// the call sites it was inlined through, innermost first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Location {
+    pub position: Position,
+    /// `(function inlined, call site)`, from the innermost call outwards.
+    pub inlined_at: Vec<(String, Position)>,
+}
+
+/// Every function of a cubin and its line table.
+#[derive(Clone, Debug, Default)]
+pub struct SourceMap {
+    functions: Vec<Function>,
+    /// Line rows per function (index into `functions`), sorted by offset, rows at one offset in table order.
+    rows: Vec<Vec<lines::Row>>,
+    files: Vec<Position>,
+    /// Names of inlined functions (`.debug_str` offsets resolved).
+    names: Vec<String>,
+}
+
+impl SourceMap {
+    /// Reads a cubin's functions and line tables. A cubin without line info gives a map with functions and no
+    /// rows ([`SourceMap::has_lines`] is false).
+    pub fn from_cubin(bytes: &[u8]) -> Result<SourceMap, SourceError> {
+        let elf = cubin::Cubin::parse(bytes)?;
+        let mut rows = vec![Vec::new(); elf.functions.len()];
+        let (files, names) = match elf.debug_line {
+            Some(section) => lines::read(section, elf.debug_str, &elf.line_relocations, &mut rows)?,
+            None => (Vec::new(), Vec::new()),
+        };
+        Ok(SourceMap { functions: elf.functions, rows, files, names })
+    }
+
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// Whether the cubin had line tables (built with `-lineinfo` or `-G`).
+    pub fn has_lines(&self) -> bool {
+        self.rows.iter().any(|r| !r.is_empty())
+    }
+
+    /// The function of this (mangled) name.
+    pub fn function(&self, name: &str) -> Option<&Function> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// Where the instruction at `pc_offset` of `function` came from; `None` for an unknown function, an offset
+    /// outside it, or a function without line rows.
+    pub fn locate(&self, function: &str, pc_offset: u64) -> Option<Location> {
+        let index = self.functions.iter().position(|f| f.name == function)?;
+        if pc_offset >= self.functions[index].size {
+            return None;
+        }
+        let rows = &self.rows[index];
+        // The last row at or before the offset: of rows sharing an address, the last is the innermost.
+        let at = rows.partition_point(|r| r.offset <= pc_offset).checked_sub(1)?;
+        let row = &rows[at];
+        if row.end_sequence {
+            return None;
+        }
+        Some(Location { position: self.position(row)?, inlined_at: self.inline_chain(rows, row) })
+    }
+
+    fn position(&self, row: &lines::Row) -> Option<Position> {
+        let mut p = self.files.get(row.file as usize)?.clone();
+        p.line = row.line;
+        Some(p)
+    }
+
+    /// The call sites `row` was inlined through: each `context` names (1-based) the row of its call site within
+    /// the same function's rows, whose own context goes one level further out.
+    fn inline_chain(&self, rows: &[lines::Row], row: &lines::Row) -> Vec<(String, Position)> {
+        let mut out = Vec::new();
+        let mut cur = row;
+        // A context always points back to an earlier row; the bound guards against a malformed table's cycle.
+        while cur.context != 0 && out.len() < rows.len() {
+            let Some(site) = rows.iter().find(|r| r.index == cur.context) else { break };
+            let name = self.names.get(cur.function_name as usize).cloned().unwrap_or_default();
+            let Some(pos) = self.position(site) else { break };
+            out.push((name, pos));
+            cur = site;
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/cubins").join(name))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_hot_lines_of_the_source_workload() {
+        let m = SourceMap::from_cubin(&fixture("source_workload.sm_90.cubin")).unwrap();
+        let names: Vec<(&str, u64)> = m.functions().iter().map(|f| (f.name.as_str(), f.size)).collect();
+        assert_eq!(names, [("_Z9fma_chainPfi", 1408), ("_Z5chasePKjjiPj", 1920)]);
+        assert!(m.has_lines());
+        let at = |f: &str, pc: u64| m.locate(f, pc).map(|l| (l.position.file, l.position.line, l.inlined_at.len()));
+        // The lines of workloads/cuda/source_workload.cu: the kernels' first lines, the dependent load (43) and the
+        // FMA (51).
+        assert_eq!(at("_Z5chasePKjjiPj", 0), Some(("source_workload.cu".into(), 40, 0)));
+        assert_eq!(at("_Z5chasePKjjiPj", 0x330), Some(("source_workload.cu".into(), 43, 0)));
+        assert_eq!(at("_Z9fma_chainPfi", 0x160), Some(("source_workload.cu".into(), 51, 0)));
+        assert_eq!(m.locate("_Z5chasePKjjiPj", 0).unwrap().position.dir.is_empty(), false);
+        assert_eq!(m.locate("_Z9fma_chainPfi", 1408), None, "past the end");
+        assert_eq!(m.locate("nope", 0), None);
+    }
+
+    /// fixtures/cubins/inline.ptx (by ptxas 12.9): `inner` (helper.cuh:12) inlined into `outer` at helper.cuh:6,
+    /// itself inlined into the kernel `scale` at a.cu:32.
+    #[test]
+    fn inlined_instructions_carry_their_call_sites() {
+        let m = SourceMap::from_cubin(&fixture("inline.sm_90.cubin")).unwrap();
+        let pos = |file: &str, line: u32| {
+            let dir = if file == "a.cu" { "/src/dir" } else { "/src/dir/inc" };
+            Position { dir: dir.into(), file: file.into(), line }
+        };
+        let l = m.locate("scale", 0x70).unwrap();
+        assert_eq!(l.position, pos("helper.cuh", 12));
+        assert_eq!(
+            l.inlined_at,
+            [("_Z5inneri".to_string(), pos("helper.cuh", 6)), ("_Z5outeri".to_string(), pos("a.cu", 32))]
+        );
+        // The call site's own row and the first inlined row share 0x60: the innermost wins, one level deep.
+        let l = m.locate("scale", 0x60).unwrap();
+        assert_eq!(
+            (l.position, l.inlined_at),
+            (pos("helper.cuh", 6), vec![("_Z5outeri".to_string(), pos("a.cu", 32))])
+        );
+        // Back in the kernel.
+        assert_eq!(m.locate("scale", 0x90).unwrap(), Location { position: pos("a.cu", 33), inlined_at: vec![] });
+    }
+
+    #[test]
+    fn not_a_cubin_is_an_error_and_no_lines_is_said() {
+        assert!(matches!(SourceMap::from_cubin(b"not an elf"), Err(SourceError::NotElf(_))));
+    }
+}
