@@ -9,8 +9,8 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89CUTR\r\n\x1a";
 /// Format major version written by this crate. Readers reject files with a newer major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version written by this crate. Minor versions only add things older readers may skip.
-/// 1.1 added the `threads` chunk (OS thread names).
-pub const FORMAT_MINOR: u16 = 1;
+/// 1.1 added the `threads` chunk (OS thread names); 1.2 cubins in `blob` chunks and `pc_samples`.
+pub const FORMAT_MINOR: u16 = 2;
 pub const FILE_HEADER_LEN: usize = 64;
 
 pub const CHUNK_MAGIC: [u8; 4] = *b"CHNK";
@@ -37,7 +37,7 @@ pub enum ChunkType {
     Activity,
     /// `StringTable` flatbuffer: text behind host pointers found in records.
     Strings,
-    /// A blob (cubin) referenced by records; reserved for a later minor version.
+    /// `Cubin` flatbuffer: a cubin the process loaded, once per CRC (format 1.2).
     Blob,
     /// Counter samples; reserved for a later minor version.
     Counters,
@@ -47,6 +47,8 @@ pub enum ChunkType {
     Loss,
     /// `ThreadNames` flatbuffer: OS thread names seen since the previous one (format 1.1).
     Threads,
+    /// `PcSamples` flatbuffer: one collection of a context's PC samples (format 1.2).
+    PcSamples,
     /// `FooterIndex` flatbuffer, written once at close, just before the trailer.
     Footer,
     /// A chunk type this reader does not know (from a newer minor version): skipped, and reported.
@@ -64,6 +66,7 @@ impl ChunkType {
             6 => ChunkType::Clocks,
             7 => ChunkType::Loss,
             8 => ChunkType::Threads,
+            9 => ChunkType::PcSamples,
             15 => ChunkType::Footer,
             other => ChunkType::Unknown(other),
         }
@@ -79,6 +82,7 @@ impl ChunkType {
             ChunkType::Clocks => 6,
             ChunkType::Loss => 7,
             ChunkType::Threads => 8,
+            ChunkType::PcSamples => 9,
             ChunkType::Footer => 15,
             ChunkType::Unknown(v) => v,
         }
@@ -94,6 +98,7 @@ impl ChunkType {
             ChunkType::Clocks => "clocks".into(),
             ChunkType::Loss => "loss".into(),
             ChunkType::Threads => "threads".into(),
+            ChunkType::PcSamples => "pc_samples".into(),
             ChunkType::Footer => "footer".into(),
             ChunkType::Unknown(v) => format!("unknown-{v}"),
         }

@@ -15,11 +15,13 @@ pub mod limits;
 pub mod meta;
 pub mod reader;
 pub mod records;
+pub mod source;
 pub mod writer;
 
 pub use codec::{BufferStats, CodecPlan, DecodedBuffer, RecordGroup};
 pub use container::{ChunkHeader, ChunkType, Codec, FORMAT_MAJOR, FORMAT_MINOR, FileHeader};
 pub use error::{ChunkError, FormatError};
 pub use meta::{ClockSample, Device, LossCounters, SessionMetadata};
+pub use source::{CubinBlob, PcRecord, PcSamples};
 pub use reader::{ChunkInfo, Problem, Reader, Recovery, StringTable, Verification};
 pub use writer::{ActivityEncoder, EncodedActivity, Writer, WriterOptions};

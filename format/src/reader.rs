@@ -436,6 +436,42 @@ impl Reader {
         &self.thread_names
     }
 
+    /// The cubins of the file (`blob` chunks), decoded now (they are not read at open: only source-level analyses
+    /// need them), and the chunks that failed.
+    pub fn cubins(&self) -> (Vec<crate::source::CubinBlob>, Vec<Problem>) {
+        self.decode_each(ChunkType::Blob, crate::source::CubinBlob::from_bytes)
+    }
+
+    /// The PC sample collections of the file, in file order, and the chunks that failed.
+    pub fn pc_samples(&self) -> (Vec<crate::source::PcSamples>, Vec<Problem>) {
+        self.decode_each(ChunkType::PcSamples, crate::source::PcSamples::from_bytes)
+    }
+
+    /// Every chunk of one type through `decode`, in parallel, in file order.
+    fn decode_each<T: Send>(
+        &self,
+        chunk_type: ChunkType,
+        decode: impl Fn(&[u8]) -> Result<T, ChunkError> + Sync,
+    ) -> (Vec<T>, Vec<Problem>) {
+        let chunks: Vec<&ChunkInfo> = self.chunks.iter().filter(|c| c.chunk_type() == chunk_type).collect();
+        let results: Vec<Result<T, Problem>> = chunks
+            .par_iter()
+            .map(|c| {
+                chunk_payload(self.data.bytes(), c).and_then(|raw| decode(&raw)).map_err(|error| {
+                    Problem::DamagedChunk { offset: c.offset, seq: c.header.seq, chunk_type, records: 0, error }
+                })
+            })
+            .collect();
+        let (mut ok, mut bad) = (Vec::new(), Vec::new());
+        for r in results {
+            match r {
+                Ok(v) => ok.push(v),
+                Err(p) => bad.push(p),
+            }
+        }
+        (ok, bad)
+    }
+
     /// The last loss report in the file.
     pub fn loss(&self) -> Option<&LossCounters> {
         self.loss.as_ref()

@@ -241,6 +241,16 @@ impl<W: Write> Writer<W> {
         self.append(ChunkType::Threads, Codec::None, &bytes, bytes.len() as u64, 0, (0, 0), Vec::new())
     }
 
+    /// A cubin, zstd-compressed (the caller writes each CRC once).
+    pub fn write_cubin(&mut self, cubin: &crate::source::CubinBlob) -> Result<u32, FormatError> {
+        self.append_zstd(ChunkType::Blob, &cubin.to_bytes())
+    }
+
+    /// One collection of a context's PC samples, zstd-compressed (function names repeat from PC to PC).
+    pub fn write_pc_samples(&mut self, samples: &crate::source::PcSamples) -> Result<u32, FormatError> {
+        self.append_zstd(ChunkType::PcSamples, &samples.to_bytes())
+    }
+
     pub fn write_loss(&mut self, loss: &LossCounters) -> Result<u32, FormatError> {
         let bytes = loss.to_bytes();
         self.append(ChunkType::Loss, Codec::None, &bytes, bytes.len() as u64, 0, (0, 0), Vec::new())

@@ -157,6 +157,8 @@ pub struct Config {
     /// Replace an existing output file (otherwise this process writes `<stem>.<pid>.cutr` beside it).
     pub overwrite: bool,
     pub quiet: bool,
+    /// Continuous PC sampling and cubin capture (off by default).
+    pub pc_sampling: Option<crate::pc_sampling::PcSamplingConfig>,
 }
 
 impl Default for Config {
@@ -177,6 +179,7 @@ impl Default for Config {
             filter_noisy_api: true,
             overwrite: false,
             quiet: false,
+            pc_sampling: None,
         }
     }
 }
@@ -198,6 +201,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CUTR_FILTER_NOISY_API", "0 to keep cudaGetDevice & co."),
     ("CUTR_OVERWRITE", "1 to replace an existing output file"),
     ("CUTR_QUIET", "1 to print nothing but errors"),
+    ("CUTR_PC_SAMPLING", "1 to sample PCs continuously and keep the cubins loaded"),
+    ("CUTR_PC_PERIOD", "PC sampling period as 2^N SM cycles, N in 5..31"),
 ];
 
 impl Config {
@@ -249,6 +254,10 @@ impl Config {
         c.filter_noisy_api = get("CUTR_FILTER_NOISY_API").is_none_or(|v| v != "0");
         c.overwrite = get("CUTR_OVERWRITE").is_some_and(|v| v == "1");
         c.quiet = get("CUTR_QUIET").is_some_and(|v| v == "1");
+        if get("CUTR_PC_SAMPLING").is_some_and(|v| v == "1") {
+            let period_log2 = int("CUTR_PC_PERIOD")?.map(|v| v as u32);
+            c.pc_sampling = Some(crate::pc_sampling::PcSamplingConfig { period_log2 });
+        }
         c.validate()?;
         Ok(c)
     }
@@ -280,6 +289,12 @@ impl Config {
         if let Some(p) = &self.cupti_library {
             v.push(("CUTR_CUPTI_LIB".into(), p.display().to_string()));
         }
+        if let Some(pc) = &self.pc_sampling {
+            v.push(("CUTR_PC_SAMPLING".into(), "1".into()));
+            if let Some(n) = pc.period_log2 {
+                v.push(("CUTR_PC_PERIOD".into(), n.to_string()));
+            }
+        }
         v
     }
 
@@ -301,6 +316,11 @@ impl Config {
         }
         if !(-7..=22).contains(&self.zstd_level) {
             return Err(invalid("zstd level", format!("{} is outside -7..=22", self.zstd_level)));
+        }
+        if let Some(n) = self.pc_sampling.and_then(|p| p.period_log2)
+            && !(5..=31).contains(&n)
+        {
+            return Err(invalid("PC sampling period", format!("2^{n} cycles: use an exponent from 5 to 31")));
         }
         Ok(())
     }

@@ -57,6 +57,10 @@ pub trait Cupti: Send + Sync {
     fn enable_api_record(&self, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError>;
     /// Where this CUPTI comes from, for messages and metadata.
     fn origin(&self) -> String;
+    /// The library file, for the parts of the recorder that resolve more of its functions (PC sampling).
+    fn library_path(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 type FnU32 = unsafe extern "C" fn(*mut u32) -> u32;
@@ -238,6 +242,10 @@ impl Cupti for LibCupti {
 
     fn origin(&self) -> String {
         self.path.display().to_string()
+    }
+
+    fn library_path(&self) -> Option<PathBuf> {
+        Some(self.path.clone())
     }
 }
 

@@ -17,6 +17,7 @@ pub mod exit;
 pub mod fake;
 pub mod inject;
 pub mod pool;
+pub mod pc_sampling;
 mod session;
 mod threads;
 

@@ -28,6 +28,8 @@ use crate::{driver, pool::BufferPool};
 
 enum Msg {
     Buffer { ptr: usize, valid: usize },
+    /// A cubin or a collection of PC samples (`--pc-sampling`).
+    Source(crate::pc_sampling::Collected),
     Tick,
     Finish { devices: Vec<cutr_format::Device>, reply: mpsc::Sender<Summary> },
 }
@@ -41,6 +43,10 @@ pub struct Summary {
     pub bytes: u64,
     pub loss: LossCounters,
     pub peak_buffer_bytes: u64,
+    /// With `--pc-sampling`: cubins stored, PC samples collected and dropped.
+    pub cubins: u64,
+    pub pc_samples: u64,
+    pub pc_samples_dropped: u64,
 }
 
 impl Summary {
@@ -48,8 +54,16 @@ impl Summary {
     pub fn describe(&self) -> String {
         let lost: Vec<String> =
             self.loss.entries().iter().filter(|(_, v)| *v > 0).map(|(k, v)| format!("{k} {v}")).collect();
+        let pc = if self.cubins > 0 || self.pc_samples > 0 {
+            format!(
+                ", {} PC samples ({} dropped) over {} cubins",
+                self.pc_samples, self.pc_samples_dropped, self.cubins
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "wrote {}: {} records in {} buffers, {:.1} MiB; {}",
+            "wrote {}: {} records in {} buffers{pc}, {:.1} MiB; {}",
             self.path.display(),
             self.records,
             self.buffers,
@@ -76,6 +90,8 @@ pub(crate) struct Session {
     writer: Mutex<Option<JoinHandle<()>>>,
     ticker: Mutex<Option<(JoinHandle<()>, mpsc::Sender<()>)>>,
     summary: Mutex<Option<Summary>>,
+    /// The PC sampler, with `--pc-sampling`.
+    pc: std::sync::OnceLock<&'static crate::pc_sampling::PcSampler>,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -229,6 +245,7 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         writer: Mutex::new(None),
         ticker: Mutex::new(None),
         summary: Mutex::new(None),
+        pc: std::sync::OnceLock::new(),
     }));
 
     let c = session.cupti.as_ref();
@@ -254,6 +271,9 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         }
     }
 
+    if let Some(pc) = cfg.pc_sampling {
+        start_pc_sampling(session, api, pc);
+    }
     let layouts_for_writer = layouts.clone();
     let writer_thread = std::thread::Builder::new()
         .name("cutr-writer".into())
@@ -271,6 +291,28 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         .map_err(|e| RecorderError::Thread(e.to_string()))?;
     *session.ticker.lock().unwrap() = Some((ticker, stop_tx));
     Ok(session)
+}
+
+/// Starts PC sampling and cubin capture; a failure is a note, and the activity recording goes on without them.
+fn start_pc_sampling(session: &'static Session, api: u32, pc: crate::pc_sampling::PcSamplingConfig) {
+    let Some(library) = session.cupti.library_path() else {
+        session.note("PC sampling needs a real libcupti; not sampling".into());
+        return;
+    };
+    let tx = session.tx.clone();
+    // From the application's threads (cubins) and the ticker (samples): a full queue waits a moment, then the
+    // item is dropped and counted as a note rather than stalling the application.
+    let send = Box::new(move |c| {
+        if tx.send_timeout(Msg::Source(c), Duration::from_secs(1)).is_err() {
+            NOTES.lock().unwrap().push("PC sampling: the writer queue was full; a collection was dropped".into());
+        }
+    });
+    match crate::pc_sampling::PcSampler::start(&library, api, pc, send) {
+        Ok(s) => {
+            let _ = session.pc.set(s);
+        }
+        Err(e) => session.note(format!("not sampling PCs: {e}")),
+    }
 }
 
 fn metadata(cupti: &dyn Cupti, config: &Config, layouts: &LayoutTable, api: u32, pid: u32) -> SessionMetadata {
@@ -401,6 +443,12 @@ impl Session {
             let _ = stop.send(());
             let _ = t.join();
         }
+        if let Some(pc) = self.pc.get() {
+            pc.finish();
+            for n in pc.take_notes() {
+                self.note(n);
+            }
+        }
         let _ = self.cupti.flush_all(true);
         self.disable_kinds();
         let devices = driver::devices();
@@ -465,6 +513,12 @@ fn ticker_loop(s: &'static Session, stop: mpsc::Receiver<()>) {
             }
             // Collect buffers whose records are all complete, so they reach the file even if the process dies.
             let _ = s.cupti.flush_all(false);
+            if let Some(pc) = s.pc.get() {
+                pc.collect_all();
+                for n in pc.take_notes() {
+                    s.note(n);
+                }
+            }
             let _ = s.tx.send(Msg::Tick);
         }));
     }
@@ -519,6 +573,10 @@ struct WriterState {
     loss: LossCounters,
     buffers: u64,
     records: u64,
+    /// Cubins written, PC samples collected and dropped (`--pc-sampling`).
+    cubins: u64,
+    pc_samples: u64,
+    pc_samples_dropped: u64,
     last_sync: Instant,
     threads: crate::threads::ThreadNames,
 }
@@ -537,6 +595,9 @@ fn writer_loop(
         loss: LossCounters::default(),
         buffers: 0,
         records: 0,
+        cubins: 0,
+        pc_samples: 0,
+        pc_samples_dropped: 0,
         last_sync: Instant::now(),
         threads: Default::default(),
     };
@@ -544,6 +605,10 @@ fn writer_loop(
         let r = catch_unwind(AssertUnwindSafe(|| match msg {
             Msg::Buffer { ptr, valid } => {
                 write_buffer(s, &mut st, ptr, valid);
+                None
+            }
+            Msg::Source(c) => {
+                write_source(&mut st, c);
                 None
             }
             Msg::Tick => {
@@ -593,6 +658,26 @@ fn write_buffer(s: &Session, st: &mut WriterState, ptr: usize, valid: usize) {
     } else {
         st.buffers += 1;
         st.records += stats.records as u64;
+    }
+}
+
+/// A cubin or a collection of PC samples, to the file.
+fn write_source(st: &mut WriterState, c: crate::pc_sampling::Collected) {
+    use crate::pc_sampling::Collected;
+    let written = match &c {
+        Collected::Cubin(cubin) => st.w.write_cubin(cubin),
+        Collected::Samples(samples) => st.w.write_pc_samples(samples),
+    };
+    if written.is_err() {
+        st.loss.write_failures += 1;
+        return;
+    }
+    match c {
+        Collected::Cubin(_) => st.cubins += 1,
+        Collected::Samples(p) => {
+            st.pc_samples += p.pcs.iter().flat_map(|r| &r.stalls).map(|&(_, n)| u64::from(n)).sum::<u64>();
+            st.pc_samples_dropped += p.dropped_samples;
+        }
     }
 }
 
@@ -661,5 +746,8 @@ fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
         bytes,
         loss: st.loss,
         peak_buffer_bytes: s.pool.peak_bytes() as u64,
+        cubins: st.cubins,
+        pc_samples: st.pc_samples,
+        pc_samples_dropped: st.pc_samples_dropped,
     }
 }

@@ -13,6 +13,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -53,7 +54,8 @@ __global__ void fma_chain(float* out, int iters) {
   out[blockIdx.x * blockDim.x + threadIdx.x] = a;
 }
 
-// y[i] = x[i] * s, written in PTX and compiled by the driver at run time.
+// y[i] = x[i] * s, written in PTX and compiled by the driver at run time, with line info (`.loc`, kept by
+// CU_JIT_GENERATE_LINE_INFO) naming lines 1-5 of a "jit_scale.cu" that exists nowhere: line 3 is the load.
 static const char kJitPtx[] = R"(
 .version 8.0
 .target sm_90
@@ -64,27 +66,33 @@ static const char kJitPtx[] = R"(
   .reg .b32 %r<6>;
   .reg .f32 %f<4>;
   .reg .b64 %rd<8>;
+  .loc 1 1 0
   ld.param.u64 %rd1, [x];
   ld.param.u64 %rd2, [y];
   ld.param.f32 %f1, [s];
   ld.param.u32 %r1, [n];
+  .loc 1 2 0
   mov.u32 %r2, %ctaid.x;
   mov.u32 %r3, %ntid.x;
   mov.u32 %r4, %tid.x;
   mad.lo.s32 %r5, %r2, %r3, %r4;
   setp.ge.u32 %p1, %r5, %r1;
   @%p1 bra DONE;
+  .loc 1 3 0
   cvta.to.global.u64 %rd3, %rd1;
   cvta.to.global.u64 %rd4, %rd2;
   mul.wide.u32 %rd5, %r5, 4;
   add.s64 %rd6, %rd3, %rd5;
   ld.global.f32 %f2, [%rd6];
+  .loc 1 4 0
   mul.f32 %f3, %f2, %f1;
   add.s64 %rd7, %rd4, %rd5;
   st.global.f32 [%rd7], %f3;
 DONE:
+  .loc 1 5 0
   ret;
 }
+.file 1 "jit_scale.cu"
 )";
 
 int main(int argc, char** argv) {
@@ -112,7 +120,9 @@ int main(int argc, char** argv) {
 
   CUmodule mod;
   CUfunction jit;
-  CKD(cuModuleLoadData(&mod, kJitPtx));
+  CUjit_option opts[] = {CU_JIT_GENERATE_LINE_INFO};
+  void* vals[] = {reinterpret_cast<void*>(static_cast<uintptr_t>(1))};
+  CKD(cuModuleLoadDataEx(&mod, kJitPtx, 1, opts, vals));
   CKD(cuModuleGetFunction(&jit, mod, "jit_scale"));
 
   for (int it = 0; it < iters; ++it) {

@@ -60,7 +60,9 @@ pub(crate) fn read(
         let str_base = program_start
             .checked_sub(4)
             .and_then(|p| section.get(p..program_start))
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            // A header without the extension ends in its file table instead: keep a base only where one can be.
+            .min(debug_str.len() as u32);
         let file_base = files.len() as u32;
         for index in 1..=file_count(&header) {
             files.push(file_position(&header, index as u64));

@@ -61,6 +61,13 @@ struct Args {
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
+    /// Sample the PCs of running kernels continuously (CUPTI's PC Sampling API; kernels are not serialized) and
+    /// keep every cubin the program loads, for `cupti-convert source` (file:line and stall reasons).
+    #[arg(long)]
+    pc_sampling: bool,
+    /// PC sampling period: one sample per SM every 2^N cycles, N from 5 to 31 (default: CUPTI's, by SM count).
+    #[arg(long, value_name = "N", requires = "pc_sampling")]
+    pc_period: Option<u32>,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
     #[arg(long, value_name = "SHELL", hide = true, exclusive = true)]
     completions: Option<clap_complete::Shell>,
@@ -118,6 +125,7 @@ fn config(a: &Args) -> Result<Config, String> {
         cupti_library: a.cupti_lib.clone(),
         filter_noisy_api: !a.keep_noisy_api,
         quiet: a.quiet,
+        pc_sampling: a.pc_sampling.then_some(cutr_recorder::pc_sampling::PcSamplingConfig { period_log2: a.pc_period }),
         ..Config::default()
     };
     if let Some(s) = &a.start_delay {

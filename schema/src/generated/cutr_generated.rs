@@ -400,6 +400,133 @@ impl<'a> ClockSample {
 
 }
 
+// struct PcStall, aligned to 4
+#[repr(transparent)]
+#[derive(Clone, Copy, PartialEq)]
+pub struct PcStall(pub [u8; 8]);
+impl Default for PcStall { 
+  fn default() -> Self { 
+    Self([0; 8])
+  }
+}
+impl ::core::fmt::Debug for PcStall {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter) -> ::core::fmt::Result {
+    f.debug_struct("PcStall")
+      .field("reason", &self.reason())
+      .field("samples", &self.samples())
+      .finish()
+  }
+}
+
+impl ::flatbuffers::SimpleToVerifyInSlice for PcStall {}
+impl<'a> ::flatbuffers::Follow<'a> for PcStall {
+  type Inner = &'a PcStall;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    unsafe { <&'a PcStall>::follow(buf, loc) }
+  }
+}
+impl<'a> ::flatbuffers::Follow<'a> for &'a PcStall {
+  type Inner = &'a PcStall;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    unsafe { ::flatbuffers::follow_cast_ref::<PcStall>(buf, loc) }
+  }
+}
+impl<'b> ::flatbuffers::Push for PcStall {
+    type Output = PcStall;
+    #[inline]
+    unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
+        let src = unsafe { ::core::slice::from_raw_parts(self as *const PcStall as *const u8, <Self as ::flatbuffers::Push>::size()) };
+        dst.copy_from_slice(src);
+    }
+    #[inline]
+    fn alignment() -> ::flatbuffers::PushAlignment {
+        ::flatbuffers::PushAlignment::new(4)
+    }
+}
+
+impl<'a> ::flatbuffers::Verifiable for PcStall {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.in_buffer::<Self>(pos)
+  }
+}
+
+impl<'a> PcStall {
+  #[allow(clippy::too_many_arguments)]
+  pub fn new(
+    reason: u32,
+    samples: u32,
+  ) -> Self {
+    let mut s = Self([0; 8]);
+    s.set_reason(reason);
+    s.set_samples(samples);
+    s
+  }
+
+  pub fn reason(&self) -> u32 {
+    let mut mem = ::core::mem::MaybeUninit::<<u32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[0..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_reason(&mut self, x: u32) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[0..].as_mut_ptr(),
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
+  pub fn samples(&self) -> u32 {
+    let mut mem = ::core::mem::MaybeUninit::<<u32 as ::flatbuffers::EndianScalar>::Scalar>::uninit();
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    ::flatbuffers::EndianScalar::from_little_endian(unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        self.0[4..].as_ptr(),
+        mem.as_mut_ptr() as *mut u8,
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+      mem.assume_init()
+    })
+  }
+
+  pub fn set_samples(&mut self, x: u32) {
+    let x_le = ::flatbuffers::EndianScalar::to_little_endian(x);
+    // Safety:
+    // Created from a valid Table for this object
+    // Which contains a valid value in this slot
+    unsafe {
+      ::core::ptr::copy_nonoverlapping(
+        &x_le as *const _ as *const u8,
+        self.0[4..].as_mut_ptr(),
+        ::core::mem::size_of::<<u32 as ::flatbuffers::EndianScalar>::Scalar>(),
+      );
+    }
+  }
+
+}
+
 /// One record kind's count inside a chunk.
 // struct KindCount, aligned to 4
 #[repr(transparent)]
@@ -2693,6 +2820,695 @@ impl ::core::fmt::Debug for ThreadNames<'_> {
   fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
     let mut ds = f.debug_struct("ThreadNames");
       ds.field("threads", &self.threads());
+      ds.finish()
+  }
+}
+pub enum CubinOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// A cubin the process loaded, captured when its module was loaded (JIT-compiled PTX and libraries' cubins too),
+/// stored once per CRC in a `blob` chunk (format 1.2).
+pub struct Cubin<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for Cubin<'a> {
+  type Inner = Cubin<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> Cubin<'a> {
+  pub const VT_CRC: ::flatbuffers::VOffsetT = 4;
+  pub const VT_MODULE_ID: ::flatbuffers::VOffsetT = 6;
+  pub const VT_DATA: ::flatbuffers::VOffsetT = 8;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Cubin { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CubinArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Cubin<'bldr>> {
+    let mut builder = CubinBuilder::new(_fbb);
+    builder.add_crc(args.crc);
+    if let Some(x) = args.data { builder.add_data(x); }
+    builder.add_module_id(args.module_id);
+    builder.finish()
+  }
+
+
+  /// CUPTI's CRC of the cubin (cuptiGetCubinCrc): what PC samples name their cubin by.
+  #[inline]
+  pub fn crc(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Cubin::VT_CRC, Some(0)).unwrap()}
+  }
+  /// CUPTI's module id of the first load.
+  #[inline]
+  pub fn module_id(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(Cubin::VT_MODULE_ID, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn data(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Cubin::VT_DATA, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for Cubin<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u64>("crc", Self::VT_CRC, false)?
+     .visit_field::<u32>("module_id", Self::VT_MODULE_ID, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("data", Self::VT_DATA, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct CubinArgs<'a> {
+    pub crc: u64,
+    pub module_id: u32,
+    pub data: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
+}
+impl<'a> Default for CubinArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    CubinArgs {
+      crc: 0,
+      module_id: 0,
+      data: None,
+    }
+  }
+}
+
+pub struct CubinBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CubinBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_crc(&mut self, crc: u64) {
+    self.fbb_.push_slot::<u64>(Cubin::VT_CRC, crc, 0);
+  }
+  #[inline]
+  pub fn add_module_id(&mut self, module_id: u32) {
+    self.fbb_.push_slot::<u32>(Cubin::VT_MODULE_ID, module_id, 0);
+  }
+  #[inline]
+  pub fn add_data(&mut self, data: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Cubin::VT_DATA, data);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CubinBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CubinBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Cubin<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for Cubin<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Cubin");
+      ds.field("crc", &self.crc());
+      ds.field("module_id", &self.module_id());
+      ds.field("data", &self.data());
+      ds.finish()
+  }
+}
+pub enum PcStallReasonOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One entry of a context's stall-reason table (cuptiPCSamplingGetStallReasons).
+pub struct PcStallReason<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for PcStallReason<'a> {
+  type Inner = PcStallReason<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> PcStallReason<'a> {
+  pub const VT_INDEX: ::flatbuffers::VOffsetT = 4;
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 6;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    PcStallReason { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args PcStallReasonArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<PcStallReason<'bldr>> {
+    let mut builder = PcStallReasonBuilder::new(_fbb);
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.add_index(args.index);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn index(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(PcStallReason::VT_INDEX, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(PcStallReason::VT_NAME, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for PcStallReason<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u32>("index", Self::VT_INDEX, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct PcStallReasonArgs<'a> {
+    pub index: u32,
+    pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
+}
+impl<'a> Default for PcStallReasonArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    PcStallReasonArgs {
+      index: 0,
+      name: None,
+    }
+  }
+}
+
+pub struct PcStallReasonBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PcStallReasonBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_index(&mut self, index: u32) {
+    self.fbb_.push_slot::<u32>(PcStallReason::VT_INDEX, index, 0);
+  }
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(PcStallReason::VT_NAME, name);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PcStallReasonBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    PcStallReasonBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<PcStallReason<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for PcStallReason<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("PcStallReason");
+      ds.field("index", &self.index());
+      ds.field("name", &self.name());
+      ds.finish()
+  }
+}
+pub enum PcRecordOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// The samples of one PC since the previous collection.
+pub struct PcRecord<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for PcRecord<'a> {
+  type Inner = PcRecord<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> PcRecord<'a> {
+  pub const VT_CUBIN_CRC: ::flatbuffers::VOffsetT = 4;
+  pub const VT_PC_OFFSET: ::flatbuffers::VOffsetT = 6;
+  pub const VT_FUNCTION_INDEX: ::flatbuffers::VOffsetT = 8;
+  pub const VT_FUNCTION_NAME: ::flatbuffers::VOffsetT = 10;
+  pub const VT_STALLS: ::flatbuffers::VOffsetT = 12;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    PcRecord { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args PcRecordArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<PcRecord<'bldr>> {
+    let mut builder = PcRecordBuilder::new(_fbb);
+    builder.add_pc_offset(args.pc_offset);
+    builder.add_cubin_crc(args.cubin_crc);
+    if let Some(x) = args.stalls { builder.add_stalls(x); }
+    if let Some(x) = args.function_name { builder.add_function_name(x); }
+    builder.add_function_index(args.function_index);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn cubin_crc(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(PcRecord::VT_CUBIN_CRC, Some(0)).unwrap()}
+  }
+  /// Byte offset of the instruction within its function.
+  #[inline]
+  pub fn pc_offset(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(PcRecord::VT_PC_OFFSET, Some(0)).unwrap()}
+  }
+  /// The function's symbol index in its cubin.
+  #[inline]
+  pub fn function_index(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(PcRecord::VT_FUNCTION_INDEX, Some(0)).unwrap()}
+  }
+  /// The mangled function name.
+  #[inline]
+  pub fn function_name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(PcRecord::VT_FUNCTION_NAME, None)}
+  }
+  #[inline]
+  pub fn stalls(&self) -> Option<::flatbuffers::Vector<'a, PcStall>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, PcStall>>>(PcRecord::VT_STALLS, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for PcRecord<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u64>("cubin_crc", Self::VT_CUBIN_CRC, false)?
+     .visit_field::<u64>("pc_offset", Self::VT_PC_OFFSET, false)?
+     .visit_field::<u32>("function_index", Self::VT_FUNCTION_INDEX, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("function_name", Self::VT_FUNCTION_NAME, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, PcStall>>>("stalls", Self::VT_STALLS, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct PcRecordArgs<'a> {
+    pub cubin_crc: u64,
+    pub pc_offset: u64,
+    pub function_index: u32,
+    pub function_name: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub stalls: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, PcStall>>>,
+}
+impl<'a> Default for PcRecordArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    PcRecordArgs {
+      cubin_crc: 0,
+      pc_offset: 0,
+      function_index: 0,
+      function_name: None,
+      stalls: None,
+    }
+  }
+}
+
+pub struct PcRecordBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PcRecordBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_cubin_crc(&mut self, cubin_crc: u64) {
+    self.fbb_.push_slot::<u64>(PcRecord::VT_CUBIN_CRC, cubin_crc, 0);
+  }
+  #[inline]
+  pub fn add_pc_offset(&mut self, pc_offset: u64) {
+    self.fbb_.push_slot::<u64>(PcRecord::VT_PC_OFFSET, pc_offset, 0);
+  }
+  #[inline]
+  pub fn add_function_index(&mut self, function_index: u32) {
+    self.fbb_.push_slot::<u32>(PcRecord::VT_FUNCTION_INDEX, function_index, 0);
+  }
+  #[inline]
+  pub fn add_function_name(&mut self, function_name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(PcRecord::VT_FUNCTION_NAME, function_name);
+  }
+  #[inline]
+  pub fn add_stalls(&mut self, stalls: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , PcStall>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(PcRecord::VT_STALLS, stalls);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PcRecordBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    PcRecordBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<PcRecord<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for PcRecord<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("PcRecord");
+      ds.field("cubin_crc", &self.cubin_crc());
+      ds.field("pc_offset", &self.pc_offset());
+      ds.field("function_index", &self.function_index());
+      ds.field("function_name", &self.function_name());
+      ds.field("stalls", &self.stalls());
+      ds.finish()
+  }
+}
+pub enum PcSamplesOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One collection of a context's PC samples (cuptiPCSamplingGetData until drained): a `pc_samples` chunk
+/// (format 1.2).
+pub struct PcSamples<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for PcSamples<'a> {
+  type Inner = PcSamples<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> PcSamples<'a> {
+  pub const VT_CONTEXT: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DEVICE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_T_START: ::flatbuffers::VOffsetT = 8;
+  pub const VT_T_END: ::flatbuffers::VOffsetT = 10;
+  pub const VT_TOTAL_SAMPLES: ::flatbuffers::VOffsetT = 12;
+  pub const VT_DROPPED_SAMPLES: ::flatbuffers::VOffsetT = 14;
+  pub const VT_NON_USER_SAMPLES: ::flatbuffers::VOffsetT = 16;
+  pub const VT_HARDWARE_BUFFER_FULL: ::flatbuffers::VOffsetT = 18;
+  pub const VT_PERIOD_LOG2: ::flatbuffers::VOffsetT = 20;
+  pub const VT_STALL_REASONS: ::flatbuffers::VOffsetT = 22;
+  pub const VT_PCS: ::flatbuffers::VOffsetT = 24;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    PcSamples { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args PcSamplesArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<PcSamples<'bldr>> {
+    let mut builder = PcSamplesBuilder::new(_fbb);
+    builder.add_non_user_samples(args.non_user_samples);
+    builder.add_dropped_samples(args.dropped_samples);
+    builder.add_total_samples(args.total_samples);
+    builder.add_t_end(args.t_end);
+    builder.add_t_start(args.t_start);
+    if let Some(x) = args.pcs { builder.add_pcs(x); }
+    if let Some(x) = args.stall_reasons { builder.add_stall_reasons(x); }
+    builder.add_period_log2(args.period_log2);
+    builder.add_device(args.device);
+    builder.add_context(args.context);
+    builder.add_hardware_buffer_full(args.hardware_buffer_full);
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn context(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(PcSamples::VT_CONTEXT, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn device(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(PcSamples::VT_DEVICE, Some(0)).unwrap()}
+  }
+  /// CUPTI timestamps of the collection before this one and of this one: the samples were taken between them.
+  #[inline]
+  pub fn t_start(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(PcSamples::VT_T_START, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn t_end(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(PcSamples::VT_T_END, Some(0)).unwrap()}
+  }
+  /// As CUPTI counts them: every sample, those dropped (hardware buffer backpressure or overflow), those of
+  /// kernels CUPTI does not report (its own and the driver's).
+  #[inline]
+  pub fn total_samples(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(PcSamples::VT_TOTAL_SAMPLES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn dropped_samples(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(PcSamples::VT_DROPPED_SAMPLES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn non_user_samples(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(PcSamples::VT_NON_USER_SAMPLES, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn hardware_buffer_full(&self) -> bool {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<bool>(PcSamples::VT_HARDWARE_BUFFER_FULL, Some(false)).unwrap()}
+  }
+  /// The sampling period is 2^period_log2 SM cycles.
+  #[inline]
+  pub fn period_log2(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(PcSamples::VT_PERIOD_LOG2, Some(0)).unwrap()}
+  }
+  /// The context's stall-reason table, in its first PcSamples chunk.
+  #[inline]
+  pub fn stall_reasons(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<PcStallReason<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<PcStallReason>>>>(PcSamples::VT_STALL_REASONS, None)}
+  }
+  #[inline]
+  pub fn pcs(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<PcRecord<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<PcRecord>>>>(PcSamples::VT_PCS, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for PcSamples<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u32>("context", Self::VT_CONTEXT, false)?
+     .visit_field::<u32>("device", Self::VT_DEVICE, false)?
+     .visit_field::<u64>("t_start", Self::VT_T_START, false)?
+     .visit_field::<u64>("t_end", Self::VT_T_END, false)?
+     .visit_field::<u64>("total_samples", Self::VT_TOTAL_SAMPLES, false)?
+     .visit_field::<u64>("dropped_samples", Self::VT_DROPPED_SAMPLES, false)?
+     .visit_field::<u64>("non_user_samples", Self::VT_NON_USER_SAMPLES, false)?
+     .visit_field::<bool>("hardware_buffer_full", Self::VT_HARDWARE_BUFFER_FULL, false)?
+     .visit_field::<u32>("period_log2", Self::VT_PERIOD_LOG2, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<PcStallReason>>>>("stall_reasons", Self::VT_STALL_REASONS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<PcRecord>>>>("pcs", Self::VT_PCS, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct PcSamplesArgs<'a> {
+    pub context: u32,
+    pub device: u32,
+    pub t_start: u64,
+    pub t_end: u64,
+    pub total_samples: u64,
+    pub dropped_samples: u64,
+    pub non_user_samples: u64,
+    pub hardware_buffer_full: bool,
+    pub period_log2: u32,
+    pub stall_reasons: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<PcStallReason<'a>>>>>,
+    pub pcs: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<PcRecord<'a>>>>>,
+}
+impl<'a> Default for PcSamplesArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    PcSamplesArgs {
+      context: 0,
+      device: 0,
+      t_start: 0,
+      t_end: 0,
+      total_samples: 0,
+      dropped_samples: 0,
+      non_user_samples: 0,
+      hardware_buffer_full: false,
+      period_log2: 0,
+      stall_reasons: None,
+      pcs: None,
+    }
+  }
+}
+
+pub struct PcSamplesBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> PcSamplesBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_context(&mut self, context: u32) {
+    self.fbb_.push_slot::<u32>(PcSamples::VT_CONTEXT, context, 0);
+  }
+  #[inline]
+  pub fn add_device(&mut self, device: u32) {
+    self.fbb_.push_slot::<u32>(PcSamples::VT_DEVICE, device, 0);
+  }
+  #[inline]
+  pub fn add_t_start(&mut self, t_start: u64) {
+    self.fbb_.push_slot::<u64>(PcSamples::VT_T_START, t_start, 0);
+  }
+  #[inline]
+  pub fn add_t_end(&mut self, t_end: u64) {
+    self.fbb_.push_slot::<u64>(PcSamples::VT_T_END, t_end, 0);
+  }
+  #[inline]
+  pub fn add_total_samples(&mut self, total_samples: u64) {
+    self.fbb_.push_slot::<u64>(PcSamples::VT_TOTAL_SAMPLES, total_samples, 0);
+  }
+  #[inline]
+  pub fn add_dropped_samples(&mut self, dropped_samples: u64) {
+    self.fbb_.push_slot::<u64>(PcSamples::VT_DROPPED_SAMPLES, dropped_samples, 0);
+  }
+  #[inline]
+  pub fn add_non_user_samples(&mut self, non_user_samples: u64) {
+    self.fbb_.push_slot::<u64>(PcSamples::VT_NON_USER_SAMPLES, non_user_samples, 0);
+  }
+  #[inline]
+  pub fn add_hardware_buffer_full(&mut self, hardware_buffer_full: bool) {
+    self.fbb_.push_slot::<bool>(PcSamples::VT_HARDWARE_BUFFER_FULL, hardware_buffer_full, false);
+  }
+  #[inline]
+  pub fn add_period_log2(&mut self, period_log2: u32) {
+    self.fbb_.push_slot::<u32>(PcSamples::VT_PERIOD_LOG2, period_log2, 0);
+  }
+  #[inline]
+  pub fn add_stall_reasons(&mut self, stall_reasons: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<PcStallReason<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(PcSamples::VT_STALL_REASONS, stall_reasons);
+  }
+  #[inline]
+  pub fn add_pcs(&mut self, pcs: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<PcRecord<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(PcSamples::VT_PCS, pcs);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> PcSamplesBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    PcSamplesBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<PcSamples<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for PcSamples<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("PcSamples");
+      ds.field("context", &self.context());
+      ds.field("device", &self.device());
+      ds.field("t_start", &self.t_start());
+      ds.field("t_end", &self.t_end());
+      ds.field("total_samples", &self.total_samples());
+      ds.field("dropped_samples", &self.dropped_samples());
+      ds.field("non_user_samples", &self.non_user_samples());
+      ds.field("hardware_buffer_full", &self.hardware_buffer_full());
+      ds.field("period_log2", &self.period_log2());
+      ds.field("stall_reasons", &self.stall_reasons());
+      ds.field("pcs", &self.pcs());
       ds.finish()
   }
 }

@@ -1,0 +1,533 @@
+//! Source level while recording: the cubins the process loads and continuous PC sampling (`--pc-sampling`).
+//!
+//! A CUPTI subscriber (kept for the whole session, unlike the activity recorder's exclusivity probe) gets three
+//! resource callbacks on the application's threads:
+//! - module loaded: the cubin is copied (its bytes are valid only inside the callback), named by CUPTI's CRC, and
+//!   sent to the writer once per CRC; the context's samples are collected first, as CUPTI asks, so that a module
+//!   loaded at the address of an unloaded one does not mix their PCs;
+//! - context created: PC sampling is enabled on it in continuous mode (kernels are not serialized), all stall
+//!   reasons, with the context's stall-reason table kept for the file;
+//! - context destroy starting: its samples are collected and sampling disabled.
+//!
+//! Samples are collected (`cuptiPCSamplingGetData` until CUPTI holds none) on the recorder's ticker thread at every
+//! flush period, so the hardware buffer does not overflow, and once more at the end. Each collection of a context
+//! is one `pc_samples` chunk with CUPTI's counts of samples taken and dropped.
+
+use std::collections::HashSet;
+use std::ffi::{CStr, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Mutex;
+
+use cudarc::cupti::sys as cs;
+use cudarc::driver::sys::CUcontext;
+use cutr_format::{CubinBlob, PcRecord, PcSamples};
+
+/// What the rest of the recorder sends to the writer thread.
+pub(crate) enum Collected {
+    Cubin(CubinBlob),
+    Samples(PcSamples),
+}
+
+/// The PC sampling options (`--pc-sampling`, `--pc-period`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PcSamplingConfig {
+    /// The sampling period as 2^N SM cycles (5..=31); CUPTI's default (by the GPU's SM count) when `None`.
+    pub period_log2: Option<u32>,
+}
+
+/// The oldest CUPTI whose PC record layout (64 bytes, with `correlationId`) the recorder uses: CUDA 12.4.
+pub const MIN_API_VERSION: u32 = 22;
+/// PCs per collection call: a drain loops until CUPTI has none left.
+const PCS_PER_CALL: usize = 4096;
+/// Bytes of a stall reason's name (CUPTI_STALL_REASON_STRING_SIZE).
+const STALL_REASON_NAME_BYTES: usize = 128;
+const CUPTI_SUCCESS: u32 = 0;
+const CUPTI_ERROR_OUT_OF_MEMORY: u32 = 13;
+
+/// CUPTI's callback, with the domain taken as the integer it is (a Rust enum must not receive an unknown value).
+type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+type FnSubscribe = unsafe extern "C" fn(*mut cs::CUpti_SubscriberHandle, Callback, *mut c_void) -> u32;
+type FnEnableCallback = unsafe extern "C" fn(u32, cs::CUpti_SubscriberHandle, u32, u32) -> u32;
+type FnUnsubscribe = unsafe extern "C" fn(cs::CUpti_SubscriberHandle) -> u32;
+type FnCtxParams<P> = unsafe extern "C" fn(*mut P) -> u32;
+type FnCubinCrc = unsafe extern "C" fn(*mut cs::CUpti_GetCubinCrcParams) -> u32;
+type FnContextId = unsafe extern "C" fn(CUcontext, *mut u32) -> u32;
+type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
+type FnResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+
+/// The CUPTI functions this module calls, from the libcupti the session uses.
+struct Api {
+    subscribe: FnSubscribe,
+    enable_callback: FnEnableCallback,
+    unsubscribe: FnUnsubscribe,
+    enable: FnCtxParams<cs::CUpti_PCSamplingEnableParams>,
+    disable: FnCtxParams<cs::CUpti_PCSamplingDisableParams>,
+    get_data: FnCtxParams<cs::CUpti_PCSamplingGetDataParams>,
+    set_config: FnCtxParams<cs::CUpti_PCSamplingConfigurationInfoParams>,
+    num_stall_reasons: FnCtxParams<cs::CUpti_PCSamplingGetNumStallReasonsParams>,
+    stall_reasons: FnCtxParams<cs::CUpti_PCSamplingGetStallReasonsParams>,
+    cubin_crc: FnCubinCrc,
+    context_id: FnContextId,
+    device_id: FnContextId,
+    timestamp: FnTimestamp,
+    result_string: FnResultString,
+}
+
+impl Api {
+    fn load(path: &Path) -> Result<Api, String> {
+        // SAFETY: the library is already loaded by the session (this only takes another reference, never
+        // dropped); each symbol's C signature is the one its field's type declares (cupti_pcsampling.h,
+        // cupti_callbacks.h, cupti_activity.h).
+        unsafe {
+            let lib = libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_GLOBAL)
+                .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+            macro_rules! sym {
+                ($name:literal) => {
+                    *lib.get(concat!($name, "\0").as_bytes())
+                        .map_err(|_| format!("{} lacks {} (PC sampling needs CUPTI 12.4+)", path.display(), $name))?
+                };
+            }
+            let api = Api {
+                subscribe: sym!("cuptiSubscribe"),
+                enable_callback: sym!("cuptiEnableCallback"),
+                unsubscribe: sym!("cuptiUnsubscribe"),
+                enable: sym!("cuptiPCSamplingEnable"),
+                disable: sym!("cuptiPCSamplingDisable"),
+                get_data: sym!("cuptiPCSamplingGetData"),
+                set_config: sym!("cuptiPCSamplingSetConfigurationAttribute"),
+                num_stall_reasons: sym!("cuptiPCSamplingGetNumStallReasons"),
+                stall_reasons: sym!("cuptiPCSamplingGetStallReasons"),
+                cubin_crc: sym!("cuptiGetCubinCrc"),
+                context_id: sym!("cuptiGetContextId"),
+                device_id: sym!("cuptiGetDeviceId"),
+                timestamp: sym!("cuptiGetTimestamp"),
+                result_string: sym!("cuptiGetResultString"),
+            };
+            std::mem::forget(lib);
+            Ok(api)
+        }
+    }
+
+    fn error(&self, call: &str, code: u32) -> String {
+        let mut s: *const c_char = std::ptr::null();
+        // SAFETY: cuptiGetResultString writes a pointer to a static string.
+        let name = unsafe {
+            if (self.result_string)(code, &mut s) == CUPTI_SUCCESS && !s.is_null() {
+                CStr::from_ptr(s).to_string_lossy().into_owned()
+            } else {
+                format!("CUPTI error {code}")
+            }
+        };
+        format!("{call}: {name}")
+    }
+
+    fn now(&self) -> u64 {
+        let mut t = 0;
+        // SAFETY: valid out-pointer.
+        unsafe { (self.timestamp)(&mut t) };
+        t
+    }
+}
+
+/// A buffer CUPTI fills with PC records: the header, the records, and each record's stall-reason array, all at
+/// addresses that do not move while CUPTI holds them.
+struct SampleBuffer {
+    data: Box<cs::CUpti_PCSamplingData>,
+    pcs: Vec<cs::CUpti_PCSamplingPCData>,
+    stalls: Vec<cs::CUpti_PCSamplingStallReason>,
+    reasons_per_pc: usize,
+}
+
+// SAFETY: the raw pointers inside point into the buffer's own allocations; it moves between threads only behind
+// the sampler's mutex.
+unsafe impl Send for SampleBuffer {}
+
+impl SampleBuffer {
+    fn new(capacity: usize, reasons_per_pc: usize) -> SampleBuffer {
+        // SAFETY: these are plain C structs for which all-zero is a valid value (null pointers, zero counts).
+        let zeroed_pc: cs::CUpti_PCSamplingPCData = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let data: cs::CUpti_PCSamplingData = unsafe { std::mem::zeroed() };
+        let mut b = SampleBuffer {
+            data: Box::new(data),
+            pcs: vec![zeroed_pc; capacity],
+            stalls: vec![cs::CUpti_PCSamplingStallReason { pcSamplingStallReasonIndex: 0, samples: 0 }; capacity * reasons_per_pc],
+            reasons_per_pc,
+        };
+        b.reset();
+        b
+    }
+
+    /// Sets the sizes and pointers CUPTI reads before it fills the buffer again.
+    fn reset(&mut self) {
+        let base = self.stalls.as_mut_ptr();
+        for (i, pc) in self.pcs.iter_mut().enumerate() {
+            pc.size = std::mem::size_of::<cs::CUpti_PCSamplingPCData>();
+            pc.stallReasonCount = self.reasons_per_pc;
+            // SAFETY: i * reasons_per_pc + reasons_per_pc <= stalls.len().
+            pc.stallReason = unsafe { base.add(i * self.reasons_per_pc) };
+            pc.functionName = std::ptr::null_mut();
+        }
+        self.data.size = std::mem::size_of::<cs::CUpti_PCSamplingData>();
+        self.data.collectNumPcs = self.pcs.len();
+        self.data.pPcData = self.pcs.as_mut_ptr();
+        self.data.totalNumPcs = 0;
+    }
+
+    /// The records CUPTI wrote, copied out (function names freed, as CUPTI asks of its clients).
+    fn take_records(&mut self) -> Vec<PcRecord> {
+        let n = (self.data.totalNumPcs).min(self.pcs.len());
+        let mut out = Vec::with_capacity(n);
+        for pc in &mut self.pcs[..n] {
+            let name = if pc.functionName.is_null() {
+                String::new()
+            } else {
+                // SAFETY: CUPTI wrote a NUL-terminated string it allocated with malloc and hands it to us to free.
+                unsafe {
+                    let s = CStr::from_ptr(pc.functionName).to_string_lossy().into_owned();
+                    libc::free(pc.functionName.cast());
+                    s
+                }
+            };
+            pc.functionName = std::ptr::null_mut();
+            let count = pc.stallReasonCount.min(self.reasons_per_pc);
+            // SAFETY: stallReason points at this record's `reasons_per_pc` entries; CUPTI filled `count` of them.
+            let stalls = unsafe { std::slice::from_raw_parts(pc.stallReason, count) };
+            out.push(PcRecord {
+                cubin_crc: pc.cubinCrc,
+                pc_offset: pc.pcOffset,
+                function_index: pc.functionIndex,
+                function_name: name,
+                stalls: stalls.iter().filter(|s| s.samples > 0).map(|s| (s.pcSamplingStallReasonIndex, s.samples)).collect(),
+            });
+        }
+        out
+    }
+}
+
+/// One context being sampled.
+struct Context {
+    ctx: usize,
+    id: u32,
+    device: u32,
+    reasons: Vec<(u32, String)>,
+    reasons_written: bool,
+    /// The buffer given at configuration (CUPTI copies what is left into it at disable).
+    _config_buffer: SampleBuffer,
+    drain: SampleBuffer,
+    last_collection: u64,
+    /// The stall-reason indices given to CUPTI (must outlive the configuration call).
+    _reason_indices: Vec<u32>,
+}
+
+/// The session's PC sampler and cubin collector.
+pub(crate) struct PcSampler {
+    api: Api,
+    config: PcSamplingConfig,
+    subscriber: Mutex<usize>,
+    contexts: Mutex<Vec<Context>>,
+    /// Contexts enabled by the application's threads, not yet taken by a collection: a callback never waits for
+    /// a collection in progress (which calls into CUPTI while holding `contexts`).
+    pending: Mutex<Vec<Context>>,
+    cubins_seen: Mutex<HashSet<u64>>,
+    send: Box<dyn Fn(Collected) + Send + Sync>,
+    notes: Mutex<Vec<String>>,
+}
+
+impl PcSampler {
+    /// Subscribes to the resource callbacks; sampling starts on each context as it is created.
+    pub fn start(
+        library: &Path,
+        api_version: u32,
+        config: PcSamplingConfig,
+        send: Box<dyn Fn(Collected) + Send + Sync>,
+    ) -> Result<&'static PcSampler, String> {
+        if api_version < MIN_API_VERSION {
+            return Err(format!("PC sampling needs CUPTI 12.4 or later (API {MIN_API_VERSION}); this one is API {api_version}"));
+        }
+        let api = Api::load(library)?;
+        let sampler: &'static PcSampler = Box::leak(Box::new(PcSampler {
+            api,
+            config,
+            subscriber: Mutex::new(0),
+            contexts: Mutex::new(Vec::new()),
+            pending: Mutex::new(Vec::new()),
+            cubins_seen: Mutex::new(HashSet::new()),
+            send,
+            notes: Mutex::new(Vec::new()),
+        }));
+        let mut sub: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
+        let user = sampler as *const PcSampler as *mut c_void;
+        // SAFETY: a valid out-pointer; the callback is an extern "C" fn that never unwinds; `user` is 'static.
+        let code = unsafe { (sampler.api.subscribe)(&mut sub, on_callback, user) };
+        if code != CUPTI_SUCCESS {
+            return Err(sampler.api.error("cuptiSubscribe", code));
+        }
+        *sampler.subscriber.lock().unwrap() = sub as usize;
+        for cbid in [
+            cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED as u32,
+            cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32,
+            cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED as u32,
+        ] {
+            let domain = cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
+            // SAFETY: `sub` is the live subscriber just made.
+            let code = unsafe { (sampler.api.enable_callback)(1, sub, domain, cbid) };
+            if code != CUPTI_SUCCESS {
+                return Err(sampler.api.error("cuptiEnableCallback", code));
+            }
+        }
+        Ok(sampler)
+    }
+
+    /// Notes for the loss report (a context that could not be sampled, a full hardware buffer).
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut self.notes.lock().unwrap())
+    }
+
+    fn note(&self, msg: String) {
+        let mut n = self.notes.lock().unwrap();
+        if !n.contains(&msg) {
+            n.push(msg);
+        }
+    }
+
+    /// Collects every context's samples (the ticker's flush, and the end).
+    pub fn collect_all(&self) {
+        let mut contexts = self.contexts.lock().unwrap();
+        contexts.append(&mut self.pending.lock().unwrap());
+        for c in contexts.iter_mut() {
+            self.collect(c);
+        }
+    }
+
+    /// Collects and disables every context, and unsubscribes (the end of the session).
+    pub fn finish(&self) {
+        let mut contexts = self.contexts.lock().unwrap();
+        contexts.append(&mut self.pending.lock().unwrap());
+        for mut c in contexts.drain(..) {
+            self.collect(&mut c);
+            self.disable(&c);
+        }
+        drop(contexts);
+        let sub = std::mem::take(&mut *self.subscriber.lock().unwrap());
+        if sub != 0 {
+            // SAFETY: the subscriber made in `start`, unsubscribed once.
+            unsafe { (self.api.unsubscribe)(sub as cs::CUpti_SubscriberHandle) };
+        }
+    }
+
+    fn on_context_created(&self, ctx: CUcontext) {
+        match self.enable(ctx) {
+            Ok(c) => self.pending.lock().unwrap().push(c),
+            Err(e) => self.note(format!("PC sampling not enabled on a context: {e}")),
+        }
+    }
+
+    fn on_context_destroy(&self, ctx: CUcontext) {
+        let mut contexts = self.contexts.lock().unwrap();
+        contexts.append(&mut self.pending.lock().unwrap());
+        if let Some(i) = contexts.iter().position(|c| c.ctx == ctx as usize) {
+            let mut c = contexts.remove(i);
+            self.collect(&mut c);
+            self.disable(&c);
+        }
+    }
+
+    fn on_module_loaded(&self, ctx: CUcontext, module: &cs::CUpti_ModuleResourceData) {
+        // Collected now when no collection is running (else the running one, or the next, takes these PCs).
+        if let Ok(mut contexts) = self.contexts.try_lock()
+            && let Some(c) = contexts.iter_mut().find(|c| c.ctx == ctx as usize)
+        {
+            self.collect(c);
+        }
+        if module.pCubin.is_null() || module.cubinSize == 0 {
+            return;
+        }
+        let mut p = cs::CUpti_GetCubinCrcParams {
+            size: std::mem::size_of::<cs::CUpti_GetCubinCrcParams>(),
+            cubinSize: module.cubinSize,
+            cubin: module.pCubin.cast(),
+            cubinCrc: 0,
+        };
+        // SAFETY: the cubin pointer and size come from CUPTI and are valid for this callback.
+        let code = unsafe { (self.api.cubin_crc)(&mut p) };
+        if code != CUPTI_SUCCESS {
+            self.note(self.api.error("cuptiGetCubinCrc", code));
+            return;
+        }
+        if !self.cubins_seen.lock().unwrap().insert(p.cubinCrc) {
+            return;
+        }
+        // SAFETY: as above; the bytes are copied before the callback returns.
+        let data = unsafe { std::slice::from_raw_parts(module.pCubin.cast::<u8>(), module.cubinSize) }.to_vec();
+        (self.send)(Collected::Cubin(CubinBlob { crc: p.cubinCrc, module_id: module.moduleId, data }));
+    }
+
+    fn enable(&self, ctx: CUcontext) -> Result<Context, String> {
+        let api = &self.api;
+        let check = |call: &str, code: u32| if code == CUPTI_SUCCESS { Ok(()) } else { Err(api.error(call, code)) };
+        let (mut id, mut device) = (0u32, 0u32);
+        // SAFETY (this block): every params struct is zero-initialized with its own size and the live context;
+        // out-pointers point at locals; name buffers are allocated with the size CUPTI writes.
+        unsafe {
+            check("cuptiGetContextId", (api.context_id)(ctx, &mut id))?;
+            check("cuptiGetDeviceId", (api.device_id)(ctx, &mut device))?;
+            let mut p: cs::CUpti_PCSamplingEnableParams = std::mem::zeroed();
+            p.size = std::mem::size_of_val(&p);
+            p.ctx = ctx;
+            check("cuptiPCSamplingEnable", (api.enable)(&mut p))?;
+            let mut n = 0usize;
+            let mut q: cs::CUpti_PCSamplingGetNumStallReasonsParams = std::mem::zeroed();
+            q.size = std::mem::size_of_val(&q);
+            q.ctx = ctx;
+            q.numStallReasons = &mut n;
+            check("cuptiPCSamplingGetNumStallReasons", (api.num_stall_reasons)(&mut q))?;
+            let mut indices = vec![0u32; n];
+            let mut names: Vec<Vec<c_char>> = vec![vec![0; STALL_REASON_NAME_BYTES]; n];
+            let mut name_ptrs: Vec<*mut c_char> = names.iter_mut().map(|v| v.as_mut_ptr()).collect();
+            let mut r: cs::CUpti_PCSamplingGetStallReasonsParams = std::mem::zeroed();
+            r.size = std::mem::size_of_val(&r);
+            r.ctx = ctx;
+            r.numStallReasons = n;
+            r.stallReasonIndex = indices.as_mut_ptr();
+            r.stallReasons = name_ptrs.as_mut_ptr();
+            check("cuptiPCSamplingGetStallReasons", (api.stall_reasons)(&mut r))?;
+            let reasons: Vec<(u32, String)> = indices
+                .iter()
+                .zip(&names)
+                .map(|(&i, name)| (i, CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned()))
+                .collect();
+            let mut config_buffer = SampleBuffer::new(PCS_PER_CALL, n.max(1));
+            let mut attrs: Vec<cs::CUpti_PCSamplingConfigurationInfo> = Vec::new();
+            let attr = |t: cs::CUpti_PCSamplingConfigurationAttributeType| {
+                let mut a: cs::CUpti_PCSamplingConfigurationInfo = std::mem::zeroed();
+                a.attributeType = t;
+                a
+            };
+            use cs::CUpti_PCSamplingConfigurationAttributeType as T;
+            let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE);
+            a.attributeData.collectionModeData.collectionMode =
+                cs::CUpti_PCSamplingCollectionMode::CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+            attrs.push(a);
+            let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON);
+            a.attributeData.stallReasonData.stallReasonCount = n;
+            a.attributeData.stallReasonData.pStallReasonIndex = indices.as_mut_ptr();
+            attrs.push(a);
+            let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER);
+            a.attributeData.samplingDataBufferData.samplingDataBuffer = (&mut *config_buffer.data as *mut cs::CUpti_PCSamplingData).cast();
+            attrs.push(a);
+            if let Some(period) = self.config.period_log2 {
+                let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
+                a.attributeData.samplingPeriodData.samplingPeriod = period;
+                attrs.push(a);
+            }
+            let mut c: cs::CUpti_PCSamplingConfigurationInfoParams = std::mem::zeroed();
+            c.size = std::mem::size_of_val(&c);
+            c.ctx = ctx;
+            c.numAttributes = attrs.len();
+            c.pPCSamplingConfigurationInfo = attrs.as_mut_ptr();
+            check("cuptiPCSamplingSetConfigurationAttribute", (api.set_config)(&mut c))?;
+            Ok(Context {
+                ctx: ctx as usize,
+                id,
+                device,
+                reasons,
+                reasons_written: false,
+                _config_buffer: config_buffer,
+                drain: SampleBuffer::new(PCS_PER_CALL, n.max(1)),
+                last_collection: api.now(),
+                _reason_indices: indices,
+            })
+        }
+    }
+
+    /// Collects what CUPTI holds for the context, into one `PcSamples` sent to the writer.
+    fn collect(&self, c: &mut Context) {
+        let mut out = PcSamples {
+            context: c.id,
+            device: c.device,
+            t_start: c.last_collection,
+            period_log2: self.config.period_log2.unwrap_or(0),
+            ..Default::default()
+        };
+        // A drain ends when CUPTI has no PC left; the bound keeps a misbehaving CUPTI from holding the thread.
+        for _ in 0..10_000 {
+            c.drain.reset();
+            // SAFETY: a zeroed params struct with its size, the live context and the drain buffer prepared above.
+            let code = unsafe {
+                let mut p: cs::CUpti_PCSamplingGetDataParams = std::mem::zeroed();
+                p.size = std::mem::size_of_val(&p);
+                p.ctx = c.ctx as CUcontext;
+                p.pcSamplingData = (&mut *c.drain.data as *mut cs::CUpti_PCSamplingData).cast();
+                (self.api.get_data)(&mut p)
+            };
+            let d = &c.drain.data;
+            out.total_samples += d.totalSamples;
+            out.dropped_samples += d.droppedSamples;
+            out.non_user_samples += d.nonUsrKernelsTotalSamples;
+            out.hardware_buffer_full |= d.hardwareBufferFull != 0;
+            if code == CUPTI_ERROR_OUT_OF_MEMORY {
+                self.note("PC sampling: the hardware buffer filled; its samples were lost (a longer --pc-period \
+                           samples less)"
+                    .into());
+                out.hardware_buffer_full = true;
+                break;
+            }
+            if code != CUPTI_SUCCESS {
+                self.note(self.api.error("cuptiPCSamplingGetData", code));
+                break;
+            }
+            let got = d.totalNumPcs;
+            let remaining = d.remainingNumPcs;
+            out.pcs.extend(c.drain.take_records());
+            if remaining == 0 && got < PCS_PER_CALL {
+                break;
+            }
+        }
+        out.t_end = self.api.now();
+        c.last_collection = out.t_end;
+        if out.pcs.is_empty() && out.total_samples == 0 && c.reasons_written {
+            return;
+        }
+        if !c.reasons_written {
+            out.stall_reasons = c.reasons.clone();
+            c.reasons_written = true;
+        }
+        (self.send)(Collected::Samples(out));
+    }
+
+    fn disable(&self, c: &Context) {
+        // SAFETY: a zeroed params struct with its size and the context being sampled.
+        unsafe {
+            let mut p: cs::CUpti_PCSamplingDisableParams = std::mem::zeroed();
+            p.size = std::mem::size_of_val(&p);
+            p.ctx = c.ctx as CUcontext;
+            (self.api.disable)(&mut p);
+        }
+    }
+}
+
+/// CUPTI's resource callback. Never unwinds into CUPTI; a panic leaves this event unrecorded.
+unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    if user.is_null() || data.is_null() || domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32 {
+        return;
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: `user` is the 'static sampler given at subscribe; for the resource domain `data` points at a
+        // CUpti_ResourceData valid for the callback, whose descriptor for module callbacks is a
+        // CUpti_ModuleResourceData.
+        unsafe {
+            let sampler = &*(user as *const PcSampler);
+            let r = &*(data as *const cs::CUpti_ResourceData);
+            use cs::CUpti_CallbackIdResource as R;
+            if cbid == R::CUPTI_CBID_RESOURCE_CONTEXT_CREATED as u32 {
+                sampler.on_context_created(r.context);
+            } else if cbid == R::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32 {
+                sampler.on_context_destroy(r.context);
+            } else if cbid == R::CUPTI_CBID_RESOURCE_MODULE_LOADED as u32 && !r.resourceDescriptor.is_null() {
+                sampler.on_module_loaded(r.context, &*(r.resourceDescriptor as *const cs::CUpti_ModuleResourceData));
+            }
+        }
+    }));
+}
