@@ -31,6 +31,7 @@ impl Cli {
             Some(Command::Diff { files, base, new, .. }) => {
                 files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
             }
+            Some(Command::Source { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Generate { .. } | Command::Docs { .. }) => Vec::new(),
         }
     }
@@ -149,6 +150,25 @@ pub enum Command {
         /// Also list unchanged rows.
         #[arg(long)]
         all: bool,
+    },
+    /// Where kernels spend their time by source line and stall reason, from a recording made with
+    /// `cupti-record --pc-sampling` (lines from the cubins it kept; no CUDA needed).
+    Source {
+        /// Recordings (one per process).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Only kernels whose name contains this.
+        #[arg(long)]
+        kernel: Option<String>,
+        /// Lines and SASS offsets shown per kernel (0: all).
+        #[arg(long, default_value_t = 10)]
+        top: usize,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV (one row per kernel and line).
+        #[arg(long)]
+        csv: bool,
     },
     /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
     Generate {

@@ -170,6 +170,35 @@ pub fn info(files: &[PathBuf], json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `source`: PC samples by kernel, line and stall reason.
+pub fn source(
+    files: &[PathBuf],
+    opts: &cutr_analyses::source::SourceOptions,
+    json: bool,
+    csv: bool,
+) -> Result<ExitCode> {
+    use cutr_analyses::source;
+    let readers = open_all(files)?;
+    let refs: Vec<&Reader> = readers.iter().collect();
+    let r = source::report(&refs, opts);
+    for (f, reader) in files.iter().zip(&readers) {
+        if reader.pc_samples().0.is_empty() {
+            warn(f, "no PC samples: record with `cupti-record --pc-sampling`");
+        }
+    }
+    for w in &r.warnings {
+        eprintln!("cupti-convert: warning: {w}");
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else if csv {
+        print!("{}", source::render_csv(&r));
+    } else {
+        print!("{}", source::render_text(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn generate(output: &Path, opts: SynthOptions) -> Result<ExitCode> {
     let truth = write_file(output, opts).with_context(|| output.display().to_string())?;
     eprintln!(

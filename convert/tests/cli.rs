@@ -450,3 +450,42 @@ fn stats_sections_top_width_and_nvtx_attribution() {
     // Thousands separators in every number column: the 12,951.1 ns average of that kernel.
     assert!(narrow.contains(" 12,951.1 "), "{narrow}");
 }
+
+/// `source` on the PC-sampled fixture: text, JSON, CSV and a kernel filter agree; a recording without PC samples
+/// says how to get them.
+#[test]
+fn source_reports_lines_and_stalls_from_pc_samples() {
+    let f = fixture("source_workload_pcs.cutr");
+    let o = run(&["source", path_str(&f), "--json", "--top", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["samples"], 861_855);
+    let names: Vec<&str> = j["kernels"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["chase(unsigned int const*, unsigned int, int, unsigned int*)", "fma_chain(float*, int)", "jit_scale"]
+    );
+    assert_eq!(j["kernels"][0]["lines"].as_array().unwrap().len(), 3, "--top 3");
+    let chase = run(&["source", path_str(&f), "--kernel", "chase", "--csv"]);
+    let csv = text(&chase.stdout);
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "kernel,file,line,samples,percent,top_stall,top_stall_samples");
+    assert!(
+        rows[1].starts_with(
+            "\"chase(unsigned int const*, unsigned int, int, unsigned int*)\",source_workload.cu,44,453876,"
+        ),
+        "{}",
+        rows[1]
+    );
+    assert!(rows[1..].iter().all(|r| r.starts_with("\"chase(")));
+    let t = text(&run(&["source", path_str(&f)]).stdout);
+    assert!(t.contains("     453,876  99.8%  source_workload.cu:44"), "{t}");
+    let plain = run(&["source", path_str(&fixture("cuda_workload.cutr"))]);
+    assert_eq!(
+        stderr_lines(&plain),
+        [format!(
+            "cupti-convert: warning: {}: no PC samples: record with `cupti-record --pc-sampling`",
+            fixture("cuda_workload.cutr").display()
+        )]
+    );
+}

@@ -22,6 +22,6 @@ pub use codec::{BufferStats, CodecPlan, DecodedBuffer, RecordGroup};
 pub use container::{ChunkHeader, ChunkType, Codec, FORMAT_MAJOR, FORMAT_MINOR, FileHeader};
 pub use error::{ChunkError, FormatError};
 pub use meta::{ClockSample, Device, LossCounters, SessionMetadata};
-pub use source::{CubinBlob, PcRecord, PcSamples};
 pub use reader::{ChunkInfo, Problem, Reader, Recovery, StringTable, Verification};
+pub use source::{CubinBlob, PcRecord, PcSamples};
 pub use writer::{ActivityEncoder, EncodedActivity, Writer, WriterOptions};

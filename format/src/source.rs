@@ -142,7 +142,10 @@ impl PcSamples {
                             pc_offset: p.pc_offset(),
                             function_index: p.function_index(),
                             function_name: p.function_name().unwrap_or("").to_string(),
-                            stalls: p.stalls().map(|s| s.iter().map(|s| (s.reason(), s.samples())).collect()).unwrap_or_default(),
+                            stalls: p
+                                .stalls()
+                                .map(|s| s.iter().map(|s| (s.reason(), s.samples())).collect())
+                                .unwrap_or_default(),
                         })
                         .collect()
                 })

@@ -16,8 +16,8 @@ pub mod error;
 pub mod exit;
 pub mod fake;
 pub mod inject;
-pub mod pool;
 pub mod pc_sampling;
+pub mod pool;
 mod session;
 mod threads;
 

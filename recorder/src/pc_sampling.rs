@@ -40,6 +40,8 @@ pub struct PcSamplingConfig {
 pub const MIN_API_VERSION: u32 = 22;
 /// PCs per collection call: a drain loops until CUPTI has none left.
 const PCS_PER_CALL: usize = 4096;
+/// PCs the configuration buffer holds: what CUPTI still has at disable must fit (the rest it discards).
+const PCS_AT_DISABLE: usize = 16384;
 /// Bytes of a stall reason's name (CUPTI_STALL_REASON_STRING_SIZE).
 const STALL_REASON_NAME_BYTES: usize = 128;
 const CUPTI_SUCCESS: u32 = 0;
@@ -152,7 +154,10 @@ impl SampleBuffer {
         let mut b = SampleBuffer {
             data: Box::new(data),
             pcs: vec![zeroed_pc; capacity],
-            stalls: vec![cs::CUpti_PCSamplingStallReason { pcSamplingStallReasonIndex: 0, samples: 0 }; capacity * reasons_per_pc],
+            stalls: vec![
+                cs::CUpti_PCSamplingStallReason { pcSamplingStallReasonIndex: 0, samples: 0 };
+                capacity * reasons_per_pc
+            ],
             reasons_per_pc,
         };
         b.reset();
@@ -180,15 +185,13 @@ impl SampleBuffer {
         let n = (self.data.totalNumPcs).min(self.pcs.len());
         let mut out = Vec::with_capacity(n);
         for pc in &mut self.pcs[..n] {
+            // The name is copied, never freed: CUPTI shares one name between the records of a function (freeing
+            // each record's pointer double-frees, as PyTorch runs showed) and may keep it for later collections.
             let name = if pc.functionName.is_null() {
                 String::new()
             } else {
-                // SAFETY: CUPTI wrote a NUL-terminated string it allocated with malloc and hands it to us to free.
-                unsafe {
-                    let s = CStr::from_ptr(pc.functionName).to_string_lossy().into_owned();
-                    libc::free(pc.functionName.cast());
-                    s
-                }
+                // SAFETY: CUPTI wrote a NUL-terminated string, valid while sampling is enabled.
+                unsafe { CStr::from_ptr(pc.functionName).to_string_lossy().into_owned() }
             };
             pc.functionName = std::ptr::null_mut();
             let count = pc.stallReasonCount.min(self.reasons_per_pc);
@@ -199,7 +202,11 @@ impl SampleBuffer {
                 pc_offset: pc.pcOffset,
                 function_index: pc.functionIndex,
                 function_name: name,
-                stalls: stalls.iter().filter(|s| s.samples > 0).map(|s| (s.pcSamplingStallReasonIndex, s.samples)).collect(),
+                stalls: stalls
+                    .iter()
+                    .filter(|s| s.samples > 0)
+                    .map(|s| (s.pcSamplingStallReasonIndex, s.samples))
+                    .collect(),
             });
         }
         out
@@ -213,8 +220,8 @@ struct Context {
     device: u32,
     reasons: Vec<(u32, String)>,
     reasons_written: bool,
-    /// The buffer given at configuration (CUPTI copies what is left into it at disable).
-    _config_buffer: SampleBuffer,
+    /// The buffer given at configuration: at disable, CUPTI copies into it what it still holds.
+    config_buffer: SampleBuffer,
     drain: SampleBuffer,
     last_collection: u64,
     /// The stall-reason indices given to CUPTI (must outlive the configuration call).
@@ -244,7 +251,9 @@ impl PcSampler {
         send: Box<dyn Fn(Collected) + Send + Sync>,
     ) -> Result<&'static PcSampler, String> {
         if api_version < MIN_API_VERSION {
-            return Err(format!("PC sampling needs CUPTI 12.4 or later (API {MIN_API_VERSION}); this one is API {api_version}"));
+            return Err(format!(
+                "PC sampling needs CUPTI 12.4 or later (API {MIN_API_VERSION}); this one is API {api_version}"
+            ));
         }
         let api = Api::load(library)?;
         let sampler: &'static PcSampler = Box::leak(Box::new(PcSampler {
@@ -307,7 +316,7 @@ impl PcSampler {
         contexts.append(&mut self.pending.lock().unwrap());
         for mut c in contexts.drain(..) {
             self.collect(&mut c);
-            self.disable(&c);
+            self.disable(&mut c);
         }
         drop(contexts);
         let sub = std::mem::take(&mut *self.subscriber.lock().unwrap());
@@ -330,7 +339,7 @@ impl PcSampler {
         if let Some(i) = contexts.iter().position(|c| c.ctx == ctx as usize) {
             let mut c = contexts.remove(i);
             self.collect(&mut c);
-            self.disable(&c);
+            self.disable(&mut c);
         }
     }
 
@@ -368,8 +377,8 @@ impl PcSampler {
         let api = &self.api;
         let check = |call: &str, code: u32| if code == CUPTI_SUCCESS { Ok(()) } else { Err(api.error(call, code)) };
         let (mut id, mut device) = (0u32, 0u32);
-        // SAFETY (this block): every params struct is zero-initialized with its own size and the live context;
-        // out-pointers point at locals; name buffers are allocated with the size CUPTI writes.
+        // SAFETY: every params struct is zero-initialized with its own size and the live context; out-pointers
+        // point at locals; name buffers are allocated with the size CUPTI writes.
         unsafe {
             check("cuptiGetContextId", (api.context_id)(ctx, &mut id))?;
             check("cuptiGetDeviceId", (api.device_id)(ctx, &mut device))?;
@@ -398,7 +407,7 @@ impl PcSampler {
                 .zip(&names)
                 .map(|(&i, name)| (i, CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned()))
                 .collect();
-            let mut config_buffer = SampleBuffer::new(PCS_PER_CALL, n.max(1));
+            let mut config_buffer = SampleBuffer::new(PCS_AT_DISABLE, n.max(1));
             let mut attrs: Vec<cs::CUpti_PCSamplingConfigurationInfo> = Vec::new();
             let attr = |t: cs::CUpti_PCSamplingConfigurationAttributeType| {
                 let mut a: cs::CUpti_PCSamplingConfigurationInfo = std::mem::zeroed();
@@ -415,7 +424,8 @@ impl PcSampler {
             a.attributeData.stallReasonData.pStallReasonIndex = indices.as_mut_ptr();
             attrs.push(a);
             let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER);
-            a.attributeData.samplingDataBufferData.samplingDataBuffer = (&mut *config_buffer.data as *mut cs::CUpti_PCSamplingData).cast();
+            a.attributeData.samplingDataBufferData.samplingDataBuffer =
+                (&mut *config_buffer.data as *mut cs::CUpti_PCSamplingData).cast();
             attrs.push(a);
             if let Some(period) = self.config.period_log2 {
                 let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
@@ -434,7 +444,7 @@ impl PcSampler {
                 device,
                 reasons,
                 reasons_written: false,
-                _config_buffer: config_buffer,
+                config_buffer,
                 drain: SampleBuffer::new(PCS_PER_CALL, n.max(1)),
                 last_collection: api.now(),
                 _reason_indices: indices,
@@ -468,9 +478,11 @@ impl PcSampler {
             out.non_user_samples += d.nonUsrKernelsTotalSamples;
             out.hardware_buffer_full |= d.hardwareBufferFull != 0;
             if code == CUPTI_ERROR_OUT_OF_MEMORY {
-                self.note("PC sampling: the hardware buffer filled; its samples were lost (a longer --pc-period \
+                self.note(
+                    "PC sampling: the hardware buffer filled; its samples were lost (a longer --pc-period \
                            samples less)"
-                    .into());
+                        .into(),
+                );
                 out.hardware_buffer_full = true;
                 break;
             }
@@ -497,13 +509,41 @@ impl PcSampler {
         (self.send)(Collected::Samples(out));
     }
 
-    fn disable(&self, c: &Context) {
+    /// Disables sampling on the context and sends what CUPTI still held: at disable it copies the samples not yet
+    /// collected (those its worker had not processed, often all of a short run's) into the configuration buffer.
+    fn disable(&self, c: &mut Context) {
+        c.config_buffer.reset();
         // SAFETY: a zeroed params struct with its size and the context being sampled.
-        unsafe {
+        let code = unsafe {
             let mut p: cs::CUpti_PCSamplingDisableParams = std::mem::zeroed();
             p.size = std::mem::size_of_val(&p);
             p.ctx = c.ctx as CUcontext;
-            (self.api.disable)(&mut p);
+            (self.api.disable)(&mut p)
+        };
+        if code != CUPTI_SUCCESS {
+            self.note(self.api.error("cuptiPCSamplingDisable", code));
+            return;
+        }
+        let d = &c.config_buffer.data;
+        let mut out = PcSamples {
+            context: c.id,
+            device: c.device,
+            t_start: c.last_collection,
+            t_end: self.api.now(),
+            total_samples: d.totalSamples,
+            dropped_samples: d.droppedSamples,
+            non_user_samples: d.nonUsrKernelsTotalSamples,
+            hardware_buffer_full: d.hardwareBufferFull != 0,
+            period_log2: self.config.period_log2.unwrap_or(0),
+            ..Default::default()
+        };
+        out.pcs = c.config_buffer.take_records();
+        if !c.reasons_written {
+            out.stall_reasons = c.reasons.clone();
+            c.reasons_written = true;
+        }
+        if !out.pcs.is_empty() || out.total_samples > 0 || !out.stall_reasons.is_empty() {
+            (self.send)(Collected::Samples(out));
         }
     }
 }

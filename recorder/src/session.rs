@@ -27,11 +27,17 @@ use crate::error::RecorderError;
 use crate::{driver, pool::BufferPool};
 
 enum Msg {
-    Buffer { ptr: usize, valid: usize },
+    Buffer {
+        ptr: usize,
+        valid: usize,
+    },
     /// A cubin or a collection of PC samples (`--pc-sampling`).
     Source(crate::pc_sampling::Collected),
     Tick,
-    Finish { devices: Vec<cutr_format::Device>, reply: mpsc::Sender<Summary> },
+    Finish {
+        devices: Vec<cutr_format::Device>,
+        reply: mpsc::Sender<Summary>,
+    },
 }
 
 /// What a finished session wrote.

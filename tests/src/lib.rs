@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 pub mod fuzz;
+pub mod sass_to_source;
 
 /// The repository root.
 pub fn repo() -> PathBuf {

@@ -6,4 +6,5 @@
 pub mod diff;
 pub mod fmt;
 pub mod info;
+pub mod source;
 pub mod stats;

@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(at("_Z5chasePKjjiPj", 0), Some(("source_workload.cu".into(), 40, 0)));
         assert_eq!(at("_Z5chasePKjjiPj", 0x330), Some(("source_workload.cu".into(), 43, 0)));
         assert_eq!(at("_Z9fma_chainPfi", 0x160), Some(("source_workload.cu".into(), 51, 0)));
-        assert_eq!(m.locate("_Z5chasePKjjiPj", 0).unwrap().position.dir.is_empty(), false);
+        assert_eq!(m.locate("_Z5chasePKjjiPj", 0).unwrap().position.dir, "/work/main/workloads/cuda", "as nvcc saw it");
         assert_eq!(m.locate("_Z9fma_chainPfi", 1408), None, "past the end");
         assert_eq!(m.locate("nope", 0), None);
     }

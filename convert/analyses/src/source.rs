@@ -1,0 +1,363 @@
+//! `cupti-convert source`: where kernels spend their time, by source line, from the PC samples of a recording made
+//! with `cupti-record --pc-sampling` and the cubins it kept.
+//!
+//! Per kernel (function): its samples, split by stall reason; its source lines ranked by samples, each with its
+//! stall split and the call sites it was inlined through; its hottest SASS offsets. A sample is one warp of one SM
+//! seen at one PC in one reason; `selected` is the warp issuing (not stalled). CUPTI reports each sample once under
+//! its reason and, when the warp did not issue, again under `<reason>_not_issued`: only the first are counted.
+//! Lines come from the cubin's own line tables (`cutr-source`); a cubin without them (built without `-lineinfo`)
+//! gives offsets only, and the report says so.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cutr_format::{PcSamples, Reader};
+use cutr_source::SourceMap;
+use serde::Serialize;
+
+/// What `source` shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceOptions {
+    /// Only kernels whose demangled or mangled name contains this.
+    pub kernel: Option<String>,
+    /// Rows of each kernel's lines and PCs (0 = all).
+    pub top: usize,
+}
+
+impl Default for SourceOptions {
+    fn default() -> Self {
+        SourceOptions { kernel: None, top: 10 }
+    }
+}
+
+/// Samples per stall reason, most first.
+pub type Stalls = Vec<(String, u64)>;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LineRow {
+    pub file: String,
+    pub dir: String,
+    pub line: u32,
+    pub samples: u64,
+    /// Share of the kernel's samples.
+    pub percent: f64,
+    pub stalls: Stalls,
+    /// `function@file:line` of each call site the line was inlined through, innermost first.
+    pub inlined_at: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PcRow {
+    pub pc_offset: u64,
+    /// `file:line`, empty without line info.
+    pub location: String,
+    pub samples: u64,
+    pub percent: f64,
+    pub stalls: Stalls,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelSource {
+    pub name: String,
+    pub mangled: String,
+    pub cubin_crc: u64,
+    pub samples: u64,
+    /// Share of every kernel's samples.
+    pub percent: f64,
+    pub stalls: Stalls,
+    /// Whether its cubin had line tables.
+    pub has_lines: bool,
+    pub lines: Vec<LineRow>,
+    pub pcs: Vec<PcRow>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SourceReport {
+    pub files: Vec<String>,
+    /// Samples attributed to PCs (stall reasons, not-issued duplicates left out).
+    pub samples: u64,
+    /// CUPTI's counts over all collections: every sample taken, those dropped, those of kernels it does not
+    /// report (its own and the driver's).
+    pub cupti_total_samples: u64,
+    pub dropped_samples: u64,
+    pub non_user_samples: u64,
+    /// Collections in which the hardware buffer had filled (samples lost).
+    pub hardware_buffer_full: u64,
+    pub cubins: usize,
+    pub cubins_with_lines: usize,
+    pub kernels: Vec<KernelSource>,
+    pub warnings: Vec<String>,
+}
+
+/// The stall-reason prefix CUPTI puts on every name.
+const REASON_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
+
+/// Short reason name (`long_scoreboard`), or `None` for the not-issued duplicates.
+fn reason_name(full: &str) -> Option<String> {
+    if full.ends_with("_not_issued") {
+        return None;
+    }
+    Some(full.strip_prefix(REASON_PREFIX).unwrap_or(full).to_string())
+}
+
+/// One PC: (cubin CRC, mangled function, offset).
+type PcKey = (u64, String, u64);
+/// Samples per stall reason.
+type ByReason = BTreeMap<String, u64>;
+/// A source line: (file, dir, line, inlined-at chain).
+type LineKey = (String, String, u32, Vec<String>);
+
+/// Builds the report from recordings (each its own process: contexts and stall tables are per file).
+pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
+    let mut r = SourceReport {
+        files: readers.iter().filter_map(|x| x.path()).map(|p| p.display().to_string()).collect(),
+        ..Default::default()
+    };
+    let mut maps: HashMap<u64, Option<SourceMap>> = HashMap::new();
+    let mut by_pc: HashMap<PcKey, BTreeMap<String, u64>> = HashMap::new();
+    for reader in readers {
+        let (cubins, problems) = reader.cubins();
+        for p in problems {
+            r.warnings.push(format!("a cubin could not be read: {p}"));
+        }
+        for c in cubins {
+            let map = match SourceMap::from_cubin(&c.data) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    r.warnings.push(format!("cubin {:#x}: {e}", c.crc));
+                    None
+                }
+            };
+            maps.entry(c.crc).or_insert(map);
+        }
+        let (collections, problems) = reader.pc_samples();
+        for p in problems {
+            r.warnings.push(format!("PC samples lost with a damaged chunk: {p}"));
+        }
+        add_collections(&mut r, &collections, &mut by_pc);
+    }
+    r.cubins = maps.len();
+    r.cubins_with_lines = maps.values().filter(|m| m.as_ref().is_some_and(SourceMap::has_lines)).count();
+    r.kernels = kernels(by_pc, &maps, opts);
+    r.samples = r.kernels.iter().map(|k| k.samples).sum();
+    let all: u64 = r.samples.max(1);
+    for k in &mut r.kernels {
+        k.percent = 100.0 * k.samples as f64 / all as f64;
+    }
+    if let Some(f) = &opts.kernel {
+        r.kernels.retain(|k| k.name.contains(f.as_str()) || k.mangled.contains(f.as_str()));
+    }
+    if r.dropped_samples > 0 || r.hardware_buffer_full > 0 {
+        r.warnings.push(format!(
+            "PC samples lost: {} dropped by the hardware, {} collections with the hardware buffer full (a longer \
+             --pc-period samples less)",
+            r.dropped_samples, r.hardware_buffer_full
+        ));
+    }
+    r
+}
+
+/// Adds one file's collections: each context's stall-reason table comes with its first collection.
+fn add_collections(r: &mut SourceReport, collections: &[PcSamples], by_pc: &mut HashMap<PcKey, BTreeMap<String, u64>>) {
+    let mut tables: HashMap<(u32, u32), HashMap<u32, String>> = HashMap::new();
+    for c in collections {
+        if !c.stall_reasons.is_empty() {
+            tables.insert((c.context, c.device), c.stall_reasons.iter().cloned().collect());
+        }
+    }
+    for c in collections {
+        r.cupti_total_samples += c.total_samples;
+        r.dropped_samples += c.dropped_samples;
+        r.non_user_samples += c.non_user_samples;
+        r.hardware_buffer_full += u64::from(c.hardware_buffer_full);
+        let table = tables.get(&(c.context, c.device));
+        for pc in &c.pcs {
+            let entry = by_pc.entry((pc.cubin_crc, pc.function_name.clone(), pc.pc_offset)).or_default();
+            for &(reason, n) in &pc.stalls {
+                let full = table.and_then(|t| t.get(&reason)).cloned().unwrap_or_else(|| format!("reason_{reason}"));
+                if let Some(name) = reason_name(&full) {
+                    *entry.entry(name).or_default() += u64::from(n);
+                }
+            }
+        }
+    }
+}
+
+fn sorted(m: &BTreeMap<String, u64>) -> Stalls {
+    let mut v: Stalls = m.iter().filter(|(_, n)| **n > 0).map(|(k, n)| (k.clone(), *n)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+fn add(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
+    for (k, n) in from {
+        *into.entry(k.clone()).or_default() += n;
+    }
+}
+
+/// Per kernel: lines and PCs ranked by samples.
+fn kernels(
+    by_pc: HashMap<PcKey, BTreeMap<String, u64>>,
+    maps: &HashMap<u64, Option<SourceMap>>,
+    opts: &SourceOptions,
+) -> Vec<KernelSource> {
+    let mut per_kernel: BTreeMap<(u64, String), Vec<(u64, ByReason)>> = BTreeMap::new();
+    for ((crc, function, pc), stalls) in by_pc {
+        per_kernel.entry((crc, function)).or_default().push((pc, stalls));
+    }
+    let limit = if opts.top > 0 { opts.top } else { usize::MAX };
+    let mut out: Vec<KernelSource> = per_kernel
+        .into_iter()
+        .map(|((crc, mangled), pcs)| {
+            let map = maps.get(&crc).and_then(Option::as_ref);
+            let mut total = BTreeMap::new();
+            let mut lines: BTreeMap<LineKey, ByReason> = BTreeMap::new();
+            let mut pc_rows = Vec::new();
+            for (pc, stalls) in &pcs {
+                add(&mut total, stalls);
+                let loc = map.and_then(|m| m.locate(&mangled, *pc));
+                let location =
+                    loc.as_ref().map(|l| format!("{}:{}", l.position.file, l.position.line)).unwrap_or_default();
+                if let Some(l) = loc {
+                    let chain: Vec<String> = l
+                        .inlined_at
+                        .iter()
+                        .map(|(f, p)| format!("{}@{}:{}", cutr_model::demangle::demangle(f), p.file, p.line))
+                        .collect();
+                    add(lines.entry((l.position.file, l.position.dir, l.position.line, chain)).or_default(), stalls);
+                }
+                pc_rows.push((*pc, location, stalls.clone()));
+            }
+            let samples: u64 = total.values().sum();
+            let pct = |n: u64| if samples > 0 { 100.0 * n as f64 / samples as f64 } else { 0.0 };
+            let mut line_rows: Vec<LineRow> = lines
+                .into_iter()
+                .map(|((file, dir, line, inlined_at), s)| {
+                    let n = s.values().sum();
+                    LineRow { file, dir, line, samples: n, percent: pct(n), stalls: sorted(&s), inlined_at }
+                })
+                .collect();
+            line_rows.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| (a.line, &a.file).cmp(&(b.line, &b.file))));
+            line_rows.truncate(limit);
+            let mut pc_rows: Vec<PcRow> = pc_rows
+                .into_iter()
+                .map(|(pc_offset, location, s)| {
+                    let n = s.values().sum();
+                    PcRow { pc_offset, location, samples: n, percent: pct(n), stalls: sorted(&s) }
+                })
+                .collect();
+            pc_rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pc_offset.cmp(&b.pc_offset)));
+            pc_rows.truncate(limit);
+            KernelSource {
+                name: cutr_model::demangle::demangle(&mangled),
+                mangled,
+                cubin_crc: crc,
+                samples,
+                percent: 0.0,
+                stalls: sorted(&total),
+                has_lines: map.is_some_and(|m| m.has_lines()),
+                lines: line_rows,
+                pcs: pc_rows,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// Text for people: per kernel, its stall split, lines and PCs.
+pub fn render_text(r: &SourceReport) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{}: {} PC samples in {} kernels ({} taken by CUPTI, {} dropped, {} in kernels it does not report); {} \
+         cubins, {} with line tables",
+        r.files.join(", "),
+        crate::fmt::thousands(r.samples),
+        r.kernels.len(),
+        crate::fmt::thousands(r.cupti_total_samples),
+        crate::fmt::thousands(r.dropped_samples),
+        crate::fmt::thousands(r.non_user_samples),
+        r.cubins,
+        r.cubins_with_lines
+    );
+    let stalls = |s: &Stalls, total: u64, n: usize| -> String {
+        s.iter()
+            .take(n)
+            .map(|(k, v)| format!("{k} {:.0}%", 100.0 * *v as f64 / total.max(1) as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for k in &r.kernels {
+        let _ =
+            writeln!(o, "\n{} ({:.1}% of samples, {} samples)", k.name, k.percent, crate::fmt::thousands(k.samples));
+        let _ = writeln!(o, "  stalls: {}", stalls(&k.stalls, k.samples, 6));
+        if k.has_lines {
+            let _ = writeln!(o, "  {:>10} {:>6}  {:<40} stalls", "samples", "%", "line");
+            for l in &k.lines {
+                let mut at = format!("{}:{}", l.file, l.line);
+                if !l.inlined_at.is_empty() {
+                    at.push_str(&format!(" (inlined at {})", l.inlined_at.join(" <- ")));
+                }
+                let _ = writeln!(
+                    o,
+                    "  {:>10} {:>5.1}%  {:<40} {}",
+                    crate::fmt::thousands(l.samples),
+                    l.percent,
+                    at,
+                    stalls(&l.stalls, l.samples, 3)
+                );
+            }
+        } else {
+            let _ = writeln!(o, "  (its cubin has no line tables: build with -lineinfo for lines; offsets below)");
+        }
+        let _ = writeln!(o, "  {:>10} {:>6}  {:<10} {:<24} stalls", "samples", "%", "SASS", "line");
+        for p in &k.pcs {
+            let _ = writeln!(
+                o,
+                "  {:>10} {:>5.1}%  {:<10} {:<24} {}",
+                crate::fmt::thousands(p.samples),
+                p.percent,
+                format!("+{:#06x}", p.pc_offset),
+                p.location,
+                stalls(&p.stalls, p.samples, 3)
+            );
+        }
+    }
+    o
+}
+
+/// CSV of every kernel's lines: one row per (kernel, line).
+pub fn render_csv(r: &SourceReport) -> String {
+    let field =
+        |s: &str| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() };
+    let mut o = String::from("kernel,file,line,samples,percent,top_stall,top_stall_samples\n");
+    for k in &r.kernels {
+        for l in &k.lines {
+            let (stall, n) = l.stalls.first().cloned().unwrap_or_default();
+            o.push_str(&format!(
+                "{},{},{},{},{:.3},{},{}\n",
+                field(&k.name),
+                field(&l.file),
+                l.line,
+                l.samples,
+                l.percent,
+                stall,
+                n
+            ));
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_issued_duplicates_are_not_counted_and_prefixes_go() {
+        assert_eq!(reason_name("smsp__pcsamp_warps_issue_stalled_long_scoreboard").as_deref(), Some("long_scoreboard"));
+        assert_eq!(reason_name("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"), None);
+        assert_eq!(reason_name("smsp__pcsamp_warps_issue_stalled_selected").as_deref(), Some("selected"));
+    }
+}

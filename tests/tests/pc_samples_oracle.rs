@@ -1,0 +1,80 @@
+//! PC samples recorded on a GPU, read back on a machine without one: the cubins the recorder kept are the ones
+//! CUPTI named, every sampled PC maps to the line NVIDIA maps it to, and the hot lines are where the kernels spend
+//! their time. Its own test binary: libcupti's map is cached per function name within a process (see
+//! `cutr_tests::sass_to_source`), and `source_oracle` asks about an older build of the same kernels.
+
+use cutr_source::SourceMap;
+use cutr_tests::installed;
+use cutr_tests::sass_to_source::{SassToSourceFn, nvidia};
+
+/// The line of `workloads/cuda/source_workload.cu` that carries a `// HOT-...` marker.
+fn marked_line(marker: &str) -> u32 {
+    let src = std::fs::read_to_string(cutr_tests::repo().join("workloads/cuda/source_workload.cu")).unwrap();
+    src.lines().position(|l| l.contains(&format!("// {marker}"))).unwrap() as u32 + 1
+}
+
+/// `fixtures/source_workload_pcs.cutr`: `source_workload --iters 3` recorded with `--pc-sampling` on an H100. The
+/// cubins the recorder kept are intact (libcupti's CRC of each equals the CRC stored with it, and the PC samples
+/// name those CRCs); every sampled PC maps to the line NVIDIA maps it to; the pointer chase is hot on its
+/// dependent load, stalled on memory (long scoreboard), the FMA chain on its FMA, stalled on the execution
+/// dependency (wait), and the kernel JIT-compiled from PTX at run time is mapped to its PTX's lines.
+#[test]
+fn pc_samples_land_on_the_lines_their_kernels_spend_time_on() {
+    let path = installed("cupti/cupti-13.0/lib/libcupti.so.13", "tools/fetch-cupti.sh");
+    type CrcFn = unsafe extern "C" fn(*mut [usize; 4]) -> u32;
+    // SAFETY: loading libcupti runs only its own constructors; it stays loaded for the process. cuptiGetCubinCrc
+    // takes {size, cubinSize, cubin, crc out} (32 bytes).
+    let (s2s, crc): (SassToSourceFn, CrcFn) = unsafe {
+        let lib = libloading::Library::new(&path).unwrap();
+        let f = (
+            *lib.get::<SassToSourceFn>(b"cuptiGetSassToSourceCorrelation\0").unwrap(),
+            *lib.get::<CrcFn>(b"cuptiGetCubinCrc\0").unwrap(),
+        );
+        std::mem::forget(lib);
+        f
+    };
+    let reader = cutr_format::Reader::open(&cutr_tests::repo().join("fixtures/source_workload_pcs.cutr")).unwrap();
+    let (cubins, bad) = reader.cubins();
+    assert!(bad.is_empty());
+    assert_eq!(cubins.len(), 2, "the program's cubin and the JIT one");
+    for c in &cubins {
+        let mut p = [32usize, c.data.len(), c.data.as_ptr() as usize, 0];
+        // SAFETY: the params array has the struct's layout; the cubin outlives the call.
+        assert_eq!(unsafe { crc(&mut p) }, 0);
+        assert_eq!(p[3] as u64, c.crc, "the stored cubin is the one CUPTI named");
+    }
+    let maps: std::collections::HashMap<u64, (&[u8], SourceMap)> =
+        cubins.iter().map(|c| (c.crc, (c.data.as_slice(), SourceMap::from_cubin(&c.data).unwrap()))).collect();
+    let (collections, bad) = reader.pc_samples();
+    assert!(bad.is_empty());
+    let (mut differ, mut pcs) = (Vec::new(), std::collections::BTreeSet::new());
+    for c in &collections {
+        for pc in &c.pcs {
+            let (cubin, map) = &maps[&pc.cubin_crc];
+            if !pcs.insert((pc.cubin_crc, pc.function_name.clone(), pc.pc_offset)) {
+                continue;
+            }
+            let ours =
+                map.locate(&pc.function_name, pc.pc_offset).map(|l| (l.position.dir, l.position.file, l.position.line));
+            let theirs = nvidia(s2s, cubin, &pc.function_name, pc.pc_offset);
+            if ours != theirs {
+                differ.push((pc.function_name.clone(), pc.pc_offset, ours, theirs));
+            }
+        }
+    }
+    assert_eq!(differ, Vec::new(), "every distinct sampled PC maps as NVIDIA maps it");
+    assert_eq!(pcs.len(), 124);
+
+    let r = cutr_analyses::source::report(&[&reader], &Default::default());
+    assert_eq!((r.samples, r.cupti_total_samples, r.dropped_samples, r.non_user_samples), (861_855, 862_029, 0, 174));
+    let k = |name: &str| r.kernels.iter().find(|k| k.name.starts_with(name)).unwrap();
+    let (chase, fma, jit) = (k("chase("), k("fma_chain("), k("jit_scale"));
+    assert_eq!((chase.lines[0].file.as_str(), chase.lines[0].line), ("source_workload.cu", marked_line("HOT-CHASE")));
+    assert_eq!(chase.stalls[0].0, "long_scoreboard");
+    assert!(chase.lines[0].percent > 99.0, "{}", chase.lines[0].percent);
+    assert_eq!((fma.lines[0].file.as_str(), fma.lines[0].line), ("source_workload.cu", marked_line("HOT-FMA")));
+    assert_eq!(fma.stalls[0].0, "wait");
+    assert!(jit.has_lines);
+    assert_eq!((jit.lines[0].file.as_str(), jit.lines[0].line), ("jit_scale.cu", 4), "the use of the loaded value");
+    assert_eq!(r.cubins_with_lines, 2);
+}
