@@ -270,6 +270,8 @@ pub struct LossCounters {
     pub records_lost_in_write_failures: u64,
     pub unparsed_bytes: u64,
     pub unresolved_strings: u64,
+    pub pc_samples_dropped: u64,
+    pub pc_collections_buffer_full: u64,
     pub is_final: bool,
     pub notes: Vec<String>,
 }
@@ -285,10 +287,12 @@ impl LossCounters {
             && self.records_lost_in_write_failures == 0
             && self.unparsed_bytes == 0
             && self.unresolved_strings == 0
+            && self.pc_samples_dropped == 0
+            && self.pc_collections_buffer_full == 0
     }
 
     /// (name, value) of every counter, for reports.
-    pub fn entries(&self) -> [(&'static str, u64); 8] {
+    pub fn entries(&self) -> [(&'static str, u64); 10] {
         [
             ("cupti_dropped_records", self.cupti_dropped_records),
             ("refused_buffers", self.refused_buffers),
@@ -298,6 +302,8 @@ impl LossCounters {
             ("records_lost_in_write_failures", self.records_lost_in_write_failures),
             ("unparsed_bytes", self.unparsed_bytes),
             ("unresolved_strings", self.unresolved_strings),
+            ("pc_samples_dropped", self.pc_samples_dropped),
+            ("pc_collections_buffer_full", self.pc_collections_buffer_full),
         ]
     }
 
@@ -318,6 +324,8 @@ impl LossCounters {
                 unresolved_strings: self.unresolved_strings,
                 is_final: self.is_final,
                 notes: Some(notes),
+                pc_samples_dropped: self.pc_samples_dropped,
+                pc_collections_buffer_full: self.pc_collections_buffer_full,
             },
         );
         b.finish(root, None);
@@ -336,6 +344,8 @@ impl LossCounters {
             records_lost_in_write_failures: l.records_lost_in_write_failures(),
             unparsed_bytes: l.unparsed_bytes(),
             unresolved_strings: l.unresolved_strings(),
+            pc_samples_dropped: l.pc_samples_dropped(),
+            pc_collections_buffer_full: l.pc_collections_buffer_full(),
             is_final: l.is_final(),
             notes: l.notes().map(|v| v.iter().map(str::to_string).collect()).unwrap_or_default(),
         })

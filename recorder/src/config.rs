@@ -256,7 +256,11 @@ impl Config {
         c.quiet = get("CUTR_QUIET").is_some_and(|v| v == "1");
         if get("CUTR_PC_SAMPLING").is_some_and(|v| v == "1") {
             let period_log2 = int("CUTR_PC_PERIOD")?.map(|v| v as u32);
-            c.pc_sampling = Some(crate::pc_sampling::PcSamplingConfig { period_log2 });
+            let stall_reasons = match get("CUTR_STALL_REASONS") {
+                Some(v) => crate::pc_sampling::StallReasons::parse(&v).map_err(|e| invalid("stall reasons", e))?,
+                None => Default::default(),
+            };
+            c.pc_sampling = Some(crate::pc_sampling::PcSamplingConfig { period_log2, stall_reasons });
         }
         c.validate()?;
         Ok(c)
@@ -294,6 +298,7 @@ impl Config {
             if let Some(n) = pc.period_log2 {
                 v.push(("CUTR_PC_PERIOD".into(), n.to_string()));
             }
+            v.push(("CUTR_STALL_REASONS".into(), pc.stall_reasons.to_arg()));
         }
         v
     }
@@ -317,7 +322,7 @@ impl Config {
         if !(-7..=22).contains(&self.zstd_level) {
             return Err(invalid("zstd level", format!("{} is outside -7..=22", self.zstd_level)));
         }
-        if let Some(n) = self.pc_sampling.and_then(|p| p.period_log2)
+        if let Some(n) = self.pc_sampling.as_ref().and_then(|p| p.period_log2)
             && !(5..=31).contains(&n)
         {
             return Err(invalid("PC sampling period", format!("2^{n} cycles: use an exponent from 5 to 31")));

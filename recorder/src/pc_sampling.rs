@@ -29,11 +29,87 @@ pub(crate) enum Collected {
     Samples(PcSamples),
 }
 
-/// The PC sampling options (`--pc-sampling`, `--pc-period`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The PC sampling options (`--pc-sampling`, `--pc-period`, `--stall-reasons`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PcSamplingConfig {
     /// The sampling period as 2^N SM cycles (5..=31); CUPTI's default (by the GPU's SM count) when `None`.
     pub period_log2: Option<u32>,
+    pub stall_reasons: StallReasons,
+}
+
+/// Which of the device's stall reasons CUPTI counts per PC.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StallReasons {
+    /// Every reason but the `*_not_issued` twins (the same reasons counted for samples whose warp was not
+    /// selected): half the table, and what `cupti-convert source` reports.
+    #[default]
+    Default,
+    /// Every reason the device has.
+    All,
+    /// These reasons only, by short name (`long_scoreboard`) or CUPTI's full name.
+    Only(Vec<String>),
+}
+
+/// The prefix CUPTI puts on every stall-reason name.
+pub const STALL_REASON_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
+
+impl StallReasons {
+    /// `all`, `default`, or a comma-separated list of names.
+    pub fn parse(s: &str) -> Result<StallReasons, String> {
+        match s.trim() {
+            "" => Err("empty: use all, default or a comma-separated list of reason names".into()),
+            "default" => Ok(StallReasons::Default),
+            "all" => Ok(StallReasons::All),
+            list => Ok(StallReasons::Only(
+                list.split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()).collect(),
+            )),
+        }
+    }
+
+    /// The text `parse` reads back.
+    pub fn to_arg(&self) -> String {
+        match self {
+            StallReasons::Default => "default".into(),
+            StallReasons::All => "all".into(),
+            StallReasons::Only(v) => v.join(","),
+        }
+    }
+
+    /// Whether the reason CUPTI calls `full` is counted.
+    fn keeps(&self, full: &str) -> bool {
+        match self {
+            StallReasons::All => true,
+            StallReasons::Default => !full.ends_with("_not_issued"),
+            StallReasons::Only(names) => {
+                let short = full.strip_prefix(STALL_REASON_PREFIX).unwrap_or(full);
+                names.iter().any(|n| n == full || n == short)
+            }
+        }
+    }
+
+    /// The device's reasons (`(index, full name)`) that are counted; names asked for that the device does not have
+    /// come back as the error.
+    pub fn select(&self, table: &[(u32, String)]) -> Result<Vec<(u32, String)>, String> {
+        if let StallReasons::Only(names) = self {
+            let unknown: Vec<&str> = names
+                .iter()
+                .filter(|n| {
+                    !table.iter().any(|(_, f)| f == *n || f.strip_prefix(STALL_REASON_PREFIX) == Some(n.as_str()))
+                })
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                let known: Vec<&str> =
+                    table.iter().map(|(_, f)| f.strip_prefix(STALL_REASON_PREFIX).unwrap_or(f)).collect();
+                return Err(format!(
+                    "this device has no stall reason {}; it has: {}",
+                    unknown.join(", "),
+                    known.join(", ")
+                ));
+            }
+        }
+        Ok(table.iter().filter(|(_, f)| self.keeps(f)).cloned().collect())
+    }
 }
 
 /// The oldest CUPTI whose PC record layout (64 bytes, with `correlationId`) the recorder uses: CUDA 12.4.
@@ -402,11 +478,18 @@ impl PcSampler {
             r.stallReasonIndex = indices.as_mut_ptr();
             r.stallReasons = name_ptrs.as_mut_ptr();
             check("cuptiPCSamplingGetStallReasons", (api.stall_reasons)(&mut r))?;
-            let reasons: Vec<(u32, String)> = indices
+            let table: Vec<(u32, String)> = indices
                 .iter()
                 .zip(&names)
                 .map(|(&i, name)| (i, CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned()))
                 .collect();
+            // A name the device does not have never stops the recording: it is reported, and the default set used.
+            let reasons = self.config.stall_reasons.select(&table).unwrap_or_else(|e| {
+                self.note(format!("PC sampling: --stall-reasons: {e}; counting the default set"));
+                StallReasons::Default.select(&table).unwrap_or_default()
+            });
+            let mut indices: Vec<u32> = reasons.iter().map(|(i, _)| *i).collect();
+            let n = indices.len();
             let mut config_buffer = SampleBuffer::new(PCS_AT_DISABLE, n.max(1));
             let mut attrs: Vec<cs::CUpti_PCSamplingConfigurationInfo> = Vec::new();
             let attr = |t: cs::CUpti_PCSamplingConfigurationAttributeType| {
@@ -570,4 +653,40 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data
             }
         }
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Four of the H100's 38 reasons, as `cuptiPCSamplingGetStallReasons` names them.
+    fn table() -> Vec<(u32, String)> {
+        ["long_scoreboard", "long_scoreboard_not_issued", "wait", "selected"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (i as u32 * 3, format!("{STALL_REASON_PREFIX}{n}")))
+            .collect()
+    }
+
+    #[test]
+    fn the_default_set_leaves_out_the_not_issued_twins() {
+        let picked = StallReasons::parse("default").unwrap().select(&table()).unwrap();
+        assert_eq!(picked.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 6, 9]);
+        assert_eq!(StallReasons::parse("all").unwrap().select(&table()).unwrap().len(), 4);
+    }
+
+    #[test]
+    fn a_list_takes_short_or_full_names_and_names_what_the_device_lacks() {
+        let full = format!("{STALL_REASON_PREFIX}wait");
+        let picked = StallReasons::parse(&format!("long_scoreboard, {full}")).unwrap().select(&table()).unwrap();
+        assert_eq!(picked.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 6]);
+        let err = StallReasons::parse("wait,tex_throttle").unwrap().select(&table()).unwrap_err();
+        assert_eq!(
+            err,
+            "this device has no stall reason tex_throttle; it has: long_scoreboard, long_scoreboard_not_issued, wait, \
+             selected"
+        );
+        assert!(StallReasons::parse(" ").is_err());
+        assert_eq!(StallReasons::parse("wait,selected").unwrap().to_arg(), "wait,selected");
+    }
 }

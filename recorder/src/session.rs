@@ -277,7 +277,7 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         }
     }
 
-    if let Some(pc) = cfg.pc_sampling {
+    if let Some(pc) = cfg.pc_sampling.clone() {
         start_pc_sampling(session, api, pc);
     }
     let layouts_for_writer = layouts.clone();
@@ -683,6 +683,8 @@ fn write_source(st: &mut WriterState, c: crate::pc_sampling::Collected) {
         Collected::Samples(p) => {
             st.pc_samples += p.pcs.iter().flat_map(|r| &r.stalls).map(|&(_, n)| u64::from(n)).sum::<u64>();
             st.pc_samples_dropped += p.dropped_samples;
+            st.loss.pc_samples_dropped += p.dropped_samples;
+            st.loss.pc_collections_buffer_full += u64::from(p.hardware_buffer_full);
         }
     }
 }

@@ -253,6 +253,8 @@ impl Trace {
             t.records_lost_in_write_failures += l.records_lost_in_write_failures;
             t.unparsed_bytes += l.unparsed_bytes;
             t.unresolved_strings += l.unresolved_strings;
+            t.pc_samples_dropped += l.pc_samples_dropped;
+            t.pc_collections_buffer_full += l.pc_collections_buffer_full;
             t.notes.extend(l.notes.iter().cloned());
         }
         t

@@ -68,6 +68,11 @@ struct Args {
     /// PC sampling period: one sample per SM every 2^N cycles, N from 5 to 31 (default: CUPTI's, by SM count).
     #[arg(long, value_name = "N", requires = "pc_sampling")]
     pc_period: Option<u32>,
+    /// Stall reasons counted per PC: `default` (every reason but the `*_not_issued` twins), `all`, or a
+    /// comma-separated list of names (`long_scoreboard,wait`); `cupti-record` reports names the GPU lacks.
+    #[arg(long, value_name = "SET", requires = "pc_sampling", default_value = "default",
+          value_parser = cutr_recorder::pc_sampling::StallReasons::parse)]
+    stall_reasons: cutr_recorder::pc_sampling::StallReasons,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
     #[arg(long, value_name = "SHELL", hide = true, exclusive = true)]
     completions: Option<clap_complete::Shell>,
@@ -125,7 +130,10 @@ fn config(a: &Args) -> Result<Config, String> {
         cupti_library: a.cupti_lib.clone(),
         filter_noisy_api: !a.keep_noisy_api,
         quiet: a.quiet,
-        pc_sampling: a.pc_sampling.then_some(cutr_recorder::pc_sampling::PcSamplingConfig { period_log2: a.pc_period }),
+        pc_sampling: a.pc_sampling.then(|| cutr_recorder::pc_sampling::PcSamplingConfig {
+            period_log2: a.pc_period,
+            stall_reasons: a.stall_reasons.clone(),
+        }),
         ..Config::default()
     };
     if let Some(s) = &a.start_delay {

@@ -3539,6 +3539,8 @@ impl<'a> LossReport<'a> {
   pub const VT_UNRESOLVED_STRINGS: ::flatbuffers::VOffsetT = 18;
   pub const VT_IS_FINAL: ::flatbuffers::VOffsetT = 20;
   pub const VT_NOTES: ::flatbuffers::VOffsetT = 22;
+  pub const VT_PC_SAMPLES_DROPPED: ::flatbuffers::VOffsetT = 24;
+  pub const VT_PC_COLLECTIONS_BUFFER_FULL: ::flatbuffers::VOffsetT = 26;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -3550,6 +3552,8 @@ impl<'a> LossReport<'a> {
     args: &'args LossReportArgs<'args>
   ) -> ::flatbuffers::WIPOffset<LossReport<'bldr>> {
     let mut builder = LossReportBuilder::new(_fbb);
+    builder.add_pc_collections_buffer_full(args.pc_collections_buffer_full);
+    builder.add_pc_samples_dropped(args.pc_samples_dropped);
     builder.add_unresolved_strings(args.unresolved_strings);
     builder.add_unparsed_bytes(args.unparsed_bytes);
     builder.add_records_lost_in_write_failures(args.records_lost_in_write_failures);
@@ -3644,6 +3648,22 @@ impl<'a> LossReport<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>(LossReport::VT_NOTES, None)}
   }
+  /// PC samples the hardware dropped (CUPTI's droppedSamples summed over collections; `--pc-sampling`).
+  #[inline]
+  pub fn pc_samples_dropped(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(LossReport::VT_PC_SAMPLES_DROPPED, Some(0)).unwrap()}
+  }
+  /// PC sample collections in which the hardware buffer was full (samples lost with it).
+  #[inline]
+  pub fn pc_collections_buffer_full(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(LossReport::VT_PC_COLLECTIONS_BUFFER_FULL, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for LossReport<'_> {
@@ -3662,6 +3682,8 @@ impl ::flatbuffers::Verifiable for LossReport<'_> {
      .visit_field::<u64>("unresolved_strings", Self::VT_UNRESOLVED_STRINGS, false)?
      .visit_field::<bool>("is_final", Self::VT_IS_FINAL, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("notes", Self::VT_NOTES, false)?
+     .visit_field::<u64>("pc_samples_dropped", Self::VT_PC_SAMPLES_DROPPED, false)?
+     .visit_field::<u64>("pc_collections_buffer_full", Self::VT_PC_COLLECTIONS_BUFFER_FULL, false)?
      .finish();
     Ok(())
   }
@@ -3677,6 +3699,8 @@ pub struct LossReportArgs<'a> {
     pub unresolved_strings: u64,
     pub is_final: bool,
     pub notes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
+    pub pc_samples_dropped: u64,
+    pub pc_collections_buffer_full: u64,
 }
 impl<'a> Default for LossReportArgs<'a> {
   #[inline]
@@ -3692,6 +3716,8 @@ impl<'a> Default for LossReportArgs<'a> {
       unresolved_strings: 0,
       is_final: false,
       notes: None,
+      pc_samples_dropped: 0,
+      pc_collections_buffer_full: 0,
     }
   }
 }
@@ -3742,6 +3768,14 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> LossReportBuilder<'a, 'b, A> 
     self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(LossReport::VT_NOTES, notes);
   }
   #[inline]
+  pub fn add_pc_samples_dropped(&mut self, pc_samples_dropped: u64) {
+    self.fbb_.push_slot::<u64>(LossReport::VT_PC_SAMPLES_DROPPED, pc_samples_dropped, 0);
+  }
+  #[inline]
+  pub fn add_pc_collections_buffer_full(&mut self, pc_collections_buffer_full: u64) {
+    self.fbb_.push_slot::<u64>(LossReport::VT_PC_COLLECTIONS_BUFFER_FULL, pc_collections_buffer_full, 0);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LossReportBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     LossReportBuilder {
@@ -3769,6 +3803,8 @@ impl ::core::fmt::Debug for LossReport<'_> {
       ds.field("unresolved_strings", &self.unresolved_strings());
       ds.field("is_final", &self.is_final());
       ds.field("notes", &self.notes());
+      ds.field("pc_samples_dropped", &self.pc_samples_dropped());
+      ds.field("pc_collections_buffer_full", &self.pc_collections_buffer_full());
       ds.finish()
   }
 }
