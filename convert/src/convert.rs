@@ -32,7 +32,13 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     bar.stage(&format!("decoding {records} records from {} file(s)", readers.len()));
     timing::mark("open");
     let opts = LoadOptions { filter };
-    let trace = load_prefetched(&a.files, &readers, &opts, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut trace = load_prefetched(&a.files, &readers, &opts, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Kernel slices carry their hottest lines and stall reasons where the recordings have PC samples.
+    for (path, r) in a.files.iter().zip(&readers) {
+        for w in timing::timed("PC samples to source", || cutr_analyses::source::annotate(&mut trace, &[r])) {
+            warn(path, &w);
+        }
+    }
     drop(readers);
     for (file, w) in input_warnings(&trace, &opts.filter) {
         bar.suspend(|| warn(file, &w));

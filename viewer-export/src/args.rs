@@ -74,10 +74,13 @@ pub enum ArgKey {
     ClusterSchedulingPolicy,
     LaunchType,
     DeviceLaunched,
+    PcSamples,
+    TopLines,
+    TopStalls,
 }
 
 impl ArgKey {
-    pub const COUNT: usize = 37;
+    pub const COUNT: usize = 40;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -118,6 +121,9 @@ impl ArgKey {
             ArgKey::ClusterSchedulingPolicy => "cluster scheduling policy",
             ArgKey::LaunchType => "launch type",
             ArgKey::DeviceLaunched => "device launched",
+            ArgKey::PcSamples => "pc samples (whole recording)",
+            ArgKey::TopLines => "top lines",
+            ArgKey::TopStalls => "top stall reasons",
         }
     }
 }
@@ -163,7 +169,7 @@ mod tests {
     #[test]
     fn keys_and_categories_are_numbered_densely() {
         // The Perfetto writer interns by number: every key's number is below COUNT.
-        assert_eq!(ArgKey::DeviceLaunched as usize + 1, ArgKey::COUNT);
+        assert_eq!(ArgKey::TopStalls as usize + 1, ArgKey::COUNT);
         assert_eq!(Category::Cutr as usize + 1, Category::COUNT);
         assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
     }

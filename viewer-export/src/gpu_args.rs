@@ -9,7 +9,8 @@ use crate::args::{Arg, ArgKey, Value};
 /// A kernel's launch: registers, grid, block, the estimated achieved occupancy (Kineto's), graph node and
 /// channel, static and dynamic shared memory, then what is not the plain launch (local memory, cluster, launch
 /// type). `kineto` adds Kineto's own derived keys: the total shared memory, and blocks and warps per SM (what the
-/// grid and the device's SMs give).
+/// grid and the device's SMs give). Then, where the recording has PC samples, the kernel's hottest lines and
+/// stall reasons over the whole recording.
 pub(crate) fn kernel_launch<'t>(trace: &'t Trace, k: &Kernel, kineto: bool, out: &mut Vec<Arg<'t>>) {
     use Value::*;
     out.push(Arg::new(ArgKey::RegistersPerThread, UInt(k.registers as u64)));
@@ -49,6 +50,11 @@ pub(crate) fn kernel_launch<'t>(trace: &'t Trace, k: &Kernel, kineto: bool, out:
     }
     if k.device_launched {
         out.push(Arg::new(ArgKey::DeviceLaunched, Bool(true)));
+    }
+    if let Some(note) = trace.kernel_source.get(&k.name) {
+        out.push(Arg::new(ArgKey::PcSamples, UInt(note.samples)));
+        out.push(Arg::new(ArgKey::TopLines, Str(&note.top_lines)));
+        out.push(Arg::new(ArgKey::TopStalls, Str(&note.top_stalls)));
     }
 }
 

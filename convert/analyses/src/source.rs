@@ -88,17 +88,6 @@ pub struct SourceReport {
     pub warnings: Vec<String>,
 }
 
-/// The stall-reason prefix CUPTI puts on every name.
-const REASON_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
-
-/// Short reason name (`long_scoreboard`), or `None` for the not-issued duplicates.
-fn reason_name(full: &str) -> Option<String> {
-    if full.ends_with("_not_issued") {
-        return None;
-    }
-    Some(full.strip_prefix(REASON_PREFIX).unwrap_or(full).to_string())
-}
-
 /// One PC: (cubin CRC, mangled function, offset).
 type PcKey = (u64, String, u64);
 /// Samples per stall reason.
@@ -156,6 +145,37 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
     r
 }
 
+/// Attaches to `trace` what the PC samples of its recordings (`readers`, in the trace's file order) say about each
+/// kernel: samples, top 3 lines and top 3 stall reasons, for the viewers' kernel slices. Returns the report's
+/// warnings. Kernels are matched by their recorded (mangled) name.
+pub fn annotate(trace: &mut cutr_model::Trace, readers: &[&Reader]) -> Vec<String> {
+    const TOP: usize = 3;
+    let has_samples = |r: &&Reader| r.chunks().iter().any(|c| c.chunk_type() == cutr_format::ChunkType::PcSamples);
+    if !readers.iter().any(has_samples) {
+        return Vec::new();
+    }
+    let r = report(readers, &SourceOptions { kernel: None, top: TOP });
+    for k in &r.kernels {
+        let Some(id) = trace.names.lookup(&k.mangled) else { continue };
+        let share = |n: u64| if k.samples > 0 { 100.0 * n as f64 / k.samples as f64 } else { 0.0 };
+        let top_lines = if k.has_lines {
+            k.lines.iter().map(|l| format!("{}:{} {:.1}%", l.file, l.line, l.percent)).collect::<Vec<_>>().join(", ")
+        } else {
+            k.pcs.iter().map(|p| format!("+{:#x} {:.1}%", p.pc_offset, p.percent)).collect::<Vec<_>>().join(", ")
+        };
+        let top_stalls =
+            k.stalls.iter().take(TOP).map(|(s, n)| format!("{s} {:.1}%", share(*n))).collect::<Vec<_>>().join(", ");
+        // A kernel in several cubins: the lines and stalls of the one with the most samples (the first).
+        let note = trace.kernel_source.entry(id).or_default();
+        note.samples += k.samples;
+        if note.top_lines.is_empty() {
+            note.top_lines = top_lines;
+            note.top_stalls = top_stalls;
+        }
+    }
+    r.warnings
+}
+
 /// Adds one file's collections: each context's stall-reason table comes with its first collection.
 fn add_collections(r: &mut SourceReport, collections: &[PcSamples], by_pc: &mut HashMap<PcKey, BTreeMap<String, u64>>) {
     let mut tables: HashMap<(u32, u32), HashMap<u32, String>> = HashMap::new();
@@ -174,8 +194,8 @@ fn add_collections(r: &mut SourceReport, collections: &[PcSamples], by_pc: &mut 
             let entry = by_pc.entry((pc.cubin_crc, pc.function_name.clone(), pc.pc_offset)).or_default();
             for &(reason, n) in &pc.stalls {
                 let full = table.and_then(|t| t.get(&reason)).cloned().unwrap_or_else(|| format!("reason_{reason}"));
-                if let Some(name) = reason_name(&full) {
-                    *entry.entry(name).or_default() += u64::from(n);
+                if let Some(name) = cutr_model::counters::stall_reason_name(&full) {
+                    *entry.entry(name.to_string()).or_default() += u64::from(n);
                 }
             }
         }

@@ -28,6 +28,7 @@
 //! grouping the timeline and the analyses share.
 
 mod corr;
+pub mod counters;
 mod decode;
 pub mod demangle;
 pub mod describe;
@@ -45,9 +46,12 @@ pub mod timing;
 mod trace;
 
 pub use corr::CorrMap;
+pub use counters::CounterSample;
 pub use ids::{CorrKey, NameId, ProcId};
 pub use load::{Filter, LoadError, LoadOptions, Prefetched, load, load_prefetched, load_readers, open_inputs};
 pub use names::Names;
-pub use rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Overhead, Sync};
+pub use rows::{
+    ApiCall, CudaEvent, Kernel, KernelSourceNote, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Overhead, Sync,
+};
 pub use timebase::TimeBase;
 pub use trace::{JoinStats, Process, Rank, Trace};

@@ -256,6 +256,15 @@ fn load_file(
     let FileRows { markers, external, mut stats, damaged, .. } = rows;
     let mut problems = r.problems().to_vec();
     problems.extend(damaged);
+    let (counters, pc_damage) =
+        timed("PC sample rates", || crate::counters::stall_rates(r, proc, &time, filter, &mut trace.names));
+    trace.counters.extend(counters);
+    // A damaged chunk is already in the reader's problems when its checksum failed at open.
+    for p in pc_damage {
+        if !problems.contains(&p) {
+            problems.push(p);
+        }
+    }
     count_damage(&problems, &mut stats);
     let api_names = index_external_and_ranges(trace, proc, markers, external, filter, &meta, &mut stats);
     problems.sort_by_key(|p| format!("{p}"));

@@ -170,6 +170,17 @@ pub struct NvtxMark {
     pub domain: NameId,
 }
 
+/// What the PC samples of a whole recording say about one kernel (function), for the viewers' kernel slices:
+/// filled by whoever maps samples to source (`cutr_analyses::source::annotate`), empty otherwise.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelSourceNote {
+    pub samples: u64,
+    /// The hottest lines with their share of the kernel's samples (`file.cu:44 99.8%, ...`).
+    pub top_lines: String,
+    /// The commonest stall reasons with their share (`long_scoreboard 92.1%, ...`).
+    pub top_stalls: String,
+}
+
 /// A device memory allocation or free (MEMORY2 records).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryOp {

@@ -131,6 +131,10 @@ pub struct Trace {
     pub ranges: Vec<NvtxRange>,
     pub marks: Vec<NvtxMark>,
     pub memory: Vec<MemoryOp>,
+    /// Counter samples (today: PC-sample stall rates), each series' samples together in time order.
+    pub counters: Vec<crate::CounterSample>,
+    /// By kernel name id (as recorded, mangled): what its PC samples say ([`crate::KernelSourceNote`]).
+    pub kernel_source: rustc_hash::FxHashMap<NameId, crate::KernelSourceNote>,
     /// PyTorch op id (external kind CUSTOM0) and user annotation id (CUSTOM1) by correlation key.
     pub external: CorrMap<(u64, u64)>,
     /// Index + 1 into `apis` of the launching call of each correlation key (runtime preferred over driver); see

@@ -225,6 +225,11 @@ fn side_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
         w.instant(&InstantEvent { cat: "nvtx", name, row, ts: m.ts, global: false, args: &[] });
     }
     memory_counters(trace, tl, w);
+    for c in &trace.counters {
+        if let Some(&t) = tl.counter_track.get(&(c.proc, c.device, c.series)) {
+            w.counter(&tl.tracks[t as usize].name, tl.tracks[t as usize].json_pid, c.ts, "value", c.value);
+        }
+    }
     let hargs = health_args(trace);
     let hargs: Vec<(&str, Value)> = hargs.iter().map(|(k, v)| (k.as_str(), Value::Str(v.as_str()))).collect();
     let name = health_name(trace);

@@ -67,6 +67,7 @@ fn descriptors(tl: &Timeline) -> Vec<TrackDescriptor> {
                 TrackRole::Gpu { .. } => TrackKind::Process { pid: t.pid, name: t.name.clone() },
                 TrackRole::Thread { pid, tid, .. } => TrackKind::Thread { pid: *pid, tid: *tid, name: t.name.clone() },
                 TrackRole::Memory { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: "bytes".into() },
+                TrackRole::Counter { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: String::new() },
                 _ => TrackKind::Custom { name: t.name.clone() },
             },
         })
@@ -207,7 +208,7 @@ fn memory_op_args<'t>(trace: &Trace, key: cutr_model::CorrKey, bytes: u64, (s, e
     out.push(Arg::new(ArgKey::Bandwidth, Value::bandwidth(bytes, s, e)));
 }
 
-/// The side sequence: NVTX marks and memory counters, merged in time order.
+/// The side sequence: NVTX marks, memory counters and the other counter series, merged in time order.
 fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<u8> {
     let mut t0 = tl.span.0;
     if let Some(m) = trace.marks.first() {
@@ -215,6 +216,9 @@ fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<
     }
     if let Some(m) = trace.memory.first() {
         t0 = t0.min(m.ts);
+    }
+    if let Some(ts) = trace.counters.iter().map(|c| c.ts).min() {
+        t0 = t0.min(ts);
     }
     let mut shard = Shard::new(1_000_000, t0).relative_to(epoch);
     if compress {
@@ -226,6 +230,9 @@ fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<
     }
     for (i, m) in trace.memory.iter().enumerate() {
         evs.push((m.ts, 1, i));
+    }
+    for (i, c) in trace.counters.iter().enumerate() {
+        evs.push((c.ts, 2, i));
     }
     evs.sort_unstable();
     let mut allocated: std::collections::HashMap<(cutr_model::ProcId, u32), i128> = Default::default();
@@ -244,6 +251,11 @@ fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<
             if let Some(&track) = thread_uuid.get(&(m.proc, m.tid)) {
                 let name = Name { key: m.name.0, text: trace.names.get(m.name) };
                 shard.instant(&Instant { track, ts, name, category: Category::Nvtx, args: &[] });
+            }
+        } else if kind == 2 {
+            let c = &trace.counters[i];
+            if let Some(&t) = tl.counter_track.get(&(c.proc, c.device, c.series)) {
+                shard.counter(uuid(t), ts, c.value);
             }
         } else {
             let m = &trace.memory[i];

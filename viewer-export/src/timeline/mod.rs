@@ -42,6 +42,8 @@ pub struct Timeline {
     pub gpu_json_pid: HashMap<(ProcId, u32), i64>,
     /// Memory counter track of each (file, device).
     pub memory_track: HashMap<(ProcId, u32), u32>,
+    /// Counter track of each (file, device, series) of `Trace::counters`.
+    pub counter_track: HashMap<(ProcId, u32, NameId), u32>,
     pub health_track: u32,
     /// First and last timestamp of the trace.
     pub span: (u64, u64),
@@ -88,6 +90,7 @@ impl Timeline {
         let mut maker = tracks::TrackMaker::new(trace);
         let mut placed = placement::place(&mut maker, trace, span);
         let memory_track = std::mem::take(&mut placed.memory_track);
+        let counter_track = std::mem::take(&mut placed.counter_track);
         let mut items = timed("group by track", || group_items(trace, placed, maker.set.len(), span.1));
         mark("layout items");
         let health_track = maker.health();
@@ -104,6 +107,7 @@ impl Timeline {
             labels,
             gpu_json_pid: maker.gpu_json_pid,
             memory_track,
+            counter_track,
             health_track,
             span,
             overflow_lanes,

@@ -26,6 +26,8 @@ pub(crate) struct Placement {
     pub other: Vec<Item>,
     /// Memory counter track of each (file, device).
     pub memory_track: HashMap<(ProcId, u32), u32>,
+    /// The counter track of each series of a GPU.
+    pub counter_track: HashMap<(ProcId, u32, cutr_model::NameId), u32>,
 }
 
 type StreamKey = (ProcId, u32, u32, u32);
@@ -44,8 +46,8 @@ pub(crate) fn place(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64))
         trace.apis.par_iter().map(|a| threads[&(a.proc, a.tid)]).collect()
     });
     let (range_order, range, sync) = timed("nvtx and sync tracks", || ranges_and_syncs(maker, trace, &ctx_device));
-    let (other, memory_track) = timed("other tracks", || other_rows(maker, trace, span));
-    Placement { kernel, memcpy, memset, api, range_order, range, sync, other, memory_track }
+    let (other, (memory_track, counter_track)) = timed("other tracks", || other_rows(maker, trace, span));
+    Placement { kernel, memcpy, memset, api, range_order, range, sync, other, memory_track, counter_track }
 }
 
 /// Stream tracks of the kernels, copies and memsets (GPUs and contexts made on the way), and each context's
@@ -126,9 +128,12 @@ fn ranges_and_syncs(
     (range_order, range, sync)
 }
 
+/// The tracks of counters: (file, device) -> memory track; (file, device, series) -> counter track.
+type CounterTracks = (HashMap<(ProcId, u32), u32>, HashMap<(ProcId, u32, cutr_model::NameId), u32>);
+
 /// The few rows of the other kinds, made one by one as their tracks are made: overheads, memory counters, the
-/// health slice, and the threads of NVTX marks.
-fn other_rows(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64)) -> (Vec<Item>, HashMap<(ProcId, u32), u32>) {
+/// other counter series, the health slice, and the threads of NVTX marks.
+fn other_rows(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64)) -> (Vec<Item>, CounterTracks) {
     let mut items: Vec<Item> = Vec::new();
     for (i, o) in trace.overheads.iter().enumerate() {
         items.push(Item::new(maker.overhead(o.proc), o.start, o.end, Src::Overhead(i as u32)));
@@ -137,12 +142,18 @@ fn other_rows(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64)) -> (V
     for m in &trace.memory {
         memory_track.insert((m.proc, m.device), maker.memory(m.proc, m.device));
     }
+    let mut counter_track = HashMap::default();
+    for c in &trace.counters {
+        counter_track
+            .entry((c.proc, c.device, c.series))
+            .or_insert_with(|| maker.counter(c.proc, c.device, c.series, trace.names.get(c.series)));
+    }
     items.push(Item::new(maker.health(), span.0, span.1.max(span.0), Src::Health));
     for ((proc, tid), _) in first_seen(trace.marks.len(), |i| (trace.marks[i].proc, trace.marks[i].tid)) {
         maker.thread(proc, tid);
     }
     items.sort_by_key(|it| it.start);
-    (items, memory_track)
+    (items, (memory_track, counter_track))
 }
 
 /// The distinct values of `key(i)` for `i` in `0..n`, each with the first `i` that has it, in the order of those

@@ -52,6 +52,12 @@ pub enum TrackRole {
         proc: ProcId,
         device: u32,
     },
+    /// One series of counter samples of a GPU (`cutr_model::counters`).
+    Counter {
+        proc: ProcId,
+        device: u32,
+        series: cutr_model::NameId,
+    },
     Health,
     /// Overflow lane `k` of track `of`.
     Lane {
@@ -372,6 +378,24 @@ impl<'t> TrackMaker<'t> {
             role,
             parent: Some(gpu),
             name: "device memory allocated (bytes)".into(),
+            json_pid,
+            json_tid: 0,
+            pid: 0,
+            flat: true,
+        })
+    }
+}
+
+impl TrackMaker<'_> {
+    /// The counter track of one series of a GPU, under the GPU, named by the series.
+    pub fn counter(&mut self, proc: ProcId, device: u32, series: cutr_model::NameId, name: &str) -> u32 {
+        let gpu = self.gpu(proc, device);
+        let json_pid = self.set.tracks[gpu as usize].json_pid;
+        let role = TrackRole::Counter { proc, device, series };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(gpu),
+            name: name.to_string(),
             json_pid,
             json_tid: 0,
             pid: 0,
