@@ -369,15 +369,3 @@ pub fn render_csv(r: &SourceReport) -> String {
     }
     o
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn not_issued_duplicates_are_not_counted_and_prefixes_go() {
-        assert_eq!(reason_name("smsp__pcsamp_warps_issue_stalled_long_scoreboard").as_deref(), Some("long_scoreboard"));
-        assert_eq!(reason_name("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"), None);
-        assert_eq!(reason_name("smsp__pcsamp_warps_issue_stalled_selected").as_deref(), Some("selected"));
-    }
-}

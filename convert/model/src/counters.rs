@@ -102,3 +102,15 @@ pub(crate) fn stall_rates(
     }
     (out, problems)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_issued_duplicates_are_not_counted_and_prefixes_go() {
+        assert_eq!(stall_reason_name("smsp__pcsamp_warps_issue_stalled_long_scoreboard"), Some("long_scoreboard"));
+        assert_eq!(stall_reason_name("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"), None);
+        assert_eq!(stall_reason_name("smsp__pcsamp_warps_issue_stalled_selected"), Some("selected"));
+    }
+}
