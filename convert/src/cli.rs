@@ -169,6 +169,10 @@ pub enum Command {
         /// Print CSV (one row per kernel and line).
         #[arg(long)]
         csv: bool,
+        /// Also write the samples as a gzipped pprof profile (`go tool pprof -top OUT`; speedscope): one location
+        /// per PC with its inlined frames, labelled by stall reason and kernel (`-` for standard output).
+        #[arg(long, value_name = "OUT.pb.gz")]
+        pprof: Option<PathBuf>,
     },
     /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
     Generate {

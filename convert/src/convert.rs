@@ -98,7 +98,7 @@ fn default_output(files: &[PathBuf], format: Format, gzip: bool) -> PathBuf {
 
 /// Refuses an output path that is one of the inputs (the same file, by any name): the conversion would replace the
 /// recording it reads.
-fn check_output_is_not_an_input(output: &Path, inputs: &[PathBuf]) -> Result<()> {
+pub(crate) fn check_output_is_not_an_input(output: &Path, inputs: &[PathBuf]) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let Ok(out) = std::fs::metadata(output) else { return Ok(()) };
     for input in inputs {

@@ -60,8 +60,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all }, limits)
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
-        Some(Command::Source { files, kernel, top, json, csv }) => {
-            reports::source(&files, &cutr_analyses::source::SourceOptions { kernel, top }, json, csv)
+        Some(Command::Source { files, kernel, top, json, csv, pprof }) => {
+            let opts = cutr_analyses::source::SourceOptions { kernel, top };
+            reports::source(&files, &opts, json, csv, pprof.as_deref())
         }
         Some(Command::Docs { what }) => {
             cli::print_docs(&what).map_err(|e| anyhow::anyhow!("cannot write: {e}"))?;

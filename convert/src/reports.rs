@@ -176,8 +176,12 @@ pub fn source(
     opts: &cutr_analyses::source::SourceOptions,
     json: bool,
     csv: bool,
+    pprof: Option<&Path>,
 ) -> Result<ExitCode> {
     use cutr_analyses::source;
+    if let Some(out) = pprof {
+        crate::convert::check_output_is_not_an_input(out, files)?;
+    }
     let readers = open_all(files)?;
     let refs: Vec<&Reader> = readers.iter().collect();
     let r = source::report(&refs, opts);
@@ -189,12 +193,34 @@ pub fn source(
     for w in &r.warnings {
         eprintln!("cupti-convert: warning: {w}");
     }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else if csv {
-        print!("{}", source::render_csv(&r));
-    } else {
-        print!("{}", source::render_text(&r));
+    // `--pprof -` puts the profile on standard output, and nothing else there.
+    if pprof != Some(Path::new("-")) {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else if csv {
+            print!("{}", source::render_csv(&r));
+        } else {
+            print!("{}", source::render_text(&r));
+        }
+    }
+    if let Some(path) = pprof {
+        let (bytes, summary, _) = source::pprof(&refs);
+        let write = || -> std::io::Result<u64> {
+            let mut out = cutr_viewer_export::output::Output::create(path, false)?;
+            out.write(&bytes)?;
+            out.finish()
+        };
+        write().with_context(|| format!("cannot write {}", path.display()))?;
+        if path != Path::new("-") {
+            eprintln!(
+                "cupti-convert: wrote {} ({} bytes): {} samples at {} PCs in {} functions",
+                path.display(),
+                bytes.len(),
+                summary.samples,
+                summary.locations,
+                summary.functions
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

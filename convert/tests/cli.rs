@@ -482,6 +482,18 @@ fn source_reports_lines_and_stalls_from_pc_samples() {
     assert!(rows[1..].iter().all(|r| r.starts_with("\"chase(")));
     let t = text(&run(&["source", path_str(&f)]).stdout);
     assert!(t.contains("     453,876  99.8%  source_workload.cu:44"), "{t}");
+    let dir = tempfile::tempdir().unwrap();
+    let pb = dir.path().join("sw.pb.gz");
+    let o = run(&["source", path_str(&f), "--pprof", path_str(&pb), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let size = std::fs::metadata(&pb).unwrap().len();
+    assert_eq!(
+        text(&o.stderr),
+        format!("cupti-convert: wrote {} ({size} bytes): 861855 samples at 124 PCs in 3 functions\n", pb.display())
+    );
+    assert_eq!(&std::fs::read(&pb).unwrap()[..2], [0x1f, 0x8b], "gzip");
+    let to_stdout = run(&["source", path_str(&f), "--pprof", "-"]);
+    assert_eq!((to_stdout.stdout.len() as u64, to_stdout.stderr.len()), (size, 0), "only the profile on stdout");
     let plain = run(&["source", path_str(&fixture("cuda_workload.cutr"))]);
     assert_eq!(
         stderr_lines(&plain),

