@@ -108,7 +108,7 @@ fn the_pprof_profile_opens_in_go_tool_pprof_with_the_same_top_lines() {
         .iter()
         .flat_map(|k| k.lines.iter().map(move |l| (l.samples, format!("{} {}:{}", k.name, l.file, l.line))))
         .collect();
-    ours.sort_by(|a, b| b.0.cmp(&a.0));
+    ours.sort_by_key(|b| std::cmp::Reverse(b.0));
     ours.truncate(3);
     assert_eq!(rows, ours);
     assert_eq!(
