@@ -79,7 +79,9 @@ impl StallReasons {
     fn keeps(&self, full: &str) -> bool {
         match self {
             StallReasons::All => true,
-            StallReasons::Default => !full.ends_with("_not_issued"),
+            // The table also lists two counters that are not reasons (`smsp__pcsamp_sample_count`,
+            // `smsp__pcsamp_samples_data_dropped`): only `all` asks for them.
+            StallReasons::Default => full.starts_with(STALL_REASON_PREFIX) && !full.ends_with("_not_issued"),
             StallReasons::Only(names) => {
                 let short = full.strip_prefix(STALL_REASON_PREFIX).unwrap_or(full);
                 names.iter().any(|n| n == full || n == short)
@@ -99,10 +101,14 @@ impl StallReasons {
                 .map(String::as_str)
                 .collect();
             if !unknown.is_empty() {
-                let known: Vec<&str> =
-                    table.iter().map(|(_, f)| f.strip_prefix(STALL_REASON_PREFIX).unwrap_or(f)).collect();
+                let mut known: Vec<&str> = table
+                    .iter()
+                    .filter(|(_, f)| StallReasons::Default.keeps(f))
+                    .map(|(_, f)| f.strip_prefix(STALL_REASON_PREFIX).unwrap_or(f))
+                    .collect();
+                known.sort_unstable();
                 return Err(format!(
-                    "this device has no stall reason {}; it has: {}",
+                    "this device has no stall reason {}; it has: {} (and their *_not_issued twins)",
                     unknown.join(", "),
                     known.join(", ")
                 ));
@@ -659,20 +665,23 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data
 mod tests {
     use super::*;
 
-    /// Four of the H100's 38 reasons, as `cuptiPCSamplingGetStallReasons` names them.
+    /// Four of the H100's 40 table entries, as `cuptiPCSamplingGetStallReasons` names them, and one of its two
+    /// counters that are not reasons.
     fn table() -> Vec<(u32, String)> {
-        ["long_scoreboard", "long_scoreboard_not_issued", "wait", "selected"]
+        let mut t: Vec<(u32, String)> = ["long_scoreboard", "long_scoreboard_not_issued", "wait", "selected"]
             .iter()
             .enumerate()
             .map(|(i, n)| (i as u32 * 3, format!("{STALL_REASON_PREFIX}{n}")))
-            .collect()
+            .collect();
+        t.push((12, "smsp__pcsamp_sample_count".into()));
+        t
     }
 
     #[test]
     fn the_default_set_leaves_out_the_not_issued_twins() {
         let picked = StallReasons::parse("default").unwrap().select(&table()).unwrap();
         assert_eq!(picked.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 6, 9]);
-        assert_eq!(StallReasons::parse("all").unwrap().select(&table()).unwrap().len(), 4);
+        assert_eq!(StallReasons::parse("all").unwrap().select(&table()).unwrap().len(), 5);
     }
 
     #[test]
@@ -683,8 +692,8 @@ mod tests {
         let err = StallReasons::parse("wait,tex_throttle").unwrap().select(&table()).unwrap_err();
         assert_eq!(
             err,
-            "this device has no stall reason tex_throttle; it has: long_scoreboard, long_scoreboard_not_issued, wait, \
-             selected"
+            "this device has no stall reason tex_throttle; it has: long_scoreboard, selected, wait (and their \
+             *_not_issued twins)"
         );
         assert!(StallReasons::parse(" ").is_err());
         assert_eq!(StallReasons::parse("wait,selected").unwrap().to_arg(), "wait,selected");
