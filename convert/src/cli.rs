@@ -173,6 +173,10 @@ pub enum Command {
         /// per PC with its inlined frames, labelled by stall reason and kernel (`-` for standard output).
         #[arg(long, value_name = "OUT.pb.gz")]
         pprof: Option<PathBuf>,
+        /// Do not run `nvdisasm` for the SASS text of the PCs shown (by default it runs where it is installed:
+        /// `CUTR_NVDISASM`, or on the PATH).
+        #[arg(long)]
+        no_sass: bool,
     },
     /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
     Generate {

@@ -60,8 +60,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all }, limits)
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
-        Some(Command::Source { files, kernel, top, json, csv, pprof }) => {
-            let opts = cutr_analyses::source::SourceOptions { kernel, top };
+        Some(Command::Source { files, kernel, top, json, csv, pprof, no_sass }) => {
+            let opts = cutr_analyses::source::SourceOptions { kernel, top, sass: !no_sass, nvdisasm: None };
             reports::source(&files, &opts, json, csv, pprof.as_deref())
         }
         Some(Command::Docs { what }) => {

@@ -101,8 +101,10 @@ fn the_pprof_profile_opens_in_go_tool_pprof_with_the_same_top_lines() {
         })
         .collect();
     assert!(top.contains("of 861855 total"), "{top}");
-    let report =
-        cutr_analyses::source::report(&[&reader], &cutr_analyses::source::SourceOptions { kernel: None, top: 0 });
+    let report = cutr_analyses::source::report(
+        &[&reader],
+        &cutr_analyses::source::SourceOptions { top: 0, sass: false, ..Default::default() },
+    );
     let mut ours: Vec<(u64, String)> = report
         .kernels
         .iter()
@@ -125,4 +127,30 @@ fn the_pprof_profile_opens_in_go_tool_pprof_with_the_same_top_lines() {
     );
     let chase = report.kernels.iter().find(|k| k.name.starts_with("chase(")).unwrap();
     assert_eq!(chase.stalls[0], ("long_scoreboard".to_string(), 450_228));
+}
+
+/// With NVIDIA's `nvdisasm` (13.5, from PyPI; installed by `.ci/setup-clients.sh`), each hot PC shows its SASS:
+/// the chase's hottest instruction is the address computation that consumes the loaded value (so it waits on
+/// the load: long scoreboard), the FMA chain's is an FFMA (waiting on the previous FFMA: wait).
+#[test]
+fn hot_pcs_show_the_instructions_nvdisasm_gives() {
+    let nvdisasm = cutr_tests::installed("clients/nvdisasm-13.5.37/nvidia/cu13/bin/nvdisasm", ".ci/setup-clients.sh");
+    let reader = cutr_format::Reader::open(&cutr_tests::repo().join("fixtures/source_workload_pcs.cutr")).unwrap();
+    let opts = cutr_analyses::source::SourceOptions { top: 2, nvdisasm: Some(nvdisasm), ..Default::default() };
+    let r = cutr_analyses::source::report(&[&reader], &opts);
+    assert_eq!(r.warnings, Vec::<String>::new());
+    let pcs = |name: &str| {
+        let k = r.kernels.iter().find(|k| k.name.starts_with(name)).unwrap();
+        k.pcs.iter().map(|p| (p.pc_offset, p.sass.clone(), p.stalls[0].0.clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        pcs("chase("),
+        [
+            (0x300, "IMAD.WIDE.U32 R8, R7, 0x4, R2".to_string(), "long_scoreboard".to_string()),
+            (0x220, "IMAD.WIDE.U32 R6, R17, 0x4, R2".to_string(), "long_scoreboard".to_string()),
+        ]
+    );
+    let fma = pcs("fma_chain(");
+    assert_eq!(fma.iter().map(|p| p.1.as_str()).collect::<Vec<_>>(), ["FFMA R5, R5, R4, 1.0000000116860974231e-07"; 2]);
+    assert_eq!(r.kernels.iter().map(|k| k.pcs.iter().filter(|p| p.sass.is_empty()).count()).sum::<usize>(), 0);
 }

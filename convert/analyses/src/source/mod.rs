@@ -9,6 +9,7 @@
 //! gives offsets only, and the report says so.
 
 mod pprof;
+mod sass;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,11 +26,15 @@ pub struct SourceOptions {
     pub kernel: Option<String>,
     /// Rows of each kernel's lines and PCs (0 = all).
     pub top: usize,
+    /// The SASS text of the PCs shown, where `nvdisasm` is installed.
+    pub sass: bool,
+    /// The `nvdisasm` to run (default: `CUTR_NVDISASM`, else `nvdisasm` on the PATH).
+    pub nvdisasm: Option<std::path::PathBuf>,
 }
 
 impl Default for SourceOptions {
     fn default() -> Self {
-        SourceOptions { kernel: None, top: 10 }
+        SourceOptions { kernel: None, top: 10, sass: true, nvdisasm: None }
     }
 }
 
@@ -57,6 +62,8 @@ pub struct PcRow {
     pub samples: u64,
     pub percent: f64,
     pub stalls: Stalls,
+    /// The instruction, from `nvdisasm` where one is installed; empty otherwise.
+    pub sass: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -89,6 +96,8 @@ pub struct SourceReport {
     pub cubins: usize,
     pub cubins_with_lines: usize,
     pub kernels: Vec<KernelSource>,
+    /// The `nvdisasm` that gave the SASS text, if one was found.
+    pub disassembler: Option<String>,
     pub warnings: Vec<String>,
 }
 
@@ -104,6 +113,8 @@ type LineKey = (String, String, u32, Vec<String>);
 pub(crate) struct Samples {
     pub by_pc: HashMap<PcKey, ByReason>,
     pub maps: HashMap<u64, Option<SourceMap>>,
+    /// The cubins' bytes by CRC.
+    pub cubins: HashMap<u64, Vec<u8>>,
 }
 
 /// Reads the cubins and PC samples of `readers` (each its own process: contexts and stall tables are per file),
@@ -111,6 +122,7 @@ pub(crate) struct Samples {
 pub(crate) fn collect(readers: &[&Reader], r: &mut SourceReport) -> Samples {
     let mut maps: HashMap<u64, Option<SourceMap>> = HashMap::new();
     let mut by_pc: HashMap<PcKey, ByReason> = HashMap::new();
+    let mut bytes: HashMap<u64, Vec<u8>> = HashMap::new();
     for reader in readers {
         let (cubins, problems) = reader.cubins();
         for p in problems {
@@ -125,6 +137,7 @@ pub(crate) fn collect(readers: &[&Reader], r: &mut SourceReport) -> Samples {
                 }
             };
             maps.entry(c.crc).or_insert(map);
+            bytes.entry(c.crc).or_insert(c.data);
         }
         let (collections, problems) = reader.pc_samples();
         for p in problems {
@@ -141,7 +154,7 @@ pub(crate) fn collect(readers: &[&Reader], r: &mut SourceReport) -> Samples {
             r.dropped_samples, r.hardware_buffer_full
         ));
     }
-    Samples { by_pc, maps }
+    Samples { by_pc, maps, cubins: bytes }
 }
 
 /// Builds the report from recordings (each its own process: contexts and stall tables are per file).
@@ -150,7 +163,7 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
         files: readers.iter().filter_map(|x| x.path()).map(|p| p.display().to_string()).collect(),
         ..Default::default()
     };
-    let Samples { by_pc, maps } = collect(readers, &mut r);
+    let Samples { by_pc, maps, cubins } = collect(readers, &mut r);
     r.kernels = kernels(by_pc, &maps, opts);
     r.samples = r.kernels.iter().map(|k| k.samples).sum();
     let all: u64 = r.samples.max(1);
@@ -160,7 +173,39 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
     if let Some(f) = &opts.kernel {
         r.kernels.retain(|k| k.name.contains(f.as_str()) || k.mangled.contains(f.as_str()));
     }
+    if opts.sass {
+        add_sass(&mut r, &cubins, opts.nvdisasm.as_deref());
+    }
     r
+}
+
+/// The SASS text of every PC shown, one `nvdisasm` run per cubin (in parallel), where `nvdisasm` is installed.
+fn add_sass(r: &mut SourceReport, cubins: &HashMap<u64, Vec<u8>>, nvdisasm: Option<&std::path::Path>) {
+    use rayon::prelude::*;
+    let Some(d) = nvdisasm.map(sass::Disassembler::at).or_else(sass::Disassembler::find) else { return };
+    r.disassembler = Some(d.path().display().to_string());
+    let mut wanted: Vec<u64> = r.kernels.iter().filter(|k| !k.pcs.is_empty()).map(|k| k.cubin_crc).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let listings: Vec<(u64, Result<sass::Listing, String>)> =
+        wanted.par_iter().filter_map(|crc| cubins.get(crc).map(|b| (*crc, d.disassemble(b)))).collect();
+    let mut by_cubin = HashMap::new();
+    for (crc, l) in listings {
+        match l {
+            Ok(l) => {
+                by_cubin.insert(crc, l);
+            }
+            Err(e) => r.warnings.push(format!("nvdisasm could not read cubin {crc:#x}: {e}")),
+        }
+    }
+    for k in &mut r.kernels {
+        let Some(listing) = by_cubin.get(&k.cubin_crc) else { continue };
+        for p in &mut k.pcs {
+            if let Some(t) = listing.get(&(k.mangled.clone(), p.pc_offset)) {
+                p.sass = t.clone();
+            }
+        }
+    }
 }
 
 /// Attaches to `trace` what the PC samples of its recordings (`readers`, in the trace's file order) say about each
@@ -172,7 +217,7 @@ pub fn annotate(trace: &mut cutr_model::Trace, readers: &[&Reader]) -> Vec<Strin
     if !readers.iter().any(has_samples) {
         return Vec::new();
     }
-    let r = report(readers, &SourceOptions { kernel: None, top: TOP });
+    let r = report(readers, &SourceOptions { kernel: None, top: TOP, sass: false, nvdisasm: None });
     for k in &r.kernels {
         let Some(id) = trace.names.lookup(&k.mangled) else { continue };
         let share = |n: u64| if k.samples > 0 { 100.0 * n as f64 / k.samples as f64 } else { 0.0 };
@@ -280,7 +325,7 @@ fn kernels(
                 .into_iter()
                 .map(|(pc_offset, location, s)| {
                     let n = s.values().sum();
-                    PcRow { pc_offset, location, samples: n, percent: pct(n), stalls: sorted(&s) }
+                    PcRow { pc_offset, location, samples: n, percent: pct(n), stalls: sorted(&s), sass: String::new() }
                 })
                 .collect();
             pc_rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pc_offset.cmp(&b.pc_offset)));
@@ -360,6 +405,9 @@ pub fn render_text(r: &SourceReport) -> String {
                 p.location,
                 stalls(&p.stalls, p.samples, 3)
             );
+            if !p.sass.is_empty() {
+                let _ = writeln!(o, "  {:>10} {:>6}  {:<10} {}", "", "", "", p.sass);
+            }
         }
     }
     o
