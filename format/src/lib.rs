@@ -10,6 +10,7 @@
 
 pub mod codec;
 pub mod container;
+pub mod counters;
 pub mod error;
 pub mod limits;
 pub mod meta;
@@ -20,6 +21,7 @@ pub mod writer;
 
 pub use codec::{BufferStats, CodecPlan, DecodedBuffer, RecordGroup};
 pub use container::{ChunkHeader, ChunkType, Codec, FORMAT_MAJOR, FORMAT_MINOR, FileHeader};
+pub use counters::{CounterMetric, CounterSamples};
 pub use error::{ChunkError, FormatError};
 pub use meta::{ClockSample, Device, LossCounters, SessionMetadata};
 pub use reader::{ChunkInfo, Problem, Reader, Recovery, StringTable, Verification};

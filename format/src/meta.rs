@@ -272,6 +272,7 @@ pub struct LossCounters {
     pub unresolved_strings: u64,
     pub pc_samples_dropped: u64,
     pub pc_collections_buffer_full: u64,
+    pub counter_samples_lost: u64,
     pub is_final: bool,
     pub notes: Vec<String>,
 }
@@ -289,10 +290,11 @@ impl LossCounters {
             && self.unresolved_strings == 0
             && self.pc_samples_dropped == 0
             && self.pc_collections_buffer_full == 0
+            && self.counter_samples_lost == 0
     }
 
     /// (name, value) of every counter, for reports.
-    pub fn entries(&self) -> [(&'static str, u64); 10] {
+    pub fn entries(&self) -> [(&'static str, u64); 11] {
         [
             ("cupti_dropped_records", self.cupti_dropped_records),
             ("refused_buffers", self.refused_buffers),
@@ -304,6 +306,7 @@ impl LossCounters {
             ("unresolved_strings", self.unresolved_strings),
             ("pc_samples_dropped", self.pc_samples_dropped),
             ("pc_collections_buffer_full", self.pc_collections_buffer_full),
+            ("counter_samples_lost", self.counter_samples_lost),
         ]
     }
 
@@ -326,6 +329,7 @@ impl LossCounters {
                 notes: Some(notes),
                 pc_samples_dropped: self.pc_samples_dropped,
                 pc_collections_buffer_full: self.pc_collections_buffer_full,
+                counter_samples_lost: self.counter_samples_lost,
             },
         );
         b.finish(root, None);
@@ -346,6 +350,7 @@ impl LossCounters {
             unresolved_strings: l.unresolved_strings(),
             pc_samples_dropped: l.pc_samples_dropped(),
             pc_collections_buffer_full: l.pc_collections_buffer_full(),
+            counter_samples_lost: l.counter_samples_lost(),
             is_final: l.is_final(),
             notes: l.notes().map(|v| v.iter().map(str::to_string).collect()).unwrap_or_default(),
         })

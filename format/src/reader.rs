@@ -447,6 +447,11 @@ impl Reader {
         self.decode_each(ChunkType::PcSamples, crate::source::PcSamples::from_bytes)
     }
 
+    /// The counter samples of the file (`counters` chunks), in file order, and the chunks that failed.
+    pub fn counter_samples(&self) -> (Vec<crate::counters::CounterSamples>, Vec<Problem>) {
+        self.decode_each(ChunkType::Counters, crate::counters::CounterSamples::from_bytes)
+    }
+
     /// Every chunk of one type through `decode`, in parallel, in file order.
     fn decode_each<T: Send>(
         &self,

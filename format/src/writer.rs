@@ -251,6 +251,11 @@ impl<W: Write> Writer<W> {
         self.append_zstd(ChunkType::PcSamples, &samples.to_bytes())
     }
 
+    /// Counter samples of one source and device, zstd-compressed.
+    pub fn write_counters(&mut self, samples: &crate::counters::CounterSamples) -> Result<u32, FormatError> {
+        self.append_zstd(ChunkType::Counters, &samples.to_bytes())
+    }
+
     pub fn write_loss(&mut self, loss: &LossCounters) -> Result<u32, FormatError> {
         let bytes = loss.to_bytes();
         self.append(ChunkType::Loss, Codec::None, &bytes, bytes.len() as u64, 0, (0, 0), Vec::new())

@@ -113,7 +113,9 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 /// Parses seconds like `1`, `0.5`, `2s`, `500ms`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+    let (num, scale) = if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
     } else if let Some(n) = t.strip_suffix('s') {
         (n, 1.0)
@@ -159,6 +161,8 @@ pub struct Config {
     pub quiet: bool,
     /// Continuous PC sampling and cubin capture (off by default).
     pub pc_sampling: Option<crate::pc_sampling::PcSamplingConfig>,
+    /// Counter samples over time (`--counters`): `None` records none.
+    pub counters: Option<crate::counters::CountersConfig>,
 }
 
 impl Default for Config {
@@ -180,6 +184,7 @@ impl Default for Config {
             overwrite: false,
             quiet: false,
             pc_sampling: None,
+            counters: None,
         }
     }
 }
@@ -262,6 +267,14 @@ impl Config {
             };
             c.pc_sampling = Some(crate::pc_sampling::PcSamplingConfig { period_log2, stall_reasons });
         }
+        if get("CUTR_COUNTERS").is_some_and(|v| v == "1") {
+            let nvml_interval = match get("CUTR_NVML_INTERVAL") {
+                Some(v) if v == "off" => None,
+                Some(v) => Some(parse_duration(&v).map_err(|e| invalid("NVML interval", e))?),
+                None => Some(crate::counters::DEFAULT_NVML_INTERVAL),
+            };
+            c.counters = Some(crate::counters::CountersConfig { nvml_interval });
+        }
         c.validate()?;
         Ok(c)
     }
@@ -300,6 +313,11 @@ impl Config {
             }
             v.push(("CUTR_STALL_REASONS".into(), pc.stall_reasons.to_arg()));
         }
+        if let Some(c) = &self.counters {
+            v.push(("CUTR_COUNTERS".into(), "1".into()));
+            let nvml = c.nvml_interval.map_or("off".to_string(), |d| format!("{}s", d.as_secs_f64()));
+            v.push(("CUTR_NVML_INTERVAL".into(), nvml));
+        }
         v
     }
 
@@ -326,6 +344,11 @@ impl Config {
             && !(5..=31).contains(&n)
         {
             return Err(invalid("PC sampling period", format!("2^{n} cycles: use an exponent from 5 to 31")));
+        }
+        if let Some(d) = self.counters.as_ref().and_then(|c| c.nvml_interval)
+            && d < crate::counters::MIN_NVML_INTERVAL
+        {
+            return Err(invalid("NVML interval", format!("{d:?} is shorter than 1ms")));
         }
         Ok(())
     }

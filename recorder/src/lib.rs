@@ -10,12 +10,14 @@
 //! clear message, and the application runs on untraced.
 
 pub mod config;
+pub mod counters;
 pub mod cupti;
 pub mod driver;
 pub mod error;
 pub mod exit;
 pub mod fake;
 pub mod inject;
+mod nvml;
 pub mod pc_sampling;
 pub mod pool;
 mod session;

@@ -33,6 +33,8 @@ enum Msg {
     },
     /// A cubin or a collection of PC samples (`--pc-sampling`).
     Source(crate::pc_sampling::Collected),
+    /// Counter samples (`--counters`).
+    Counters(cutr_format::CounterSamples),
     Tick,
     Finish {
         devices: Vec<cutr_format::Device>,
@@ -53,6 +55,8 @@ pub struct Summary {
     pub cubins: u64,
     pub pc_samples: u64,
     pub pc_samples_dropped: u64,
+    /// With `--counters`: counter samples written (one per source, device and time).
+    pub counter_samples: u64,
 }
 
 impl Summary {
@@ -68,8 +72,13 @@ impl Summary {
         } else {
             String::new()
         };
+        let counters = if self.counter_samples > 0 {
+            format!(", {} counter samples", self.counter_samples)
+        } else {
+            String::new()
+        };
         format!(
-            "wrote {}: {} records in {} buffers{pc}, {:.1} MiB; {}",
+            "wrote {}: {} records in {} buffers{pc}{counters}, {:.1} MiB; {}",
             self.path.display(),
             self.records,
             self.buffers,
@@ -98,6 +107,8 @@ pub(crate) struct Session {
     summary: Mutex<Option<Summary>>,
     /// The PC sampler, with `--pc-sampling`.
     pc: std::sync::OnceLock<&'static crate::pc_sampling::PcSampler>,
+    /// The NVML sampler, with `--counters`.
+    nvml: Mutex<Option<crate::nvml::NvmlSampler>>,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -252,6 +263,7 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         ticker: Mutex::new(None),
         summary: Mutex::new(None),
         pc: std::sync::OnceLock::new(),
+        nvml: Mutex::new(None),
     }));
 
     let c = session.cupti.as_ref();
@@ -279,6 +291,9 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
 
     if let Some(pc) = cfg.pc_sampling.clone() {
         start_pc_sampling(session, api, pc);
+    }
+    if let Some(c) = cfg.counters.clone() {
+        start_counters(session, c);
     }
     let layouts_for_writer = layouts.clone();
     let writer_thread = std::thread::Builder::new()
@@ -318,6 +333,29 @@ fn start_pc_sampling(session: &'static Session, api: u32, pc: crate::pc_sampling
             let _ = session.pc.set(s);
         }
         Err(e) => session.note(format!("not sampling PCs: {e}")),
+    }
+}
+
+/// Starts the counter sources; each that cannot start is a note, and the recording goes on without it.
+fn start_counters(session: &'static Session, c: crate::counters::CountersConfig) {
+    let Some(interval) = c.nvml_interval else { return };
+    let tx = session.tx.clone();
+    let devices = Box::new(|| {
+        driver::devices()
+            .into_iter()
+            .map(|d| crate::nvml::CudaDevice { ordinal: d.id, uuid: crate::nvml::uuid_text(&d.uuid) })
+            .collect()
+    });
+    let now = Box::new(move || session.cupti.timestamp().ok());
+    let send = Box::new(move |c| {
+        if tx.send_timeout(Msg::Counters(c), Duration::from_secs(1)).is_err() {
+            NOTES.lock().unwrap().push("counters: the writer queue was full; NVML samples were dropped".into());
+        }
+    });
+    let note = Box::new(|n: String| NOTES.lock().unwrap().push(format!("NVML: {n}")));
+    match crate::nvml::NvmlSampler::start(interval, devices, now, send, note) {
+        Ok(s) => *session.nvml.lock().unwrap() = Some(s),
+        Err(e) => session.note(e),
     }
 }
 
@@ -455,6 +493,9 @@ impl Session {
                 self.note(n);
             }
         }
+        if let Some(n) = self.nvml.lock().unwrap().take() {
+            n.finish();
+        }
         let _ = self.cupti.flush_all(true);
         self.disable_kinds();
         let devices = driver::devices();
@@ -583,6 +624,7 @@ struct WriterState {
     cubins: u64,
     pc_samples: u64,
     pc_samples_dropped: u64,
+    counter_samples: u64,
     last_sync: Instant,
     threads: crate::threads::ThreadNames,
 }
@@ -604,6 +646,7 @@ fn writer_loop(
         cubins: 0,
         pc_samples: 0,
         pc_samples_dropped: 0,
+        counter_samples: 0,
         last_sync: Instant::now(),
         threads: Default::default(),
     };
@@ -615,6 +658,10 @@ fn writer_loop(
             }
             Msg::Source(c) => {
                 write_source(&mut st, c);
+                None
+            }
+            Msg::Counters(c) => {
+                write_counters(&mut st, &c);
                 None
             }
             Msg::Tick => {
@@ -689,6 +736,17 @@ fn write_source(st: &mut WriterState, c: crate::pc_sampling::Collected) {
     }
 }
 
+/// Counter samples, to the file; samples lost on the way are counted in the loss report.
+fn write_counters(st: &mut WriterState, c: &cutr_format::CounterSamples) {
+    st.loss.counter_samples_lost += c.lost_samples;
+    if st.w.write_counters(c).is_err() {
+        st.loss.write_failures += 1;
+        st.loss.counter_samples_lost += c.len() as u64;
+        return;
+    }
+    st.counter_samples += c.len() as u64;
+}
+
 fn update_loss(s: &Session, st: &mut WriterState) {
     st.loss.cupti_dropped_records = s.dropped.load(Ordering::Relaxed);
     st.loss.refused_buffers = s.pool.refused();
@@ -757,5 +815,6 @@ fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
         cubins: st.cubins,
         pc_samples: st.pc_samples,
         pc_samples_dropped: st.pc_samples_dropped,
+        counter_samples: st.counter_samples,
     }
 }

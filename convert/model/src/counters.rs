@@ -1,6 +1,7 @@
-//! Counter samples over time, one table for every source: today the stall reasons of PC samples per device
-//! (`--pc-sampling`), each collection's samples per reason as a rate. Each (file, device, series) becomes one
-//! counter track in the viewers.
+//! Counter samples over time, one table for every source: the metrics of `counters` chunks (`--counters`: PM
+//! sampling's hardware counters, NVML's power, clocks and utilization) and the stall reasons of PC samples per
+//! device (`--pc-sampling`), each collection's samples per reason as a rate. Each (file, device, series) becomes
+//! one counter track in the viewers.
 
 use cutr_format::source::PcSamples;
 use cutr_format::{Problem, Reader};
@@ -16,6 +17,49 @@ pub struct CounterSample {
     pub series: NameId,
     pub ts: u64,
     pub value: f64,
+}
+
+/// A series' name: the metric and its unit (`power (W)`, `PM: dram__throughput.avg.pct_of_peak_sustained_elapsed
+/// (%)`).
+pub fn series_name(source: &str, metric: &cutr_format::CounterMetric) -> String {
+    let prefix = if source == "pm_sampling" { "PM: " } else { "" };
+    if metric.unit.is_empty() {
+        format!("{prefix}{}", metric.name)
+    } else {
+        format!("{prefix}{} ({})", metric.name, metric.unit)
+    }
+}
+
+/// The samples of a file's `counters` chunks, each metric of each (source, device) its own series, values at
+/// each sample's start on the trace's time base; failed readings (NaN) left out. Returns the samples and the
+/// chunks that could not be decoded.
+pub(crate) fn metric_samples(
+    reader: &Reader,
+    proc: ProcId,
+    time: &TimeBase,
+    filter: &Filter,
+    names: &mut Names,
+) -> (Vec<CounterSample>, Vec<Problem>) {
+    let (chunks, problems) = reader.counter_samples();
+    let mut out = Vec::new();
+    for c in &chunks {
+        let ids: Vec<NameId> = c.metrics.iter().map(|m| names.intern(&series_name(&c.source, m))).collect();
+        for i in 0..c.len() {
+            let (start, end) = (time.to_trace(c.t_start[i]), time.to_trace(c.t_end[i]));
+            if !filter.keeps(start, end.max(start)) {
+                continue;
+            }
+            for (j, &series) in ids.iter().enumerate() {
+                let value = c.value(i, j);
+                if !value.is_nan() {
+                    out.push(CounterSample { proc, device: c.device, series, ts: start, value });
+                }
+            }
+        }
+    }
+    // Each series' samples together, in time order (chunks of one source interleave with other sources').
+    out.sort_by_key(|s| (s.device, s.series, s.ts));
+    (out, problems)
 }
 
 /// The prefix CUPTI puts on every stall-reason name.

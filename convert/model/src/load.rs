@@ -259,8 +259,11 @@ fn load_file(
     let (counters, pc_damage) =
         timed("PC sample rates", || crate::counters::stall_rates(r, proc, &time, filter, &mut trace.names));
     trace.counters.extend(counters);
+    let (counters, counter_damage) =
+        timed("counter samples", || crate::counters::metric_samples(r, proc, &time, filter, &mut trace.names));
+    trace.counters.extend(counters);
     // A damaged chunk is already in the reader's problems when its checksum failed at open.
-    for p in pc_damage {
+    for p in pc_damage.into_iter().chain(counter_damage) {
         if !problems.contains(&p) {
             problems.push(p);
         }

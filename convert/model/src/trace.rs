@@ -259,6 +259,7 @@ impl Trace {
             t.unresolved_strings += l.unresolved_strings;
             t.pc_samples_dropped += l.pc_samples_dropped;
             t.pc_collections_buffer_full += l.pc_collections_buffer_full;
+            t.counter_samples_lost += l.counter_samples_lost;
             t.notes.extend(l.notes.iter().cloned());
         }
         t

@@ -73,6 +73,14 @@ struct Args {
     #[arg(long, value_name = "SET", requires = "pc_sampling", default_value = "default",
           value_parser = cutr_recorder::pc_sampling::StallReasons::parse)]
     stall_reasons: cutr_recorder::pc_sampling::StallReasons,
+    /// Sample device metrics over time into the file: NVML's power, SM and memory clocks, temperature, GPU and
+    /// memory utilization and throttle reasons (every GPU with a driver), shown as counter tracks by
+    /// `cupti-convert`.
+    #[arg(long)]
+    counters: bool,
+    /// How often NVML is read with --counters (`10ms` = 100 Hz; at least 1ms), or `off`.
+    #[arg(long, value_name = "T", requires = "counters", default_value = "10ms")]
+    nvml_interval: String,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
     #[arg(long, value_name = "SHELL", hide = true, exclusive = true)]
     completions: Option<clap_complete::Shell>,
@@ -134,6 +142,15 @@ fn config(a: &Args) -> Result<Config, String> {
             period_log2: a.pc_period,
             stall_reasons: a.stall_reasons.clone(),
         }),
+        counters: if a.counters {
+            let nvml_interval = match a.nvml_interval.as_str() {
+                "off" => None,
+                t => Some(config::parse_duration(t).map_err(|e| format!("--nvml-interval: {e}"))?),
+            };
+            Some(cutr_recorder::counters::CountersConfig { nvml_interval })
+        } else {
+            None
+        },
         ..Config::default()
     };
     if let Some(s) = &a.start_delay {

@@ -3512,6 +3512,343 @@ impl ::core::fmt::Debug for PcSamples<'_> {
       ds.finish()
   }
 }
+pub enum CounterMetricOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One metric of a counter source, described once per chunk.
+pub struct CounterMetric<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for CounterMetric<'a> {
+  type Inner = CounterMetric<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> CounterMetric<'a> {
+  pub const VT_NAME: ::flatbuffers::VOffsetT = 4;
+  pub const VT_UNIT: ::flatbuffers::VOffsetT = 6;
+  pub const VT_DESCRIPTION: ::flatbuffers::VOffsetT = 8;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    CounterMetric { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CounterMetricArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<CounterMetric<'bldr>> {
+    let mut builder = CounterMetricBuilder::new(_fbb);
+    if let Some(x) = args.description { builder.add_description(x); }
+    if let Some(x) = args.unit { builder.add_unit(x); }
+    if let Some(x) = args.name { builder.add_name(x); }
+    builder.finish()
+  }
+
+
+  /// The metric's name as its source spells it (`sm__throughput.avg.pct_of_peak_sustained_elapsed`, `power`).
+  #[inline]
+  pub fn name(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(CounterMetric::VT_NAME, None)}
+  }
+  /// Its unit (`%`, `W`, `MHz`, `C`, `bytes/s`).
+  #[inline]
+  pub fn unit(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(CounterMetric::VT_UNIT, None)}
+  }
+  #[inline]
+  pub fn description(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(CounterMetric::VT_DESCRIPTION, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for CounterMetric<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("name", Self::VT_NAME, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("unit", Self::VT_UNIT, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("description", Self::VT_DESCRIPTION, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct CounterMetricArgs<'a> {
+    pub name: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub unit: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub description: Option<::flatbuffers::WIPOffset<&'a str>>,
+}
+impl<'a> Default for CounterMetricArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    CounterMetricArgs {
+      name: None,
+      unit: None,
+      description: None,
+    }
+  }
+}
+
+pub struct CounterMetricBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CounterMetricBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_name(&mut self, name: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterMetric::VT_NAME, name);
+  }
+  #[inline]
+  pub fn add_unit(&mut self, unit: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterMetric::VT_UNIT, unit);
+  }
+  #[inline]
+  pub fn add_description(&mut self, description: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterMetric::VT_DESCRIPTION, description);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CounterMetricBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CounterMetricBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<CounterMetric<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for CounterMetric<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("CounterMetric");
+      ds.field("name", &self.name());
+      ds.field("unit", &self.unit());
+      ds.field("description", &self.description());
+      ds.finish()
+  }
+}
+pub enum CounterSamplesOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// Samples of one counter source on one device since the previous chunk: a `counters` chunk (format 1.3).
+pub struct CounterSamples<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for CounterSamples<'a> {
+  type Inner = CounterSamples<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> CounterSamples<'a> {
+  pub const VT_SOURCE: ::flatbuffers::VOffsetT = 4;
+  pub const VT_DEVICE: ::flatbuffers::VOffsetT = 6;
+  pub const VT_METRICS: ::flatbuffers::VOffsetT = 8;
+  pub const VT_T_START: ::flatbuffers::VOffsetT = 10;
+  pub const VT_T_END: ::flatbuffers::VOffsetT = 12;
+  pub const VT_VALUES: ::flatbuffers::VOffsetT = 14;
+  pub const VT_LOST_SAMPLES: ::flatbuffers::VOffsetT = 16;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    CounterSamples { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args CounterSamplesArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<CounterSamples<'bldr>> {
+    let mut builder = CounterSamplesBuilder::new(_fbb);
+    builder.add_lost_samples(args.lost_samples);
+    if let Some(x) = args.values { builder.add_values(x); }
+    if let Some(x) = args.t_end { builder.add_t_end(x); }
+    if let Some(x) = args.t_start { builder.add_t_start(x); }
+    if let Some(x) = args.metrics { builder.add_metrics(x); }
+    builder.add_device(args.device);
+    if let Some(x) = args.source { builder.add_source(x); }
+    builder.finish()
+  }
+
+
+  /// Where the values come from: `pm_sampling` (CUPTI's PM Sampling API, evaluated by its host API) or `nvml`.
+  #[inline]
+  pub fn source(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(CounterSamples::VT_SOURCE, None)}
+  }
+  #[inline]
+  pub fn device(&self) -> u32 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u32>(CounterSamples::VT_DEVICE, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn metrics(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<CounterMetric<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<CounterMetric>>>>(CounterSamples::VT_METRICS, None)}
+  }
+  /// Per sample, the interval it covers on the file's one clock (CUPTI timestamps, ns); a reading of an
+  /// instantaneous value (NVML's power, clocks) has end == start.
+  #[inline]
+  pub fn t_start(&self) -> Option<::flatbuffers::Vector<'a, u64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(CounterSamples::VT_T_START, None)}
+  }
+  #[inline]
+  pub fn t_end(&self) -> Option<::flatbuffers::Vector<'a, u64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u64>>>(CounterSamples::VT_T_END, None)}
+  }
+  /// Row-major, sample i's value of metric j at i * len(metrics) + j; NaN where a reading failed.
+  #[inline]
+  pub fn values(&self) -> Option<::flatbuffers::Vector<'a, f64>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, f64>>>(CounterSamples::VT_VALUES, None)}
+  }
+  /// Samples lost since the previous chunk (hardware buffer overflow, readings that failed).
+  #[inline]
+  pub fn lost_samples(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(CounterSamples::VT_LOST_SAMPLES, Some(0)).unwrap()}
+  }
+}
+
+impl ::flatbuffers::Verifiable for CounterSamples<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("source", Self::VT_SOURCE, false)?
+     .visit_field::<u32>("device", Self::VT_DEVICE, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<CounterMetric>>>>("metrics", Self::VT_METRICS, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("t_start", Self::VT_T_START, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u64>>>("t_end", Self::VT_T_END, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, f64>>>("values", Self::VT_VALUES, false)?
+     .visit_field::<u64>("lost_samples", Self::VT_LOST_SAMPLES, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct CounterSamplesArgs<'a> {
+    pub source: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub device: u32,
+    pub metrics: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<CounterMetric<'a>>>>>,
+    pub t_start: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub t_end: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u64>>>,
+    pub values: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, f64>>>,
+    pub lost_samples: u64,
+}
+impl<'a> Default for CounterSamplesArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    CounterSamplesArgs {
+      source: None,
+      device: 0,
+      metrics: None,
+      t_start: None,
+      t_end: None,
+      values: None,
+      lost_samples: 0,
+    }
+  }
+}
+
+pub struct CounterSamplesBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> CounterSamplesBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_source(&mut self, source: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterSamples::VT_SOURCE, source);
+  }
+  #[inline]
+  pub fn add_device(&mut self, device: u32) {
+    self.fbb_.push_slot::<u32>(CounterSamples::VT_DEVICE, device, 0);
+  }
+  #[inline]
+  pub fn add_metrics(&mut self, metrics: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<CounterMetric<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterSamples::VT_METRICS, metrics);
+  }
+  #[inline]
+  pub fn add_t_start(&mut self, t_start: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterSamples::VT_T_START, t_start);
+  }
+  #[inline]
+  pub fn add_t_end(&mut self, t_end: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterSamples::VT_T_END, t_end);
+  }
+  #[inline]
+  pub fn add_values(&mut self, values: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , f64>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(CounterSamples::VT_VALUES, values);
+  }
+  #[inline]
+  pub fn add_lost_samples(&mut self, lost_samples: u64) {
+    self.fbb_.push_slot::<u64>(CounterSamples::VT_LOST_SAMPLES, lost_samples, 0);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> CounterSamplesBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    CounterSamplesBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<CounterSamples<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for CounterSamples<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("CounterSamples");
+      ds.field("source", &self.source());
+      ds.field("device", &self.device());
+      ds.field("metrics", &self.metrics());
+      ds.field("t_start", &self.t_start());
+      ds.field("t_end", &self.t_end());
+      ds.field("values", &self.values());
+      ds.field("lost_samples", &self.lost_samples());
+      ds.finish()
+  }
+}
 pub enum LossReportOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
@@ -3541,6 +3878,7 @@ impl<'a> LossReport<'a> {
   pub const VT_NOTES: ::flatbuffers::VOffsetT = 22;
   pub const VT_PC_SAMPLES_DROPPED: ::flatbuffers::VOffsetT = 24;
   pub const VT_PC_COLLECTIONS_BUFFER_FULL: ::flatbuffers::VOffsetT = 26;
+  pub const VT_COUNTER_SAMPLES_LOST: ::flatbuffers::VOffsetT = 28;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -3552,6 +3890,7 @@ impl<'a> LossReport<'a> {
     args: &'args LossReportArgs<'args>
   ) -> ::flatbuffers::WIPOffset<LossReport<'bldr>> {
     let mut builder = LossReportBuilder::new(_fbb);
+    builder.add_counter_samples_lost(args.counter_samples_lost);
     builder.add_pc_collections_buffer_full(args.pc_collections_buffer_full);
     builder.add_pc_samples_dropped(args.pc_samples_dropped);
     builder.add_unresolved_strings(args.unresolved_strings);
@@ -3664,6 +4003,14 @@ impl<'a> LossReport<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<u64>(LossReport::VT_PC_COLLECTIONS_BUFFER_FULL, Some(0)).unwrap()}
   }
+  /// Counter samples lost (`--counters`: PM sampling's hardware buffer overflowed, NVML readings failed).
+  #[inline]
+  pub fn counter_samples_lost(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(LossReport::VT_COUNTER_SAMPLES_LOST, Some(0)).unwrap()}
+  }
 }
 
 impl ::flatbuffers::Verifiable for LossReport<'_> {
@@ -3684,6 +4031,7 @@ impl ::flatbuffers::Verifiable for LossReport<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<&'_ str>>>>("notes", Self::VT_NOTES, false)?
      .visit_field::<u64>("pc_samples_dropped", Self::VT_PC_SAMPLES_DROPPED, false)?
      .visit_field::<u64>("pc_collections_buffer_full", Self::VT_PC_COLLECTIONS_BUFFER_FULL, false)?
+     .visit_field::<u64>("counter_samples_lost", Self::VT_COUNTER_SAMPLES_LOST, false)?
      .finish();
     Ok(())
   }
@@ -3701,6 +4049,7 @@ pub struct LossReportArgs<'a> {
     pub notes: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<&'a str>>>>,
     pub pc_samples_dropped: u64,
     pub pc_collections_buffer_full: u64,
+    pub counter_samples_lost: u64,
 }
 impl<'a> Default for LossReportArgs<'a> {
   #[inline]
@@ -3718,6 +4067,7 @@ impl<'a> Default for LossReportArgs<'a> {
       notes: None,
       pc_samples_dropped: 0,
       pc_collections_buffer_full: 0,
+      counter_samples_lost: 0,
     }
   }
 }
@@ -3776,6 +4126,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> LossReportBuilder<'a, 'b, A> 
     self.fbb_.push_slot::<u64>(LossReport::VT_PC_COLLECTIONS_BUFFER_FULL, pc_collections_buffer_full, 0);
   }
   #[inline]
+  pub fn add_counter_samples_lost(&mut self, counter_samples_lost: u64) {
+    self.fbb_.push_slot::<u64>(LossReport::VT_COUNTER_SAMPLES_LOST, counter_samples_lost, 0);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> LossReportBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     LossReportBuilder {
@@ -3805,6 +4159,7 @@ impl ::core::fmt::Debug for LossReport<'_> {
       ds.field("notes", &self.notes());
       ds.field("pc_samples_dropped", &self.pc_samples_dropped());
       ds.field("pc_collections_buffer_full", &self.pc_collections_buffer_full());
+      ds.field("counter_samples_lost", &self.counter_samples_lost());
       ds.finish()
   }
 }

@@ -1,0 +1,255 @@
+//! Device metrics through NVML, on every machine with an NVIDIA driver (`--counters`): power, SM and memory
+//! clocks, temperature, GPU and memory utilization, and whether the clocks are held down by the power cap, by heat
+//! or by a hardware slowdown, sampled on the recorder's own thread (default 100 Hz) into `counters` chunks. The
+//! driver's libnvidia-ml is loaded at run time (`nvml-wrapper`); without it the recording goes on, with a note.
+
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cutr_format::{CounterMetric, CounterSamples};
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::{Device, Nvml};
+
+/// Samples per chunk at most: a chunk a second at 100 Hz.
+const SAMPLES_PER_CHUNK: usize = 128;
+
+/// One metric: its name, unit, description, and how to read it.
+struct Metric {
+    name: &'static str,
+    unit: &'static str,
+    description: &'static str,
+    read: fn(&Device<'_>) -> Option<f64>,
+}
+
+fn throttled(d: &Device<'_>, mask: ThrottleReasons) -> Option<f64> {
+    d.current_throttle_reasons().ok().map(|r| if r.intersects(mask) { 1.0 } else { 0.0 })
+}
+
+const METRICS: &[Metric] = &[
+    Metric {
+        name: "power",
+        unit: "W",
+        description: "board power draw",
+        read: |d| d.power_usage().ok().map(|mw| mw as f64 / 1000.0),
+    },
+    Metric {
+        name: "SM clock",
+        unit: "MHz",
+        description: "current SM clock",
+        read: |d| d.clock_info(Clock::SM).ok().map(f64::from),
+    },
+    Metric {
+        name: "memory clock",
+        unit: "MHz",
+        description: "current memory clock",
+        read: |d| d.clock_info(Clock::Memory).ok().map(f64::from),
+    },
+    Metric {
+        name: "temperature",
+        unit: "C",
+        description: "GPU die temperature",
+        read: |d| d.temperature(TemperatureSensor::Gpu).ok().map(f64::from),
+    },
+    Metric {
+        name: "GPU utilization",
+        unit: "%",
+        description: "share of the driver's last sample period with a kernel running",
+        read: |d| d.utilization_rates().ok().map(|u| f64::from(u.gpu)),
+    },
+    Metric {
+        name: "memory utilization",
+        unit: "%",
+        description: "share of the driver's last sample period with device memory being read or written",
+        read: |d| d.utilization_rates().ok().map(|u| f64::from(u.memory)),
+    },
+    Metric {
+        name: "throttled: power cap",
+        unit: "",
+        description: "1 while the clocks are held down by the software power cap or the power brake",
+        read: |d| throttled(d, ThrottleReasons::SW_POWER_CAP | ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN),
+    },
+    Metric {
+        name: "throttled: thermal",
+        unit: "",
+        description: "1 while the clocks are held down by software or hardware thermal slowdown",
+        read: |d| throttled(d, ThrottleReasons::SW_THERMAL_SLOWDOWN | ThrottleReasons::HW_THERMAL_SLOWDOWN),
+    },
+    Metric {
+        name: "throttled: hardware slowdown",
+        unit: "",
+        description: "1 while the hardware slows the clocks (power brake, thermal, or an external signal)",
+        read: |d| throttled(d, ThrottleReasons::HW_SLOWDOWN),
+    },
+];
+
+/// The metric descriptions every chunk carries.
+fn metrics() -> Vec<CounterMetric> {
+    METRICS
+        .iter()
+        .map(|m| CounterMetric { name: m.name.into(), unit: m.unit.into(), description: m.description.into() })
+        .collect()
+}
+
+/// The running sampler: stopping it sends what it holds.
+pub(crate) struct NvmlSampler {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+/// A CUDA device as the recording knows it: its ordinal and its UUID as NVML writes it (`GPU-8-4-4-4-12` hex).
+pub(crate) struct CudaDevice {
+    pub ordinal: u32,
+    pub uuid: String,
+}
+
+/// NVML's spelling of a 16-byte CUDA UUID.
+pub(crate) fn uuid_text(bytes: &[u8]) -> String {
+    let h: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    if h.len() != 32 {
+        return String::new();
+    }
+    format!("GPU-{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+impl NvmlSampler {
+    /// Starts sampling the CUDA devices `devices` (found in NVML by UUID; all of NVML's, numbered as NVML numbers
+    /// them, when the list is empty) every `interval`. `now` gives the file's clock (CUPTI's timestamp), `send`
+    /// takes each chunk, `note` each problem. Returns why not when NVML cannot be loaded.
+    pub fn start(
+        interval: Duration,
+        devices: Box<dyn Fn() -> Vec<CudaDevice> + Send>,
+        now: Box<dyn Fn() -> Option<u64> + Send>,
+        send: Box<dyn Fn(CounterSamples) + Send>,
+        note: Box<dyn Fn(String) + Send>,
+    ) -> Result<NvmlSampler, String> {
+        let nvml = Nvml::init().map_err(|e| format!("NVML could not be loaded ({e}): no device metrics"))?;
+        let (stop, stop_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("cutr-nvml".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // The CUDA devices are asked for from this thread, once CUDA has finished initializing.
+                    let devices = cuda_devices(&*devices, &stop_rx);
+                    sample_loop(&nvml, interval, &devices, &*now, &*send, &*note, &stop_rx)
+                }));
+                if r.is_err() {
+                    note("NVML sampling stopped on an internal error".into());
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(NvmlSampler { stop, thread })
+    }
+
+    /// Stops the sampler after it has sent what it holds.
+    pub fn finish(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// The process's CUDA devices: asked for every 50 ms for up to 2 s (the driver may still be initializing when the
+/// recorder starts, inside `cuInit`); empty when it never answers or the recording stops first.
+fn cuda_devices(devices: &dyn Fn() -> Vec<CudaDevice>, stop: &mpsc::Receiver<()>) -> Vec<CudaDevice> {
+    for _ in 0..40 {
+        let d = devices();
+        if !d.is_empty() {
+            return d;
+        }
+        if stop.recv_timeout(Duration::from_millis(50)).is_ok() {
+            break;
+        }
+    }
+    Vec::new()
+}
+
+/// The NVML devices to sample, each with the device number the file uses.
+fn find_devices<'n>(nvml: &'n Nvml, devices: &[CudaDevice], note: &dyn Fn(String)) -> Vec<(u32, Device<'n>)> {
+    if devices.is_empty() {
+        note("NVML devices are numbered as NVML numbers them (the CUDA devices were not known)".into());
+        let n = nvml.device_count().unwrap_or(0);
+        return (0..n).filter_map(|i| nvml.device_by_index(i).ok().map(|d| (i, d))).collect();
+    }
+    devices
+        .iter()
+        .filter_map(|c| match nvml.device_by_uuid(c.uuid.as_str()) {
+            Ok(d) => Some((c.ordinal, d)),
+            Err(e) => {
+                note(format!("NVML has no device {} (CUDA device {}): {e}", c.uuid, c.ordinal));
+                None
+            }
+        })
+        .collect()
+}
+
+fn sample_loop(
+    nvml: &Nvml,
+    interval: Duration,
+    devices: &[CudaDevice],
+    now: &dyn Fn() -> Option<u64>,
+    send: &dyn Fn(CounterSamples),
+    note: &dyn Fn(String),
+    stop: &mpsc::Receiver<()>,
+) {
+    let devices = find_devices(nvml, devices, note);
+    let empty =
+        |device: u32| CounterSamples { source: "nvml".into(), device, metrics: metrics(), ..Default::default() };
+    let mut pending: Vec<CounterSamples> = devices.iter().map(|(id, _)| empty(*id)).collect();
+    let mut next = Instant::now();
+    loop {
+        for ((_, device), out) in devices.iter().zip(pending.iter_mut()) {
+            let Some(ts) = now() else { continue };
+            let before = out.values.len();
+            out.values.extend(METRICS.iter().map(|m| (m.read)(device).unwrap_or(f64::NAN)));
+            if out.values[before..].iter().all(|v| v.is_nan()) {
+                out.values.truncate(before);
+                out.lost_samples += 1;
+                continue;
+            }
+            out.t_start.push(ts);
+            out.t_end.push(ts);
+        }
+        for (i, out) in pending.iter_mut().enumerate() {
+            if out.len() >= SAMPLES_PER_CHUNK {
+                send(std::mem::replace(out, empty(devices[i].0)));
+            }
+        }
+        // A fixed rate: the next sample is due one interval after the last was due, not after it ended.
+        next += interval;
+        let wait = next.saturating_duration_since(Instant::now());
+        if wait.is_zero() {
+            next = Instant::now();
+        }
+        match stop.recv_timeout(wait) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    for out in pending {
+        if !out.is_empty() || out.lost_samples > 0 {
+            send(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_uuids_are_spelled_as_nvml_spells_them() {
+        let bytes = [0x7d, 0x58, 0x9e, 0xf7, 0x47, 0x82, 0x69, 0xc3, 0x4c, 0x3d, 0xb6, 0x86, 0x4b, 0x61, 0xd6, 0x8f];
+        assert_eq!(uuid_text(&bytes), "GPU-7d589ef7-4782-69c3-4c3d-b6864b61d68f");
+        assert_eq!(uuid_text(&[1, 2]), "");
+    }
+
+    #[test]
+    fn every_metric_is_described_once() {
+        let m = metrics();
+        assert_eq!(m.len(), 9);
+        let mut names: Vec<&str> = m.iter().map(|m| m.name.as_str()).collect();
+        names.dedup();
+        assert_eq!(names.len(), 9);
+    }
+}
