@@ -338,6 +338,7 @@ struct Options {
       "sys__cycles_elapsed.avg.per_second",                         // SYS clock, Hz (PM sampling metric table)
       "dramc__read_throughput.avg.pct_of_peak_sustained_elapsed",   // DRAM read bandwidth % (metric table)
       "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed",  // SM issue % (metric table)
+      "dram__bytes_read.sum.per_second",                            // DRAM read bytes/s (dropped if it needs a pass)
   };
   bool strict_metrics = false;
   std::string workload = "mix";
@@ -1144,6 +1145,7 @@ struct DecodeOutcome {
   int overflow = 0;
   size_t total = 0, populated = 0, completed = 0, fresh = 0;
   bool reset = false;
+  double eval_ms = 0, reset_ms = 0;
 };
 
 // One cuptiPmSamplingDecodeData, then the image's counts; evaluates samples completed since the last look; resets
@@ -1189,6 +1191,7 @@ static DecodeOutcome decode_once(DecodeCtx ctx) {
     g.ds.max_populated = std::max(g.ds.max_populated, o.populated);
     if (o.populated > o.completed) g.ds.with_partial++;
     uint64_t got = cupti_now();
+    double te = mono_ms();
     for (size_t k = g.evaluated; k < o.completed; ++k) {
       Sample s;
       s.gen = g.gen;
@@ -1234,11 +1237,14 @@ static DecodeOutcome decode_once(DecodeCtx ctx) {
       ++o.fresh;
     }
     g.evaluated = std::max(g.evaluated, o.completed);
+    o.eval_ms = mono_ms() - te;
   }
   bool full = o.reason == CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL ||
               (o.total > 0 && o.completed >= o.total);
   if (g_opt.reset_always || full) {
+    double tr = mono_ms();
     o.reset = cdi_reset(false);
+    o.reset_ms = mono_ms() - tr;
     g.ds.resets++;
     g.gen++;
     g.evaluated = 0;
@@ -1258,9 +1264,9 @@ static DecodeOutcome decode_once(DecodeCtx ctx) {
       cum = g.samples.size();
     }
     out("DECODE #%zu %s t=%.1fms rc=%s reason=%s overflow=%d total=%zu populated=%zu completed=%zu new=%zu "
-        "cum=%zu reset=%s (%.3f ms)%s%s\n",
+        "cum=%zu reset=%s (decode %.3f ms, evaluate %.3f ms, reset %.3f ms; t is taken after all three)%s%s\n",
         no, where, now, o.r == CUPTI_SUCCESS ? "OK" : cupti_name(o.r), o.reason < 0 ? "-" : reason_name(o.reason),
-        o.overflow, o.total, o.populated, o.completed, o.fresh, cum, o.reset ? "yes" : "no", dt,
+        o.overflow, o.total, o.populated, o.completed, o.fresh, cum, o.reset ? "yes" : "no", dt, o.eval_ms, o.reset_ms,
         o.r == CUPTI_SUCCESS ? "" : " msg=", o.r == CUPTI_SUCCESS ? "" : cupti_msg(o.r));
     g.last_print_ms = now;
   }

@@ -151,6 +151,10 @@ if [ -d "$samples/pm_sampling" ]; then
     nvrun default_again
     nvrun interval_100us -i 100000
     nvrun interval_1ms -i 1000000
+    # Its decode thread re-initializes the counter-data image after every decode; for 10000 samples that takes tens
+    # of ms, longer than its whole ~15 ms workload. With a small image it has time to decode during collection.
+    nvrun maxsamples_500 -s 500
+    nvrun maxsamples_100 -s 100
   else
     echo "pm_sampling sample did not build (see nvidia_sample_runs/make.txt)"
   fi
@@ -224,6 +228,7 @@ variant default
 variant nvidia_exact "${nv[@]}" --thread-around-start-stop --no-drain
 variant nvidia_exact_drain "${nv[@]}" --thread-around-start-stop
 variant nvidia_exact_inside "${nv[@]}" --no-drain
+variant nvidia_exact_small_image "${nv[@]}" --thread-around-start-stop --no-drain --max-samples 500
 variant nvsample_default --workload nvsample
 variant range_check --range-check
 variant decode_end "${d[@]}" --decode end

@@ -3,6 +3,7 @@
 //! was lost.
 
 mod buckets;
+mod counters;
 mod render;
 mod sections;
 
@@ -11,6 +12,7 @@ use serde::Serialize;
 use cutr_model::{JoinStats, Trace};
 use rayon::prelude::*;
 
+pub use counters::CounterAverage;
 pub use render::{TextOptions, render_csv, render_text};
 
 /// A section of the report, selectable with `--report` (as `nsys stats -r`).
@@ -22,12 +24,20 @@ pub enum Section {
     Memory,
     Nvtx,
     Utilization,
+    Counters,
     Loss,
 }
 
 impl Section {
-    pub const ALL: [Section; 6] =
-        [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Utilization, Section::Loss];
+    pub const ALL: [Section; 7] = [
+        Section::Kernels,
+        Section::Api,
+        Section::Memory,
+        Section::Nvtx,
+        Section::Utilization,
+        Section::Counters,
+        Section::Loss,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -36,6 +46,7 @@ impl Section {
             Section::Memory => "memory",
             Section::Nvtx => "nvtx",
             Section::Utilization => "utilization",
+            Section::Counters => "counters",
             Section::Loss => "loss",
         }
     }
@@ -162,6 +173,8 @@ pub struct Stats {
     pub memory_ops: Vec<MemoryOps>,
     pub nvtx: Vec<RangeStats>,
     pub utilization: Vec<Utilization>,
+    /// Counter series averaged over kernels and NVTX ranges (`--counters` recordings).
+    pub counters: Vec<CounterAverage>,
     pub gpu_time_ns: u64,
     pub span_ns: u64,
     pub loss: std::collections::BTreeMap<String, u64>,
@@ -188,6 +201,8 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     if !on(Section::Utilization) {
         utilization.clear();
     }
+    let counters =
+        if on(Section::Counters) { timed("stats counters", || counters::counters(t, top)) } else { Vec::new() };
     let (a, b) = t.span();
     let mut sections = opts.sections.clone();
     sections.sort_unstable();
@@ -201,6 +216,7 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
         memory_ops,
         nvtx,
         utilization,
+        counters,
         gpu_time_ns: gpu_time,
         span_ns: b - a,
         loss: t.loss().entries().iter().map(|(k, v)| (k.to_string(), *v)).collect(),

@@ -151,6 +151,27 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             rows,
         );
     }
+    if on(Section::Counters) && !s.counters.is_empty() {
+        let rows = s
+            .counters
+            .iter()
+            .map(|c| {
+                vec![
+                    format!("{:.2}", c.average),
+                    format!("{:.1}", 100.0 * c.covered_ns as f64 / c.total_ns.max(1) as f64),
+                    format!("GPU {}", c.device),
+                    c.series.clone(),
+                    format!("{} {}", c.over, name(&c.name, opts)),
+                ]
+            })
+            .collect();
+        table(
+            &mut o,
+            "Counters while each kernel ran and each NVTX range was open (time-weighted averages)",
+            &["Average", "Covered (%)", "Device", "Counter", "Over"],
+            rows,
+        );
+    }
     if on(Section::Loss) {
         let lost = losses(s);
         let text = if lost.is_empty() {
@@ -193,7 +214,9 @@ fn csv_field(s: &str) -> String {
 }
 
 /// One CSV table of every section computed: `section` tells them apart (`kernel`, `api`, `memory`, `nvtx`,
-/// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `loss`: count = records).
+/// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
+/// `kernel NAME | GPU N | COUNTER` (or `nvtx ...`), total_ns = the executions' time, percent = the share of it the
+/// samples cover, avg_ns = the counter's time-weighted average in its own unit; `loss`: count = records).
 pub fn render_csv(s: &Stats) -> String {
     let mut o = String::from(
         "section,name,count,total_ns,percent,avg_ns,median_ns,min_ns,max_ns,stddev_ns,bytes,bandwidth_gbps,gpu_ns,gpu_ops,span_ns\n",
@@ -235,6 +258,11 @@ pub fn render_csv(s: &Stats) -> String {
     for u in &s.utilization {
         let _ =
             writeln!(o, "utilization,{},{},{},{:.3},,,,,,,,,,{}", where_(u), u.ops, u.busy_ns, u.percent, u.span_ns);
+    }
+    for c in &s.counters {
+        let name = format!("{} {} | GPU {} | {}", c.over, c.name, c.device, c.series);
+        let covered = 100.0 * c.covered_ns as f64 / c.total_ns.max(1) as f64;
+        let _ = writeln!(o, "counter,{},,{},{covered:.3},{},,,,,,,,,", csv_field(&name), c.total_ns, c.average);
     }
     if s.sections.contains(&Section::Loss) {
         for (what, n) in losses(s) {

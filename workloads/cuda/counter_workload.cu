@@ -1,0 +1,94 @@
+// counter_workload: alternating phases of known length, one memory-bound and one compute-bound, for counter
+// samples over time (`cupti-record --counters`): in a memory phase DRAM is busy and the SMs mostly wait; in a
+// compute phase the SMs are busy and DRAM idle.
+//
+//   stream_copy  copies 1 GiB (float4, grid-stride): DRAM-bound.
+//   fma_burn     a long FMA chain in registers over every SM: compute-bound, no memory traffic.
+//
+// Each phase launches its kernel in batches until the phase's wall time is reached (a sync between batches).
+// Prints one JSON line: per phase its kind, kernels, and start/end on CLOCK_MONOTONIC.
+// Build: build.sh. Run: counter_workload [--phases N] [--phase-ms MS]
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+#define CK(call)                                                                                                   \
+  do {                                                                                                             \
+    cudaError_t e_ = (call);                                                                                       \
+    if (e_ != cudaSuccess) {                                                                                       \
+      std::fprintf(stderr, "counter_workload: %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                                                \
+    }                                                                                                              \
+  } while (0)
+
+__global__ void stream_copy(const float4* __restrict__ in, float4* __restrict__ out, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    out[i] = in[i];
+  }
+}
+
+__global__ void fma_burn(float* out, int iters) {
+  float a = threadIdx.x * 1e-3f, b = 1.0001f, c = 1e-7f, d = 0.5f;
+  for (int i = 0; i < iters; ++i) {
+    a = fmaf(a, b, c);
+    d = fmaf(d, b, c);
+  }
+  if (a + d == -1.0f) out[threadIdx.x] = a;  // never true: keeps the chain live
+}
+
+static double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char** argv) {
+  int phases = 6;
+  double phase_ms = 300;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--phases")) phases = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--phase-ms")) phase_ms = std::atof(argv[i + 1]);
+    else { std::fprintf(stderr, "usage: counter_workload [--phases N] [--phase-ms MS]\n"); return 2; }
+  }
+  const size_t n = (size_t(1) << 30) / sizeof(float4);
+  float4 *in = nullptr, *out = nullptr;
+  float* sink = nullptr;
+  CK(cudaMalloc(&in, n * sizeof(float4)));
+  CK(cudaMalloc(&out, n * sizeof(float4)));
+  CK(cudaMalloc(&sink, 1024 * sizeof(float)));
+  CK(cudaMemset(in, 0, n * sizeof(float4)));
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // Warm-up: module load, clocks up.
+  stream_copy<<<sms * 8, 256>>>(in, out, n);
+  fma_burn<<<sms * 8, 256>>>(sink, 1 << 14);
+  CK(cudaDeviceSynchronize());
+  std::string json = "{\"phases\":[";
+  for (int p = 0; p < phases; ++p) {
+    bool memory = p % 2 == 0;
+    double start = now_s(), end = start;
+    int kernels = 0;
+    while ((end - start) * 1e3 < phase_ms) {
+      for (int k = 0; k < 4; ++k, ++kernels) {
+        if (memory) stream_copy<<<sms * 8, 256>>>(in, out, n);
+        else fma_burn<<<sms * 8, 256>>>(sink, 1 << 16);
+      }
+      CK(cudaDeviceSynchronize());
+      end = now_s();
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s{\"kind\":\"%s\",\"kernels\":%d,\"start_s\":%.6f,\"end_s\":%.6f}", p ? "," : "",
+                  memory ? "memory" : "compute", kernels, start, end);
+    json += buf;
+  }
+  json += "]}";
+  std::printf("%s\n", json.c_str());
+  CK(cudaFree(in));
+  CK(cudaFree(out));
+  CK(cudaFree(sink));
+  return 0;
+}
