@@ -5,6 +5,19 @@
 // samples (first and last few, per-metric min / max / mean, observed interval) and where their timestamps lie against
 // cuptiGetTimestamp, CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW and the GPU's %globaltimer.
 //
+// What it showed on an H100 (CUDA 13.0, CUPTI 130001, driver 580.159.04; workloads/cuda/pm_probe.sh):
+// - PM sampling works: 100 us samples, timestamps in cuptiGetTimestamp's domain (= CLOCK_REALTIME ns here; the GPU's
+//   %globaltimer is ~1.5 ms off), metrics follow the workload's phases; cuptiProfilerInitialize was not needed.
+// - NVIDIA's pm_sampling sample prints "No samples to print" because its decode thread re-initializes a 10000-sample
+//   counter-data image (151 MB, 30-50 ms) after every decode, longer than its whole ~15 ms workload, and nothing decodes
+//   after cuptiPmSamplingStop; with -s 500 it prints samples. Its first decode races cuptiPmSamplingStart (the thread
+//   starts first) and then fails with CUPTI_ERROR_INVALID_PARAMETER, which its CUPTI_API_CALL turns into exit(1).
+// - The first sample of a session is an outlier (it starts hundreds of ms before Start; gpu__time_duration.sum is an
+//   absolute time): the report leaves it out. Decodes during collection stop with reason OTHER, after Stop with
+//   END_OF_RECORDS. A KEEP_OLDEST overflow is reported as CUPTI_ERROR_OUT_OF_MEMORY from every later decode (the
+//   overflow flag stayed 0); a decode costs ~25 us and an evaluation ~17 us per sample (6-7 metrics), so 10 us
+//   intervals overflow a 64 MiB buffer, and 100 us ones keep a decode thread ~25% busy.
+//
 // Build (workloads/cuda/pm_probe.sh does it and prints the exact line):
 //   nvcc -O2 -std=c++17 -arch=sm_90 pm_probe.cu -I<cupti include> -L<cupti lib> -lcupti -lcuda -lpthread -o pm_probe
 // Host-only syntax check without nvcc (the kernels sit behind __CUDACC__):
@@ -24,7 +37,8 @@
 //   --decode thread|end         decode on a thread during collection and after stop (default), or only after stop
 //   --decode-period-ms N        pause between decodes of the thread; 0 = busy loop as NVIDIA's sample (default 10)
 //   --reset full|always         reset the counter-data image only when full (default), or after every decode as
-//                               NVIDIA's sample and Kineto do (samples populated but not yet completed are then lost)
+//                               NVIDIA's sample and Kineto do (that would lose samples populated but not yet
+//                               completed; on H100 populated == completed after every decode)
 //   --decode-before-start       decode once before cuptiPmSamplingStart
 //   --thread-around-start-stop  start the decode thread before cuptiPmSamplingStart and join it only after
 //                               cuptiPmSamplingStop, so decodes run concurrently with both (NVIDIA's sample does)
