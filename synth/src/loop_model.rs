@@ -1123,7 +1123,17 @@ pub fn write_file(path: &Path, opts: SynthOptions) -> Result<SynthTruth, FormatE
 }
 
 /// Writes a synthetic trace through `writer` (which must be fresh) and finishes it.
-pub fn write_to<W: Write>(mut writer: Writer<W>, opts: SynthOptions) -> Result<(W, SynthTruth), FormatError> {
+pub fn write_to<W: Write>(writer: Writer<W>, opts: SynthOptions) -> Result<(W, SynthTruth), FormatError> {
+    write_to_with(writer, opts, |_, _| Ok(()))
+}
+
+/// [`write_to`], with `extra` writing more chunks (counter samples, say) after the activity and before the loss
+/// report and footer; it sees the truth of what was generated.
+pub fn write_to_with<W: Write>(
+    mut writer: Writer<W>,
+    opts: SynthOptions,
+    extra: impl FnOnce(&mut Writer<W>, &SynthTruth) -> Result<(), FormatError>,
+) -> Result<(W, SynthTruth), FormatError> {
     let mut synth = Synth::new(opts).map_err(FormatError::Invalid)?;
     writer.write_metadata(&synth.metadata())?;
     let layouts = synth.layouts().clone();
@@ -1146,6 +1156,7 @@ pub fn write_to<W: Write>(mut writer: Writer<W>, opts: SynthOptions) -> Result<(
     writer.write_clocks(synth.clock_samples())?;
     // The OS names a recorder reads from /proc: the main thread keeps the program's name.
     writer.write_thread_names(&[(MAIN_THREAD, "python3".into()), (LOADER_THREAD, "pt_data_loader".into())])?;
+    extra(&mut writer, synth.truth())?;
     writer.write_loss(&LossCounters { is_final: true, ..Default::default() })?;
     let truth = synth.truth().clone();
     Ok((writer.finish()?, truth))

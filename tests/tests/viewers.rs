@@ -680,3 +680,90 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     let counters = events.iter().filter(|e| e["ph"] == "C" && e["name"] == "PC samples/ms: long_scoreboard").count();
     assert_eq!(counters, 4);
 }
+
+/// Counter samples (`counters` chunks, `cupti-record --counters`) through the model, `stats` and both viewers, on
+/// a synthetic recording given one series built from its own kernels: 80 from the start of each instance of the
+/// most launched kernel K to its end, 10 from there to K's next start. `stats` must average exactly 80 over K and
+/// exactly 10 over a kernel that never overlaps K; Perfetto's trace processor and the Chrome JSON must hold every
+/// sample of the series, on one counter track.
+#[test]
+fn counter_samples_reach_stats_and_both_viewers_exactly() {
+    use cutr_analyses::stats::{Section, StatsOptions, compute};
+    use cutr_format::{CounterMetric, CounterSamples, Writer, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SynthOptions { records: 20_000, seed: 3, buffer_bytes: 256 << 10, ..Default::default() };
+    let plain = dir.path().join("plain.cutr");
+    write_file(&plain, opts.clone()).unwrap();
+    let t = load(std::slice::from_ref(&plain), &LoadOptions::default()).unwrap();
+    let mut by_name: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for k in &t.kernels {
+        by_name.entry(t.kernel_name(k)).or_default().push((k.start, k.end));
+    }
+    let (k_name, k_runs) = by_name.iter().max_by_key(|(n, v)| (v.len(), std::cmp::Reverse(**n))).unwrap();
+    let mut k_runs = k_runs.clone();
+    k_runs.sort_unstable();
+    assert!(k_runs.windows(2).all(|w| w[0].1 < w[1].0), "K's instances never overlap each other");
+    let (first, last) = (k_runs[0].0, k_runs.last().unwrap().1);
+    let overlaps_k = |&(a, b): &(u64, u64)| k_runs.iter().any(|&(s, e)| a < e && s < b);
+    let j_name = by_name
+        .iter()
+        .filter(|(n, v)| *n != k_name && v.iter().all(|r| !overlaps_k(r) && r.0 > first && r.1 < last))
+        .map(|(n, _)| *n)
+        .next()
+        .expect("a kernel that never overlaps K");
+    // The recorder's clock is the file's: samples go in CUPTI time (the model's time base is the identity here).
+    let time = &t.processes[0].time;
+    assert_eq!(time.to_trace(first), first);
+    let samples = CounterSamples {
+        source: "nvml".into(),
+        device: 0,
+        metrics: vec![CounterMetric {
+            name: "memory utilization".into(),
+            unit: "%".into(),
+            description: String::new(),
+        }],
+        t_start: k_runs.iter().flat_map(|r| [r.0, r.1]).collect(),
+        t_end: k_runs.iter().flat_map(|r| [r.0, r.1]).collect(),
+        values: k_runs.iter().flat_map(|_| [80.0, 10.0]).collect(),
+        lost_samples: 0,
+    };
+    let n = samples.len();
+    let with = dir.path().join("counters.cutr");
+    let w = Writer::create(&with, WriterOptions::default()).unwrap();
+    cutr_synth::write_to_with(w, opts, |w, _| w.write_counters(&samples).map(|_| ())).unwrap();
+    let t = load(std::slice::from_ref(&with), &LoadOptions::default()).unwrap();
+    assert_eq!(t.counters.len(), n);
+
+    let s = compute(&t, &StatsOptions { sections: vec![Section::Counters], ..Default::default() });
+    let row = |name: &str| s.counters.iter().find(|c| c.over == "kernel" && c.name == name).unwrap();
+    let (k, j) = (row(k_name), row(j_name));
+    assert_eq!((k.series.as_str(), k.average, k.covered_ns), ("memory utilization (%)", 80.0, k.total_ns));
+    assert_eq!(k.total_ns, k_runs.iter().map(|r| r.1 - r.0).sum::<u64>());
+    assert_eq!((j.average, j.covered_ns), (10.0, j.total_ns));
+    let text = cutr_analyses::stats::render_text(&s, Default::default());
+    assert!(text.contains("Counters while each kernel ran"), "{text}");
+
+    let pf = dir.path().join("c.pftrace");
+    export(&t, &pf, &ExportOptions::default()).unwrap();
+    let r = trace_processor(
+        &pf,
+        &[
+            STATS,
+            "select t.name, count(*), min(c.value), max(c.value) from counter c join counter_track t \
+             on c.track_id = t.id where t.name = 'memory utilization (%)' group by t.name",
+        ],
+    );
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
+    assert_eq!(serde_json::json!(r[1]), serde_json::json!([["memory utilization (%)", n, 10, 80]]));
+    let json = dir.path().join("c.json");
+    export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let c: Vec<&serde_json::Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "memory utilization (%)")
+        .collect();
+    assert_eq!(c.len(), n);
+    assert_eq!(c.iter().filter(|e| e["args"]["value"] == 80.0).count(), n / 2);
+}
