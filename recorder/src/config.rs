@@ -267,13 +267,20 @@ impl Config {
             };
             c.pc_sampling = Some(crate::pc_sampling::PcSamplingConfig { period_log2, stall_reasons });
         }
-        if get("CUTR_COUNTERS").is_some_and(|v| v == "1") {
+        if let Some(set) = get("CUTR_COUNTERS") {
             let nvml_interval = match get("CUTR_NVML_INTERVAL") {
                 Some(v) if v == "off" => None,
                 Some(v) => Some(parse_duration(&v).map_err(|e| invalid("NVML interval", e))?),
                 None => Some(crate::counters::DEFAULT_NVML_INTERVAL),
             };
-            c.counters = Some(crate::counters::CountersConfig { nvml_interval });
+            let interval = match get("CUTR_COUNTER_INTERVAL") {
+                Some(v) => parse_duration(&v).map_err(|e| invalid("counter interval", e))?,
+                None => crate::pm_sampling::DEFAULT_INTERVAL,
+            };
+            c.counters = Some(
+                crate::counters::CountersConfig::parse(&set, interval, nvml_interval)
+                    .map_err(|e| invalid("counters", e))?,
+            );
         }
         c.validate()?;
         Ok(c)
@@ -314,7 +321,10 @@ impl Config {
             v.push(("CUTR_STALL_REASONS".into(), pc.stall_reasons.to_arg()));
         }
         if let Some(c) = &self.counters {
-            v.push(("CUTR_COUNTERS".into(), "1".into()));
+            v.push(("CUTR_COUNTERS".into(), c.set_arg()));
+            if let Some(pm) = &c.pm {
+                v.push(("CUTR_COUNTER_INTERVAL".into(), format!("{}us", pm.interval.as_micros())));
+            }
             let nvml = c.nvml_interval.map_or("off".to_string(), |d| format!("{}s", d.as_secs_f64()));
             v.push(("CUTR_NVML_INTERVAL".into(), nvml));
         }

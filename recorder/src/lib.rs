@@ -19,6 +19,7 @@ pub mod fake;
 pub mod inject;
 mod nvml;
 pub mod pc_sampling;
+pub mod pm_sampling;
 pub mod pool;
 mod session;
 mod threads;

@@ -127,7 +127,8 @@ const PCS_AT_DISABLE: usize = 16384;
 /// Bytes of a stall reason's name (CUPTI_STALL_REASON_STRING_SIZE).
 const STALL_REASON_NAME_BYTES: usize = 128;
 const CUPTI_SUCCESS: u32 = 0;
-const CUPTI_ERROR_OUT_OF_MEMORY: u32 = 13;
+/// cupti_result.h: 8 (13 is CUPTI_ERROR_NOT_READY).
+const CUPTI_ERROR_OUT_OF_MEMORY: u32 = 8;
 
 /// CUPTI's callback, with the domain taken as the integer it is (a Rust enum must not receive an unknown value).
 type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);

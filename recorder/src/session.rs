@@ -107,8 +107,9 @@ pub(crate) struct Session {
     summary: Mutex<Option<Summary>>,
     /// The PC sampler, with `--pc-sampling`.
     pc: std::sync::OnceLock<&'static crate::pc_sampling::PcSampler>,
-    /// The NVML sampler, with `--counters`.
+    /// The NVML and PM samplers, with `--counters`.
     nvml: Mutex<Option<crate::nvml::NvmlSampler>>,
+    pm: Mutex<Option<crate::pm_sampling::PmSampler>>,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -264,6 +265,7 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         summary: Mutex::new(None),
         pc: std::sync::OnceLock::new(),
         nvml: Mutex::new(None),
+        pm: Mutex::new(None),
     }));
 
     let c = session.cupti.as_ref();
@@ -338,6 +340,9 @@ fn start_pc_sampling(session: &'static Session, api: u32, pc: crate::pc_sampling
 
 /// Starts the counter sources; each that cannot start is a note, and the recording goes on without it.
 fn start_counters(session: &'static Session, c: crate::counters::CountersConfig) {
+    if let Some(pm) = c.pm.clone() {
+        start_pm_sampling(session, pm);
+    }
     let Some(interval) = c.nvml_interval else { return };
     let tx = session.tx.clone();
     let devices = Box::new(|| {
@@ -356,6 +361,26 @@ fn start_counters(session: &'static Session, c: crate::counters::CountersConfig)
     match crate::nvml::NvmlSampler::start(interval, devices, now, send, note) {
         Ok(s) => *session.nvml.lock().unwrap() = Some(s),
         Err(e) => session.note(e),
+    }
+}
+
+/// Starts PM sampling on the process's CUDA devices; a failure is a note.
+fn start_pm_sampling(session: &'static Session, pm: crate::pm_sampling::PmConfig) {
+    let Some(library) = session.cupti.library_path() else {
+        session.note("PM sampling needs a real libcupti; not sampling hardware counters".into());
+        return;
+    };
+    let tx = session.tx.clone();
+    let devices = Box::new(|| driver::devices().into_iter().map(|d| d.id).collect());
+    let send = Box::new(move |c| {
+        if tx.send_timeout(Msg::Counters(c), Duration::from_secs(1)).is_err() {
+            NOTES.lock().unwrap().push("counters: the writer queue was full; PM samples were dropped".into());
+        }
+    });
+    let note = Box::new(|n: String| NOTES.lock().unwrap().push(n));
+    match crate::pm_sampling::PmSampler::start(&library, pm, devices, send, note) {
+        Ok(s) => *session.pm.lock().unwrap() = Some(s),
+        Err(e) => session.note(format!("not sampling hardware counters: {e}")),
     }
 }
 
@@ -495,6 +520,9 @@ impl Session {
         }
         if let Some(n) = self.nvml.lock().unwrap().take() {
             n.finish();
+        }
+        if let Some(p) = self.pm.lock().unwrap().take() {
+            p.finish();
         }
         let _ = self.cupti.flush_all(true);
         self.disable_kinds();

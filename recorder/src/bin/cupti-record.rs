@@ -73,11 +73,16 @@ struct Args {
     #[arg(long, value_name = "SET", requires = "pc_sampling", default_value = "default",
           value_parser = cutr_recorder::pc_sampling::StallReasons::parse)]
     stall_reasons: cutr_recorder::pc_sampling::StallReasons,
-    /// Sample device metrics over time into the file: NVML's power, SM and memory clocks, temperature, GPU and
-    /// memory utilization and throttle reasons (every GPU with a driver), shown as counter tracks by
-    /// `cupti-convert`.
-    #[arg(long)]
-    counters: bool,
+    /// Sample counters over time into the file, shown as counter tracks and per-kernel averages by
+    /// `cupti-convert`: hardware counters through CUPTI's PM sampling (`default`: GR and SM activity, DRAM read
+    /// and write bytes/s, warps active, tensor pipe, PCIe and NVLink bytes/s, where the chip has them; or a
+    /// comma-separated list of metric names), and NVML's power, clocks, temperature, utilization and throttle
+    /// reasons; `nvml` for NVML only.
+    #[arg(long, value_name = "SET", num_args = 0..=1, default_missing_value = "default")]
+    counters: Option<String>,
+    /// PM sampling interval with --counters (`100us` = 10 kHz; at least 20us).
+    #[arg(long, value_name = "T", requires = "counters", default_value = "100us")]
+    counter_interval: String,
     /// How often NVML is read with --counters (`10ms` = 100 Hz; at least 1ms), or `off`.
     #[arg(long, value_name = "T", requires = "counters", default_value = "10ms")]
     nvml_interval: String,
@@ -142,14 +147,20 @@ fn config(a: &Args) -> Result<Config, String> {
             period_log2: a.pc_period,
             stall_reasons: a.stall_reasons.clone(),
         }),
-        counters: if a.counters {
-            let nvml_interval = match a.nvml_interval.as_str() {
-                "off" => None,
-                t => Some(config::parse_duration(t).map_err(|e| format!("--nvml-interval: {e}"))?),
-            };
-            Some(cutr_recorder::counters::CountersConfig { nvml_interval })
-        } else {
-            None
+        counters: match &a.counters {
+            Some(set) => {
+                let nvml_interval = match a.nvml_interval.as_str() {
+                    "off" => None,
+                    t => Some(config::parse_duration(t).map_err(|e| format!("--nvml-interval: {e}"))?),
+                };
+                let interval =
+                    config::parse_duration(&a.counter_interval).map_err(|e| format!("--counter-interval: {e}"))?;
+                Some(
+                    cutr_recorder::counters::CountersConfig::parse(set, interval, nvml_interval)
+                        .map_err(|e| format!("--counters: {e}"))?,
+                )
+            }
+            None => None,
         },
         ..Config::default()
     };
