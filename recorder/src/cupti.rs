@@ -71,7 +71,21 @@ type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
 type FnSetAttr = unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> u32;
 type FnCbName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32;
 type FnEnableApi = unsafe extern "C" fn(u32, u8) -> u32;
-type FnResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+/// `cuptiGetResultString`.
+pub(crate) type FnResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+
+/// CUPTI's name for a result code (`CUPTI_ERROR_OUT_OF_MEMORY`), or the number when it has none.
+pub(crate) fn result_name(result_string: FnResultString, code: u32) -> String {
+    let mut s: *const c_char = std::ptr::null();
+    // SAFETY: cuptiGetResultString writes a pointer to a static string.
+    unsafe {
+        if result_string(code, &mut s) == CUPTI_SUCCESS && !s.is_null() {
+            CStr::from_ptr(s).to_string_lossy().into_owned()
+        } else {
+            format!("CUPTI error {code}")
+        }
+    }
+}
 type FnSubscribe = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *mut c_void) -> u32;
 type FnUnsubscribe = unsafe extern "C" fn(*mut c_void) -> u32;
 
@@ -142,16 +156,7 @@ impl LibCupti {
         if code == CUPTI_SUCCESS {
             return Ok(());
         }
-        let mut s: *const c_char = std::ptr::null();
-        // SAFETY: cuptiGetResultString writes a pointer to a static string.
-        let name = unsafe {
-            if (self.result_string)(code, &mut s) == CUPTI_SUCCESS && !s.is_null() {
-                CStr::from_ptr(s).to_string_lossy().into_owned()
-            } else {
-                format!("CUPTI error {code}")
-            }
-        };
-        Err(CuptiError { call, code, name })
+        Err(CuptiError { call, code, name: result_name(self.result_string, code) })
     }
 }
 

@@ -139,7 +139,7 @@ type FnCtxParams<P> = unsafe extern "C" fn(*mut P) -> u32;
 type FnCubinCrc = unsafe extern "C" fn(*mut cs::CUpti_GetCubinCrcParams) -> u32;
 type FnContextId = unsafe extern "C" fn(CUcontext, *mut u32) -> u32;
 type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
-type FnResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+use crate::cupti::FnResultString;
 
 /// The CUPTI functions this module calls, from the libcupti the session uses.
 struct Api {
@@ -195,16 +195,7 @@ impl Api {
     }
 
     fn error(&self, call: &str, code: u32) -> String {
-        let mut s: *const c_char = std::ptr::null();
-        // SAFETY: cuptiGetResultString writes a pointer to a static string.
-        let name = unsafe {
-            if (self.result_string)(code, &mut s) == CUPTI_SUCCESS && !s.is_null() {
-                CStr::from_ptr(s).to_string_lossy().into_owned()
-            } else {
-                format!("CUPTI error {code}")
-            }
-        };
-        format!("{call}: {name}")
+        format!("{call}: {}", crate::cupti::result_name(self.result_string, code))
     }
 
     fn now(&self) -> u64 {

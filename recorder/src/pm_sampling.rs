@@ -93,7 +93,7 @@ struct MetricPropertiesParams {
 }
 
 type F<P> = unsafe extern "C" fn(*mut P) -> u32;
-type FnResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
+use crate::cupti::FnResultString;
 
 /// The CUPTI functions this module calls, from the libcupti the session uses.
 struct Api {
@@ -182,16 +182,7 @@ impl Api {
         if code == CUPTI_SUCCESS {
             return Ok(());
         }
-        let mut s: *const c_char = std::ptr::null();
-        // SAFETY: cuptiGetResultString writes a pointer to a static string.
-        let name = unsafe {
-            if (self.result_string)(code, &mut s) == CUPTI_SUCCESS && !s.is_null() {
-                CStr::from_ptr(s).to_string_lossy().into_owned()
-            } else {
-                format!("CUPTI error {code}")
-            }
-        };
-        Err(format!("{call}: {name}"))
+        Err(format!("{call}: {}", crate::cupti::result_name(self.result_string, code)))
     }
 }
 
