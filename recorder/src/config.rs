@@ -147,6 +147,9 @@ pub struct Config {
     pub start_delay: Duration,
     /// Stop recording after this long (the file is closed at exit).
     pub duration: Option<Duration>,
+    /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), how long the file may take to be closed before the
+    /// signal goes through anyway.
+    pub crash_timeout: Duration,
     pub zstd_level: i32,
     /// CUPTI's device-side buffer size (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`); CUPTI's default when `None`.
     pub device_buffer_bytes: Option<usize>,
@@ -175,6 +178,7 @@ impl Default for Config {
             initial_buffers: 4,
             flush_period: Duration::from_secs(1),
             start_delay: Duration::ZERO,
+            crash_timeout: crate::exit::DEFAULT_CRASH_TIMEOUT,
             duration: None,
             zstd_level: 3,
             device_buffer_bytes: None,
@@ -250,6 +254,9 @@ impl Config {
             c.start_delay = v;
         }
         c.duration = secs("CUTR_DURATION")?;
+        if let Some(v) = secs("CUTR_CRASH_TIMEOUT")? {
+            c.crash_timeout = v;
+        }
         if let Some(v) = int("CUTR_ZSTD_LEVEL")? {
             c.zstd_level = v as i32;
         }
@@ -296,6 +303,7 @@ impl Config {
             ("CUTR_INITIAL_BUFFERS".into(), self.initial_buffers.to_string()),
             ("CUTR_FLUSH_PERIOD".into(), format!("{}", self.flush_period.as_secs_f64())),
             ("CUTR_START_DELAY".into(), format!("{}", self.start_delay.as_secs_f64())),
+            ("CUTR_CRASH_TIMEOUT".into(), format!("{}", self.crash_timeout.as_secs_f64())),
             ("CUTR_ZSTD_LEVEL".into(), self.zstd_level.to_string()),
             ("CUTR_FILTER_NOISY_API".into(), if self.filter_noisy_api { "1" } else { "0" }.into()),
             ("CUTR_QUIET".into(), if self.quiet { "1" } else { "0" }.into()),

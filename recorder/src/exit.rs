@@ -1,26 +1,43 @@
-//! Closing the file when the process ends: at `exit()`, and on SIGINT/SIGTERM whose disposition would kill the
-//! process. A signal handler may only do async-signal-safe things, so it writes the signal number to a pipe and
-//! waits (with `poll`, bounded) for a finisher thread to flush CUPTI and write the footer; then it restores the
-//! previous disposition and re-raises the signal, so the process dies exactly as it would have. When the
-//! application installed its own handler (Python turns SIGINT into KeyboardInterrupt), that handler runs instead
-//! and the file is closed by the `exit()` hook once the application decides to exit.
+//! Closing the file when the process ends: at `exit()`, on SIGINT/SIGTERM whose disposition would kill the
+//! process, and on a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT). A signal handler may only do
+//! async-signal-safe things, so it writes the signal number to a pipe and waits (with `poll`, bounded) for a
+//! finisher thread to flush CUPTI and write the footer; then it restores the previous disposition and re-raises
+//! the signal, so the process dies exactly as it would have (same signal, same core dump), or the application's own
+//! handler runs next. When the application handles SIGINT/SIGTERM itself (Python turns SIGINT into
+//! KeyboardInterrupt), its handler runs instead and the file is closed by the `exit()` hook once the application
+//! decides to exit. A crash is bounded: after `--crash-timeout` (2 s) the signal goes through whatever the finisher
+//! is doing (a crash that left a lock held must not become a hang); the file is then recovered up to its last
+//! complete chunk.
 
 use std::sync::Once;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Duration;
 
 use crate::session;
 
 /// Longest wait for the writer when the process is ending.
 pub const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest a signal handler waits for the file to be closed before letting the signal through.
+/// Longest a SIGINT/SIGTERM handler waits for the file to be closed before letting the signal through.
 const SIGNAL_WAIT_MS: libc::c_int = 15_000;
+/// Longest a crash handler waits by default (`Config::crash_timeout`).
+pub const DEFAULT_CRASH_TIMEOUT: Duration = Duration::from_secs(2);
 
 static INSTALL: Once = Once::new();
 static REQUEST_FD: AtomicI32 = AtomicI32::new(-1);
 static DONE_FD: AtomicI32 = AtomicI32::new(-1);
-static mut PREVIOUS: [Option<libc::sigaction>; 2] = [None, None];
-const SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+/// The crash handler's wait, ms (set from the session's configuration).
+static CRASH_WAIT_MS: AtomicI32 = AtomicI32::new(2_000);
+/// Set by the first crash: a second crashing thread (or a crash in the finisher) lets its signal through at once.
+static CRASHING: AtomicBool = AtomicBool::new(false);
+static mut PREVIOUS: [Option<libc::sigaction>; 7] = [None; 7];
+/// SIGINT and SIGTERM end a process on request; the others are crashes.
+const SIGNALS: [libc::c_int; 7] =
+    [libc::SIGINT, libc::SIGTERM, libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT];
+
+/// How long a crash handler waits for the file to be closed.
+pub fn set_crash_timeout(t: Duration) {
+    CRASH_WAIT_MS.store(t.as_millis().min(i32::MAX as u128) as i32, Ordering::Release);
+}
 
 extern "C" fn at_exit() {
     let _ = std::panic::catch_unwind(|| {
@@ -90,10 +107,19 @@ fn install_signals() {
 }
 
 extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    let i = if sig == libc::SIGINT { 0 } else { 1 };
+    let Some(i) = SIGNALS.iter().position(|&s| s == sig) else { return };
     // SAFETY: PREVIOUS was written before this handler was installed.
     let prev = unsafe { PREVIOUS[i] };
     let Some(prev) = prev else { return };
+    let crash = i >= 2;
+    if crash {
+        // Close the file (bounded), then hand the signal to what would have had it: the application's handler
+        // or the default action, through the previous disposition and a re-raise.
+        let wait = if CRASHING.swap(true, Ordering::AcqRel) { 0 } else { CRASH_WAIT_MS.load(Ordering::Acquire) };
+        // SAFETY: async-signal-safe calls only (see close_then_raise).
+        unsafe { close_then_raise(sig, &prev, wait) };
+        return;
+    }
     if prev.sa_sigaction != libc::SIG_DFL {
         // The application handles this signal: let it decide; the exit hook closes the file later.
         // SAFETY: calling the handler the application installed, with the arguments the kernel gave us.
@@ -109,22 +135,32 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         }
         return;
     }
-    // The signal would kill the process: close the file first (async-signal-safe calls only).
+    // The signal would kill the process: close the file first.
+    // SAFETY: async-signal-safe calls only.
+    unsafe { close_then_raise(sig, &prev, SIGNAL_WAIT_MS) };
+}
+
+/// Asks the finisher thread to close the file, waits for it at most `wait_ms`, restores `prev` and re-raises
+/// `sig` (blocked while this handler runs, it is delivered when the handler returns: to `prev`).
+///
+/// # Safety
+/// Called from a signal handler: write, poll, read, sigaction and raise are async-signal-safe.
+unsafe fn close_then_raise(sig: libc::c_int, prev: &libc::sigaction, wait_ms: libc::c_int) {
     let req = REQUEST_FD.load(Ordering::Acquire);
     let done = DONE_FD.load(Ordering::Acquire);
-    // SAFETY: write, poll, read, sigaction and raise are async-signal-safe.
+    // SAFETY: the caller's.
     unsafe {
-        if req >= 0 && done >= 0 {
+        if req >= 0 && done >= 0 && wait_ms > 0 {
             let b = sig as u8;
             if libc::write(req, &b as *const u8 as *const libc::c_void, 1) == 1 {
                 let mut p = libc::pollfd { fd: done, events: libc::POLLIN, revents: 0 };
-                if libc::poll(&mut p, 1, SIGNAL_WAIT_MS) == 1 {
+                if libc::poll(&mut p, 1, wait_ms) == 1 {
                     let mut r = 0u8;
                     libc::read(done, &mut r as *mut u8 as *mut libc::c_void, 1);
                 }
             }
         }
-        libc::sigaction(sig, &prev, std::ptr::null_mut());
+        libc::sigaction(sig, prev, std::ptr::null_mut());
         libc::raise(sig);
     }
 }

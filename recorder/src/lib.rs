@@ -53,6 +53,7 @@ impl Recorder {
 
     /// Starts recording through the given CUPTI (tests use [`fake::FakeCupti`]).
     pub fn start_with(cupti: Box<dyn Cupti>, config: Config) -> Result<Recorder, RecorderError> {
+        exit::set_crash_timeout(config.crash_timeout);
         let session = session::start(cupti, config)?;
         exit::install();
         Ok(Recorder { session })

@@ -1,5 +1,7 @@
-//! How a recording ends when the process is stopped from outside: SIGTERM leaves a complete file (the process
-//! still dies of SIGTERM), kill -9 leaves a file the reader recovers up to its last written chunk.
+//! How a recording ends when the process is stopped from outside or crashes: SIGTERM leaves a complete file (the
+//! process still dies of SIGTERM), kill -9 leaves a file the reader recovers up to its last written chunk, and a
+//! crash (abort, a segmentation fault, a floating-point trap) leaves a complete file holding every record delivered
+//! before it, the process dying of the same signal; an application's own crash handler still runs.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
@@ -12,11 +14,28 @@ use cutr_recorder::{Config, Recorder};
 use cutr_synth::{Synth, SynthOptions};
 
 const CHILD_ENV: &str = "CUTR_CRASH_TEST_OUTPUT";
+/// How the child ends after delivering its buffers: `wait` (for the parent's signal), `abort`, `segv`, `fpe`, or
+/// `segv-handled` (the application installed a SIGSEGV handler that prints a line, then dies of the default).
+const MODE_ENV: &str = "CUTR_CRASH_TEST_MODE";
+
+extern "C" fn application_handler(sig: libc::c_int) {
+    let msg = b"application handler ran\n";
+    // SAFETY: write and signal/raise are async-signal-safe.
+    unsafe {
+        libc::write(1, msg.as_ptr().cast(), msg.len());
+        libc::signal(sig, libc::SIG_DFL);
+        libc::raise(sig);
+    }
+}
 
 /// Not a test of its own: the body of the child process the tests below start (this test binary, re-run).
 #[test]
 fn child_process_body() {
     let Ok(out) = std::env::var(CHILD_ENV) else { return };
+    if std::env::var(MODE_ENV).as_deref() == Ok("segv-handled") {
+        // SAFETY: installing a plain handler before the recorder installs its own (which chains to it).
+        unsafe { libc::signal(libc::SIGSEGV, application_handler as *const () as libc::sighandler_t) };
+    }
     let (cupti, h) = FakeCupti::new(130001);
     let cfg = Config {
         output: out,
@@ -38,15 +57,39 @@ fn child_process_body() {
         total += n;
     }
     println!("delivered {total}");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    match std::env::var(MODE_ENV).as_deref() {
+        Ok("abort") => std::process::abort(),
+        // SAFETY (both): a deliberate fault, what the test is about.
+        Ok("segv") => unsafe { std::ptr::write_volatile(std::ptr::null_mut::<u64>(), 1) },
+        Ok("segv-handled") => unsafe { std::ptr::write_volatile(std::ptr::null_mut::<u64>(), 1) },
+        // SAFETY: raising a signal in our own process.
+        Ok("fpe") => unsafe {
+            libc::raise(libc::SIGFPE);
+        },
+        _ => std::thread::sleep(Duration::from_secs(60)),
+    }
     std::thread::sleep(Duration::from_secs(60));
 }
 
 fn run_child(signal: i32) -> (std::process::ExitStatus, std::path::PathBuf, u64, tempfile::TempDir) {
+    let (status, out, delivered, _, dir) = run_child_mode("wait", Some(signal));
+    (status, out, delivered, dir)
+}
+
+/// Runs the child in `mode`, signalling it with `signal` once it has delivered its buffers; returns its status,
+/// its file, the records it delivered, and what it printed after.
+fn run_child_mode(
+    mode: &str,
+    signal: Option<i32>,
+) -> (std::process::ExitStatus, std::path::PathBuf, u64, Vec<String>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("child.cutr");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_process_body", "--nocapture", "--test-threads", "1"])
         .env(CHILD_ENV, &out)
+        .env(MODE_ENV, mode)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -58,12 +101,49 @@ fn run_child(signal: i32) -> (std::process::ExitStatus, std::path::PathBuf, u64,
             break l[i + 10..].trim().parse::<u64>().unwrap();
         }
     };
-    // The writer thread appends each delivered buffer; give it time to catch up before stopping the process.
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, signal) };
+    if let Some(signal) = signal {
+        // The writer thread appends each delivered buffer; give it time to catch up before stopping the process.
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+    }
     let status = child.wait().unwrap();
-    (status, out, delivered, dir)
+    let after: Vec<String> = lines.map_while(Result::ok).collect();
+    (status, out, delivered, after, dir)
+}
+
+/// A crash right after the last buffer was delivered: no flush period has passed, so only the crash handler can
+/// have written those records.
+fn crash(mode: &str, signal: i32) -> Vec<String> {
+    let (status, out, delivered, after, _dir) = run_child_mode(mode, None);
+    assert_eq!(status.signal(), Some(signal), "the process still dies of its signal: {status:?}");
+    let r = Reader::open(&out).unwrap();
+    assert!(r.clean_close() && r.recovery().is_none(), "{:?}", r.problems());
+    let records: u64 = r.activity_chunks().map(|c| c.header.record_count as u64).sum();
+    assert_eq!(records, delivered, "every record delivered before the crash");
+    assert!(r.loss().unwrap().is_final);
+    after
+}
+
+#[test]
+fn abort_closes_the_file_with_every_record_then_dies_of_sigabrt() {
+    crash("abort", libc::SIGABRT);
+}
+
+#[test]
+fn a_segfault_closes_the_file_with_every_record_then_dies_of_sigsegv() {
+    crash("segv", libc::SIGSEGV);
+}
+
+#[test]
+fn sigfpe_closes_the_file_then_dies_of_sigfpe() {
+    crash("fpe", libc::SIGFPE);
+}
+
+#[test]
+fn the_applications_own_crash_handler_still_runs_after_the_file_is_closed() {
+    let after = crash("segv-handled", libc::SIGSEGV);
+    assert!(after.iter().any(|l| l.contains("application handler ran")), "{after:?}");
 }
 
 #[test]

@@ -43,6 +43,10 @@ struct Args {
     /// Record for this many seconds.
     #[arg(long)]
     duration: Option<String>,
+    /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), wait at most this long for the file to be closed,
+    /// then let the signal through (the process dies of it as it would have, core dump included).
+    #[arg(long, value_name = "T", default_value = "2s")]
+    crash_timeout: String,
     /// CUPTI's device buffer size (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE).
     #[arg(long)]
     device_buffer_size: Option<String>,
@@ -164,6 +168,7 @@ fn config(a: &Args) -> Result<Config, String> {
         },
         ..Config::default()
     };
+    c.crash_timeout = config::parse_duration(&a.crash_timeout).map_err(|e| format!("--crash-timeout: {e}"))?;
     if let Some(s) = &a.start_delay {
         c.start_delay = config::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
     }
