@@ -150,6 +150,10 @@ pub struct Config {
     /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), how long the file may take to be closed before the
     /// signal goes through anyway.
     pub crash_timeout: Duration,
+    /// Accept control requests (SIGUSR1, `cupti-record ctl`): turn recording on and off, dump.
+    pub control: bool,
+    /// Start with recording off (with `control`, or the API, to turn it on).
+    pub start_paused: bool,
     pub zstd_level: i32,
     /// CUPTI's device-side buffer size (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`); CUPTI's default when `None`.
     pub device_buffer_bytes: Option<usize>,
@@ -179,6 +183,8 @@ impl Default for Config {
             flush_period: Duration::from_secs(1),
             start_delay: Duration::ZERO,
             crash_timeout: crate::exit::DEFAULT_CRASH_TIMEOUT,
+            control: false,
+            start_paused: false,
             duration: None,
             zstd_level: 3,
             device_buffer_bytes: None,
@@ -212,6 +218,13 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CUTR_QUIET", "1 to print nothing but errors"),
     ("CUTR_PC_SAMPLING", "1 to sample PCs continuously and keep the cubins loaded"),
     ("CUTR_PC_PERIOD", "PC sampling period as 2^N SM cycles, N in 5..31"),
+    ("CUTR_STALL_REASONS", "PC sampling stall reasons: default, all or a list"),
+    ("CUTR_COUNTERS", "counters over time: default, nvml or a list of PM metrics"),
+    ("CUTR_COUNTER_INTERVAL", "PM sampling interval, e.g. 100us"),
+    ("CUTR_NVML_INTERVAL", "NVML sampling interval, e.g. 10ms, or off"),
+    ("CUTR_CRASH_TIMEOUT", "longest wait to close the file on a crash, e.g. 2s"),
+    ("CUTR_CONTROL", "1 to accept SIGUSR1 and `cupti-record ctl` requests"),
+    ("CUTR_START_PAUSED", "1 to start with recording off"),
 ];
 
 impl Config {
@@ -257,6 +270,8 @@ impl Config {
         if let Some(v) = secs("CUTR_CRASH_TIMEOUT")? {
             c.crash_timeout = v;
         }
+        c.control = get("CUTR_CONTROL").is_some_and(|v| v == "1");
+        c.start_paused = get("CUTR_START_PAUSED").is_some_and(|v| v == "1");
         if let Some(v) = int("CUTR_ZSTD_LEVEL")? {
             c.zstd_level = v as i32;
         }
@@ -304,6 +319,8 @@ impl Config {
             ("CUTR_FLUSH_PERIOD".into(), format!("{}", self.flush_period.as_secs_f64())),
             ("CUTR_START_DELAY".into(), format!("{}", self.start_delay.as_secs_f64())),
             ("CUTR_CRASH_TIMEOUT".into(), format!("{}", self.crash_timeout.as_secs_f64())),
+            ("CUTR_CONTROL".into(), if self.control { "1" } else { "0" }.into()),
+            ("CUTR_START_PAUSED".into(), if self.start_paused { "1" } else { "0" }.into()),
             ("CUTR_ZSTD_LEVEL".into(), self.zstd_level.to_string()),
             ("CUTR_FILTER_NOISY_API".into(), if self.filter_noisy_api { "1" } else { "0" }.into()),
             ("CUTR_QUIET".into(), if self.quiet { "1" } else { "0" }.into()),

@@ -10,6 +10,7 @@
 //! clear message, and the application runs on untraced.
 
 pub mod config;
+pub mod control;
 pub mod counters;
 pub mod cupti;
 pub mod driver;
@@ -67,6 +68,26 @@ impl Recorder {
     /// Flushes everything CUPTI holds, writes the footer and closes the file.
     pub fn stop(self) -> Result<Summary, RecorderError> {
         self.session.finish(exit::FINISH_TIMEOUT).ok_or(RecorderError::NotRecording)
+    }
+
+    /// Turns recording off (what CUPTI holds is flushed first); the file stays open. Marked in the file.
+    pub fn pause(&self) -> Result<(), RecorderError> {
+        self.session.set_recording(false).map(|_| ())
+    }
+
+    /// Turns recording on again (or for the first time, with `Config::start_paused`). Marked in the file.
+    pub fn resume(&self) -> Result<(), RecorderError> {
+        self.session.set_recording(true).map(|_| ())
+    }
+
+    /// Flushes everything CUPTI holds into the file now: the file as it stands is readable by every command.
+    pub fn dump(&self) -> Result<(), RecorderError> {
+        self.session.dump()
+    }
+
+    /// Whether recording is on.
+    pub fn is_recording(&self) -> bool {
+        self.session.recording()
     }
 
     /// Buffers handed to CUPTI and not yet written (for tests and diagnostics).

@@ -110,6 +110,13 @@ pub(crate) struct Session {
     /// The NVML and PM samplers, with `--counters`.
     nvml: Mutex<Option<crate::nvml::NvmlSampler>>,
     pm: Mutex<Option<crate::pm_sampling::PmSampler>>,
+    /// CUPTI's time when the session started, and whether recording was on then: the first control request
+    /// marks that state at that time before its own.
+    started: (u64, bool),
+    /// Whether the state at start has been marked yet.
+    start_marked: AtomicBool,
+    /// Serializes control requests (SIGUSR1, the socket, the API).
+    control: Mutex<()>,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -248,6 +255,7 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
 
     // Every buffer that can exist fits in the queue, so CUPTI's thread never blocks on it.
     let (tx, rx) = crossbeam_channel::bounded(config.max_buffers() + 16);
+    let started = (cupti.timestamp().unwrap_or(0), config.start_delay.is_zero() && !config.start_paused);
     let session: &'static Session = Box::leak(Box::new(Session {
         pool: BufferPool::new(config.buffer_bytes, config.max_buffers(), config.initial_buffers),
         cupti,
@@ -266,6 +274,9 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         pc: std::sync::OnceLock::new(),
         nvml: Mutex::new(None),
         pm: Mutex::new(None),
+        started,
+        start_marked: AtomicBool::new(false),
+        control: Mutex::new(()),
     }));
 
     let c = session.cupti.as_ref();
@@ -304,8 +315,20 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         .map_err(|e| RecorderError::Thread(e.to_string()))?;
     *session.writer.lock().unwrap() = Some(writer_thread);
 
-    if cfg.start_delay.is_zero() {
+    if cfg.start_delay.is_zero() && !cfg.start_paused {
         session.enable_kinds()?;
+    }
+    if cfg.control {
+        match crate::control::start(session, pid) {
+            Ok(path) if !cfg.quiet => eprintln!(
+                "cutr: control: `cupti-record ctl {pid} start|stop|dump|status` ({}), or `kill -USR1 {pid}` to \
+                 turn recording {}",
+                path.display(),
+                if started.1 { "off and on" } else { "on and off" }
+            ),
+            Ok(_) => {}
+            Err(e) => session.note(format!("no control of this recording: {e}")),
+        }
     }
     let (stop_tx, stop_rx) = mpsc::channel();
     let ticker = std::thread::Builder::new()
@@ -499,6 +522,64 @@ impl Session {
         NOTES.lock().unwrap().push(msg);
     }
 
+    /// Turns recording on (`on`) or off: kinds enabled or (after a flush) disabled, and the change marked in the file
+    /// as a `recording` counter sample (1 on, 0 off). Returns whether recording is on.
+    pub(crate) fn set_recording(&'static self, on: bool) -> Result<bool, RecorderError> {
+        let _g = self.control.lock().unwrap();
+        if self.finishing.load(Ordering::Acquire) {
+            return Err(RecorderError::NotRecording);
+        }
+        let was = !self.enabled.lock().unwrap().is_empty();
+        if was == on {
+            return Ok(on);
+        }
+        if !self.start_marked.swap(true, Ordering::AcqRel) {
+            self.mark(self.started.0, self.started.1);
+        }
+        if on {
+            self.enable_kinds()?;
+        } else {
+            let _ = self.cupti.flush_all(true);
+            self.disable_kinds();
+        }
+        self.mark(self.cupti.timestamp().unwrap_or(0), on);
+        Ok(on)
+    }
+
+    /// Everything CUPTI holds, into the file now, synced: the file as it stands is readable by every command.
+    pub(crate) fn dump(&'static self) -> Result<(), RecorderError> {
+        let _g = self.control.lock().unwrap();
+        if self.finishing.load(Ordering::Acquire) {
+            return Err(RecorderError::NotRecording);
+        }
+        let _ = self.cupti.flush_all(true);
+        let _ = self.tx.send(Msg::Tick);
+        Ok(())
+    }
+
+    /// Whether recording is on.
+    pub(crate) fn recording(&self) -> bool {
+        !self.enabled.lock().unwrap().is_empty()
+    }
+
+    fn mark(&self, ts: u64, on: bool) {
+        let metric = cutr_format::CounterMetric {
+            name: "recording".into(),
+            unit: String::new(),
+            description: "1 while cutr records, 0 while it is turned off (--control, SIGUSR1, the Recorder API)".into(),
+        };
+        let c = cutr_format::CounterSamples {
+            source: "cutr".into(),
+            device: 0,
+            metrics: vec![metric],
+            t_start: vec![ts],
+            t_end: vec![ts],
+            values: vec![if on { 1.0 } else { 0.0 }],
+            lost_samples: 0,
+        };
+        let _ = self.tx.send(Msg::Counters(c));
+    }
+
     /// Ends the session: forced flush, footer, sync. Idempotent; only the process that started it acts.
     pub(crate) fn finish(&'static self, timeout: Duration) -> Option<Summary> {
         // SAFETY: getpid has no preconditions.
@@ -554,6 +635,27 @@ impl Session {
             std::thread::sleep(Duration::from_millis(10));
         }
         None
+    }
+}
+
+impl crate::control::Controlled for Session {
+    fn control(&'static self, r: crate::control::Request) -> String {
+        use crate::control::Request;
+        let s = self;
+        let result = match r {
+            Request::Start => s.set_recording(true).map(|_| ()),
+            Request::Stop => s.set_recording(false).map(|_| ()),
+            Request::Dump => s.dump(),
+            Request::Status => Ok(()),
+        };
+        match result {
+            Ok(()) => format!("ok: recording {} to {}", if s.recording() { "on" } else { "off" }, s.path.display()),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.finishing.load(Ordering::Acquire)
     }
 }
 

@@ -170,3 +170,26 @@ fn the_injection_library_is_found_where_install_puts_it() {
     let bash = Command::new(&exe).args(["--completions", "bash"]).output().unwrap();
     assert!(String::from_utf8_lossy(&bash.stdout).contains("--memory-cap"));
 }
+
+/// `cupti-record ctl`: wrong arguments exit 2 with the usage; a process recording without `--control` (or no
+/// process) is named, with how to fix it, and exit 1.
+#[test]
+fn ctl_says_what_is_wrong() {
+    let ctl = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_cupti-record")).arg("ctl").args(args).output().unwrap();
+    for args in [vec![], vec!["12"], vec!["x", "start"], vec!["12", "pause"], vec!["12", "start", "extra"]] {
+        let o = ctl(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(lines(&o.stderr), ["cupti-record: error: usage: cupti-record ctl PID start|stop|dump|status"]);
+    }
+    let o = ctl(&["4000000000", "status"]);
+    assert_eq!(o.status.code(), Some(1));
+    let path = cutr_recorder::control::socket_path(4_000_000_000);
+    assert_eq!(
+        lines(&o.stderr),
+        [format!(
+            "cupti-record: error: no recording with control in process 4000000000 ({}: No such file or directory \
+             (os error 2)); record with `cupti-record --control`",
+            path.display()
+        )]
+    );
+}

@@ -267,3 +267,52 @@ fn counters_without_nvml_are_a_note_and_the_recording_goes_on() {
         b.counts.iter().sum::<u64>()
     );
 }
+
+/// On-demand control (`--control`): `cupti-record ctl`'s requests over the owner-only socket and SIGUSR1 turn
+/// recording off and on (CUPTI's kinds disabled and enabled again), `dump` answers, and the file marks each change
+/// as a `recording` counter sample (1 at the start, then 0, 1, 0, 1).
+#[test]
+fn control_requests_and_sigusr1_turn_recording_off_and_on_and_are_marked() {
+    use cutr_recorder::control::{Request, send, socket_path};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    let cfg = Config { control: true, ..config(dir.path(), "ctl.cutr") };
+    let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
+    let path = rec.path().to_path_buf();
+    let pid = std::process::id();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(socket_path(pid).parent().unwrap()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "only the user may reach the socket");
+    let on = format!("ok: recording on to {}", path.display());
+    let off = format!("ok: recording off to {}", path.display());
+    assert_eq!(send(pid, Request::Status).unwrap(), on);
+    assert_eq!(send(pid, Request::Stop).unwrap(), off);
+    assert!(h.enabled().is_empty() && !rec.is_recording());
+    assert_eq!(send(pid, Request::Dump).unwrap(), off);
+    assert_eq!(send(pid, Request::Start).unwrap(), on);
+    assert!(h.enabled().contains(&kinds::CONCURRENT_KERNEL));
+    // SIGUSR1 toggles: off, then on again.
+    let wait_for = |want: bool| {
+        let t = std::time::Instant::now();
+        while rec.is_recording() != want && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(rec.is_recording(), want);
+    };
+    // SAFETY: signalling our own process; the recorder's handler only writes to a pipe.
+    unsafe { libc::raise(libc::SIGUSR1) };
+    wait_for(false);
+    // SAFETY: as above.
+    unsafe { libc::raise(libc::SIGUSR1) };
+    wait_for(true);
+    rec.stop().unwrap();
+    assert!(send(pid, Request::Status).is_err(), "the socket is gone with the recording");
+    let r = Reader::open(&path).unwrap();
+    let (chunks, bad) = r.counter_samples();
+    assert!(bad.is_empty());
+    let marks: Vec<f64> = chunks.iter().filter(|c| c.source == "cutr").flat_map(|c| c.values.clone()).collect();
+    assert_eq!(marks, [1.0, 0.0, 1.0, 0.0, 1.0]);
+    let times: Vec<u64> = chunks.iter().filter(|c| c.source == "cutr").flat_map(|c| c.t_start.clone()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+}

@@ -43,6 +43,13 @@ struct Args {
     /// Record for this many seconds.
     #[arg(long)]
     duration: Option<String>,
+    /// Accept control of the running recording: `cupti-record ctl PID start|stop|dump|status`, or SIGUSR1 to
+    /// turn recording off and on (each process prints how at start).
+    #[arg(long)]
+    control: bool,
+    /// Start with recording off; turn it on with `cupti-record ctl PID start` or SIGUSR1 (implies --control).
+    #[arg(long)]
+    start_paused: bool,
     /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), wait at most this long for the file to be closed,
     /// then let the signal through (the process dies of it as it would have, core dump included).
     #[arg(long, value_name = "T", default_value = "2s")]
@@ -169,6 +176,8 @@ fn config(a: &Args) -> Result<Config, String> {
         ..Config::default()
     };
     c.crash_timeout = config::parse_duration(&a.crash_timeout).map_err(|e| format!("--crash-timeout: {e}"))?;
+    c.control = a.control || a.start_paused;
+    c.start_paused = a.start_paused;
     if let Some(s) = &a.start_delay {
         c.start_delay = config::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
     }
@@ -188,7 +197,39 @@ fn config(a: &Args) -> Result<Config, String> {
     Ok(c)
 }
 
+/// `cupti-record ctl PID start|stop|dump|status`: one request to a recording started with `--control`.
+fn ctl(args: &[String]) -> ExitCode {
+    use cutr_recorder::control::{Request, send};
+    let usage = "usage: cupti-record ctl PID start|stop|dump|status";
+    let (Some(pid), Some(req), None) = (args.first(), args.get(1), args.get(2)) else {
+        eprintln!("cupti-record: error: {usage}");
+        return ExitCode::from(2);
+    };
+    let (Ok(pid), Some(req)) = (pid.parse::<u32>(), Request::parse(req)) else {
+        eprintln!("cupti-record: error: {usage}");
+        return ExitCode::from(2);
+    };
+    match send(pid, req) {
+        Ok(reply) if reply.starts_with("ok") => {
+            println!("{reply}");
+            ExitCode::SUCCESS
+        }
+        Ok(reply) => {
+            eprintln!("cupti-record: {reply}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("cupti-record: error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("ctl") {
+        return ctl(&argv[2..]);
+    }
     let args = Args::parse();
     if args.completions.is_some() || args.manpage {
         return match print_docs(&args) {
