@@ -136,6 +136,18 @@ pub struct CountChange {
     pub new: f64,
 }
 
+/// A counter's time-weighted average over a kernel's executions, base against new (`--counters` recordings).
+/// Reported, not judged: a change in what a kernel does to the hardware explains a duration change, it is not one.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CounterChange {
+    pub kernel: String,
+    pub device: u32,
+    pub series: String,
+    pub base: f64,
+    pub new: f64,
+    pub delta_pct: f64,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     pub verdict: Verdict,
@@ -145,6 +157,8 @@ pub struct Report {
     pub new_files: Vec<String>,
     pub rows: Vec<Row>,
     pub count_changes: Vec<CountChange>,
+    /// Counter averages per kernel that moved by at least the threshold, largest change first.
+    pub counter_changes: Vec<CounterChange>,
     /// Rows per verdict (judged rows only; `reported` counts the others).
     pub counts: BTreeMap<&'static str, usize>,
     /// Share of the base's kernel time whose names the new runs have too.
@@ -170,9 +184,51 @@ pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
         ts.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect()
     };
     let mut report = timed("diff rows", || compare(&b, &n, opts));
+    report.counter_changes = timed("diff counters", || counter_changes(base, new, opts.threshold_pct));
     report.base_files = files(base);
     report.new_files = files(new);
     report
+}
+
+/// Each side's counter averages per (kernel, device, counter), weighted by the time the samples cover in each run;
+/// the pairs that moved by `threshold_pct` or more.
+fn counter_changes(base: &[Trace], new: &[Trace], threshold_pct: f64) -> Vec<CounterChange> {
+    type Key = (String, u32, String);
+    let side = |ts: &[Trace]| -> BTreeMap<Key, f64> {
+        let mut sums: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
+        for t in ts {
+            for a in crate::stats::counters::counters(t, None).into_iter().filter(|a| a.over == "kernel") {
+                let e = sums.entry((a.name, a.device, a.series)).or_default();
+                e.0 += a.average * a.covered_ns as f64;
+                e.1 += a.covered_ns as f64;
+            }
+        }
+        sums.into_iter().filter(|(_, (_, w))| *w > 0.0).map(|(k, (s, w))| (k, s / w)).collect()
+    };
+    let (b, n) = (side(base), side(new));
+    let mut out: Vec<CounterChange> = b
+        .iter()
+        .filter_map(|(k, &base)| {
+            let &new = n.get(k)?;
+            let delta_pct = if base != 0.0 {
+                100.0 * (new - base) / base.abs()
+            } else if new != 0.0 {
+                100.0
+            } else {
+                0.0
+            };
+            (delta_pct.abs() >= threshold_pct).then(|| CounterChange {
+                kernel: k.0.clone(),
+                device: k.1,
+                series: k.2.clone(),
+                base,
+                new,
+                delta_pct,
+            })
+        })
+        .collect();
+    out.sort_by(|x, y| y.delta_pct.abs().total_cmp(&x.delta_pct.abs()).then_with(|| x.kernel.cmp(&y.kernel)));
+    out
 }
 
 /// The rows of every section, judged, the count changes and the overall verdict.
@@ -225,6 +281,7 @@ fn compare(b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
     }
     let (common, warnings) = similarity(b, n);
     Report {
+        counter_changes: Vec::new(),
         verdict,
         threshold_pct: opts.threshold_pct,
         min_delta_ns: opts.min_delta_ns,

@@ -100,6 +100,25 @@ pub fn render_text(r: &Report, show_all: bool) -> String {
             let _ = writeln!(o, "  {} {}: {} -> {}", c.section, shorten(&c.name, 100), c.base, c.new);
         }
     }
+    if !r.counter_changes.is_empty() {
+        let _ = writeln!(
+            o,
+            "
+counters averaged over each kernel's executions (reported, not judged):"
+        );
+        for c in &r.counter_changes {
+            let _ = writeln!(
+                o,
+                "  {} GPU {} {}: {:.4} -> {:.4} ({:+.1}%)",
+                shorten(&c.kernel, 80),
+                c.device,
+                c.series,
+                c.base,
+                c.new,
+                c.delta_pct
+            );
+        }
+    }
     o
 }
 
@@ -134,6 +153,9 @@ pub fn render_markdown(r: &Report, top: usize) -> String {
     let _ = writeln!(o, "\n{hidden} more rows unchanged, below --min-share or beyond the first {top}.");
     if !r.count_changes.is_empty() {
         let _ = writeln!(o, "\nLaunched a different number of times: {}.", r.count_changes.len());
+    }
+    if !r.counter_changes.is_empty() {
+        let _ = writeln!(o, "\nCounter averages that moved by the threshold or more: {}.", r.counter_changes.len());
     }
     o
 }

@@ -67,7 +67,7 @@ impl Steps {
 type Sums = BTreeMap<(&'static str, String, u32, NameId), (f64, u64, u64)>;
 
 /// The section; `top` keeps the names with the most time (`None`: all).
-pub(super) fn counters(t: &Trace, top: Option<usize>) -> Vec<CounterAverage> {
+pub(crate) fn counters(t: &Trace, top: Option<usize>) -> Vec<CounterAverage> {
     // Series of counter samples (the PC-sample stall rates are `source`'s).
     let mut series: HashMap<(ProcId, u32), Vec<(NameId, Steps)>> = HashMap::new();
     {

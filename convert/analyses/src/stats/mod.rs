@@ -3,7 +3,7 @@
 //! was lost.
 
 mod buckets;
-mod counters;
+pub(crate) mod counters;
 mod render;
 mod sections;
 

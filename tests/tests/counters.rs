@@ -1,0 +1,141 @@
+//! Counter samples (`counters` chunks, `cupti-record --counters`) end to end without a GPU: a synthetic recording
+//! given one series built from its own kernels, through the model, `stats`, both viewers (Perfetto's trace
+//! processor reading our protobuf) and `diff`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cutr_format::{CounterMetric, CounterSamples, Writer, WriterOptions};
+use cutr_model::{LoadOptions, load};
+use cutr_synth::{SynthOptions, write_file};
+use cutr_tests::trace_processor;
+use cutr_viewer_export::{ExportOptions, Format, export};
+
+/// The stricter stats query of tests/clients/README.md (as in `viewers.rs`).
+const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
+                     and name != 'clock_sync_cache_miss'";
+
+/// A synthetic recording whose `memory utilization (%)` series is `hi` from the start of each instance of the most
+/// launched kernel K to its end and `lo` from there to K's next start. Returns the file, K, a kernel J that never
+/// overlaps K (and runs between K's first and last instance), K's instances, and the number of samples.
+struct Marked {
+    path: PathBuf,
+    k: String,
+    j: String,
+    k_runs: Vec<(u64, u64)>,
+    samples: usize,
+}
+
+fn marked(dir: &Path, name: &str, hi: f64, lo: f64) -> Marked {
+    let opts = SynthOptions { records: 20_000, seed: 3, buffer_bytes: 256 << 10, ..Default::default() };
+    let plain = dir.join(format!("{name}.plain.cutr"));
+    write_file(&plain, opts.clone()).unwrap();
+    let t = load(std::slice::from_ref(&plain), &LoadOptions::default()).unwrap();
+    let mut by_name: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for k in &t.kernels {
+        by_name.entry(t.kernel_name(k)).or_default().push((k.start, k.end));
+    }
+    let (k_name, k_runs) = by_name.iter().max_by_key(|(n, v)| (v.len(), std::cmp::Reverse(**n))).unwrap();
+    let mut k_runs = k_runs.clone();
+    k_runs.sort_unstable();
+    assert!(k_runs.windows(2).all(|w| w[0].1 < w[1].0), "K's instances never overlap each other");
+    let (first, last) = (k_runs[0].0, k_runs.last().unwrap().1);
+    let overlaps_k = |&(a, b): &(u64, u64)| k_runs.iter().any(|&(s, e)| a < e && s < b);
+    let j_name = by_name
+        .iter()
+        .filter(|(n, v)| *n != k_name && v.iter().all(|r| !overlaps_k(r) && r.0 > first && r.1 < last))
+        .map(|(n, _)| *n)
+        .next()
+        .expect("a kernel that never overlaps K");
+    // The recorder's clock is the file's: samples go in CUPTI time (the model's time base is the identity here).
+    assert_eq!(t.processes[0].time.to_trace(first), first);
+    let samples = CounterSamples {
+        source: "nvml".into(),
+        device: 0,
+        metrics: vec![CounterMetric {
+            name: "memory utilization".into(),
+            unit: "%".into(),
+            description: String::new(),
+        }],
+        t_start: k_runs.iter().flat_map(|r| [r.0, r.1]).collect(),
+        t_end: k_runs.iter().flat_map(|r| [r.0, r.1]).collect(),
+        values: k_runs.iter().flat_map(|_| [hi, lo]).collect(),
+        lost_samples: 0,
+    };
+    let path = dir.join(format!("{name}.cutr"));
+    let w = Writer::create(&path, WriterOptions::default()).unwrap();
+    cutr_synth::write_to_with(w, opts, |w, _| w.write_counters(&samples).map(|_| ())).unwrap();
+    Marked { path, k: k_name.to_string(), j: j_name.to_string(), k_runs, samples: samples.len() }
+}
+
+/// Counter samples (`counters` chunks, `cupti-record --counters`) through the model, `stats` and both viewers, on
+/// a synthetic recording given one series built from its own kernels: 80 from the start of each instance of the
+/// most launched kernel K to its end, 10 from there to K's next start. `stats` must average exactly 80 over K and
+/// exactly 10 over a kernel that never overlaps K; Perfetto's trace processor and the Chrome JSON must hold every
+/// sample of the series, on one counter track.
+#[test]
+fn counter_samples_reach_stats_and_both_viewers_exactly() {
+    use cutr_analyses::stats::{Section, StatsOptions, compute};
+    let dir = tempfile::tempdir().unwrap();
+    let m = marked(dir.path(), "c", 80.0, 10.0);
+    let (k_name, j_name, k_runs, n) = (m.k.as_str(), m.j.as_str(), &m.k_runs, m.samples);
+    let with = m.path.clone();
+    let t = load(std::slice::from_ref(&with), &LoadOptions::default()).unwrap();
+    assert_eq!(t.counters.len(), n);
+
+    let s = compute(&t, &StatsOptions { sections: vec![Section::Counters], ..Default::default() });
+    let row = |name: &str| s.counters.iter().find(|c| c.over == "kernel" && c.name == name).unwrap();
+    let (k, j) = (row(k_name), row(j_name));
+    assert_eq!((k.series.as_str(), k.average, k.covered_ns), ("memory utilization (%)", 80.0, k.total_ns));
+    assert_eq!(k.total_ns, k_runs.iter().map(|r| r.1 - r.0).sum::<u64>());
+    assert_eq!((j.average, j.covered_ns), (10.0, j.total_ns));
+    let text = cutr_analyses::stats::render_text(&s, Default::default());
+    assert!(text.contains("Counters while each kernel ran"), "{text}");
+
+    let pf = dir.path().join("c.pftrace");
+    export(&t, &pf, &ExportOptions::default()).unwrap();
+    let r = trace_processor(
+        &pf,
+        &[
+            STATS,
+            "select t.name, count(*), min(c.value), max(c.value) from counter c join counter_track t \
+             on c.track_id = t.id where t.name = 'memory utilization (%)' group by t.name",
+        ],
+    );
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
+    assert_eq!(serde_json::json!(r[1]), serde_json::json!([["memory utilization (%)", n, 10, 80]]));
+    let json = dir.path().join("c.json");
+    export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let c: Vec<&serde_json::Value> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "memory utilization (%)")
+        .collect();
+    assert_eq!(c.len(), n);
+    assert_eq!(c.iter().filter(|e| e["args"]["value"] == 80.0).count(), n / 2);
+}
+
+/// `diff` reports a counter average that moved: the same program, its series 80 -> 88 over K (+10%) and 10 -> 10
+/// elsewhere: K's row is listed with both averages, J's is not, and the verdict is not changed by it.
+#[test]
+fn diff_reports_counter_averages_that_moved() {
+    use cutr_analyses::diff::{DiffOptions, diff};
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (marked(dir.path(), "a", 80.0, 10.0), marked(dir.path(), "b", 88.0, 10.0));
+    let load1 = |p: &Path| load(&[p.to_path_buf()], &LoadOptions::default()).unwrap();
+    let r = diff(&[load1(&a.path)], &[load1(&b.path)], &DiffOptions::default());
+    let got: Vec<(String, String, f64, f64)> =
+        r.counter_changes.iter().map(|c| (c.kernel.clone(), c.series.clone(), c.base, c.new)).collect();
+    // K first (the largest change); then kernels that overlap some of K's instances on other streams, whose
+    // averages mix K's value and the rest; J, which never overlaps K, stays at 10 and is not listed.
+    assert_eq!(got[0], (a.k.clone(), "memory utilization (%)".to_string(), 80.0, 88.0));
+    assert!((r.counter_changes[0].delta_pct - 10.0).abs() < 1e-9);
+    assert!(got[1..].iter().all(|g| g.2 > 10.0 && g.2 < 80.0 && g.3 > g.2), "{got:?}");
+    assert!(!got.iter().any(|g| g.0 == a.j), "{got:?}");
+    let same = diff(&[load1(&a.path)], &[load1(&a.path)], &DiffOptions::default());
+    assert_eq!((same.counter_changes.len(), same.verdict), (0, r.verdict));
+    let text = cutr_analyses::diff::render_text(&r, false);
+    assert!(text.contains("counters averaged over each kernel's executions (reported, not judged):"), "{text}");
+}
