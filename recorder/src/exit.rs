@@ -7,7 +7,8 @@
 //! KeyboardInterrupt), its handler runs instead and the file is closed by the `exit()` hook once the application
 //! decides to exit. A crash is bounded: after `--crash-timeout` (2 s) the signal goes through whatever the finisher
 //! is doing (a crash that left a lock held must not become a hang); the file is then recovered up to its last
-//! complete chunk.
+//! complete chunk. A runtime that handles SIGSEGV itself in normal operation (the JVM) would see the recording end
+//! at its first such fault: `--crash-timeout 0` leaves the crash signals alone.
 
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -89,6 +90,9 @@ fn install_signals() {
         return;
     }
     for (i, &sig) in SIGNALS.iter().enumerate() {
+        if i >= 2 && CRASH_WAIT_MS.load(Ordering::Acquire) == 0 {
+            continue; // crash handling off (`--crash-timeout 0`)
+        }
         // SAFETY: querying and setting dispositions with valid sigaction structs; PREVIOUS is written before the
         // handler can run for this signal and only read afterwards.
         unsafe {

@@ -51,7 +51,8 @@ struct Args {
     #[arg(long)]
     start_paused: bool,
     /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), wait at most this long for the file to be closed,
-    /// then let the signal through (the process dies of it as it would have, core dump included).
+    /// then let the signal through (the process dies of it as it would have, core dump included). 0 leaves those
+    /// signals alone (for runtimes such as the JVM that take SIGSEGV in normal operation).
     #[arg(long, value_name = "T", default_value = "2s")]
     crash_timeout: String,
     /// CUPTI's device buffer size (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE).
