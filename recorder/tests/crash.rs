@@ -42,6 +42,11 @@ fn child_process_body() {
         buffer_bytes: 256 << 10,
         flush_period: Duration::from_millis(50),
         quiet: true,
+        crash_timeout: if std::env::var(MODE_ENV).as_deref() == Ok("abort-unhandled") {
+            Duration::ZERO
+        } else {
+            cutr_recorder::exit::DEFAULT_CRASH_TIMEOUT
+        },
         ..Config::default()
     };
     let _rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
@@ -60,7 +65,7 @@ fn child_process_body() {
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
     match std::env::var(MODE_ENV).as_deref() {
-        Ok("abort") => std::process::abort(),
+        Ok("abort" | "abort-unhandled") => std::process::abort(),
         Ok("segv" | "segv-handled") => {
             // SAFETY: not safe, on purpose: a write through a null pointer is the fault the test is about.
             unsafe { std::ptr::write_volatile(std::ptr::null_mut::<u64>(), 1) }
@@ -169,4 +174,14 @@ fn kill_9_leaves_a_file_recovered_up_to_the_last_written_chunk() {
     assert_eq!(records, delivered);
     let loss = r.loss().expect("periodic loss reports were written");
     assert!(!loss.is_final);
+}
+
+/// `--crash-timeout 0` leaves the crash signals alone: an abort then ends the process at once, and the file is
+/// what the writer had appended (recovered by the reader, no footer).
+#[test]
+fn with_crash_handling_off_an_abort_leaves_a_file_to_recover() {
+    let (status, out, _, _, _dir) = run_child_mode("abort-unhandled", None);
+    assert_eq!(status.signal(), Some(libc::SIGABRT));
+    let r = Reader::open(&out).unwrap();
+    assert!(!r.clean_close() && r.recovery().is_some());
 }
