@@ -35,6 +35,7 @@ impl Default for WriterOptions {
 }
 
 /// An activity buffer encoded and ready to append (see [`ActivityEncoder`]).
+#[derive(Clone, Debug)]
 pub struct EncodedActivity {
     pub payload: Vec<u8>,
     pub raw_len: u64,

@@ -154,6 +154,8 @@ pub struct Config {
     pub control: bool,
     /// Start with recording off (with `control`, or the API, to turn it on).
     pub start_paused: bool,
+    /// Flight recorder: keep only this window in memory, written at a dump, at exit or on a crash.
+    pub ring: Option<crate::ring::RingLimit>,
     pub zstd_level: i32,
     /// CUPTI's device-side buffer size (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`); CUPTI's default when `None`.
     pub device_buffer_bytes: Option<usize>,
@@ -185,6 +187,7 @@ impl Default for Config {
             crash_timeout: crate::exit::DEFAULT_CRASH_TIMEOUT,
             control: false,
             start_paused: false,
+            ring: None,
             duration: None,
             zstd_level: 3,
             device_buffer_bytes: None,
@@ -225,6 +228,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CUTR_CRASH_TIMEOUT", "longest wait to close the file on a crash, e.g. 2s"),
     ("CUTR_CONTROL", "1 to accept SIGUSR1 and `cupti-record ctl` requests"),
     ("CUTR_START_PAUSED", "1 to start with recording off"),
+    ("CUTR_RING", "flight recorder window: a time (5s) or a size (512M)"),
 ];
 
 impl Config {
@@ -272,6 +276,9 @@ impl Config {
         }
         c.control = get("CUTR_CONTROL").is_some_and(|v| v == "1");
         c.start_paused = get("CUTR_START_PAUSED").is_some_and(|v| v == "1");
+        if let Some(v) = get("CUTR_RING").filter(|v| !v.is_empty()) {
+            c.ring = Some(crate::ring::RingLimit::parse(&v).map_err(|e| invalid("CUTR_RING", e))?);
+        }
         if let Some(v) = int("CUTR_ZSTD_LEVEL")? {
             c.zstd_level = v as i32;
         }
@@ -321,6 +328,7 @@ impl Config {
             ("CUTR_CRASH_TIMEOUT".into(), format!("{}", self.crash_timeout.as_secs_f64())),
             ("CUTR_CONTROL".into(), if self.control { "1" } else { "0" }.into()),
             ("CUTR_START_PAUSED".into(), if self.start_paused { "1" } else { "0" }.into()),
+            ("CUTR_RING".into(), self.ring.map(|r| r.to_arg()).unwrap_or_default()),
             ("CUTR_ZSTD_LEVEL".into(), self.zstd_level.to_string()),
             ("CUTR_FILTER_NOISY_API".into(), if self.filter_noisy_api { "1" } else { "0" }.into()),
             ("CUTR_QUIET".into(), if self.quiet { "1" } else { "0" }.into()),

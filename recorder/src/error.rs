@@ -37,4 +37,6 @@ pub enum RecorderError {
     NothingEnabled,
     #[error("no recording is running")]
     NotRecording,
+    #[error("dump failed: {0}")]
+    Dump(String),
 }

@@ -22,6 +22,7 @@ mod nvml;
 pub mod pc_sampling;
 pub mod pm_sampling;
 pub mod pool;
+pub mod ring;
 mod session;
 mod threads;
 
@@ -81,7 +82,8 @@ impl Recorder {
     }
 
     /// Flushes everything CUPTI holds into the file now: the file as it stands is readable by every command.
-    pub fn dump(&self) -> Result<(), RecorderError> {
+    /// With `Config::ring`, writes the flight recorder's window to a file of its own and returns its path.
+    pub fn dump(&self) -> Result<Option<std::path::PathBuf>, RecorderError> {
         self.session.dump()
     }
 

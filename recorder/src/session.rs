@@ -35,6 +35,10 @@ enum Msg {
     Source(crate::pc_sampling::Collected),
     /// Counter samples (`--counters`).
     Counters(cutr_format::CounterSamples),
+    /// Write the flight recorder's window to a file of its own (`--ring`); the reply is its path.
+    Dump {
+        reply: mpsc::Sender<Result<PathBuf, String>>,
+    },
     Tick,
     Finish {
         devices: Vec<cutr_format::Device>,
@@ -546,15 +550,25 @@ impl Session {
         Ok(on)
     }
 
-    /// Everything CUPTI holds, into the file now, synced: the file as it stands is readable by every command.
-    pub(crate) fn dump(&'static self) -> Result<(), RecorderError> {
+    /// Everything CUPTI holds, into the file now: the file as it stands is readable by every command. With
+    /// `--ring`, the window goes to a file of its own, whose path comes back.
+    pub(crate) fn dump(&'static self) -> Result<Option<PathBuf>, RecorderError> {
         let _g = self.control.lock().unwrap();
         if self.finishing.load(Ordering::Acquire) {
             return Err(RecorderError::NotRecording);
         }
         let _ = self.cupti.flush_all(true);
-        let _ = self.tx.send(Msg::Tick);
-        Ok(())
+        if self.config.ring.is_none() {
+            let _ = self.tx.send(Msg::Tick);
+            return Ok(None);
+        }
+        let (reply, answer) = mpsc::channel();
+        let _ = self.tx.send(Msg::Dump { reply });
+        match answer.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(path)) => Ok(Some(path)),
+            Ok(Err(e)) => Err(RecorderError::Dump(e)),
+            Err(_) => Err(RecorderError::Dump("the writer did not answer within 60 s".into())),
+        }
     }
 
     /// Whether recording is on.
@@ -643,13 +657,14 @@ impl crate::control::Controlled for Session {
         use crate::control::Request;
         let s = self;
         let result = match r {
-            Request::Start => s.set_recording(true).map(|_| ()),
-            Request::Stop => s.set_recording(false).map(|_| ()),
+            Request::Start => s.set_recording(true).map(|_| None),
+            Request::Stop => s.set_recording(false).map(|_| None),
             Request::Dump => s.dump(),
-            Request::Status => Ok(()),
+            Request::Status => Ok(None),
         };
         match result {
-            Ok(()) => format!("ok: recording {} to {}", if s.recording() { "on" } else { "off" }, s.path.display()),
+            Ok(Some(dump)) => format!("ok: dumped the flight recorder's window to {}", dump.display()),
+            Ok(None) => format!("ok: recording {} to {}", if s.recording() { "on" } else { "off" }, s.path.display()),
             Err(e) => format!("error: {e}"),
         }
     }
@@ -757,6 +772,10 @@ struct WriterState {
     counter_samples: u64,
     last_sync: Instant,
     threads: crate::threads::ThreadNames,
+    /// The flight recorder's window (`--ring`): activity and samples go here instead of the file.
+    ring: Option<crate::ring::Ring>,
+    dumps: u32,
+    meta: SessionMetadata,
 }
 
 fn writer_loop(
@@ -779,6 +798,9 @@ fn writer_loop(
         counter_samples: 0,
         last_sync: Instant::now(),
         threads: Default::default(),
+        ring: s.config.ring.map(crate::ring::Ring::new),
+        dumps: 0,
+        meta: meta.clone(),
     };
     while let Ok(msg) = rx.recv() {
         let r = catch_unwind(AssertUnwindSafe(|| match msg {
@@ -792,6 +814,10 @@ fn writer_loop(
             }
             Msg::Counters(c) => {
                 write_counters(&mut st, &c);
+                None
+            }
+            Msg::Dump { reply } => {
+                let _ = reply.send(dump_ring(s, &mut st));
                 None
             }
             Msg::Tick => {
@@ -822,6 +848,18 @@ fn write_buffer(s: &Session, st: &mut WriterState, ptr: usize, valid: usize) {
     // SAFETY: CUPTI filled `valid` bytes of this pool buffer and gave up ownership; the pool gets it back below.
     let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, valid.min(cap)) };
     let strings = st.interner.new_strings(bytes, &mut st.loss.unresolved_strings);
+    if let Some(ring) = &mut st.ring {
+        let enc = st.encoder.encode(bytes);
+        // SAFETY: the buffer came from the pool and `bytes` is not used after this.
+        unsafe { s.pool.give_back(ptr as *mut u8) };
+        st.loss.zero_timestamp_records += enc.stats.zero_timestamps as u64;
+        st.loss.inverted_timestamp_records += enc.stats.inverted_timestamps as u64;
+        st.loss.unparsed_bytes += enc.stats.unparsed_bytes as u64;
+        st.buffers += 1;
+        st.records += enc.stats.records as u64;
+        ring.push_activity(strings, enc);
+        return;
+    }
     if !strings.is_empty() {
         let entries: Vec<(u64, &str)> = strings.iter().map(|(p, t)| (*p, t.as_str())).collect();
         if st.w.write_strings(&entries).is_err() {
@@ -847,6 +885,22 @@ fn write_buffer(s: &Session, st: &mut WriterState, ptr: usize, valid: usize) {
 /// A cubin or a collection of PC samples, to the file.
 fn write_source(st: &mut WriterState, c: crate::pc_sampling::Collected) {
     use crate::pc_sampling::Collected;
+    if let Some(ring) = &mut st.ring {
+        match c {
+            Collected::Cubin(cubin) => {
+                st.cubins += 1;
+                ring.push_cubin(cubin);
+            }
+            Collected::Samples(p) => {
+                st.pc_samples += p.pcs.iter().flat_map(|r| &r.stalls).map(|&(_, n)| u64::from(n)).sum::<u64>();
+                st.pc_samples_dropped += p.dropped_samples;
+                st.loss.pc_samples_dropped += p.dropped_samples;
+                st.loss.pc_collections_buffer_full += u64::from(p.hardware_buffer_full);
+                ring.push_pc(p);
+            }
+        }
+        return;
+    }
     let written = match &c {
         Collected::Cubin(cubin) => st.w.write_cubin(cubin),
         Collected::Samples(samples) => st.w.write_pc_samples(samples),
@@ -869,12 +923,48 @@ fn write_source(st: &mut WriterState, c: crate::pc_sampling::Collected) {
 /// Counter samples, to the file; samples lost on the way are counted in the loss report.
 fn write_counters(st: &mut WriterState, c: &cutr_format::CounterSamples) {
     st.loss.counter_samples_lost += c.lost_samples;
+    if let Some(ring) = &mut st.ring {
+        st.counter_samples += c.len() as u64;
+        ring.push_counters(c.clone());
+        return;
+    }
     if st.w.write_counters(c).is_err() {
         st.loss.write_failures += 1;
         st.loss.counter_samples_lost += c.len() as u64;
         return;
     }
     st.counter_samples += c.len() as u64;
+}
+
+/// The flight recorder's window as a complete file beside the output (`<stem>.dump<N>.cutr`).
+fn dump_ring(s: &Session, st: &mut WriterState) -> Result<PathBuf, String> {
+    let Some(ring) = &st.ring else { return Err("not a flight recording (--ring)".into()) };
+    st.dumps += 1;
+    let stem = s.path.with_extension("");
+    let path = PathBuf::from(format!("{}.dump{}.cutr", stem.display(), st.dumps));
+    let write = || -> Result<(), cutr_format::FormatError> {
+        let mut w = Writer::create(&path, WriterOptions { zstd_level: s.config.zstd_level, ..Default::default() })?;
+        let mut meta = st.meta.clone();
+        meta.devices = driver::devices();
+        w.write_metadata(&meta)?;
+        ring.replay(&mut w)?;
+        if let Some(c) = clock_sample(s.cupti.as_ref()) {
+            w.write_clocks(&[c])?;
+        }
+        let names = crate::threads::ThreadNames::default().changed();
+        if !names.is_empty() {
+            w.write_thread_names(&names)?;
+        }
+        let mut loss = st.loss.clone();
+        loss.notes.push(ring.note());
+        loss.is_final = true;
+        w.write_loss(&loss)?;
+        let f = w.finish()?;
+        f.sync_all().map_err(|e| cutr_format::FormatError::Io { path: path.clone(), err: e })?;
+        Ok(())
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 fn update_loss(s: &Session, st: &mut WriterState) {
@@ -897,6 +987,13 @@ fn write_thread_names(st: &mut WriterState) {
 }
 
 fn tick(s: &Session, st: &mut WriterState) {
+    if let Some(ring) = &mut st.ring {
+        // Nothing reaches the file until a dump: the clock is kept for it.
+        if let Some(c) = clock_sample(s.cupti.as_ref()) {
+            ring.push_clock(c);
+        }
+        return;
+    }
     if let Some(c) = clock_sample(s.cupti.as_ref())
         && st.w.write_clocks(&[c]).is_err()
     {
@@ -915,6 +1012,13 @@ fn tick(s: &Session, st: &mut WriterState) {
 }
 
 fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
+    if let Some(ring) = st.ring.take() {
+        // The output gets the window, as a dump does.
+        if ring.replay(&mut st.w).is_err() {
+            st.loss.write_failures += 1;
+        }
+        st.loss.notes.push(ring.note());
+    }
     if let Some(c) = clock_sample(s.cupti.as_ref()) {
         let _ = st.w.write_clocks(&[c]);
     }

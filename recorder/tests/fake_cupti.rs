@@ -316,3 +316,55 @@ fn control_requests_and_sigusr1_turn_recording_off_and_on_and_are_marked() {
     let times: Vec<u64> = chunks.iter().filter(|c| c.source == "cutr").flat_map(|c| c.t_start.clone()).collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
 }
+
+/// The flight recorder (`--ring`): nothing but the header reaches the output while recording; a dump writes the
+/// most recent window (every chunk within the window of the newest, the older ones left out and counted in a
+/// note, every kernel name still resolved); the output at the end holds the window too.
+#[test]
+fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
+    use cutr_recorder::ring::RingLimit;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    let mut s = Synth::new(SynthOptions { records: 60_000, buffer_bytes: 128 << 10, ..Default::default() }).unwrap();
+    let plan = cutr_format::CodecPlan::new(s.layouts());
+    let mut buffers = Vec::new();
+    let mut texts = HashMap::new();
+    while let Some(mut b) = s.next_buffer() {
+        texts.extend(b.new_strings.drain(..));
+        buffers.push(b.bytes);
+    }
+    let t = s.truth().clone();
+    let window = Duration::from_nanos((t.t_max - t.t_min) / 4);
+    let cfg = Config { ring: Some(RingLimit { window: Some(window), bytes: None }), ..config(dir.path(), "ring.cutr") };
+    let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
+    let path = rec.path().to_path_buf();
+    let mut delivered = 0u64;
+    for mut b in buffers {
+        h.realize_strings(&mut b, &texts);
+        let n = cutr_format::codec::buffer_stats(&b, &plan).records as u64;
+        assert_eq!(h.deliver(&b, n), Delivery::Written);
+        delivered += n;
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(std::fs::metadata(&path).unwrap().len() < 64 << 10, "only the header and metadata on disk");
+    let dump = rec.dump().unwrap().expect("a dump file");
+    assert_eq!(dump, dir.path().join("ring.dump1.cutr"));
+    let check = |p: &std::path::Path| {
+        let r = Reader::open(p).unwrap();
+        assert!(r.clean_close(), "{:?}", r.problems());
+        let kept: u64 = r.activity_chunks().map(|c| u64::from(c.header.record_count)).sum();
+        let newest = r.activity_chunks().map(|c| c.header.t_max).max().unwrap();
+        assert!(r.activity_chunks().all(|c| newest - c.header.t_max <= window.as_nanos() as u64));
+        let note = r.loss().unwrap().notes.iter().find(|n| n.starts_with("flight recorder")).cloned().unwrap();
+        let left_out: u64 = note.split("; ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert_eq!(kept + left_out, delivered, "{note}");
+        assert!(left_out > 0 && kept > 0, "{note}");
+        let m = cutr_model::load(&[p.to_path_buf()], &Default::default()).unwrap();
+        assert!(m.kernels.iter().all(|k| !m.kernel_name(k).is_empty()), "every kernel name resolves");
+        kept
+    };
+    let in_dump = check(&dump);
+    rec.stop().unwrap();
+    assert_eq!(check(&path), in_dump, "nothing was delivered after the dump");
+}

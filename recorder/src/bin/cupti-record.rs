@@ -50,6 +50,10 @@ struct Args {
     /// Start with recording off; turn it on with `cupti-record ctl PID start` or SIGUSR1 (implies --control).
     #[arg(long)]
     start_paused: bool,
+    /// Flight recorder: keep only the most recent window (a time, `5s`, or a size, `512M`) in memory; write it at
+    /// `cupti-record ctl PID dump` (STEM.dumpN.cutr beside the output), and at exit or on a crash (the output).
+    #[arg(long, value_name = "WINDOW")]
+    ring: Option<String>,
     /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), wait at most this long for the file to be closed,
     /// then let the signal through (the process dies of it as it would have, core dump included). 0 leaves those
     /// signals alone (for runtimes such as the JVM that take SIGSEGV in normal operation).
@@ -179,6 +183,9 @@ fn config(a: &Args) -> Result<Config, String> {
     c.crash_timeout = config::parse_duration(&a.crash_timeout).map_err(|e| format!("--crash-timeout: {e}"))?;
     c.control = a.control || a.start_paused;
     c.start_paused = a.start_paused;
+    if let Some(r) = &a.ring {
+        c.ring = Some(cutr_recorder::ring::RingLimit::parse(r).map_err(|e| format!("--ring: {e}"))?);
+    }
     if let Some(s) = &a.start_delay {
         c.start_delay = config::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
     }
