@@ -156,6 +156,8 @@ pub struct Config {
     pub start_paused: bool,
     /// Flight recorder: keep only this window in memory, written at a dump, at exit or on a crash.
     pub ring: Option<crate::ring::RingLimit>,
+    /// Record only inside these ranges (`--capture-range`, `--capture-range-end`).
+    pub capture: Option<(crate::capture::CaptureRange, crate::capture::CaptureEnd)>,
     pub zstd_level: i32,
     /// CUPTI's device-side buffer size (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`); CUPTI's default when `None`.
     pub device_buffer_bytes: Option<usize>,
@@ -188,6 +190,7 @@ impl Default for Config {
             control: false,
             start_paused: false,
             ring: None,
+            capture: None,
             duration: None,
             zstd_level: 3,
             device_buffer_bytes: None,
@@ -229,6 +232,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CUTR_CONTROL", "1 to accept SIGUSR1 and `cupti-record ctl` requests"),
     ("CUTR_START_PAUSED", "1 to start with recording off"),
     ("CUTR_RING", "flight recorder window: a time (5s) or a size (512M)"),
+    ("CUTR_CAPTURE_RANGE", "record only inside: cuda-profiler-api or nvtx:NAME[@DOMAIN]"),
+    ("CUTR_CAPTURE_RANGE_END", "after a capture range: stop, repeat or repeat:N"),
 ];
 
 impl Config {
@@ -276,6 +281,14 @@ impl Config {
         }
         c.control = get("CUTR_CONTROL").is_some_and(|v| v == "1");
         c.start_paused = get("CUTR_START_PAUSED").is_some_and(|v| v == "1");
+        if let Some(v) = get("CUTR_CAPTURE_RANGE").filter(|v| !v.is_empty()) {
+            let range = crate::capture::CaptureRange::parse(&v).map_err(|e| invalid("CUTR_CAPTURE_RANGE", e))?;
+            let end = match get("CUTR_CAPTURE_RANGE_END") {
+                Some(e) => crate::capture::CaptureEnd::parse(&e).map_err(|e| invalid("CUTR_CAPTURE_RANGE_END", e))?,
+                None => crate::capture::CaptureEnd::Stop,
+            };
+            c.capture = Some((range, end));
+        }
         if let Some(v) = get("CUTR_RING").filter(|v| !v.is_empty()) {
             c.ring = Some(crate::ring::RingLimit::parse(&v).map_err(|e| invalid("CUTR_RING", e))?);
         }
@@ -329,6 +342,11 @@ impl Config {
             ("CUTR_CONTROL".into(), if self.control { "1" } else { "0" }.into()),
             ("CUTR_START_PAUSED".into(), if self.start_paused { "1" } else { "0" }.into()),
             ("CUTR_RING".into(), self.ring.map(|r| r.to_arg()).unwrap_or_default()),
+            ("CUTR_CAPTURE_RANGE".into(), self.capture.as_ref().map(|c| c.0.to_arg()).unwrap_or_default()),
+            (
+                "CUTR_CAPTURE_RANGE_END".into(),
+                self.capture.as_ref().map(|c| c.1.to_arg()).unwrap_or_else(|| "stop".into()),
+            ),
             ("CUTR_ZSTD_LEVEL".into(), self.zstd_level.to_string()),
             ("CUTR_FILTER_NOISY_API".into(), if self.filter_noisy_api { "1" } else { "0" }.into()),
             ("CUTR_QUIET".into(), if self.quiet { "1" } else { "0" }.into()),

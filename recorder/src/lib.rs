@@ -9,6 +9,7 @@
 //! Every failure (no libcupti, an unsupported CUPTI version, another CUPTI client, an unwritable output) is one
 //! clear message, and the application runs on untraced.
 
+pub mod capture;
 pub mod config;
 pub mod control;
 pub mod counters;

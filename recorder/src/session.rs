@@ -259,7 +259,10 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
 
     // Every buffer that can exist fits in the queue, so CUPTI's thread never blocks on it.
     let (tx, rx) = crossbeam_channel::bounded(config.max_buffers() + 16);
-    let started = (cupti.timestamp().unwrap_or(0), config.start_delay.is_zero() && !config.start_paused);
+    let started = (
+        cupti.timestamp().unwrap_or(0),
+        config.start_delay.is_zero() && !config.start_paused && config.capture.is_none(),
+    );
     let session: &'static Session = Box::leak(Box::new(Session {
         pool: BufferPool::new(config.buffer_bytes, config.max_buffers(), config.initial_buffers),
         cupti,
@@ -319,8 +322,11 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         .map_err(|e| RecorderError::Thread(e.to_string()))?;
     *session.writer.lock().unwrap() = Some(writer_thread);
 
-    if cfg.start_delay.is_zero() && !cfg.start_paused {
+    if started.1 {
         session.enable_kinds()?;
+    }
+    if let Some((range, end)) = cfg.capture.clone() {
+        start_capture(session, range, end)?;
     }
     if cfg.control {
         match crate::control::start(session, pid) {
@@ -389,6 +395,32 @@ fn start_counters(session: &'static Session, c: crate::counters::CountersConfig)
         Ok(s) => *session.nvml.lock().unwrap() = Some(s),
         Err(e) => session.note(e),
     }
+}
+
+/// Subscribes to the callbacks that delimit the capture ranges; where that fails, everything is recorded (with a
+/// note), rather than nothing.
+fn start_capture(
+    session: &'static Session,
+    range: crate::capture::CaptureRange,
+    end: crate::capture::CaptureEnd,
+) -> Result<(), RecorderError> {
+    let what = range.to_arg();
+    let turn = Box::new(move |on: bool| {
+        // On the application's thread inside a CUPTI callback: no forced flush (the ticker collects the buffers).
+        if let Err(e) = session.switch_recording(on, false) {
+            let state = if on { "on" } else { "off" };
+            NOTES.lock().unwrap().push(format!("capture range: could not turn recording {state}: {e}"));
+        }
+    });
+    let started = match session.cupti.library_path() {
+        Some(lib) => crate::capture::start(&lib, range, end, turn),
+        None => Err("capture ranges need a real libcupti".into()),
+    };
+    if let Err(e) = started {
+        session.note(format!("capture range {what} not available ({e}); recording everything"));
+        session.enable_kinds()?;
+    }
+    Ok(())
 }
 
 /// Starts PM sampling on the process's CUDA devices; a failure is a note.
@@ -529,7 +561,29 @@ impl Session {
     /// Turns recording on (`on`) or off: kinds enabled or (after a flush) disabled, and the change marked in the file
     /// as a `recording` counter sample (1 on, 0 off). Returns whether recording is on.
     pub(crate) fn set_recording(&'static self, on: bool) -> Result<bool, RecorderError> {
-        let _g = self.control.lock().unwrap();
+        self.switch_recording(on, true)
+    }
+
+    /// [`Session::set_recording`]; `flush`: collect what CUPTI holds before turning off (not from inside a CUPTI
+    /// callback).
+    pub(crate) fn switch_recording(&'static self, on: bool, flush: bool) -> Result<bool, RecorderError> {
+        // From inside a CUPTI callback (no flush), never wait long for the control lock: a control request holding
+        // it may itself wait on CUPTI, which waits for this callback.
+        let _g = if flush {
+            self.control.lock().unwrap_or_else(|e| e.into_inner())
+        } else {
+            let mut tries = 0;
+            loop {
+                match self.control.try_lock() {
+                    Ok(g) => break g,
+                    Err(_) if tries < 200 => {
+                        tries += 1;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(_) => return Err(RecorderError::Dump("the control lock stayed busy".into())),
+                }
+            }
+        };
         if self.finishing.load(Ordering::Acquire) {
             return Err(RecorderError::NotRecording);
         }
@@ -543,7 +597,9 @@ impl Session {
         if on {
             self.enable_kinds()?;
         } else {
-            let _ = self.cupti.flush_all(true);
+            if flush {
+                let _ = self.cupti.flush_all(true);
+            }
             self.disable_kinds();
         }
         self.mark(self.cupti.timestamp().unwrap_or(0), on);

@@ -50,6 +50,13 @@ struct Args {
     /// Start with recording off; turn it on with `cupti-record ctl PID start` or SIGUSR1 (implies --control).
     #[arg(long)]
     start_paused: bool,
+    /// Record only inside ranges: `cuda-profiler-api` (between cudaProfilerStart and cudaProfilerStop) or
+    /// `nvtx:NAME[@DOMAIN]` (inside NVTX ranges of that name); CUPTI's kinds are off outside.
+    #[arg(long, value_name = "RANGE")]
+    capture_range: Option<String>,
+    /// After a capture range: `stop` (record nothing more), `repeat` (every range), `repeat:N` (the first N).
+    #[arg(long, value_name = "END", requires = "capture_range", default_value = "stop")]
+    capture_range_end: String,
     /// Flight recorder: keep only the most recent window (a time, `5s`, or a size, `512M`) in memory; write it at
     /// `cupti-record ctl PID dump` (STEM.dumpN.cutr beside the output), and at exit or on a crash (the output).
     #[arg(long, value_name = "WINDOW")]
@@ -183,6 +190,12 @@ fn config(a: &Args) -> Result<Config, String> {
     c.crash_timeout = config::parse_duration(&a.crash_timeout).map_err(|e| format!("--crash-timeout: {e}"))?;
     c.control = a.control || a.start_paused;
     c.start_paused = a.start_paused;
+    if let Some(r) = &a.capture_range {
+        let range = cutr_recorder::capture::CaptureRange::parse(r).map_err(|e| format!("--capture-range: {e}"))?;
+        let end = cutr_recorder::capture::CaptureEnd::parse(&a.capture_range_end)
+            .map_err(|e| format!("--capture-range-end: {e}"))?;
+        c.capture = Some((range, end));
+    }
     if let Some(r) = &a.ring {
         c.ring = Some(cutr_recorder::ring::RingLimit::parse(r).map_err(|e| format!("--ring: {e}"))?);
     }
