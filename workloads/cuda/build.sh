@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the CUDA workloads: cutr_workload, launch_loop, diff_workload, source_workload (+ its cubin) and
-# counter_workload.
+# Builds the CUDA workloads: cutr_workload, launch_loop, diff_workload, source_workload (+ its cubin),
+# counter_workload, crash_workload and phases_workload.
 #   workloads/cuda/build.sh [OUTDIR]      (default: workloads/cuda/build)
 # Environment:
 #   NVCC        nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
@@ -35,6 +35,8 @@ esac
 "$nvcc" "${flags[@]}" -o "$out/diff_workload" "$here/diff_workload.cu" -lpthread -ldl
 "$nvcc" "${flags[@]}" -o "$out/source_workload" "$here/source_workload.cu" -lcuda
 "$nvcc" "${flags[@]}" -o "$out/counter_workload" "$here/counter_workload.cu"
+"$nvcc" "${flags[@]}" -o "$out/crash_workload" "$here/crash_workload.cu"
+"$nvcc" "${flags[@]}" -o "$out/phases_workload" "$here/phases_workload.cu" -ldl
 # The same kernels as a cubin alone: the offline SASS -> file:line tests read its line tables.
 "$nvcc" -O2 -arch="$arch" -lineinfo -cubin -o "$out/source_workload.$arch.cubin" "$here/source_workload.cu"
 echo "$out/cutr_workload"
@@ -42,3 +44,5 @@ echo "$out/launch_loop"
 echo "$out/diff_workload"
 echo "$out/source_workload"
 echo "$out/counter_workload"
+echo "$out/crash_workload"
+echo "$out/phases_workload"
