@@ -1,6 +1,6 @@
 //! On-demand control of a running recording (`--control`): an operator turns recording on and off, or forces
 //! everything recorded so far into the file, without stopping the job. Two ways in, both local and owner-only:
-//! SIGUSR1 toggles recording; `cupti-record ctl PID start|stop|dump|status` talks to a Unix socket at
+//! SIGUSR1 toggles recording, SIGUSR2 dumps; `cupti-record ctl PID start|stop|dump|status` talks to a Unix socket at
 //! `$XDG_RUNTIME_DIR/cutr/PID.sock` (else `/tmp/cutr-UID/PID.sock`), in a directory only the user can enter,
 //! never a network port. One line in, one line out.
 
@@ -86,21 +86,40 @@ pub fn send(pid: u32, r: Request) -> Result<String, String> {
 static SIGUSR1_FD: AtomicI32 = AtomicI32::new(-1);
 static STARTED: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_sigusr1(_: libc::c_int) {
+/// What a signal asks, as the byte written to the control thread's pipe.
+const TOGGLE: u8 = 1;
+const DUMP: u8 = 2;
+
+extern "C" fn on_signal(sig: libc::c_int) {
     let fd = SIGUSR1_FD.load(Ordering::Acquire);
     if fd >= 0 {
-        let b = 1u8;
+        let b = if sig == libc::SIGUSR2 { DUMP } else { TOGGLE };
         // SAFETY: write is async-signal-safe; one byte from a valid buffer.
         unsafe { libc::write(fd, &b as *const u8 as *const libc::c_void, 1) };
     }
 }
 
-/// Starts the control thread of `target` for process `pid`: the socket and SIGUSR1. Returns the socket's path.
-/// Once per process; a socket that cannot be made is an error (and SIGUSR1 is not taken either).
+/// Starts the control thread of `target` for process `pid`: the socket, SIGUSR1 and SIGUSR2. Returns the socket's
+/// path. One recording at a time per process; a socket that cannot be made is an error (and the signals are not
+/// taken either).
 pub(crate) fn start(target: &'static dyn Controlled, pid: u32) -> Result<PathBuf, String> {
-    if STARTED.swap(true, Ordering::AcqRel) {
-        return Err("control is already running in this process".into());
+    // The control thread of a recording that just ended stops within one of its 20 ms polls.
+    let t0 = std::time::Instant::now();
+    while STARTED.swap(true, Ordering::AcqRel) {
+        if t0.elapsed() > Duration::from_millis(500) {
+            return Err("control is already running in this process".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
+    let started = listen(target, pid);
+    if started.is_err() {
+        STARTED.store(false, Ordering::Release);
+    }
+    started
+}
+
+/// The socket, the signals and the thread of [`start`].
+fn listen(target: &'static dyn Controlled, pid: u32) -> Result<PathBuf, String> {
     let dir = socket_dir();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // Owner-only: nobody else may enter the directory (and so reach the socket).
@@ -111,16 +130,19 @@ pub(crate) fn start(target: &'static dyn Controlled, pid: u32) -> Result<PathBuf
     let listener = UnixListener::bind(&path).map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
     let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let mut fds = [0; 2];
+    let mut fds = [-1; 2];
     // SAFETY: a two-int array for pipe2 to fill.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        fds = [-1, -1]; // no signals, the socket still works
+    } else {
         SIGUSR1_FD.store(fds[1], Ordering::Release);
         // SAFETY: a valid sigaction for a handler that only writes to a pipe.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_sigusr1 as *const () as usize;
+            sa.sa_sigaction = on_signal as *const () as usize;
             sa.sa_flags = libc::SA_RESTART;
             libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+            libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut());
         }
     }
     let (signals, socket) = (fds[0], path.clone());
@@ -131,14 +153,20 @@ pub(crate) fn start(target: &'static dyn Controlled, pid: u32) -> Result<PathBuf
     Ok(path)
 }
 
-/// Answers requests until the recording ends: each SIGUSR1 toggles, each connection carries one request.
+/// Answers requests until the recording ends: each SIGUSR1 toggles, each SIGUSR2 dumps, each connection carries
+/// one request.
 fn serve(target: &'static dyn Controlled, listener: &UnixListener, signals: i32, socket: &std::path::Path) {
     let mut recording = true;
     while !target.ended() {
         let mut b = [0u8; 16];
-        // SAFETY: reading into a valid buffer from our own non-blocking pipe.
-        let n = unsafe { libc::read(signals, b.as_mut_ptr() as *mut libc::c_void, b.len()) };
-        for _ in 0..n.max(0) {
+        // SAFETY: reading into a valid buffer from our own non-blocking pipe (none: -1, read fails).
+        let n =
+            if signals >= 0 { unsafe { libc::read(signals, b.as_mut_ptr() as *mut libc::c_void, b.len()) } } else { 0 };
+        for &byte in &b[..n.max(0) as usize] {
+            if byte == DUMP {
+                let _ = target.control(Request::Dump);
+                continue;
+            }
             recording = !recording;
             let r = if recording { Request::Start } else { Request::Stop };
             let _ = target.control(r);
@@ -167,6 +195,13 @@ fn serve(target: &'static dyn Controlled, listener: &UnixListener, signals: i32,
         }
     }
     let _ = std::fs::remove_file(socket);
+    // A later recording in this process may take control again (its own pipe and socket).
+    SIGUSR1_FD.store(-1, Ordering::Release);
+    if signals >= 0 {
+        // SAFETY: our own pipe's read end, not used after this.
+        unsafe { libc::close(signals) };
+    }
+    STARTED.store(false, Ordering::Release);
 }
 
 #[cfg(test)]

@@ -317,8 +317,8 @@ fn control_requests_and_sigusr1_turn_recording_off_and_on_and_are_marked() {
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
 }
 
-/// The flight recorder (`--ring`): nothing but the header reaches the output while recording; a dump writes the
-/// most recent window (every chunk within the window of the newest, the older ones left out and counted in a
+/// The flight recorder (`--ring`): nothing but the header reaches the output while recording; a dump (SIGUSR2 with
+/// `--control`, or the API) writes the most recent window (every chunk within the window of the newest, the older ones left out and counted in a
 /// note, every kernel name still resolved); the output at the end holds the window too.
 #[test]
 fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
@@ -336,7 +336,11 @@ fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
     }
     let t = s.truth().clone();
     let window = Duration::from_nanos((t.t_max - t.t_min) / 4);
-    let cfg = Config { ring: Some(RingLimit { window: Some(window), bytes: None }), ..config(dir.path(), "ring.cutr") };
+    let cfg = Config {
+        ring: Some(RingLimit { window: Some(window), bytes: None }),
+        control: true,
+        ..config(dir.path(), "ring.cutr")
+    };
     let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
     let path = rec.path().to_path_buf();
     let mut delivered = 0u64;
@@ -348,8 +352,18 @@ fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
     }
     std::thread::sleep(Duration::from_millis(200));
     assert!(std::fs::metadata(&path).unwrap().len() < 64 << 10, "only the header and metadata on disk");
+    // SIGUSR2 dumps (through the control thread), then the API.
+    // SAFETY: signalling our own process; the recorder's handler only writes to a pipe.
+    unsafe { libc::raise(libc::SIGUSR2) };
+    let first = dir.path().join("ring.dump1.cutr");
+    let t0 = std::time::Instant::now();
+    while !(first.exists() && Reader::open(&first).is_ok_and(|r| r.clean_close()))
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let dump = rec.dump().unwrap().expect("a dump file");
-    assert_eq!(dump, dir.path().join("ring.dump1.cutr"));
+    assert_eq!(dump, dir.path().join("ring.dump2.cutr"));
     let check = |p: &std::path::Path| {
         let r = Reader::open(p).unwrap();
         assert!(r.clean_close(), "{:?}", r.problems());
@@ -365,6 +379,7 @@ fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
         kept
     };
     let in_dump = check(&dump);
+    assert_eq!(check(&first), in_dump, "nothing was delivered between the two dumps");
     rec.stop().unwrap();
     assert_eq!(check(&path), in_dump, "nothing was delivered after the dump");
 }
