@@ -159,9 +159,12 @@ fn serve(target: &'static dyn Controlled, listener: &UnixListener, signals: i32,
     let mut recording = true;
     while !target.ended() {
         let mut b = [0u8; 16];
-        // SAFETY: reading into a valid buffer from our own non-blocking pipe (none: -1, read fails).
-        let n =
-            if signals >= 0 { unsafe { libc::read(signals, b.as_mut_ptr() as *mut libc::c_void, b.len()) } } else { 0 };
+        let n = if signals >= 0 {
+            // SAFETY: reading into a valid buffer from our own non-blocking pipe.
+            unsafe { libc::read(signals, b.as_mut_ptr() as *mut libc::c_void, b.len()) }
+        } else {
+            0
+        };
         for &byte in &b[..n.max(0) as usize] {
             if byte == DUMP {
                 let _ = target.control(Request::Dump);
