@@ -32,6 +32,7 @@ impl Cli {
                 files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
             }
             Some(Command::Source { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Export { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Generate { .. } | Command::Docs { .. }) => Vec::new(),
         }
     }
@@ -83,6 +84,16 @@ pub enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+    },
+    /// Tables for SQL engines: one Parquet file per record kind (kernels, memcpy, memset, api_calls, syncs,
+    /// nvtx_ranges, nvtx_marks, counters, processes, devices), joins done; columns in docs/TABLES.md.
+    Export {
+        /// Recordings (one per process or rank): one dataset, each row with its file, host, pid and rank.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The directory to write the tables to (created if missing; existing tables of the same name replaced).
+        #[arg(long, value_name = "DIR")]
+        parquet: PathBuf,
     },
     /// Where GPU time went: kernels, API calls, copies and memsets, NVTX ranges, utilization, losses.
     Stats {

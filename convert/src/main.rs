@@ -64,6 +64,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let opts = cutr_analyses::source::SourceOptions { kernel, top, sass: !no_sass, nvdisasm: None };
             reports::source(&files, &opts, json, csv, pprof.as_deref())
         }
+        Some(Command::Export { files, parquet }) => reports::export(&files, &parquet),
         Some(Command::Docs { what }) => {
             cli::print_docs(&what).map_err(|e| anyhow::anyhow!("cannot write: {e}"))?;
             Ok(ExitCode::SUCCESS)

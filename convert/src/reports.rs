@@ -74,6 +74,30 @@ pub fn stats(files: &[PathBuf], out: StatsOutput, opts: &stats::StatsOptions) ->
     Ok(ExitCode::SUCCESS)
 }
 
+/// `export --parquet DIR`: the tables of the merged trace of `files`.
+pub fn export(files: &[PathBuf], dir: &Path) -> Result<ExitCode> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("cannot write tables to {}: it is not a directory", dir.display());
+    }
+    let readers = open_all(files)?;
+    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(readers);
+    warn_all(&trace);
+    let s = cutr_tables::write_parquet(&trace, dir).with_context(|| format!("cannot write {}", dir.display()))?;
+    timing::mark("tables");
+    let rows: u64 = s.tables.iter().map(|t| t.1).sum();
+    eprintln!(
+        "cupti-convert: wrote {} tables to {} ({} rows, {} bytes): {}",
+        s.tables.len(),
+        dir.display(),
+        rows,
+        s.bytes,
+        s.tables.iter().map(|(n, r)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
+    );
+    std::mem::forget(trace);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// What `diff` was asked.
 pub struct DiffArgs {
     pub files: Vec<PathBuf>,

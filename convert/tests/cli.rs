@@ -504,3 +504,29 @@ fn source_reports_lines_and_stalls_from_pc_samples() {
         )]
     );
 }
+
+/// `export --parquet DIR`: one line saying what was written, ten tables in DIR; a DIR that is a file is refused.
+#[test]
+fn export_writes_the_tables_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tables");
+    let f = fixture("cuda_workload.cutr");
+    let o = run(&["export", path_str(&f), "--parquet", path_str(&out)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names.len(), 10, "{names:?}");
+    let bytes: u64 = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    let line = text(&o.stderr);
+    assert!(line.starts_with(&format!("cupti-convert: wrote 10 tables to {} (", out.display())), "{line}");
+    assert!(line.contains(&format!(" rows, {bytes} bytes): processes 1, devices 1, kernels ")), "{line}");
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"x").unwrap();
+    let o = run(&["export", path_str(&f), "--parquet", path_str(&file)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr_lines(&o),
+        [format!("cupti-convert: error: cannot write tables to {}: it is not a directory", file.display())]
+    );
+}

@@ -1,0 +1,91 @@
+//! One table: named, typed columns read from row indices, written to Parquet a batch at a time.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+/// Rows built and written at once.
+const BATCH_ROWS: usize = 65_536;
+/// Rows per Parquet row group: large enough for scans, small enough to skip by statistics.
+const ROW_GROUP_ROWS: usize = 1 << 20;
+
+/// Why a table could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum TablesError {
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
+    #[error("{0}: {1}")]
+    Parquet(String, String),
+}
+
+/// A column: its name and how to read row `i`.
+pub(crate) enum Column<'t> {
+    U64(&'static str, Box<dyn Fn(usize) -> u64 + 't>),
+    I64(&'static str, Box<dyn Fn(usize) -> i64 + 't>),
+    U32(&'static str, Box<dyn Fn(usize) -> u32 + 't>),
+    F64(&'static str, Box<dyn Fn(usize) -> f64 + 't>),
+    /// Nullable text.
+    Str(&'static str, Box<dyn Fn(usize) -> Option<&'t str> + 't>),
+    /// Nullable integer.
+    OptU64(&'static str, Box<dyn Fn(usize) -> Option<u64> + 't>),
+}
+
+impl Column<'_> {
+    fn field(&self) -> Field {
+        match self {
+            Column::U64(n, _) => Field::new(*n, DataType::UInt64, false),
+            Column::I64(n, _) => Field::new(*n, DataType::Int64, false),
+            Column::U32(n, _) => Field::new(*n, DataType::UInt32, false),
+            Column::F64(n, _) => Field::new(*n, DataType::Float64, false),
+            Column::Str(n, _) => Field::new(*n, DataType::Utf8, true),
+            Column::OptU64(n, _) => Field::new(*n, DataType::UInt64, true),
+        }
+    }
+
+    fn array(&self, rows: std::ops::Range<usize>) -> ArrayRef {
+        match self {
+            Column::U64(_, f) => Arc::new(rows.map(f).collect::<UInt64Array>()),
+            Column::I64(_, f) => Arc::new(rows.map(f).collect::<Int64Array>()),
+            Column::U32(_, f) => Arc::new(rows.map(f).collect::<UInt32Array>()),
+            Column::F64(_, f) => Arc::new(rows.map(f).collect::<Float64Array>()),
+            Column::Str(_, f) => Arc::new(rows.map(f).collect::<StringArray>()),
+            Column::OptU64(_, f) => Arc::new(rows.map(f).collect::<UInt64Array>()),
+        }
+    }
+}
+
+/// The Arrow schema of `columns`.
+pub(crate) fn schema(columns: &[Column<'_>]) -> Arc<Schema> {
+    Arc::new(Schema::new(columns.iter().map(Column::field).collect::<Vec<_>>()))
+}
+
+/// Writes `rows` rows of `columns` to `path`; returns the file's size.
+pub(crate) fn write(path: &Path, rows: usize, columns: &[Column<'_>]) -> Result<u64, TablesError> {
+    let what = path.display().to_string();
+    let pq = |e: parquet::errors::ParquetError| TablesError::Parquet(what.clone(), e.to_string());
+    let file = File::create(path).map_err(|e| TablesError::Io(what.clone(), e))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?))
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_created_by(format!("cutr {}", env!("CARGO_PKG_VERSION")))
+        .build();
+    let schema = schema(columns);
+    let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq)?;
+    let mut start = 0;
+    while start < rows {
+        let end = (start + BATCH_ROWS).min(rows);
+        let arrays: Vec<ArrayRef> = columns.iter().map(|c| c.array(start..end)).collect();
+        let batch = RecordBatch::try_new(schema.clone(), arrays)
+            .map_err(|e| TablesError::Parquet(what.clone(), e.to_string()))?;
+        w.write(&batch).map_err(pq)?;
+        start = end;
+    }
+    w.close().map_err(pq)?;
+    std::fs::metadata(path).map(|m| m.len()).map_err(|e| TablesError::Io(what, e))
+}
