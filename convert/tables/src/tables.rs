@@ -282,28 +282,49 @@ fn devices<'t>(t: &'t Trace, f: &'t Files, rows: &'t [(usize, usize)]) -> Vec<Co
     c
 }
 
+/// The tables are written in parallel, each by one task (the columns of a table are built in its task).
 pub(crate) fn write_all(t: &Trace, dir: &Path) -> Result<TablesSummary, TablesError> {
+    use rayon::prelude::*;
     let files = Files::new(t);
     let names = ApiNames::new(t);
     let dev_rows = device_rows(t);
+    let written: Vec<Result<(&'static str, u64, u64), TablesError>> = TABLES
+        .par_iter()
+        .map(|&table| {
+            let (rows, columns) = table_columns(table, t, &files, &names, &dev_rows);
+            let bytes = write(&dir.join(format!("{table}.parquet")), rows, &columns)?;
+            Ok((table, rows as u64, bytes))
+        })
+        .collect();
     let mut out = TablesSummary::default();
-    for table in TABLES {
-        let (rows, columns) = match table {
-            "processes" => (t.processes.len(), processes(t, &files)),
-            "devices" => (dev_rows.len(), devices(t, &files, &dev_rows)),
-            "kernels" => (t.kernels.len(), kernels(t, &files, &names)),
-            "memcpy" => (t.memcpys.len(), memcpys(t, &files, &names)),
-            "memset" => (t.memsets.len(), memsets(t, &files, &names)),
-            "api_calls" => (t.apis.len(), api_calls(t, &files, &names)),
-            "syncs" => (t.syncs.len(), syncs(t, &files)),
-            "nvtx_ranges" => (t.ranges.len(), nvtx_ranges(t, &files)),
-            "nvtx_marks" => (t.marks.len(), nvtx_marks(t, &files)),
-            _ => (t.counters.len(), counters(t, &files)),
-        };
-        out.bytes += write(&dir.join(format!("{table}.parquet")), rows, &columns)?;
-        out.tables.push((table, rows as u64));
+    for w in written {
+        let (table, rows, bytes) = w?;
+        out.tables.push((table, rows));
+        out.bytes += bytes;
     }
     Ok(out)
+}
+
+/// A table's rows and columns.
+fn table_columns<'t>(
+    table: &str,
+    t: &'t Trace,
+    files: &'t Files,
+    names: &'t ApiNames,
+    dev_rows: &'t [(usize, usize)],
+) -> (usize, Vec<Column<'t>>) {
+    match table {
+        "processes" => (t.processes.len(), processes(t, files)),
+        "devices" => (dev_rows.len(), devices(t, files, dev_rows)),
+        "kernels" => (t.kernels.len(), kernels(t, files, names)),
+        "memcpy" => (t.memcpys.len(), memcpys(t, files, names)),
+        "memset" => (t.memsets.len(), memsets(t, files, names)),
+        "api_calls" => (t.apis.len(), api_calls(t, files, names)),
+        "syncs" => (t.syncs.len(), syncs(t, files)),
+        "nvtx_ranges" => (t.ranges.len(), nvtx_ranges(t, files)),
+        "nvtx_marks" => (t.marks.len(), nvtx_marks(t, files)),
+        _ => (t.counters.len(), counters(t, files)),
+    }
 }
 
 /// Every table's column names and types, for docs/TABLES.md and its check.
@@ -311,19 +332,16 @@ pub fn schemas(t: &Trace) -> Vec<(&'static str, Vec<(String, String)>)> {
     let files = Files::new(t);
     let names = ApiNames::new(t);
     let dev_rows = device_rows(t);
-    let cols = |c: Vec<Column<'_>>| -> Vec<(String, String)> {
-        crate::table::schema(&c).fields().iter().map(|f| (f.name().clone(), format!("{}", f.data_type()))).collect()
-    };
-    vec![
-        ("processes", cols(processes(t, &files))),
-        ("devices", cols(devices(t, &files, &dev_rows))),
-        ("kernels", cols(kernels(t, &files, &names))),
-        ("memcpy", cols(memcpys(t, &files, &names))),
-        ("memset", cols(memsets(t, &files, &names))),
-        ("api_calls", cols(api_calls(t, &files, &names))),
-        ("syncs", cols(syncs(t, &files))),
-        ("nvtx_ranges", cols(nvtx_ranges(t, &files))),
-        ("nvtx_marks", cols(nvtx_marks(t, &files))),
-        ("counters", cols(counters(t, &files))),
-    ]
+    TABLES
+        .iter()
+        .map(|&table| {
+            let (_, columns) = table_columns(table, t, &files, &names, &dev_rows);
+            let fields = crate::table::schema(&columns)
+                .fields()
+                .iter()
+                .map(|f| (f.name().clone(), format!("{}", f.data_type())))
+                .collect();
+            (table, fields)
+        })
+        .collect()
 }
