@@ -1,5 +1,5 @@
-//! What the fuzz target runs on any bytes: open them as a recording, verify every chunk, load the trace model,
-//! compute `stats` and `diff`, lay out the timeline and render both viewers' outputs (to `/dev/null`, which the
+//! What the fuzz target runs on any bytes: open them as a recording, verify every chunk, map PC samples to source
+//! (and pprof), load the trace model, compute `stats` and `diff`, lay out the timeline and render both viewers' outputs (to `/dev/null`, which the
 //! output writes in place). It must return (never panic, never abort on an allocation) whatever the bytes are.
 
 use std::path::PathBuf;
@@ -15,6 +15,10 @@ pub fn read_everything(data: &[u8]) {
         let _ = r.decode_activity(c);
     }
     let _ = cutr_analyses::info::report(&r);
+    // Source level: cubins and PC samples (no nvdisasm: the fuzz target runs no programs).
+    let opts = cutr_analyses::source::SourceOptions { sass: false, ..Default::default() };
+    let _ = cutr_analyses::source::report(&[&r], &opts);
+    let _ = cutr_analyses::source::pprof(&[&r]);
     let Ok(trace) = load_readers(&[PathBuf::from("fuzz.cutr")], std::slice::from_ref(&r), &LoadOptions::default())
     else {
         return;

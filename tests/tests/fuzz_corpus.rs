@@ -6,14 +6,15 @@
 use cutr_synth::forge::{chunks, edit_header};
 use cutr_tests::fuzz::read_everything;
 
-/// The corpus: small real recordings of each shape (a CUDA program, the regression pair, two ranks) and a
-/// generated one with every record kind.
+/// The corpus: small real recordings of each shape (a CUDA program, the regression pair, two ranks, PC samples
+/// with their cubins) and a generated one with every record kind.
 fn corpus() -> Vec<Vec<u8>> {
     let root = cutr_tests::repo().join("fixtures");
-    let mut out: Vec<Vec<u8>> = ["cuda_workload.cutr", "regress/base_a.cutr", "allreduce/allreduce-589.cutr"]
-        .iter()
-        .map(|f| std::fs::read(root.join(f)).unwrap())
-        .collect();
+    let mut out: Vec<Vec<u8>> =
+        ["cuda_workload.cutr", "regress/base_a.cutr", "allreduce/allreduce-589.cutr", "source_workload_pcs.cutr"]
+            .iter()
+            .map(|f| std::fs::read(root.join(f)).unwrap())
+            .collect();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("g.cutr");
     cutr_synth::write_file(
@@ -106,4 +107,50 @@ fn the_reader_and_everything_after_it_survive_mutated_recordings() {
         }
         read_everything(&b);
     }
+}
+
+/// Cubins are read from files anyone can forge: 3,000 deterministic mutations of the two `-lineinfo` cubin fixtures
+/// (bit flips, overwritten runs, cuts) through `SourceMap::from_cubin` and `locate` at every 16th offset of every
+/// function: an error or a map, never a panic.
+#[test]
+fn mutated_cubins_never_panic_the_source_map() {
+    let root = cutr_tests::repo().join("fixtures/cubins");
+    let cubins: Vec<Vec<u8>> = ["source_workload.sm_90.cubin", "inline.sm_90.cubin"]
+        .iter()
+        .map(|f| std::fs::read(root.join(f)).unwrap())
+        .collect();
+    let mut rng = Rng(0xc0b1);
+    let (mut ok, mut refused) = (0, 0);
+    for i in 0..3_000 {
+        let mut b = cubins[i % cubins.len()].clone();
+        for _ in 0..1 + rng.below(4) {
+            match rng.below(3) {
+                0 => {
+                    let at = rng.below(b.len());
+                    b[at] ^= 1 << rng.below(8);
+                }
+                1 => {
+                    let at = rng.below(b.len());
+                    let n = rng.below(32).min(b.len() - at);
+                    for x in &mut b[at..at + n] {
+                        *x = rng.next() as u8;
+                    }
+                }
+                _ => b.truncate(rng.below(b.len()).max(1)),
+            }
+        }
+        match cutr_source::SourceMap::from_cubin(&b) {
+            Ok(m) => {
+                ok += 1;
+                for f in m.functions() {
+                    for pc in (0..f.size.min(4096)).step_by(16) {
+                        let _ = m.locate(&f.name, pc);
+                    }
+                }
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    assert_eq!(ok + refused, 3_000);
+    assert!(ok > 0 && refused > 0, "both outcomes exercised: {ok} read, {refused} refused");
 }
