@@ -119,6 +119,13 @@ pub enum Command {
         /// launches backward's kernels from its autograd thread), not only by the thread that opened them.
         #[arg(long)]
         nvtx_across_threads: bool,
+        /// Instead of the sections: the ranks of a job side by side (kernels, kernel time, NCCL time, GPU busy).
+        #[arg(long)]
+        by_rank: bool,
+        /// With --by-rank: the NVTX ranges whose name starts with PREFIX are steps (`iter `): each step's time per
+        /// rank, and the slowest rank (the straggler) of each.
+        #[arg(long, value_name = "PREFIX", requires = "by_rank")]
+        step: Option<String>,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
     /// Exit code 3 when something regressed.

@@ -26,7 +26,8 @@ use cli::{Cli, Command};
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
-        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads }) => {
+        Some(Command::Stats { files, json, by_rank: true, step, .. }) => reports::ranks(&files, step.as_deref(), json),
+        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads, .. }) => {
             let sections = if report.is_empty() {
                 cutr_analyses::stats::Section::ALL.to_vec()
             } else {

@@ -98,6 +98,22 @@ pub fn export(files: &[PathBuf], dir: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `stats --by-rank`: the ranks side by side.
+pub fn ranks(files: &[PathBuf], step: Option<&str>, json: bool) -> Result<ExitCode> {
+    let readers = open_all(files)?;
+    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(readers);
+    warn_all(&trace);
+    let r = cutr_analyses::ranks::by_rank(&trace, step);
+    std::mem::forget(trace);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", cutr_analyses::ranks::render_text(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// What `diff` was asked.
 pub struct DiffArgs {
     pub files: Vec<PathBuf>,

@@ -530,3 +530,23 @@ fn export_writes_the_tables_and_says_so() {
         [format!("cupti-convert: error: cannot write tables to {}: it is not a directory", file.display())]
     );
 }
+
+/// `stats --by-rank --step PREFIX`: the ranks side by side and the straggler count; `--step` needs `--by-rank`.
+#[test]
+fn stats_by_rank_names_the_slowest_rank_per_step() {
+    let files: Vec<std::path::PathBuf> = ["ar-3326.cutr", "ar-3373.cutr", "ar-3374.cutr"]
+        .iter()
+        .map(|f| fixture(&format!("allreduce_torchrun/{f}")))
+        .collect();
+    let mut args = vec!["stats"];
+    args.extend(files.iter().map(|f| path_str(f)));
+    args.extend(["--by-rank", "--step", "iter "]);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0));
+    let out = text(&o.stdout);
+    assert!(out.starts_with("Per rank (ms)\n"), "{out}");
+    assert!(out.contains("\n  iter 7           spread   31.6%  0:0.115*  1:0.088\n"), "{out}");
+    assert!(out.ends_with("Slowest rank per step: rank 0 in 12, rank 1 in 8\n"), "{out}");
+    let o = run(&["stats", path_str(&files[1]), "--step", "iter "]);
+    assert_eq!(o.status.code(), Some(2));
+}

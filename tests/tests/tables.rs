@@ -111,3 +111,61 @@ fn the_schema_is_the_documented_one() {
         cutr_tables::schemas(&t).into_iter().map(|(n, c)| (n.to_string(), c)).collect();
     assert_eq!(documented, actual);
 }
+
+/// `stats --by-rank --step "iter "` on the two-rank all-reduce job gives the numbers DuckDB gives over the same
+/// recordings' tables: kernels, kernel time and NCCL time per rank, each step's time per rank; the slowest rank of
+/// each step is the one with the most time in it.
+#[test]
+fn ranks_side_by_side_equal_duckdbs_over_the_tables() {
+    let files: Vec<PathBuf> = ["ar-3326.cutr", "ar-3373.cutr", "ar-3374.cutr"]
+        .iter()
+        .map(|f| repo().join("fixtures/allreduce_torchrun").join(f))
+        .collect();
+    let t = load(&files, &LoadOptions::default()).unwrap();
+    let r = cutr_analyses::ranks::by_rank(&t, Some("iter "));
+    let dir = tempfile::tempdir().unwrap();
+    cutr_tables::write_parquet(&t, dir.path()).unwrap();
+    let q = duck(
+        dir.path(),
+        &[
+            "select rank, count(*), sum(duration_ns), sum(case when name like 'nccl%' then duration_ns else 0 end) \
+             from <kernels> group by rank order by rank",
+            "select name, rank, sum(duration_ns) from <nvtx_ranges> where name like 'iter %' and end_ns is not null \
+             group by name, rank order by name, rank",
+        ],
+    );
+    let ours: Vec<(u64, u64, u64, u64)> =
+        r.ranks.iter().map(|x| (u64::from(x.rank), x.kernels, x.kernel_ns, x.nccl_ns)).collect();
+    let theirs: Vec<(u64, u64, u64, u64)> = q[0]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let n = |i: usize| row[i].as_u64().or_else(|| row[i].as_str().and_then(|s| s.parse().ok())).unwrap();
+            (n(0), n(1), n(2), n(3))
+        })
+        .collect();
+    assert_eq!(ours, theirs);
+    assert_eq!(ours.len(), 2, "the launcher has no GPU work");
+    let mut ours: Vec<(String, u64, u64)> = r
+        .steps
+        .iter()
+        .flat_map(|s| s.per_rank.iter().map(move |&(rank, ns)| (s.step.clone(), u64::from(rank), ns)))
+        .collect();
+    ours.sort();
+    let theirs: Vec<(String, u64, u64)> = q[1]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let n = |i: usize| row[i].as_u64().or_else(|| row[i].as_str().and_then(|s| s.parse().ok())).unwrap();
+            (row[0].as_str().unwrap().to_string(), n(1), n(2))
+        })
+        .collect();
+    assert_eq!(ours, theirs);
+    assert_eq!(r.steps.len(), 20);
+    for s in &r.steps {
+        assert_eq!(s.slowest_rank, s.per_rank.iter().max_by_key(|x| x.1).unwrap().0, "{}", s.step);
+    }
+    assert_eq!(r.stragglers, [(0, 12), (1, 8)]);
+}

@@ -1,10 +1,12 @@
 //! Analyses of `.cutr` recordings, each in its own module reading the trace model (`cutr-model`) and none reaching
 //! into another: [`info`] (what a file holds, from its container alone), [`stats`] (where GPU time went, like
-//! `nsys stats`) and [`diff`] (what got slower between runs, with a verdict for CI). Each returns a report that
-//! serializes to JSON and renders as text.
+//! `nsys stats`), [`diff`] (what got slower between runs, with a verdict for CI), [`source`] (PC samples by source
+//! line) and [`ranks`] (the ranks of a job side by side, stragglers per step). Each returns a report that serializes
+//! to JSON and renders as text.
 
 pub mod diff;
 pub mod fmt;
 pub mod info;
+pub mod ranks;
 pub mod source;
 pub mod stats;
