@@ -61,6 +61,19 @@ fn times<'t>(span: impl Fn(usize) -> (u64, u64) + Copy + 't) -> Vec<Column<'t>> 
     ]
 }
 
+/// The columns every GPU operation starts with: its file, device, context, stream, correlation and times.
+fn gpu_op<'t>(f: &'t Files, op: impl Fn(usize) -> (ProcId, [u32; 4], (u64, u64)) + Copy + 't) -> Vec<Column<'t>> {
+    let mut c = f.columns(move |i| op(i).0);
+    c.extend([
+        Column::U32("device", Box::new(move |i| op(i).1[0])),
+        Column::U32("context", Box::new(move |i| op(i).1[1])),
+        Column::U32("stream", Box::new(move |i| op(i).1[2])),
+        Column::U32("correlation", Box::new(move |i| op(i).1[3])),
+    ]);
+    c.extend(times(move |i| op(i).2));
+    c
+}
+
 /// API names, once per (file, driver, cbid).
 struct ApiNames(HashMap<(ProcId, bool, u32), String>);
 
@@ -102,14 +115,10 @@ fn launch_columns<'t>(
 
 fn kernels<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t>> {
     let k = &t.kernels;
-    let mut c = f.columns(move |i| k[i].proc);
-    c.extend([
-        Column::U32("device", Box::new(move |i| k[i].device)),
-        Column::U32("context", Box::new(move |i| k[i].context)),
-        Column::U32("stream", Box::new(move |i| k[i].stream)),
-        Column::U32("correlation", Box::new(move |i| k[i].correlation)),
-    ]);
-    c.extend(times(move |i| (k[i].start, k[i].end)));
+    let mut c = gpu_op(f, move |i| {
+        let k = &k[i];
+        (k.proc, [k.device, k.context, k.stream, k.correlation], (k.start, k.end))
+    });
     c.extend([
         Column::Str("name", Box::new(move |i| Some(t.kernel_name(&k[i])))),
         Column::Str("mangled_name", Box::new(move |i| Some(t.names.get(k[i].name)))),
@@ -131,14 +140,10 @@ fn kernels<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t
 
 fn memcpys<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t>> {
     let m = &t.memcpys;
-    let mut c = f.columns(move |i| m[i].proc);
-    c.extend([
-        Column::U32("device", Box::new(move |i| m[i].device)),
-        Column::U32("context", Box::new(move |i| m[i].context)),
-        Column::U32("stream", Box::new(move |i| m[i].stream)),
-        Column::U32("correlation", Box::new(move |i| m[i].correlation)),
-    ]);
-    c.extend(times(move |i| (m[i].start, m[i].end)));
+    let mut c = gpu_op(f, move |i| {
+        let m = &m[i];
+        (m.proc, [m.device, m.context, m.stream, m.correlation], (m.start, m.end))
+    });
     c.extend([
         Column::U64("bytes", Box::new(move |i| m[i].bytes)),
         Column::Str("copy_kind", Box::new(move |i| Some(describe::memcpy_kind(m[i].copy_kind)))),
@@ -155,14 +160,10 @@ fn memcpys<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t
 
 fn memsets<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t>> {
     let m = &t.memsets;
-    let mut c = f.columns(move |i| m[i].proc);
-    c.extend([
-        Column::U32("device", Box::new(move |i| m[i].device)),
-        Column::U32("context", Box::new(move |i| m[i].context)),
-        Column::U32("stream", Box::new(move |i| m[i].stream)),
-        Column::U32("correlation", Box::new(move |i| m[i].correlation)),
-    ]);
-    c.extend(times(move |i| (m[i].start, m[i].end)));
+    let mut c = gpu_op(f, move |i| {
+        let m = &m[i];
+        (m.proc, [m.device, m.context, m.stream, m.correlation], (m.start, m.end))
+    });
     c.extend([
         Column::U64("bytes", Box::new(move |i| m[i].bytes)),
         Column::U32("value", Box::new(move |i| m[i].value)),
