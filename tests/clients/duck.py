@@ -3,7 +3,8 @@
 
     python tests/clients/duck.py DIR SQL [SQL ...]
 
-Each SQL may name a table as `<table>` (replaced by read_parquet('DIR/<table>.parquet')). Prints one JSON
+Each SQL may name a table as `<table>` (replaced by read_parquet('DIR/<table>.parquet'), or by the table's Hive
+partitions, DIR/<table>/**/*.parquet with hive_partitioning, where there are several recordings). Prints one JSON
 document: a list with, per statement, its rows (lists of values) and its column names and types:
 [{"columns": [[name, type], ...], "rows": [[...], ...]}, ...]. Runs in the clients' venv.
 """
@@ -21,6 +22,14 @@ def _reexec_in_venv():
         os.execv(py, [py, os.path.abspath(__file__)] + sys.argv[1:])
 
 
+def source(d, table):
+    """One file, or the Hive partitions `cupti-convert export` writes for several recordings."""
+    part = os.path.join(d, table)
+    if os.path.isdir(part):
+        return "read_parquet('%s/**/*.parquet', hive_partitioning = true)" % part
+    return "read_parquet('%s')" % (part + ".parquet")
+
+
 def main():
     _reexec_in_venv()
     import duckdb
@@ -29,7 +38,7 @@ def main():
     con = duckdb.connect()
     out = []
     for sql in statements:
-        q = re.sub(r"<(\w+)>", lambda m: "read_parquet('%s')" % os.path.join(d, m.group(1) + ".parquet"), sql)
+        q = re.sub(r"<(\w+)>", lambda m: source(d, m.group(1)), sql)
         rel = con.sql(q)
         out.append({"columns": [[n, str(t)] for n, t in zip(rel.columns, rel.types)], "rows": [list(r) for r in rel.fetchall()]})
     json.dump(out, sys.stdout, default=str)

@@ -70,6 +70,19 @@ fn duckdb_reads_every_fixtures_tables_with_stats_totals() {
         if files.len() > 1 {
             // torchrun's launcher recorded no kernel; each rank's kernels carry its rank.
             assert_eq!(totals[2].as_u64(), Some(2), "each rank its own");
+            // Several recordings: Hive partitions, by host and (the launcher has no rank) pid, one file each.
+            let mut parts: Vec<String> = t
+                .processes
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("kernels/host={}/pid={}/part-{i}.parquet", p.meta.host, p.pid))
+                .collect();
+            parts.sort();
+            for p in &parts {
+                assert!(dir.path().join(p).is_file(), "{p}");
+            }
+            let by_path = duck(dir.path(), &["select count(distinct pid), count(distinct host) from <processes>"]);
+            assert_eq!(by_path[0]["rows"][0], serde_json::json!([files.len(), 1]), "pid and host from the path");
         }
         assert_eq!(r[4]["rows"][0][0].as_u64(), Some(files.len() as u64), "one process row per file");
     }

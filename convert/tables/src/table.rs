@@ -48,7 +48,19 @@ impl Column<'_> {
         }
     }
 
-    fn array(&self, rows: std::ops::Range<usize>) -> ArrayRef {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Column::U64(n, _)
+            | Column::I64(n, _)
+            | Column::U32(n, _)
+            | Column::F64(n, _)
+            | Column::Str(n, _)
+            | Column::OptU64(n, _) => n,
+        }
+    }
+
+    fn array(&self, rows: &[usize]) -> ArrayRef {
+        let rows = rows.iter().copied();
         match self {
             Column::U64(_, f) => Arc::new(rows.map(f).collect::<UInt64Array>()),
             Column::I64(_, f) => Arc::new(rows.map(f).collect::<Int64Array>()),
@@ -65,22 +77,50 @@ pub(crate) fn schema(columns: &[Column<'_>]) -> Arc<Schema> {
     Arc::new(Schema::new(columns.iter().map(Column::field).collect::<Vec<_>>()))
 }
 
-/// Writes `rows` rows of `columns` to `path`; returns the file's size.
-pub(crate) fn write(path: &Path, rows: usize, columns: &[Column<'_>]) -> Result<u64, TablesError> {
+/// Which rows of a table a file gets.
+pub(crate) enum Rows<'a> {
+    /// `0..n`.
+    All(usize),
+    /// These (one file's, for a partition).
+    Only(&'a [usize]),
+}
+
+impl Rows<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Rows::All(n) => *n,
+            Rows::Only(v) => v.len(),
+        }
+    }
+
+    fn batch(&self, start: usize, end: usize) -> Vec<usize> {
+        match self {
+            Rows::All(_) => (start..end).collect(),
+            Rows::Only(v) => v[start..end].to_vec(),
+        }
+    }
+}
+
+/// Writes `rows` of `columns` to `path` (its directory created); returns the file's size.
+pub(crate) fn write(path: &Path, rows: Rows<'_>, columns: &[&Column<'_>]) -> Result<u64, TablesError> {
     let what = path.display().to_string();
     let pq = |e: parquet::errors::ParquetError| TablesError::Parquet(what.clone(), e.to_string());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| TablesError::Io(dir.display().to_string(), e))?;
+    }
     let file = File::create(path).map_err(|e| TablesError::Io(what.clone(), e))?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_created_by(format!("cutr {}", env!("CARGO_PKG_VERSION")))
         .build();
-    let schema = schema(columns);
+    let schema = Arc::new(Schema::new(columns.iter().map(|c| c.field()).collect::<Vec<_>>()));
     let mut w = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq)?;
-    let mut start = 0;
-    while start < rows {
-        let end = (start + BATCH_ROWS).min(rows);
-        let arrays: Vec<ArrayRef> = columns.iter().map(|c| c.array(start..end)).collect();
+    let (mut start, n) = (0, rows.len());
+    while start < n {
+        let end = (start + BATCH_ROWS).min(n);
+        let batch_rows = rows.batch(start, end);
+        let arrays: Vec<ArrayRef> = columns.iter().map(|c| c.array(&batch_rows)).collect();
         let batch = RecordBatch::try_new(schema.clone(), arrays)
             .map_err(|e| TablesError::Parquet(what.clone(), e.to_string()))?;
         w.write(&batch).map_err(pq)?;

@@ -7,7 +7,7 @@ use cutr_model::{CorrKey, ProcId, Trace, describe};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::TablesSummary;
-use crate::table::{Column, TablesError, write};
+use crate::table::{Column, Rows, TablesError, write};
 
 /// The tables, in the order they are written.
 pub const TABLES: [&str; 10] = [
@@ -283,17 +283,26 @@ fn devices<'t>(t: &'t Trace, f: &'t Files, rows: &'t [(usize, usize)]) -> Vec<Co
     c
 }
 
-/// The tables are written in parallel, each by one task (the columns of a table are built in its task).
+/// The tables are written in parallel, each by one task (the columns of a table are built in its task). One
+/// recording: `DIR/<table>.parquet`. Several: Hive-style partitions, `DIR/<table>/host=H/rank=R/part-PID.parquet`
+/// (`pid=P` in place of `rank=R` where some file has no rank), the partition columns left out of the files (readers
+/// take them from the path: DuckDB's `hive_partitioning`, Spark's partition discovery).
 pub(crate) fn write_all(t: &Trace, dir: &Path) -> Result<TablesSummary, TablesError> {
     use rayon::prelude::*;
     let files = Files::new(t);
     let names = ApiNames::new(t);
     let dev_rows = device_rows(t);
+    let partitions = (t.processes.len() > 1).then(|| Partitions::new(t, &files));
     let written: Vec<Result<(&'static str, u64, u64), TablesError>> = TABLES
         .par_iter()
         .map(|&table| {
             let (rows, columns) = table_columns(table, t, &files, &names, &dev_rows);
-            let bytes = write(&dir.join(format!("{table}.parquet")), rows, &columns)?;
+            let bytes = match &partitions {
+                None => {
+                    write(&dir.join(format!("{table}.parquet")), Rows::All(rows), &columns.iter().collect::<Vec<_>>())?
+                }
+                Some(p) => p.write(dir, table, rows, &columns, |i| row_proc(table, t, &dev_rows, i))?,
+            };
             Ok((table, rows as u64, bytes))
         })
         .collect();
@@ -304,6 +313,70 @@ pub(crate) fn write_all(t: &Trace, dir: &Path) -> Result<TablesSummary, TablesEr
         out.bytes += bytes;
     }
     Ok(out)
+}
+
+/// The file of row `i` of `table`.
+fn row_proc(table: &str, t: &Trace, dev_rows: &[(usize, usize)], i: usize) -> ProcId {
+    match table {
+        "processes" => ProcId(i as u16),
+        "devices" => ProcId(dev_rows[i].0 as u16),
+        "kernels" => t.kernels[i].proc,
+        "memcpy" => t.memcpys[i].proc,
+        "memset" => t.memsets[i].proc,
+        "api_calls" => t.apis[i].proc,
+        "syncs" => t.syncs[i].proc,
+        "nvtx_ranges" => t.ranges[i].proc,
+        "nvtx_marks" => t.marks[i].proc,
+        _ => t.counters[i].proc,
+    }
+}
+
+/// The Hive partition of each file, and the columns the path carries instead.
+struct Partitions {
+    paths: Vec<String>,
+    keys: [&'static str; 2],
+}
+
+impl Partitions {
+    fn new(t: &Trace, f: &Files) -> Partitions {
+        let by_rank = f.ranks.iter().all(Option::is_some);
+        // Path-safe values: anything but letters, digits, '.', '_' and '-' becomes '_'.
+        let safe = |s: &str| -> String {
+            s.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect()
+        };
+        let paths = (0..t.processes.len())
+            .map(|i| {
+                let second = match f.ranks[i] {
+                    Some(r) if by_rank => format!("rank={r}"),
+                    _ => format!("pid={}", f.pids[i]),
+                };
+                format!("host={}/{second}", safe(&f.hosts[i]))
+            })
+            .collect();
+        Partitions { paths, keys: ["host", if by_rank { "rank" } else { "pid" }] }
+    }
+
+    /// One file per recording (empty ones too: every partition has every table's schema).
+    fn write(
+        &self,
+        dir: &Path,
+        table: &str,
+        rows: usize,
+        columns: &[Column<'_>],
+        proc_of: impl Fn(usize) -> ProcId,
+    ) -> Result<u64, TablesError> {
+        let mut per_file: Vec<Vec<usize>> = vec![Vec::new(); self.paths.len()];
+        for i in 0..rows {
+            per_file[proc_of(i).index()].push(i);
+        }
+        let kept: Vec<&Column<'_>> = columns.iter().filter(|c| !self.keys.contains(&c.name())).collect();
+        let mut bytes = 0;
+        for (p, idx) in per_file.iter().enumerate() {
+            let path = dir.join(table).join(&self.paths[p]).join(format!("part-{p}.parquet"));
+            bytes += write(&path, Rows::Only(idx), &kept)?;
+        }
+        Ok(bytes)
+    }
 }
 
 /// A table's rows and columns.
