@@ -47,6 +47,9 @@ fn child_process_body() {
         } else {
             cutr_recorder::exit::DEFAULT_CRASH_TIMEOUT
         },
+        // A flight recorder small enough that the 30,000 records do not all fit.
+        ring: (std::env::var(MODE_ENV).as_deref() == Ok("abort-ring"))
+            .then_some(cutr_recorder::ring::RingLimit { window: None, bytes: Some(64 << 10) }),
         ..Config::default()
     };
     let _rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
@@ -65,7 +68,7 @@ fn child_process_body() {
     use std::io::Write as _;
     let _ = std::io::stdout().flush();
     match std::env::var(MODE_ENV).as_deref() {
-        Ok("abort" | "abort-unhandled") => std::process::abort(),
+        Ok("abort" | "abort-unhandled" | "abort-ring") => std::process::abort(),
         Ok("segv" | "segv-handled") => {
             // SAFETY: not safe, on purpose: a write through a null pointer is the fault the test is about.
             unsafe { std::ptr::write_volatile(std::ptr::null_mut::<u64>(), 1) }
@@ -184,4 +187,19 @@ fn with_crash_handling_off_an_abort_leaves_a_file_to_recover() {
     assert_eq!(status.signal(), Some(libc::SIGABRT));
     let r = Reader::open(&out).unwrap();
     assert!(!r.clean_close() && r.recovery().is_some());
+}
+
+/// A flight recorder (64 KiB of encoded activity) whose process aborts: the output is the window, complete and closed, noting the
+/// older records it left out; kept + left out = every record delivered; the process dies of SIGABRT.
+#[test]
+fn a_crash_writes_the_flight_recorders_window() {
+    let (status, out, delivered, _, _dir) = run_child_mode("abort-ring", None);
+    assert_eq!(status.signal(), Some(libc::SIGABRT));
+    let r = Reader::open(&out).unwrap();
+    assert!(r.clean_close(), "{:?}", r.problems());
+    let kept: u64 = r.activity_chunks().map(|c| u64::from(c.header.record_count)).sum();
+    let note = r.loss().unwrap().notes.iter().find(|n| n.starts_with("flight recorder")).cloned().unwrap();
+    let left_out: u64 = note.split("; ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(kept > 0 && left_out > 0, "{note}");
+    assert_eq!(kept + left_out, delivered, "{note}");
 }
