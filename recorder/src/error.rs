@@ -39,4 +39,6 @@ pub enum RecorderError {
     NotRecording,
     #[error("dump failed: {0}")]
     Dump(String),
+    #[error("another control request held the recording for too long")]
+    ControlBusy,
 }

@@ -580,7 +580,7 @@ impl Session {
                         tries += 1;
                         std::thread::sleep(Duration::from_millis(1));
                     }
-                    Err(_) => return Err(RecorderError::Dump("the control lock stayed busy".into())),
+                    Err(_) => return Err(RecorderError::ControlBusy),
                 }
             }
         };
