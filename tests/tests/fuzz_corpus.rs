@@ -7,7 +7,7 @@ use cutr_synth::forge::{chunks, edit_header};
 use cutr_tests::fuzz::read_everything;
 
 /// The corpus: small real recordings of each shape (a CUDA program, the regression pair, two ranks, PC samples
-/// with their cubins) and a generated one with every record kind.
+/// with their cubins), a generated one with every record kind, and one with counter samples.
 fn corpus() -> Vec<Vec<u8>> {
     let root = cutr_tests::repo().join("fixtures");
     let mut out: Vec<Vec<u8>> =
@@ -22,6 +22,25 @@ fn corpus() -> Vec<Vec<u8>> {
         cutr_synth::SynthOptions { records: 3_000, buffer_bytes: 64 << 10, ..Default::default() },
     )
     .unwrap();
+    out.push(std::fs::read(&p).unwrap());
+    // And one with a counters chunk (format 1.3).
+    let p = dir.path().join("c.cutr");
+    let w = cutr_format::Writer::create(&p, cutr_format::WriterOptions::default()).unwrap();
+    let c = cutr_format::CounterSamples {
+        source: "nvml".into(),
+        device: 0,
+        metrics: vec![cutr_format::CounterMetric {
+            name: "power".into(),
+            unit: "W".into(),
+            description: String::new(),
+        }],
+        t_start: (0..200u64).map(|i| i * 1_000_000).collect(),
+        t_end: (0..200u64).map(|i| i * 1_000_000).collect(),
+        values: (0..200).map(f64::from).collect(),
+        lost_samples: 0,
+    };
+    let opts = cutr_synth::SynthOptions { records: 2_000, buffer_bytes: 64 << 10, ..Default::default() };
+    cutr_synth::write_to_with(w, opts, |w, _| w.write_counters(&c).map(|_| ())).unwrap();
     out.push(std::fs::read(&p).unwrap());
     out
 }

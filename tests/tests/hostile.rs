@@ -220,3 +220,72 @@ fn records_without_their_metadata_are_read_with_the_layouts_their_sizes_match() 
         assert_eq!(t.stats.damaged_chunks, metadata.len() as u64, "the metadata chunks");
     }
 }
+
+/// A generated recording with one `counters` chunk of 1,000 NVML-like samples (two metrics), its bytes and truth.
+fn with_counters() -> (tempfile::TempDir, Vec<u8>, SynthTruth, cutr_format::CounterSamples) {
+    use cutr_format::{CounterMetric, CounterSamples, Writer, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counters.cutr");
+    let metric = |n: &str| CounterMetric { name: n.into(), unit: "W".into(), description: String::new() };
+    let c = CounterSamples {
+        source: "nvml".into(),
+        device: 0,
+        metrics: vec![metric("power"), metric("power cap")],
+        t_start: (0..1_000u64).map(|i| 1_700_000_000_000_000_000 + i * 10_000_000).collect(),
+        t_end: (0..1_000u64).map(|i| 1_700_000_000_000_000_000 + i * 10_000_000).collect(),
+        values: (0..2_000).map(|i| f64::from(i % 700)).collect(),
+        lost_samples: 0,
+    };
+    let w = Writer::create(&path, WriterOptions::default()).unwrap();
+    let opts = SynthOptions { records: 20_000, buffer_bytes: 256 << 10, ..Default::default() };
+    let (_, truth) = cutr_synth::write_to_with(w, opts, |w, _| w.write_counters(&c).map(|_| ())).unwrap();
+    (dir, std::fs::read(&path).unwrap(), truth, c)
+}
+
+/// Hostile `counters` chunks (format 1.3): columns that disagree (checksums valid), a header claiming 1 GiB
+/// decoded, a cut payload. Each is reported as that damaged chunk; no counter sample of it is kept, and every
+/// activity record still loads.
+#[test]
+fn hostile_counter_chunks_are_damage_and_the_rest_loads() {
+    let (dir, bytes, truth, good) = with_counters();
+    let at = chunks_of(&bytes, ChunkType::Counters);
+    assert_eq!(at.len(), 1);
+    let (offset, seq) = (at[0].offset, at[0].header.seq);
+    let r = Reader::open(&write(&dir, "ok.cutr", &bytes)).unwrap();
+    assert_eq!(r.counter_samples().0, std::slice::from_ref(&good), "the intact chunk reads back as written");
+
+    let mut short = good.clone();
+    short.values.pop();
+    let raw = short.to_bytes();
+    let disagree =
+        replace_payload(&bytes, offset, Codec::Zstd, &zstd::encode_all(&raw[..], 3).unwrap(), raw.len() as u64, 0);
+    let mut bomb = bytes.clone();
+    edit_header(&mut bomb, offset, |h| h.raw_len = 1 << 30);
+    let cut = {
+        let payload = at[0].payload(&bytes);
+        replace_payload(&bytes, offset, Codec::Zstd, &payload[..payload.len() / 2], at[0].header.raw_len, 0)
+    };
+    for (name, forged, why) in [
+        ("disagree.cutr", disagree, "counter samples: 1000 starts, 1000 ends and 1999 values for 2 metrics"),
+        ("bomb.cutr", bomb, "1073741824 bytes claimed"),
+        ("cut.cutr", cut, ""),
+    ] {
+        let p = write(&dir, name, &forged);
+        let r = Reader::open(&p).unwrap();
+        let (samples, bad) = r.counter_samples();
+        let reported: Vec<String> = damaged(&r)
+            .into_iter()
+            .filter(|d| d.0 == seq)
+            .map(|d| d.1.to_string())
+            .chain(bad.iter().map(|b| b.to_string()))
+            .collect();
+        assert!(samples.is_empty(), "{name}");
+        assert!(!reported.is_empty() && reported.iter().any(|m| m.contains(why)), "{name}: {reported:?}");
+        let t = load(&[p], &LoadOptions::default()).unwrap();
+        assert_eq!((t.records(), t.counters.len()), (truth.records, 0), "{name}");
+        assert!(
+            t.processes[0].problems.iter().any(|p| matches!(p, Problem::DamagedChunk { seq: s, .. } if *s == seq)),
+            "{name}"
+        );
+    }
+}
