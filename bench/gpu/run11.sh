@@ -13,10 +13,12 @@ w=$(mktemp -d)
 exec > >(tee -a "$out/run11.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
-kernels() { cupti-convert stats "$1" --json 2>/dev/null | python3 -c '
+cat >"$w/kernels.py" <<'PY'
 import json, sys
 d = json.load(sys.stdin)
-print(" ".join(f"{k[\"name\"]}={k[\"count\"]}" for k in d["kernels"]))'; }
+print(" ".join("%s=%d" % (k["name"], k["count"]) for k in d["kernels"]))
+PY
+kernels() { cupti-convert stats "$1" --json 2>/dev/null | python3 "$w/kernels.py"; }
 
 echo "== crash tail"
 for mode in exit abort segv illegal; do
@@ -27,7 +29,9 @@ for mode in exit abort segv illegal; do
 done
 
 echo "== capture ranges (200 kernels per phase)"
-timeout 120 cupti-record -q --capture-range cuda-profiler-api -o "$w/cap-api.cutr" -- "$w/phases_workload" 200
+timeout 120 cupti-record -q --capture-range cuda-profiler-api -o "$w/cap-api1.cutr" -- "$w/phases_workload" 200
+echo "status=$? kernels: $(kernels "$w/cap-api1.cutr") (want work=200: the first range, then stop)"
+timeout 120 cupti-record -q --capture-range cuda-profiler-api --capture-range-end repeat -o "$w/cap-api.cutr" -- "$w/phases_workload" 200
 echo "status=$? kernels: $(kernels "$w/cap-api.cutr") (want work=600, grids 4,6,9)"
 cupti-convert "$w/cap-api.cutr" --chrome -q -o "$w/cap-api.json" && python3 -c '
 import json, collections, sys
@@ -41,15 +45,18 @@ echo "status=$? kernels: $(kernels "$w/cap-nvtx1.cutr") (want work=200: stop aft
 echo "== flight recorder: 60 s, --ring 5s, dump at 30 s and at exit"
 /usr/bin/time -v cupti-record --ring 5s --control -o "$w/ring.cutr" -- "$w/counter_workload" --phases 40 --phase-ms 1500 \
   >"$w/ring.out" 2>"$w/ring.err" &
+rec=$!
 sleep 30
-pid=$(pgrep -f "counter_workload --phases 40" | head -1)
+# The recorded program (not cupti-record, whose command line also names it).
+pid=$(pgrep -f "^$w/counter_workload --phases 40" | head -1)
 cupti-record ctl "$pid" dump
-wait
+cupti-record ctl "$pid" status
+wait "$rec"
 grep -E "Maximum resident|Elapsed" "$w/ring.err"
 for f in "$w"/ring.dump1.cutr "$w/ring.cutr"; do
   cupti-convert info "$f" | sed -n '/^span/p;/^records/p;/flight recorder/p'
 done
-cp "$w"/ring*.cutr "$out/" 2>/dev/null
+cp "$w"/ring*.cutr "$w"/cap-*.cutr "$w"/crash-*.cutr "$out/" 2>/dev/null
 
 echo "== overhead outside capture ranges, $reps reps interleaved"
 res=$out/overhead_capture.jsonl

@@ -29,8 +29,8 @@ impl CountersConfig {
             "" => return Err("empty: use default, nvml or a comma-separated list of metric names".into()),
             "default" => Some(PmConfig { interval, ..PmConfig::default() }),
             "nvml" => None,
-            list => Some(PmConfig {
-                metrics: list.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect(),
+            names => Some(PmConfig {
+                metrics: names.split(',').map(|m| m.trim().to_string()).filter(|m| !m.is_empty()).collect(),
                 interval,
             }),
         };
@@ -75,7 +75,7 @@ mod tests {
         assert_eq!(l.set_arg(), "a__b.sum,c__d.avg.per_second");
         assert_eq!(
             CountersConfig::parse("default", us(5), None).unwrap_err(),
-            "counter interval 5µs is shorter than 20µs"
+            "counter interval 5µs is shorter than 10µs"
         );
     }
 }

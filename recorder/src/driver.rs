@@ -43,6 +43,24 @@ pub fn runtime_version() -> Option<i32> {
     (unsafe { f(&mut v) } == 0).then_some(v)
 }
 
+/// Whether device `ordinal`'s primary context is active (`cuDevicePrimaryCtxGetState`); `None` when the driver
+/// cannot say. PM sampling must be stopped while it is: after `cudaDeviceReset` or the runtime's teardown at exit,
+/// stopping it corrupted the heap on the H100.
+pub fn primary_context_active(ordinal: u32) -> Option<bool> {
+    type Get = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+    type State = unsafe extern "C" fn(c_int, *mut u32, *mut c_int) -> c_int;
+    let get: Get = loaded_symbol(LIBCUDA, "cuDeviceGet")?;
+    let state: State = loaded_symbol(LIBCUDA, "cuDevicePrimaryCtxGetState")?;
+    let (mut dev, mut flags, mut active) = (0, 0u32, 0);
+    // SAFETY: valid out-pointers; neither call needs a context.
+    unsafe {
+        if get(&mut dev, ordinal as c_int) != 0 || state(dev, &mut flags, &mut active) != 0 {
+            return None;
+        }
+    }
+    Some(active != 0)
+}
+
 /// Properties of every device, through the driver API. Called when recording ends (activity kinds already
 /// disabled, so these calls leave no records).
 pub fn devices() -> Vec<Device> {

@@ -51,6 +51,27 @@ extern "C" fn at_exit() {
     });
 }
 
+static COUNTERS_HOOK: Once = Once::new();
+
+extern "C" fn stop_counters_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = session::current_session() {
+            s.stop_pm_sampling();
+        }
+    });
+}
+
+/// Registers an `exit()` hook that stops PM sampling. Called once sampling runs, which is after CUDA initialized
+/// and the CUDA runtime registered its own teardown: `exit()` runs hooks in reverse order of registration, so this
+/// one runs while the contexts still live (the session's own hook, registered when CUDA loaded the recorder, runs
+/// after the teardown).
+pub fn stop_counters_before_cuda_teardown() {
+    COUNTERS_HOOK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::atexit(stop_counters_at_exit) };
+    });
+}
+
 /// Registers the `exit()` hook and the signal handlers (once per process).
 pub fn install() {
     INSTALL.call_once(|| {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use cutr_format::{CounterMetric, CounterSamples};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
 
 /// Samples per chunk at most: a chunk a second at 100 Hz.
@@ -84,11 +86,62 @@ const METRICS: &[Metric] = &[
     },
 ];
 
+/// PCIe bytes since the driver loaded (NVML field values `NVML_FI_DEV_PCIE_COUNT_TX_BYTES`/`_RX_BYTES`), turned
+/// into rates between two readings. (`nvmlDeviceGetPcieThroughput` would block each reading for its own 20 ms
+/// window; NVLink's counters need a per-link scope that nvml-wrapper cannot pass: NVLink comes from PM sampling.)
+const PCIE_FIELDS: [(u32, &str, &str); 2] = [
+    (197, "PCIe TX", "bytes per second sent over PCIe by the GPU, between two readings"),
+    (198, "PCIe RX", "bytes per second received over PCIe by the GPU, between two readings"),
+];
+
+/// The last PCIe byte counts of one device and when they were read.
+#[derive(Default)]
+struct PcieRates {
+    last: Option<(Instant, [Option<u64>; 2])>,
+}
+
+impl PcieRates {
+    /// Bytes per second since the last reading (NaN for the first, or a counter NVML does not give).
+    fn read(&mut self, d: &Device<'_>) -> [f64; 2] {
+        let ids: Vec<FieldId> = PCIE_FIELDS.iter().map(|f| FieldId(f.0)).collect();
+        let mut now = [None; 2];
+        if let Ok(values) = d.field_values_for(&ids) {
+            for (slot, v) in now.iter_mut().zip(values) {
+                *slot = match v.map(|s| s.value) {
+                    Ok(Ok(SampleValue::U64(b))) => Some(b),
+                    Ok(Ok(SampleValue::U32(b))) => Some(u64::from(b)),
+                    _ => None,
+                };
+            }
+        }
+        let t = Instant::now();
+        let mut rates = [f64::NAN; 2];
+        if let Some((t0, before)) = self.last {
+            let dt = t.duration_since(t0).as_secs_f64();
+            for i in 0..2 {
+                if let (Some(a), Some(b)) = (before[i], now[i])
+                    && b >= a
+                    && dt > 0.0
+                {
+                    rates[i] = (b - a) as f64 / dt;
+                }
+            }
+        }
+        self.last = Some((t, now));
+        rates
+    }
+}
+
 /// The metric descriptions every chunk carries.
 fn metrics() -> Vec<CounterMetric> {
     METRICS
         .iter()
         .map(|m| CounterMetric { name: m.name.into(), unit: m.unit.into(), description: m.description.into() })
+        .chain(PCIE_FIELDS.iter().map(|(_, name, description)| CounterMetric {
+            name: (*name).into(),
+            unit: "B/s".into(),
+            description: (*description).into(),
+        }))
         .collect()
 }
 
@@ -196,12 +249,14 @@ fn sample_loop(
     let empty =
         |device: u32| CounterSamples { source: "nvml".into(), device, metrics: metrics(), ..Default::default() };
     let mut pending: Vec<CounterSamples> = devices.iter().map(|(id, _)| empty(*id)).collect();
+    let mut pcie: Vec<PcieRates> = devices.iter().map(|_| PcieRates::default()).collect();
     let mut next = Instant::now();
     loop {
-        for ((_, device), out) in devices.iter().zip(pending.iter_mut()) {
+        for (((_, device), out), pcie) in devices.iter().zip(pending.iter_mut()).zip(pcie.iter_mut()) {
             let Some(ts) = now() else { continue };
             let before = out.values.len();
             out.values.extend(METRICS.iter().map(|m| (m.read)(device).unwrap_or(f64::NAN)));
+            out.values.extend(pcie.read(device));
             if out.values[before..].iter().all(|v| v.is_nan()) {
                 out.values.truncate(before);
                 out.lost_samples += 1;
@@ -247,9 +302,10 @@ mod tests {
     #[test]
     fn every_metric_is_described_once() {
         let m = metrics();
-        assert_eq!(m.len(), 9);
+        assert_eq!(m.len(), 11);
         let mut names: Vec<&str> = m.iter().map(|m| m.name.as_str()).collect();
+        names.sort();
         names.dedup();
-        assert_eq!(names.len(), 9);
+        assert_eq!(names.len(), 11);
     }
 }

@@ -13,7 +13,7 @@
 
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -21,25 +21,29 @@ use cudarc::cupti::sys as cs;
 use cutr_format::{CounterMetric, CounterSamples};
 
 /// Metrics sampled by default, by what a user asks first: is the GPU busy, memory- or compute-bound, how full,
-/// using its tensor cores, moving data over PCIe or NVLink. Each that a chip lacks or that does not fit one pass
-/// with the ones before it is left out, with a note.
+/// using its tensor cores, moving data over PCIe or NVLink. `a|b` takes the first of the names the chip has (the
+/// PM sampling metric table of CUPTI's guide names some in percent of peak only). Each that a chip lacks or that
+/// does not fit one pass with the ones before it is left out, with a note. Achieved occupancy is 100% minus the
+/// two `tpc__warps_inactive_*` shares (warp slots unused on active SMs, and on idle SMs).
 pub const DEFAULT_METRICS: &[&str] = &[
-    "gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "gr__cycles_active.sum.pct_of_peak_sustained_elapsed|gr__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
     "sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed",
-    "dram__bytes_read.sum.per_second",
-    "dram__bytes_write.sum.per_second",
-    "tpc__warps_active_realtime.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum.per_second|dramc__read_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes_write.sum.per_second|dramc__write_throughput.avg.pct_of_peak_sustained_elapsed",
+    "tpc__warps_inactive_sm_active_realtime.avg.pct_of_peak_sustained_elapsed",
+    "tpc__warps_inactive_sm_idle_realtime.avg.pct_of_peak_sustained_elapsed",
     "sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
-    "pcie__read_bytes.sum.per_second",
-    "pcie__write_bytes.sum.per_second",
-    "nvlrx__bytes.sum.per_second",
-    "nvltx__bytes.sum.per_second",
+    "pcie__read_bytes.sum.per_second|pcie__read_bytes.avg.pct_of_peak_sustained_elapsed",
+    "pcie__write_bytes.sum.per_second|pcie__write_bytes.avg.pct_of_peak_sustained_elapsed",
+    "nvlrx__bytes.sum.per_second|nvlrx__bytes.avg.pct_of_peak_sustained_elapsed",
+    "nvltx__bytes.sum.per_second|nvltx__bytes.avg.pct_of_peak_sustained_elapsed",
 ];
 
 /// The PM sampling options.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PmConfig {
-    /// Metric names (full, with rollup and submetric).
+    /// Metric names (full, with rollup and submetric), or `a|b` alternatives.
     pub metrics: Vec<String>,
     pub interval: Duration,
 }
@@ -52,13 +56,43 @@ impl Default for PmConfig {
 
 /// 10 kHz, Nsight Systems' default rate.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
-/// The fastest accepted: at 10 us a 64 MiB hardware buffer overflowed on the H100 even when decoded every 10 ms.
-pub const MIN_INTERVAL: Duration = Duration::from_micros(20);
-/// How often the hardware buffer is decoded.
+/// The fastest accepted (100 kHz). Each sample costs the decoding thread ~17 us to evaluate (the H100 probe), so
+/// rates near this one lose samples (counted in the loss report); docs/BENCHMARKS.md gives the fastest lossless.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
+/// How often the hardware buffer is decoded, at most.
 const DECODE_PERIOD: Duration = Duration::from_millis(10);
-const HARDWARE_BUFFER_BYTES: usize = 64 << 20;
+/// A sample takes about 64 KiB of the hardware buffer on the H100 (a 64 MiB buffer overflowed after 1,023 samples
+/// at 10 us): the buffer holds 100 ms of samples, between 64 MiB and 512 MiB.
+const HARDWARE_BYTES_PER_SAMPLE: usize = 64 << 10;
+
+/// The hardware buffer's size and the decode period for an interval: the buffer holds 100 ms of samples, and a
+/// decode comes every 10 ms or every 500 samples, whichever is sooner.
+fn buffer_and_period(interval: Duration) -> (usize, Duration) {
+    let interval = interval.max(MIN_INTERVAL);
+    let samples_100ms = (Duration::from_millis(100).as_nanos() / interval.as_nanos()) as usize;
+    let bytes = (samples_100ms * HARDWARE_BYTES_PER_SAMPLE).clamp(64 << 20, 512 << 20);
+    (bytes, DECODE_PERIOD.min(interval * 500))
+}
 /// Samples one counter-data image holds (about 15 KB each for 7 metrics on the H100).
-const IMAGE_SAMPLES: u32 = 2000;
+const IMAGE_SAMPLES_MIN: usize = 2000;
+const IMAGE_SAMPLES_MAX: usize = 20_000;
+
+/// Samples the counter-data image holds for an interval: 8 decode periods' worth, at least 2,000. A decode that
+/// fills the image loses what else it took from the hardware buffer (on the H100 each full image left a gap of
+/// 1-95 ms), so the image is reset once fewer than 4 periods' worth of room is left ([`reset_room`]).
+fn image_samples(interval: Duration) -> usize {
+    (8 * samples_per_period(interval)).clamp(IMAGE_SAMPLES_MIN, IMAGE_SAMPLES_MAX)
+}
+
+/// The room under which the image is reset (after its samples are evaluated).
+fn reset_room(interval: Duration) -> usize {
+    4 * samples_per_period(interval)
+}
+
+fn samples_per_period(interval: Duration) -> usize {
+    let (_, period) = buffer_and_period(interval);
+    (period.as_nanos() / interval.max(MIN_INTERVAL).as_nanos()).max(1) as usize
+}
 /// Decodes after Stop, at most, to drain what the hardware still holds.
 const MAX_DRAIN_DECODES: usize = 64;
 const CUPTI_SUCCESS: u32 = 0;
@@ -119,17 +153,25 @@ struct Api {
     data_info: F<cs::CUpti_PmSampling_GetCounterDataInfo_Params>,
     sample_info: F<cs::CUpti_PmSampling_CounterData_GetSampleInfo_Params>,
     result_string: FnResultString,
+    subscribe: unsafe extern "C" fn(*mut cs::CUpti_SubscriberHandle, Callback, *mut c_void) -> u32,
+    enable_callback: unsafe extern "C" fn(u32, cs::CUpti_SubscriberHandle, u32, u32) -> u32,
+    unsubscribe: unsafe extern "C" fn(cs::CUpti_SubscriberHandle) -> u32,
 }
 
-/// Zeroed params with their size set: every CUPTI params struct starts with `structSize`.
+type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+
+/// Zeroed params with CUPTI's `<T>_STRUCT_SIZE` set: the offset of the struct's last field plus that field's size,
+/// not `size_of` (which counts the tail padding). `cuptiPmSamplingDecodeData` refuses a padded size as
+/// CUPTI_ERROR_INVALID_PARAMETER (the H100, CUDA 13.0); NVIDIA's samples pass the macro's value.
 macro_rules! params {
-    ($t:ty) => {{
+    ($t:ty, $last:ident) => {{
         // SAFETY: CUPTI params structs are plain C data (integers and pointers): all-zero is a valid value.
         #[allow(unused_unsafe)]
         let mut p: $t = unsafe { std::mem::zeroed() };
+        let size = std::mem::offset_of!($t, $last) + std::mem::size_of_val(&p.$last);
         // SAFETY: the first field of every CUPTI params struct is `size_t structSize`.
         #[allow(unused_unsafe)]
-        let () = unsafe { *(&mut p as *mut $t as *mut usize) = std::mem::size_of::<$t>() };
+        let () = unsafe { *(&mut p as *mut $t as *mut usize) = size };
         p
     }};
 }
@@ -171,6 +213,9 @@ impl Api {
                 data_info: sym!("cuptiPmSamplingGetCounterDataInfo"),
                 sample_info: sym!("cuptiPmSamplingCounterDataGetSampleInfo"),
                 result_string: sym!("cuptiGetResultString"),
+                subscribe: sym!("cuptiSubscribe"),
+                enable_callback: sym!("cuptiEnableCallback"),
+                unsubscribe: sym!("cuptiUnsubscribe"),
             };
             std::mem::forget(lib);
             Ok(api)
@@ -193,6 +238,9 @@ struct DeviceSession {
     object: *mut cs::CUpti_PmSampling_Object,
     /// CUPTI keeps a pointer to the config image: it must outlive the session.
     _config: Vec<u8>,
+    /// The host object was made with pointers to these: kept as long as the host object.
+    _availability: Vec<u8>,
+    _chip: CString,
     names: Vec<CString>,
     metrics: Vec<CounterMetric>,
     image: Vec<u8>,
@@ -202,57 +250,167 @@ struct DeviceSession {
     done: usize,
     /// The session's first sample is dropped (it starts before Start and carries garbage).
     first_dropped: bool,
+    interval: Duration,
+    /// The last sample's start: a later one more than 1.5 intervals after it means samples were lost.
+    last_start: u64,
     pending: CounterSamples,
     failed: bool,
+}
+
+// SAFETY: the raw pointers are CUPTI's objects, which CUPTI lets any thread use; a session is only touched under
+// `Shared::sessions`' lock.
+unsafe impl Send for DeviceSession {}
+
+/// What the sampling thread and CUPTI's context callback share.
+struct Shared {
+    api: Api,
+    sessions: Mutex<Vec<DeviceSession>>,
+    send: Mutex<Box<dyn Fn(CounterSamples) + Send>>,
+    note: Mutex<Box<dyn Fn(String) + Send>>,
+    subscriber: Mutex<usize>,
+}
+
+impl Shared {
+    fn note(&self, msg: String) {
+        (self.note.lock().unwrap())(msg)
+    }
+
+    fn send(&self, c: CounterSamples) {
+        (self.send.lock().unwrap())(c)
+    }
+
+    /// Stops, drains and disables every device's sampling and sends what is left. Idempotent (the sessions are
+    /// taken out).
+    fn finish_all(&self) -> usize {
+        let sessions: Vec<DeviceSession> = std::mem::take(&mut *self.sessions.lock().unwrap());
+        let n = sessions.len();
+        for mut s in sessions {
+            finish(&self.api, &mut s, &|m| self.note(m));
+            if !s.pending.is_empty() || s.pending.lost_samples > 0 {
+                self.send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
+            }
+        }
+        n
+    }
+
+    /// Decodes every device's new samples; sends full chunks.
+    fn decode_all(&self) {
+        let mut sessions = self.sessions.lock().unwrap();
+        for s in sessions.iter_mut().filter(|s| !s.failed) {
+            if crate::driver::primary_context_active(s.device) == Some(false) {
+                // The context is ending (cudaDeviceReset): CUPTI's PM sampling object must not be touched again.
+                s.failed = true;
+                continue;
+            }
+            if let Err(e) = decode(&self.api, s, &|m| self.note(m)) {
+                s.failed = true;
+                self.note(format!("PM sampling on device {} stopped: {e}", s.device));
+            }
+            if s.pending.len() >= 1000 {
+                self.send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
+            }
+        }
+    }
+}
+
+/// CUPTI's resource callback: a context about to be destroyed (`cudaDeviceReset`, `cuCtxDestroy`, the runtime's
+/// teardown) stops PM sampling first, on the destroying thread, while the context still lives; after it, stopping
+/// or decoding corrupted the heap on the H100. Never unwinds into CUPTI.
+unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, _data: *const c_void) {
+    use cs::CUpti_CallbackIdResource as R;
+    if user.is_null()
+        || domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32
+        || cbid != R::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32
+    {
+        return;
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `user` is the leaked 'static `Shared` given at subscribe.
+        let shared = unsafe { &*(user as *const Shared) };
+        if shared.finish_all() > 0 {
+            shared.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
+        }
+    }));
 }
 
 /// The running sampler.
 pub(crate) struct PmSampler {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<()>,
+    shared: &'static Shared,
 }
 
 impl PmSampler {
     /// Starts a thread that sets PM sampling up on `devices()` (the CUDA ordinals, asked for once CUDA is
-    /// initialized) and samples until stopped. `send` takes each chunk, `note` each problem.
+    /// initialized) and samples until stopped. `send` takes each chunk, `note` each problem; `started` is called
+    /// once sampling runs. Subscribes to CUPTI's context callbacks (it fails where another subscriber holds them).
     pub fn start(
         library: &Path,
         config: PmConfig,
         devices: Box<dyn Fn() -> Vec<u32> + Send>,
         send: Box<dyn Fn(CounterSamples) + Send>,
         note: Box<dyn Fn(String) + Send>,
+        started: Box<dyn Fn() + Send>,
     ) -> Result<PmSampler, String> {
         let api = Api::load(library)?;
+        let shared: &'static Shared = Box::leak(Box::new(Shared {
+            api,
+            sessions: Mutex::new(Vec::new()),
+            send: Mutex::new(send),
+            note: Mutex::new(note),
+            subscriber: Mutex::new(0),
+        }));
+        let mut sub: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
+        let user = shared as *const Shared as *mut c_void;
+        // SAFETY: a valid out-pointer; the callback never unwinds; `user` is 'static.
+        let code = unsafe { (shared.api.subscribe)(&mut sub, on_callback, user) };
+        shared.api.check("cuptiSubscribe (another CUPTI subscriber?)", code)?;
+        *shared.subscriber.lock().unwrap() = sub as usize;
+        let domain = cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
+        let cbid = cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32;
+        // SAFETY: `sub` is the live subscriber just made.
+        let code = unsafe { (shared.api.enable_callback)(1, sub, domain, cbid) };
+        if let Err(e) = shared.api.check("cuptiEnableCallback", code) {
+            // SAFETY: as above; not used again.
+            unsafe { (shared.api.unsubscribe)(sub) };
+            return Err(e);
+        }
         let (stop, stop_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cutr-pm".into())
             .spawn(move || {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(&api, &config, &*devices, &*send, &*note, &stop_rx)
+                    run(shared, &config, &*devices, &*started, &stop_rx)
                 }));
                 if r.is_err() {
-                    note("PM sampling stopped on an internal error".into());
+                    shared.note("PM sampling stopped on an internal error".into());
                 }
             })
             .map_err(|e| e.to_string())?;
-        Ok(PmSampler { stop, thread })
+        Ok(PmSampler { stop, thread, shared })
     }
 
-    /// Stops sampling, drains what the hardware holds and sends it.
+    /// Stops sampling, drains what the hardware holds and sends it, and unsubscribes.
     pub fn finish(self) {
         let _ = self.stop.send(());
         let _ = self.thread.join();
+        let sub = std::mem::take(&mut *self.shared.subscriber.lock().unwrap());
+        if sub != 0 {
+            // SAFETY: the subscriber made in `start`, unsubscribed once.
+            unsafe { (self.shared.api.unsubscribe)(sub as cs::CUpti_SubscriberHandle) };
+        }
     }
 }
 
 fn run(
-    api: &Api,
+    shared: &'static Shared,
     config: &PmConfig,
     devices: &dyn Fn() -> Vec<u32>,
-    send: &dyn Fn(CounterSamples),
-    note: &dyn Fn(String),
+    started: &dyn Fn(),
     stop: &mpsc::Receiver<()>,
 ) {
+    let api = &shared.api;
+    let note = |m: String| shared.note(m);
     let mut ordinals = Vec::new();
     for _ in 0..40 {
         ordinals = devices();
@@ -264,49 +422,61 @@ fn run(
         note("PM sampling: no CUDA device known; not sampling".into());
         return;
     }
-    let mut init = params!(cs::CUpti_Profiler_Initialize_Params);
+    let mut init = params!(cs::CUpti_Profiler_Initialize_Params, pPriv);
     // SAFETY: valid params.
     if let Err(e) = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) }) {
         note(format!("PM sampling: {e}; not sampling"));
         return;
     }
-    let mut sessions: Vec<DeviceSession> = Vec::new();
     for d in ordinals {
-        match setup(api, d, config, note) {
-            Ok(s) => sessions.push(s),
+        match setup(api, d, config, &note) {
+            Ok(s) => shared.sessions.lock().unwrap().push(s),
             Err(e) => note(format!("PM sampling on device {d}: {e}")),
         }
     }
+    if !shared.sessions.lock().unwrap().is_empty() {
+        started();
+    }
+    let period = buffer_and_period(config.interval).1;
     let mut next = Instant::now();
     loop {
-        next += DECODE_PERIOD;
+        next += period;
         match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        for s in sessions.iter_mut().filter(|s| !s.failed) {
-            if let Err(e) = decode(api, s, note) {
-                s.failed = true;
-                note(format!("PM sampling on device {} stopped: {e}", s.device));
-            }
-            if s.pending.len() >= 1000 {
-                send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
-            }
-        }
+        shared.decode_all();
         if Instant::now() > next + Duration::from_secs(1) {
             next = Instant::now();
         }
     }
-    for mut s in sessions {
-        finish(api, &mut s, note);
-        if !s.pending.is_empty() || s.pending.lost_samples > 0 {
-            send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
-        }
-    }
+    shared.finish_all();
 }
 
 fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
     CounterSamples { source: "pm_sampling".into(), device, metrics: metrics.to_vec(), ..Default::default() }
+}
+
+/// Device `d`'s chip name and counter-availability image.
+fn chip_and_availability(api: &Api, d: u32) -> Result<(CString, Vec<u8>), String> {
+    // SAFETY: params zeroed with their size; the image is allocated with the size CUPTI asked for; the chip name
+    // is copied while CUPTI's string is live.
+    unsafe {
+        let mut chip = params!(cs::CUpti_Device_GetChipName_Params, pChipName);
+        chip.deviceIndex = d as usize;
+        api.check("cuptiDeviceGetChipName", (api.chip_name)(&mut chip))?;
+        if chip.pChipName.is_null() {
+            return Err("cuptiDeviceGetChipName gave no name".into());
+        }
+        let name = CStr::from_ptr(chip.pChipName).to_owned();
+        let mut avail = params!(cs::CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage);
+        avail.deviceIndex = d as usize;
+        api.check("cuptiPmSamplingGetCounterAvailability", (api.availability)(&mut avail))?;
+        let mut availability = vec![0u8; avail.counterAvailabilityImageSize];
+        avail.pCounterAvailabilityImage = availability.as_mut_ptr();
+        api.check("cuptiPmSamplingGetCounterAvailability", (api.availability)(&mut avail))?;
+        Ok((name, availability))
+    }
 }
 
 /// Host configuration, then PM sampling enabled, configured and started on device `d`.
@@ -315,23 +485,21 @@ fn setup(api: &Api, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<
     // allocated with the sizes CUPTI asked for that outlive the calls; CUPTI's objects are used only while live
     // (disabled and deinitialized in `finish`).
     unsafe {
-        let mut chip = params!(cs::CUpti_Device_GetChipName_Params);
-        chip.deviceIndex = d as usize;
-        api.check("cuptiDeviceGetChipName", (api.chip_name)(&mut chip))?;
-        let mut avail = params!(cs::CUpti_PmSampling_GetCounterAvailability_Params);
-        avail.deviceIndex = d as usize;
-        api.check("cuptiPmSamplingGetCounterAvailability", (api.availability)(&mut avail))?;
-        let mut availability = vec![0u8; avail.counterAvailabilityImageSize];
-        avail.pCounterAvailabilityImage = availability.as_mut_ptr();
-        api.check("cuptiPmSamplingGetCounterAvailability", (api.availability)(&mut avail))?;
-        let chip_name = chip.pChipName;
+        let (chip, availability) = chip_and_availability(api, d)?;
+        let chip_name = chip.as_ptr();
         let names = fit_metrics(api, chip_name, &availability, &config.metrics, note, d);
         if names.is_empty() {
             return Err("none of the metrics can be sampled".into());
         }
         let (host, config_image, _) = host_with(api, chip_name, &availability, &names)?;
-        let metrics: Vec<CounterMetric> = names.iter().map(|n| describe(api, host, n)).collect();
-        let mut en = params!(cs::CUpti_PmSampling_Enable_Params);
+        let metrics: Vec<CounterMetric> = names
+            .iter()
+            .map(|n| {
+                properties(api, host, n)
+                    .unwrap_or_else(|| CounterMetric { name: n.to_string_lossy().into_owned(), ..Default::default() })
+            })
+            .collect();
+        let mut en = params!(cs::CUpti_PmSampling_Enable_Params, pPmSamplingObject);
         en.deviceIndex = d as usize;
         if let Err(e) = api.check("cuptiPmSamplingEnable", (api.enable)(&mut en)) {
             deinit_host(api, host);
@@ -343,12 +511,16 @@ fn setup(api: &Api, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<
             host,
             object,
             _config: config_image,
+            _availability: availability,
+            _chip: chip,
             names,
             metrics: metrics.clone(),
             image: Vec::new(),
             pristine: Vec::new(),
             done: 0,
             first_dropped: false,
+            interval: config.interval,
+            last_start: 0,
             pending: empty(d, &metrics),
             failed: false,
         };
@@ -360,8 +532,10 @@ fn setup(api: &Api, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<
     }
 }
 
-/// The metrics, in order, that exist and fit one pass together; notes the others. Each trial configures a fresh
-/// host object (metrics added to one cannot be taken back).
+/// The metrics, in order, that exist on the chip and fit one pass together; notes the others. Of `a|b`
+/// alternatives the first the chip has is taken. Existence is asked of a host object without metrics (adding a
+/// name the chip lacks fails with INVALID_PARAMETER or UNKNOWN); each fit trial configures a fresh host object
+/// (metrics added to one cannot be taken back).
 ///
 /// # Safety
 /// `chip` is CUPTI's name of a chip and `availability` its counter-availability image.
@@ -373,9 +547,38 @@ unsafe fn fit_metrics(
     note: &dyn Fn(String),
     d: u32,
 ) -> Vec<CString> {
-    let mut kept: Vec<CString> = Vec::new();
+    // SAFETY: the caller's.
+    let lister = match unsafe { host_init(api, chip, availability) } {
+        Ok(h) => h,
+        Err(e) => {
+            note(format!("PM sampling on device {d}: {e}"));
+            return Vec::new();
+        }
+    };
+    let mut existing: Vec<(&String, CString)> = Vec::new();
     for m in wanted {
-        let Ok(name) = CString::new(m.as_str()) else { continue };
+        let found = m
+            .split('|')
+            .filter_map(|alt| CString::new(alt.trim()).ok())
+            // SAFETY: `lister` is live until the end of this function.
+            .find(|alt| unsafe { properties(api, lister, alt) }.is_some());
+        match found {
+            Some(name) => existing.push((m, name)),
+            None => note(format!("PM sampling on device {d}: {m} left out: not a PM sampling metric of this chip")),
+        }
+    }
+    // SAFETY: not used again.
+    unsafe { deinit_host(api, lister) };
+    // Usually they all fit one pass: one trial. Otherwise each is added in turn (a trial per metric, ~40 ms each).
+    let all: Vec<CString> = existing.iter().map(|(_, n)| n.clone()).collect();
+    // SAFETY: the caller's; the trial's host object is released at once.
+    if let Ok((host, _, 1)) = unsafe { host_with(api, chip, availability, &all) } {
+        // SAFETY: not used again.
+        unsafe { deinit_host(api, host) };
+        return all;
+    }
+    let mut kept: Vec<CString> = Vec::new();
+    for (m, name) in existing {
         let mut trial: Vec<CString> = kept.clone();
         trial.push(name);
         // SAFETY: the caller's; the trial's host object is released at once.
@@ -399,6 +602,24 @@ unsafe fn fit_metrics(
     kept
 }
 
+/// A host object for `chip` with no metrics.
+///
+/// # Safety
+/// `chip` is CUPTI's name of a chip and `availability` its counter-availability image, which outlives the object.
+unsafe fn host_init(
+    api: &Api,
+    chip: *const c_char,
+    availability: &[u8],
+) -> Result<*mut cs::CUpti_Profiler_Host_Object, String> {
+    let mut hi = params!(cs::CUpti_Profiler_Host_Initialize_Params, pHostObject);
+    hi.profilerType = cs::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_PM_SAMPLING;
+    hi.pChipName = chip;
+    hi.pCounterAvailabilityImage = availability.as_ptr();
+    // SAFETY: the caller's.
+    api.check("cuptiProfilerHostInitialize", unsafe { (api.host_initialize)(&mut hi) })?;
+    Ok(hi.pHostObject)
+}
+
 /// A host object for `chip` configured with `names`, its config image and number of passes; the host object is
 /// released again on failure.
 ///
@@ -410,13 +631,8 @@ unsafe fn host_with(
     availability: &[u8],
     names: &[CString],
 ) -> Result<(*mut cs::CUpti_Profiler_Host_Object, Vec<u8>, usize), String> {
-    let mut hi = params!(cs::CUpti_Profiler_Host_Initialize_Params);
-    hi.profilerType = cs::CUpti_ProfilerType::CUPTI_PROFILER_TYPE_PM_SAMPLING;
-    hi.pChipName = chip;
-    hi.pCounterAvailabilityImage = availability.as_ptr();
-    // SAFETY: the caller's; the image outlives the call.
-    api.check("cuptiProfilerHostInitialize", unsafe { (api.host_initialize)(&mut hi) })?;
-    let host = hi.pHostObject;
+    // SAFETY: the caller's.
+    let host = unsafe { host_init(api, chip, availability) }?;
     // SAFETY: `host` was just made.
     match unsafe { config_for(api, host, names) } {
         Ok((image, passes)) => Ok((host, image, passes)),
@@ -440,21 +656,21 @@ unsafe fn config_for(
     let mut ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
     // SAFETY: the caller's; `ptrs` and the names outlive the calls.
     unsafe {
-        let mut add = params!(cs::CUpti_Profiler_Host_ConfigAddMetrics_Params);
+        let mut add = params!(cs::CUpti_Profiler_Host_ConfigAddMetrics_Params, numMetrics);
         add.pHostObject = host;
         add.ppMetricNames = ptrs.as_mut_ptr();
         add.numMetrics = ptrs.len();
         api.check("cuptiProfilerHostConfigAddMetrics", (api.add_metrics)(&mut add))?;
-        let mut size = params!(cs::CUpti_Profiler_Host_GetConfigImageSize_Params);
+        let mut size = params!(cs::CUpti_Profiler_Host_GetConfigImageSize_Params, configImageSize);
         size.pHostObject = host;
         api.check("cuptiProfilerHostGetConfigImageSize", (api.config_size)(&mut size))?;
         let mut image = vec![0u8; size.configImageSize];
-        let mut get = params!(cs::CUpti_Profiler_Host_GetConfigImage_Params);
+        let mut get = params!(cs::CUpti_Profiler_Host_GetConfigImage_Params, pConfigImage);
         get.pHostObject = host;
         get.configImageSize = image.len();
         get.pConfigImage = image.as_mut_ptr();
         api.check("cuptiProfilerHostGetConfigImage", (api.config_image)(&mut get))?;
-        let mut passes = params!(cs::CUpti_Profiler_Host_GetNumOfPasses_Params);
+        let mut passes = params!(cs::CUpti_Profiler_Host_GetNumOfPasses_Params, numOfPasses);
         passes.configImageSize = image.len();
         passes.pConfigImage = image.as_mut_ptr();
         api.check("cuptiProfilerHostGetNumOfPasses", (api.passes)(&mut passes))?;
@@ -462,30 +678,33 @@ unsafe fn config_for(
     }
 }
 
-/// The metric's description and unit, as the host API gives them.
+/// The metric's description and unit as the host API gives them; `None` when the chip has no such metric.
 ///
 /// # Safety
 /// `host` is a live host object.
-unsafe fn describe(api: &Api, host: *mut cs::CUpti_Profiler_Host_Object, name: &CStr) -> CounterMetric {
-    let mut p = params!(MetricPropertiesParams);
+unsafe fn properties(api: &Api, host: *mut cs::CUpti_Profiler_Host_Object, name: &CStr) -> Option<CounterMetric> {
+    let mut p = params!(MetricPropertiesParams, metric_type);
     p.host = host;
     p.metric = name.as_ptr();
     let text = |s: *const c_char| {
         // SAFETY: CUPTI's strings are NUL-terminated and live as long as the host object.
         if s.is_null() { String::new() } else { unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned() }
     };
-    let name = name.to_string_lossy().into_owned();
     // SAFETY: the caller's.
     if unsafe { (api.properties)(&mut p) } != CUPTI_SUCCESS {
-        return CounterMetric { name, ..Default::default() };
+        return None;
     }
-    CounterMetric { name, unit: text(p.dim_unit), description: text(p.description) }
+    Some(CounterMetric {
+        name: name.to_string_lossy().into_owned(),
+        unit: text(p.dim_unit),
+        description: text(p.description),
+    })
 }
 
 /// # Safety
 /// `host` is a live host object, not used afterwards.
 unsafe fn deinit_host(api: &Api, host: *mut cs::CUpti_Profiler_Host_Object) {
-    let mut p = params!(cs::CUpti_Profiler_Host_Deinitialize_Params);
+    let mut p = params!(cs::CUpti_Profiler_Host_Deinitialize_Params, pHostObject);
     p.pHostObject = host;
     // SAFETY: the caller's.
     let _ = unsafe { (api.host_deinitialize)(&mut p) };
@@ -498,29 +717,29 @@ unsafe fn deinit_host(api: &Api, host: *mut cs::CUpti_Profiler_Host_Object) {
 unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Result<(), String> {
     // SAFETY: the caller's; the config image and the counter-data images live in `s` while sampling runs.
     unsafe {
-        let mut set = params!(cs::CUpti_PmSampling_SetConfig_Params);
+        let mut set = params!(cs::CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode);
         set.pPmSamplingObject = s.object;
         set.configSize = s._config.len();
         set.pConfig = s._config.as_ptr();
-        set.hardwareBufferSize = HARDWARE_BUFFER_BYTES;
+        set.hardwareBufferSize = buffer_and_period(config.interval).0;
         set.samplingInterval = config.interval.as_nanos() as u64;
         set.triggerMode = cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
         api.check("cuptiPmSamplingSetConfig", (api.set_config)(&mut set))?;
         let mut ptrs: Vec<*const c_char> = s.names.iter().map(|n| n.as_ptr()).collect();
-        let mut size = params!(cs::CUpti_PmSampling_GetCounterDataSize_Params);
+        let mut size = params!(cs::CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
         size.pPmSamplingObject = s.object;
         size.pMetricNames = ptrs.as_mut_ptr();
         size.numMetrics = ptrs.len();
-        size.maxSamples = IMAGE_SAMPLES;
+        size.maxSamples = image_samples(config.interval) as u32;
         api.check("cuptiPmSamplingGetCounterDataSize", (api.data_size)(&mut size))?;
         s.image = vec![0u8; size.counterDataSize];
-        let mut init = params!(cs::CUpti_PmSampling_CounterDataImage_Initialize_Params);
+        let mut init = params!(cs::CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData);
         init.pPmSamplingObject = s.object;
         init.counterDataSize = s.image.len();
         init.pCounterData = s.image.as_mut_ptr();
         api.check("cuptiPmSamplingCounterDataImageInitialize", (api.image_initialize)(&mut init))?;
         s.pristine = s.image.clone();
-        let mut start = params!(cs::CUpti_PmSampling_Start_Params);
+        let mut start = params!(cs::CUpti_PmSampling_Start_Params, pPmSamplingObject);
         start.pPmSamplingObject = s.object;
         api.check("cuptiPmSamplingStart", (api.start)(&mut start))
     }
@@ -528,7 +747,7 @@ unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Resu
 
 /// One decode: the hardware's new samples into the image, evaluated into `s.pending`. Returns the stop reason.
 fn decode(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) -> Result<u32, String> {
-    let mut p = params!(DecodeParams);
+    let mut p = params!(DecodeParams, overflow);
     p.object = s.object;
     p.image = s.image.as_mut_ptr();
     p.image_size = s.image.len();
@@ -548,9 +767,9 @@ fn decode(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) -> Result<u32
     Ok(p.stop_reason)
 }
 
-/// Evaluates the image's samples not yet evaluated; resets a full image.
+/// Evaluates the image's samples not yet evaluated; resets an image that is nearly full.
 fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
-    let mut info = params!(cs::CUpti_PmSampling_GetCounterDataInfo_Params);
+    let mut info = params!(cs::CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples);
     info.pCounterDataImage = s.image.as_ptr();
     info.counterDataImageSize = s.image.len();
     // SAFETY: the image is an initialized counter-data image.
@@ -558,14 +777,14 @@ fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
     let mut ptrs: Vec<*const c_char> = s.names.iter().map(|n| n.as_ptr()).collect();
     let mut values = vec![0f64; ptrs.len()];
     for i in s.done..info.numCompletedSamples {
-        let mut si = params!(cs::CUpti_PmSampling_CounterData_GetSampleInfo_Params);
+        let mut si = params!(cs::CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp);
         si.pPmSamplingObject = s.object;
         si.pCounterDataImage = s.image.as_ptr();
         si.counterDataImageSize = s.image.len();
         si.sampleIndex = i;
         // SAFETY: i is below the completed samples of this image.
         api.check("cuptiPmSamplingCounterDataGetSampleInfo", unsafe { (api.sample_info)(&mut si) })?;
-        let mut ev = params!(cs::CUpti_Profiler_Host_EvaluateToGpuValues_Params);
+        let mut ev = params!(cs::CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues);
         ev.pHostObject = s.host;
         ev.pCounterDataImage = s.image.as_ptr();
         ev.counterDataImageSize = s.image.len();
@@ -579,21 +798,43 @@ fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
             s.first_dropped = true;
             continue;
         }
+        let interval_ns = s.interval.as_nanos() as u64;
+        if s.last_start != 0 && si.startTimestamp > s.last_start + interval_ns * 3 / 2 {
+            // The hardware sampled at a fixed interval: a longer step is samples lost (counted, not hidden).
+            let missing = (si.startTimestamp - s.last_start + interval_ns / 2) / interval_ns - 1;
+            s.pending.lost_samples += missing;
+        }
+        s.last_start = si.startTimestamp;
         s.pending.t_start.push(si.startTimestamp);
         s.pending.t_end.push(si.endTimestamp);
         s.pending.values.extend_from_slice(&values);
     }
     s.done = info.numCompletedSamples;
-    if info.numCompletedSamples >= info.numTotalSamples {
+    let capacity = info.numTotalSamples.min(image_samples(s.interval));
+    if info.numCompletedSamples + reset_room(s.interval) >= capacity {
         s.image.copy_from_slice(&s.pristine);
         s.done = 0;
     }
     Ok(())
 }
 
-/// Stops sampling, drains the hardware (bounded), disables, and releases the host object.
+/// Stops sampling, drains the hardware (bounded), disables, and releases the host object. Where the device's
+/// CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran first), CUPTI's PM sampling
+/// object is left alone: stopping or disabling it then corrupted the heap (the H100, CUDA 13.0).
 fn finish(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) {
-    let mut stop = params!(cs::CUpti_PmSampling_Stop_Params);
+    if crate::driver::primary_context_active(s.device) == Some(false) {
+        note(format!(
+            "PM sampling on device {}: the CUDA context ended before sampling was stopped: samples since the \
+             last decode (at most {} ms) are not in the file",
+            s.device,
+            DECODE_PERIOD.as_millis()
+        ));
+        // SAFETY: the host object is host-side only, live, and not used after this.
+        unsafe { deinit_host(api, s.host) };
+        s.failed = true;
+        return;
+    }
+    let mut stop = params!(cs::CUpti_PmSampling_Stop_Params, pPmSamplingObject);
     stop.pPmSamplingObject = s.object;
     // SAFETY: the object is live (stopping one never started returns an error, ignored).
     let _ = unsafe { (api.stop)(&mut stop) };
@@ -609,7 +850,7 @@ fn finish(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) {
             }
         }
     }
-    let mut dis = params!(cs::CUpti_PmSampling_Disable_Params);
+    let mut dis = params!(cs::CUpti_PmSampling_Disable_Params, pPmSamplingObject);
     dis.pPmSamplingObject = s.object;
     // SAFETY: the object is live and not used after this.
     let _ = unsafe { (api.disable)(&mut dis) };
@@ -650,10 +891,45 @@ mod tests {
     }
 
     #[test]
+    fn the_hardware_buffer_holds_100_ms() {
+        let us = Duration::from_micros;
+        assert_eq!(buffer_and_period(us(100)), (64 << 20, Duration::from_millis(10)));
+        assert_eq!(buffer_and_period(us(50)), (2000 << 16, Duration::from_millis(10)));
+        assert_eq!(buffer_and_period(us(20)), (5000 << 16, Duration::from_millis(10)));
+        assert_eq!(buffer_and_period(us(10)), (512 << 20, Duration::from_millis(5)));
+    }
+
+    #[test]
+    fn the_image_is_reset_before_a_decode_can_fill_it() {
+        let us = Duration::from_micros;
+        assert_eq!((image_samples(us(100)), reset_room(us(100))), (2000, 400));
+        assert_eq!((image_samples(us(20)), reset_room(us(20))), (4000, 2000));
+        assert_eq!((image_samples(us(10)), reset_room(us(10))), (4000, 2000));
+    }
+
+    #[test]
     fn the_default_metrics_are_full_names() {
-        for m in DEFAULT_METRICS {
+        for m in DEFAULT_METRICS.iter().flat_map(|m| m.split('|')) {
             assert_eq!(m.matches("__").count(), 1, "{m}: unit__counter");
             assert!(m.split('.').count() >= 3, "{m}: counter.rollup.submetric");
         }
+    }
+
+    /// The sizes CUPTI's `<T>_STRUCT_SIZE` macros give (cupti_pmsampling.h, cupti_profiler_host.h): where the
+    /// last field is narrower than 8 bytes they are not `size_of`.
+    #[test]
+    fn params_carry_cuptis_struct_sizes() {
+        let size = |p: *const u8| {
+            // SAFETY: every params struct starts with `size_t structSize`.
+            unsafe { *(p as *const usize) }
+        };
+        let d = params!(DecodeParams, overflow);
+        assert_eq!(size(&d as *const _ as *const u8), 45);
+        let c = params!(cs::CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode);
+        assert_eq!(size(&c as *const _ as *const u8), 64);
+        let m = params!(MetricPropertiesParams, metric_type);
+        assert_eq!(size(&m as *const _ as *const u8), 60);
+        let e = params!(cs::CUpti_PmSampling_Enable_Params, pPmSamplingObject);
+        assert_eq!(size(&e as *const _ as *const u8), std::mem::size_of::<cs::CUpti_PmSampling_Enable_Params>());
     }
 }

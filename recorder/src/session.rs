@@ -374,7 +374,24 @@ fn start_pc_sampling(session: &'static Session, api: u32, pc: crate::pc_sampling
 /// Starts the counter sources; each that cannot start is a note, and the recording goes on without it.
 fn start_counters(session: &'static Session, c: crate::counters::CountersConfig) {
     if let Some(pm) = c.pm.clone() {
-        start_pm_sampling(session, pm);
+        if session.config.pc_sampling.is_some() {
+            // On the H100 (CUDA 13.0) the two together broke PC sampling (cuptiPCSamplingGetData:
+            // CUPTI_ERROR_UNKNOWN) and the application crashed: both program the same SM performance monitors.
+            session.note(
+                "PM sampling is left out with --pc-sampling (CUPTI cannot run both); NVML's device metrics are kept"
+                    .into(),
+            );
+        } else if session.config.capture.is_some() {
+            // PM sampling needs CUPTI's context callbacks (to stop before a context ends), and CUPTI gives them to
+            // one subscriber, which the capture range holds.
+            session.note(
+                "PM sampling is left out with --capture-range (CUPTI has one callback subscriber, which the capture \
+                 range needs); NVML's device metrics are kept"
+                    .into(),
+            );
+        } else {
+            start_pm_sampling(session, pm);
+        }
     }
     let Some(interval) = c.nvml_interval else { return };
     let tx = session.tx.clone();
@@ -437,7 +454,10 @@ fn start_pm_sampling(session: &'static Session, pm: crate::pm_sampling::PmConfig
         }
     });
     let note = Box::new(|n: String| NOTES.lock().unwrap().push(n));
-    match crate::pm_sampling::PmSampler::start(&library, pm, devices, send, note) {
+    // Sampling must stop while the CUDA contexts live: an exit hook registered now, after the CUDA runtime
+    // registered its own teardown, runs before it.
+    let started = Box::new(crate::exit::stop_counters_before_cuda_teardown);
+    match crate::pm_sampling::PmSampler::start(&library, pm, devices, send, note, started) {
         Ok(s) => *session.pm.lock().unwrap() = Some(s),
         Err(e) => session.note(format!("not sampling hardware counters: {e}")),
     }
@@ -648,6 +668,13 @@ impl Session {
             lost_samples: 0,
         };
         let _ = self.tx.send(Msg::Counters(c));
+    }
+
+    /// Stops PM sampling (its last samples go to the writer); the session goes on.
+    pub(crate) fn stop_pm_sampling(&self) {
+        if let Some(p) = self.pm.lock().unwrap().take() {
+            p.finish();
+        }
     }
 
     /// Ends the session: forced flush, footer, sync. Idempotent; only the process that started it acts.

@@ -139,3 +139,86 @@ fn diff_reports_counter_averages_that_moved() {
     let text = cutr_analyses::diff::render_text(&r, false);
     assert!(text.contains("counters averaged over each kernel's executions (reported, not judged):"), "{text}");
 }
+
+/// The phases of `fixtures/counter_workload.cutr` (an H100 running `workloads/cuda/counter_workload.cu --idle-ms
+/// 1000 --phases 6 --phase-ms 300` under `cupti-record --counters`, PM sampling every 100 us): each run of the same
+/// kernel launched in a row, from its first start to its last end, with its kernel; the warm-up's single
+/// launches are not phases.
+fn fixture_phases(t: &cutr_model::Trace) -> Vec<(String, u64, u64)> {
+    let mut kernels: Vec<&cutr_model::Kernel> = t.kernels.iter().collect();
+    kernels.sort_by_key(|k| k.start);
+    let mut runs: Vec<(String, u64, u64, usize)> = Vec::new();
+    for k in kernels {
+        let name = t.kernel_name(k);
+        match runs.last_mut() {
+            Some(r) if r.0 == name => (r.2, r.3) = (k.end, r.3 + 1),
+            _ => runs.push((name.to_string(), k.start, k.end, 1)),
+        }
+    }
+    runs.into_iter().filter(|r| r.3 > 1).map(|r| (r.0, r.1, r.2)).collect()
+}
+
+const DRAM_READ: &str = "PM: dram__bytes_read.sum.per_second (byte/second)";
+const SM_ISSUE: &str = "PM: sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed (percent)";
+
+/// Memory-bound and compute-bound phases, told apart by the hardware counters recorded beside the kernels:
+/// DRAM reads run at 1.40e12 B/s in every copy phase and under 2.4e8 B/s in every FMA phase (threshold 1e11,
+/// 6x below the one and 400x above the other); the SMs issue 94.7-94.8% of peak in FMA phases and 3.4% in copy
+/// phases (threshold 50%). Each phase holds its length / 100 us samples, within one.
+#[test]
+fn the_counter_fixture_separates_memory_and_compute_phases() {
+    let path = cutr_tests::repo().join("fixtures/counter_workload.cutr");
+    let t = load(&[path], &LoadOptions::default()).unwrap();
+    let phases = fixture_phases(&t);
+    let kinds: Vec<&str> = phases.iter().map(|p| &p.0[..p.0.find('(').unwrap()]).collect();
+    assert_eq!(kinds, ["stream_copy", "fma_burn", "stream_copy", "fma_burn", "stream_copy", "fma_burn"]);
+    let series = |name: &str| -> Vec<(u64, f64)> {
+        t.counters.iter().filter(|c| t.names.get(c.series) == name).map(|c| (c.ts, c.value)).collect()
+    };
+    let (dram, sm) = (series(DRAM_READ), series(SM_ISSUE));
+    assert_eq!((dram.len(), sm.len()), (25_799, 25_799), "PM samples in the file");
+    for (kernel, start, end) in &phases {
+        let inside = |s: &[(u64, f64)]| -> (usize, f64) {
+            let v: Vec<f64> = s.iter().filter(|p| p.0 >= *start && p.0 <= *end).map(|p| p.1).collect();
+            (v.len(), v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let ((n, dram_avg), (_, sm_avg)) = (inside(&dram), inside(&sm));
+        let expected = (end - start) as f64 / 100_000.0;
+        assert!((n as f64 - expected).abs() <= 1.0, "{kernel}: {n} samples over {expected:.2} intervals");
+        if kernel.starts_with("stream_copy") {
+            assert!(dram_avg > 1e11 && sm_avg < 50.0, "copy phase: DRAM {dram_avg:e} B/s, SM issue {sm_avg}%");
+        } else {
+            assert!(dram_avg < 1e11 && sm_avg > 50.0, "FMA phase: DRAM {dram_avg:e} B/s, SM issue {sm_avg}%");
+        }
+    }
+    // `stats`' per-kernel averages split the two kernels the same way.
+    use cutr_analyses::stats::{Section, StatsOptions, compute};
+    let s = compute(&t, &StatsOptions { sections: vec![Section::Counters], ..Default::default() });
+    let avg = |kernel: &str, series: &str| {
+        let r = s.counters.iter().find(|c| c.over == "kernel" && c.name.starts_with(kernel) && c.series == series);
+        r.unwrap_or_else(|| panic!("{kernel} / {series}")).average
+    };
+    assert!(avg("stream_copy", DRAM_READ) > 1e12 && avg("fma_burn", DRAM_READ) < 1e10);
+    assert!(avg("stream_copy", SM_ISSUE) < 10.0 && avg("fma_burn", SM_ISSUE) > 90.0);
+    assert_eq!(t.loss().counter_samples_lost, 0, "nothing lost at 10 kHz");
+}
+
+/// Perfetto's trace processor reads the fixture's counter tracks with exactly the file's samples: 25,799 per PM
+/// series, and NVML's power readings.
+#[test]
+fn trace_processor_shows_the_fixtures_counter_tracks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cutr_tests::repo().join("fixtures/counter_workload.cutr");
+    let t = load(&[path], &LoadOptions::default()).unwrap();
+    let power = t.counters.iter().filter(|c| t.names.get(c.series) == "power (W)").count();
+    let pf = dir.path().join("c.pftrace");
+    export(&t, &pf, &ExportOptions::default()).unwrap();
+    let q = |name: &str| {
+        format!("select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = '{name}'")
+    };
+    let r = trace_processor(&pf, &[STATS, &q(DRAM_READ), &q(SM_ISSUE), &q("power (W)")]);
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
+    let counts: Vec<i64> = r[1..].iter().map(|rows| cutr_tests::int(rows)).collect();
+    assert_eq!(counts, [25_799, 25_799, power as i64]);
+    assert!(power > 250, "NVML at 100 Hz over 3.2 s: {power}");
+}

@@ -7,9 +7,10 @@
 //
 // Each phase launches its kernel in batches until the phase's wall time is reached (a sync between batches).
 // Prints one JSON line: per phase its kind, kernels, and start/end on CLOCK_MONOTONIC.
-// Build: build.sh. Run: counter_workload [--phases N] [--phase-ms MS]
+// Build: build.sh. Run: counter_workload [--phases N] [--phase-ms MS] [--idle-ms MS] [--reset]
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,10 +50,19 @@ static double now_s() {
 int main(int argc, char** argv) {
   int phases = 6;
   double phase_ms = 300;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  double idle_ms = 0;  // --idle-ms: the GPU idles this long after the warm-up, before the first phase
+  bool reset = false;  // --reset: cudaDeviceReset() before exit (the context ends before the recorder's exit hook)
+  for (int i = 1; i < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--reset")) {
+      reset = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) { std::fprintf(stderr, "usage: counter_workload [--phases N] [--phase-ms MS] [--idle-ms MS] [--reset]\n"); return 2; }
     if (!std::strcmp(argv[i], "--phases")) phases = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--idle-ms")) idle_ms = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--phase-ms")) phase_ms = std::atof(argv[i + 1]);
-    else { std::fprintf(stderr, "usage: counter_workload [--phases N] [--phase-ms MS]\n"); return 2; }
+    else { std::fprintf(stderr, "usage: counter_workload [--phases N] [--phase-ms MS] [--idle-ms MS] [--reset]\n"); return 2; }
   }
   const size_t n = (size_t(1) << 30) / sizeof(float4);
   float4 *in = nullptr, *out = nullptr;
@@ -67,6 +77,10 @@ int main(int argc, char** argv) {
   stream_copy<<<sms * 8, 256>>>(in, out, n);
   fma_burn<<<sms * 8, 256>>>(sink, 1 << 14);
   CK(cudaDeviceSynchronize());
+  if (idle_ms > 0) {
+    timespec ts{(time_t)(idle_ms / 1e3), (long)(std::fmod(idle_ms, 1e3) * 1e6)};
+    nanosleep(&ts, nullptr);
+  }
   std::string json = "{\"phases\":[";
   for (int p = 0; p < phases; ++p) {
     bool memory = p % 2 == 0;
@@ -90,5 +104,6 @@ int main(int argc, char** argv) {
   CK(cudaFree(in));
   CK(cudaFree(out));
   CK(cudaFree(sink));
+  if (reset) CK(cudaDeviceReset());
   return 0;
 }
