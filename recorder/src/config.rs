@@ -156,6 +156,8 @@ pub struct Config {
     pub start_paused: bool,
     /// Flight recorder: keep only this window in memory, written at a dump, at exit or on a crash.
     pub ring: Option<crate::ring::RingLimit>,
+    /// Flight recorder: also write the window when these appear in the records (`--ring-trigger`).
+    pub ring_triggers: Vec<crate::triggers::RingTrigger>,
     /// Record only inside these ranges (`--capture-range`, `--capture-range-end`).
     pub capture: Option<(crate::capture::CaptureRange, crate::capture::CaptureEnd)>,
     pub zstd_level: i32,
@@ -190,6 +192,7 @@ impl Default for Config {
             control: false,
             start_paused: false,
             ring: None,
+            ring_triggers: Vec::new(),
             capture: None,
             duration: None,
             zstd_level: 3,
@@ -232,6 +235,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("CUTR_CONTROL", "1 to accept SIGUSR1 and `cupti-record ctl` requests"),
     ("CUTR_START_PAUSED", "1 to start with recording off"),
     ("CUTR_RING", "flight recorder window: a time (5s) or a size (512M)"),
+    ("CUTR_RING_TRIGGERS", "flight recorder dumps on: nvtx:NAME, cuda-profiler-stop"),
     ("CUTR_CAPTURE_RANGE", "record only inside: cuda-profiler-api or nvtx:NAME[@DOMAIN]"),
     ("CUTR_CAPTURE_RANGE_END", "after a capture range: stop, repeat or repeat:N"),
 ];
@@ -292,6 +296,10 @@ impl Config {
         if let Some(v) = get("CUTR_RING").filter(|v| !v.is_empty()) {
             c.ring = Some(crate::ring::RingLimit::parse(&v).map_err(|e| invalid("CUTR_RING", e))?);
         }
+        if let Some(v) = get("CUTR_RING_TRIGGERS").filter(|v| !v.is_empty()) {
+            c.ring_triggers =
+                crate::triggers::RingTrigger::parse_list(&v).map_err(|e| invalid("CUTR_RING_TRIGGERS", e))?;
+        }
         if let Some(v) = int("CUTR_ZSTD_LEVEL")? {
             c.zstd_level = v as i32;
         }
@@ -342,6 +350,7 @@ impl Config {
             ("CUTR_CONTROL".into(), if self.control { "1" } else { "0" }.into()),
             ("CUTR_START_PAUSED".into(), if self.start_paused { "1" } else { "0" }.into()),
             ("CUTR_RING".into(), self.ring.map(|r| r.to_arg()).unwrap_or_default()),
+            ("CUTR_RING_TRIGGERS".into(), crate::triggers::RingTrigger::list_arg(&self.ring_triggers)),
             ("CUTR_CAPTURE_RANGE".into(), self.capture.as_ref().map(|c| c.0.to_arg()).unwrap_or_default()),
             (
                 "CUTR_CAPTURE_RANGE_END".into(),

@@ -26,6 +26,7 @@ pub mod pool;
 pub mod ring;
 mod session;
 mod threads;
+pub mod triggers;
 
 use std::path::Path;
 

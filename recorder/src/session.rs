@@ -857,6 +857,8 @@ struct WriterState {
     threads: crate::threads::ThreadNames,
     /// The flight recorder's window (`--ring`): activity and samples go here instead of the file.
     ring: Option<crate::ring::Ring>,
+    /// `--ring-trigger`: what in the records writes the window.
+    triggers: Option<crate::triggers::TriggerScan>,
     dumps: u32,
     meta: SessionMetadata,
 }
@@ -882,6 +884,8 @@ fn writer_loop(
         last_sync: Instant::now(),
         threads: Default::default(),
         ring: s.config.ring.map(crate::ring::Ring::new),
+        triggers: (s.config.ring.is_some() && !s.config.ring_triggers.is_empty())
+            .then(|| crate::triggers::TriggerScan::new(&layouts, &s.config.ring_triggers)),
         dumps: 0,
         meta: meta.clone(),
     };
@@ -931,7 +935,9 @@ fn write_buffer(s: &Session, st: &mut WriterState, ptr: usize, valid: usize) {
     // SAFETY: CUPTI filled `valid` bytes of this pool buffer and gave up ownership; the pool gets it back below.
     let bytes = unsafe { std::slice::from_raw_parts(ptr as *const u8, valid.min(cap)) };
     let strings = st.interner.new_strings(bytes, &mut st.loss.unresolved_strings);
-    if let Some(ring) = &mut st.ring {
+    if st.ring.is_some() {
+        let fired = st.triggers.as_mut().is_some_and(|t| t.fires(bytes, &strings));
+        let ring = st.ring.as_mut().expect("checked");
         let enc = st.encoder.encode(bytes);
         // SAFETY: the buffer came from the pool and `bytes` is not used after this.
         unsafe { s.pool.give_back(ptr as *mut u8) };
@@ -941,6 +947,13 @@ fn write_buffer(s: &Session, st: &mut WriterState, ptr: usize, valid: usize) {
         st.buffers += 1;
         st.records += enc.stats.records as u64;
         ring.push_activity(strings, enc);
+        if fired {
+            match dump_ring(s, st) {
+                Ok(path) if !s.config.quiet => eprintln!("cutr: ring trigger: wrote {}", path.display()),
+                Ok(_) => {}
+                Err(e) => st.loss.notes.push(format!("ring trigger: {e}")),
+            }
+        }
         return;
     }
     if !strings.is_empty() {

@@ -407,3 +407,75 @@ fn a_capture_range_that_cannot_be_watched_records_everything_and_says_so() {
         "{notes:?}"
     );
 }
+
+/// `--ring-trigger`: an NVTX range named `step 5` writes the window at the flush that brings its record, and so
+/// does a `cudaProfilerStop` record (CUDA 13.0's runtime cbid 172, patched into the next buffer); nothing else in
+/// the stream fires. Each dump holds exactly the buffers delivered up to the trigger.
+#[test]
+fn ring_triggers_dump_at_an_nvtx_name_and_at_cuda_profiler_stop() {
+    use cutr_recorder::ring::RingLimit;
+    use cutr_recorder::triggers::RingTrigger;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    let mut s = Synth::new(SynthOptions { records: 60_000, buffer_bytes: 128 << 10, ..Default::default() }).unwrap();
+    let plan = cutr_format::CodecPlan::new(s.layouts());
+    let (mut buffers, mut texts, mut step5) = (Vec::new(), HashMap::new(), None);
+    while let Some(mut b) = s.next_buffer() {
+        if b.new_strings.iter().any(|(_, t)| t == "step 5") {
+            step5 = Some(buffers.len());
+        }
+        texts.extend(b.new_strings.drain(..));
+        buffers.push(b.bytes);
+    }
+    let j = step5.expect("the synthetic loop has a step 5");
+    assert!(j + 2 < buffers.len());
+    // The first RUNTIME record of buffer j+1 becomes a cudaProfilerStop.
+    let layouts = cutr_recorder::fake::layouts(130001).unwrap();
+    let sizes: HashMap<u32, usize> = layouts.records().iter().map(|r| (r.kind, r.size as usize)).collect();
+    let cbid = layouts.get(kinds::RUNTIME).unwrap().offset("cbid").unwrap();
+    let mut off = 0;
+    let b = &mut buffers[j + 1];
+    loop {
+        let kind = u32::from_le_bytes(b[off..off + 4].try_into().unwrap());
+        if kind == kinds::RUNTIME {
+            b[off + cbid..off + cbid + 4].copy_from_slice(&172u32.to_le_bytes());
+            break;
+        }
+        off += sizes[&kind];
+    }
+    let cfg = Config {
+        ring: Some(RingLimit { window: Some(Duration::from_secs(3600)), bytes: None }),
+        ring_triggers: vec![RingTrigger::Nvtx("step 5".into()), RingTrigger::CudaProfilerStop],
+        ..config(dir.path(), "ring.cutr")
+    };
+    let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
+    let wait_for = |p: &std::path::Path| {
+        let t0 = std::time::Instant::now();
+        while !(p.exists() && Reader::open(p).is_ok_and(|r| r.clean_close())) && t0.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let r = Reader::open(p).unwrap();
+        r.activity_chunks().map(|c| u64::from(c.header.record_count)).sum::<u64>()
+    };
+    let mut delivered = Vec::new();
+    for (i, mut b) in buffers.into_iter().enumerate() {
+        h.realize_strings(&mut b, &texts);
+        let n = cutr_format::codec::buffer_stats(&b, &plan).records as u64;
+        assert_eq!(h.deliver(&b, n), Delivery::Written);
+        delivered.push(n);
+        if i == j {
+            assert_eq!(wait_for(&dir.path().join("ring.dump1.cutr")), delivered.iter().sum::<u64>(), "step 5");
+        }
+        if i == j + 1 {
+            let n2 = wait_for(&dir.path().join("ring.dump2.cutr"));
+            assert_eq!(n2, delivered.iter().sum::<u64>(), "cudaProfilerStop");
+        }
+    }
+    rec.stop().unwrap();
+    assert!(!dir.path().join("ring.dump3.cutr").exists(), "no other record fires");
+    let out = Reader::open(&dir.path().join("ring.cutr")).unwrap();
+    let kept: u64 = out.activity_chunks().map(|c| u64::from(c.header.record_count)).sum();
+    assert_eq!(kept, delivered.iter().sum::<u64>(), "the window at exit holds everything");
+}

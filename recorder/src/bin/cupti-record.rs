@@ -61,6 +61,11 @@ struct Args {
     /// `cupti-record ctl PID dump` (STEM.dumpN.cutr beside the output), and at exit or on a crash (the output).
     #[arg(long, value_name = "WINDOW")]
     ring: Option<String>,
+    /// With --ring, also write the window (STEM.dumpN.cutr) when the records show one of these (comma-separated):
+    /// `nvtx:NAME` (an NVTX marker or range named NAME), `cuda-profiler-stop` (cudaProfilerStop or
+    /// cuProfilerStop). Found in the records at each flush, so the dump follows within --flush-period.
+    #[arg(long, value_name = "LIST", requires = "ring")]
+    ring_trigger: Option<String>,
     /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), wait at most this long for the file to be closed,
     /// then let the signal through (the process dies of it as it would have, core dump included). 0 leaves those
     /// signals alone (for runtimes such as the JVM that take SIGSEGV in normal operation).
@@ -198,6 +203,10 @@ fn config(a: &Args) -> Result<Config, String> {
     }
     if let Some(r) = &a.ring {
         c.ring = Some(cutr_recorder::ring::RingLimit::parse(r).map_err(|e| format!("--ring: {e}"))?);
+    }
+    if let Some(t) = &a.ring_trigger {
+        c.ring_triggers =
+            cutr_recorder::triggers::RingTrigger::parse_list(t).map_err(|e| format!("--ring-trigger: {e}"))?;
     }
     if let Some(s) = &a.start_delay {
         c.start_delay = config::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
