@@ -253,6 +253,9 @@ struct DeviceSession {
     interval: Duration,
     /// The last sample's start: a later one more than 1.5 intervals after it means samples were lost.
     last_start: u64,
+    /// The device's primary context was active when sampling started: its end (`cudaDeviceReset`) stops sampling.
+    /// (An application with contexts of its own leaves the primary one inactive throughout.)
+    primary_context: bool,
     pending: CounterSamples,
     failed: bool,
 }
@@ -268,6 +271,10 @@ struct Shared {
     send: Mutex<Box<dyn Fn(CounterSamples) + Send>>,
     note: Mutex<Box<dyn Fn(String) + Send>>,
     subscriber: Mutex<usize>,
+    /// Held while a device is being set up: a context that ends meanwhile waits for it (bounded), then stops it.
+    setup: Mutex<()>,
+    /// A context ended: no device is set up or decoded any more.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -295,9 +302,12 @@ impl Shared {
 
     /// Decodes every device's new samples; sends full chunks.
     fn decode_all(&self) {
+        if self.ended.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let mut sessions = self.sessions.lock().unwrap();
         for s in sessions.iter_mut().filter(|s| !s.failed) {
-            if crate::driver::primary_context_active(s.device) == Some(false) {
+            if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
                 // The context is ending (cudaDeviceReset): CUPTI's PM sampling object must not be touched again.
                 s.failed = true;
                 continue;
@@ -327,6 +337,17 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, _dat
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: `user` is the leaked 'static `Shared` given at subscribe.
         let shared = unsafe { &*(user as *const Shared) };
+        shared.ended.store(true, std::sync::atomic::Ordering::Release);
+        // A setup racing the end of the context crashed the application (1 run in 3 of `cudaDeviceReset` on the
+        // H100): wait for it to finish, at most 2 s (never a hang), then stop what it started.
+        let t0 = Instant::now();
+        let _setup = loop {
+            match shared.setup.try_lock() {
+                Ok(g) => break Some(g),
+                Err(_) if t0.elapsed() > Duration::from_secs(2) => break None,
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        };
         if shared.finish_all() > 0 {
             shared.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
         }
@@ -359,6 +380,8 @@ impl PmSampler {
             send: Mutex::new(send),
             note: Mutex::new(note),
             subscriber: Mutex::new(0),
+            setup: Mutex::new(()),
+            ended: std::sync::atomic::AtomicBool::new(false),
         }));
         let mut sub: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
         let user = shared as *const Shared as *mut c_void;
@@ -429,6 +452,12 @@ fn run(
         return;
     }
     for d in ordinals {
+        let _setup = shared.setup.lock().unwrap();
+        // (Not the primary context's state: PyTorch initializes CUDA long before it creates a context.)
+        if shared.ended.load(std::sync::atomic::Ordering::Acquire) {
+            note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
+            break;
+        }
         match setup(api, d, config, &note) {
             Ok(s) => shared.sessions.lock().unwrap().push(s),
             Err(e) => note(format!("PM sampling on device {d}: {e}")),
@@ -521,6 +550,7 @@ fn setup(api: &Api, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<
             first_dropped: false,
             interval: config.interval,
             last_start: 0,
+            primary_context: crate::driver::primary_context_active(d) == Some(true),
             pending: empty(d, &metrics),
             failed: false,
         };
@@ -822,7 +852,7 @@ fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
 /// CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran first), CUPTI's PM sampling
 /// object is left alone: stopping or disabling it then corrupted the heap (the H100, CUDA 13.0).
 fn finish(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) {
-    if crate::driver::primary_context_active(s.device) == Some(false) {
+    if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
         note(format!(
             "PM sampling on device {}: the CUDA context ended before sampling was stopped: samples since the \
              last decode (at most {} ms) are not in the file",
