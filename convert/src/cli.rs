@@ -33,6 +33,9 @@ impl Cli {
             }
             Some(Command::Source { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Export { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Sql { args, query, .. }) => {
+                args.iter().skip(usize::from(query.is_none())).map(Path::new).collect()
+            }
             Some(Command::Generate { .. } | Command::Docs { .. }) => Vec::new(),
         }
     }
@@ -94,6 +97,34 @@ pub enum Command {
         /// The directory to write the tables to (created if missing; existing tables of the same name replaced).
         #[arg(long, value_name = "DIR")]
         parquet: PathBuf,
+    },
+    /// SQL over the tables of `export`, on an embedded DuckDB: each table is a view (`select name, sum(duration_ns)
+    /// from kernels group by name`); or a named query: stragglers (per step range, the slowest rank), nccl-share
+    /// (per rank), top-kernels, step-times (per step and rank). Prints a table, --json or --csv.
+    #[command(arg_required_else_help = true)]
+    Sql {
+        /// The statement, then the recordings to query (exported to a temporary dataset first). With --query, only
+        /// recordings; with --parquet, only the statement.
+        #[arg(value_name = "SQL|FILE")]
+        args: Vec<String>,
+        /// Query the tables `cupti-convert export --parquet DIR` wrote.
+        #[arg(long, value_name = "DIR")]
+        parquet: Option<PathBuf>,
+        /// A named query: stragglers, nccl-share, top-kernels, step-times.
+        #[arg(long, value_name = "NAME", value_parser = cutr_sql::NamedQuery::parse)]
+        query: Option<cutr_sql::NamedQuery>,
+        /// Steps of the named queries: NVTX ranges whose name starts with PREFIX.
+        #[arg(long, value_name = "PREFIX", default_value = "iter ")]
+        step: String,
+        /// top-kernels: this many (0: all).
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// Print the rows as a JSON array of objects.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print the rows as CSV.
+        #[arg(long)]
+        csv: bool,
     },
     /// Where GPU time went: kernels, API calls, copies and memsets, NVTX ranges, utilization, losses.
     Stats {
@@ -216,6 +247,9 @@ pub enum Command {
         /// Kernel launches only (external correlation + runtime API + kernel record per launch).
         #[arg(long)]
         launches_only: bool,
+        /// RANK/WORLD_SIZE (`3/64`): the file is one rank of a job (on host synthetic-host-<rank / 8>).
+        #[arg(long, value_name = "R/W", value_parser = parse_rank)]
+        rank: Option<(u32, u32)>,
     },
     /// Print shell completions or the man page (for packagers; tools/install.sh uses them).
     #[command(hide = true)]
@@ -223,6 +257,16 @@ pub enum Command {
         #[command(subcommand)]
         what: DocsCommand,
     },
+}
+
+/// `R/W` with R < W.
+fn parse_rank(s: &str) -> Result<(u32, u32), String> {
+    let (r, w) = s.split_once('/').ok_or("expected RANK/WORLD_SIZE, e.g. 3/64")?;
+    let (r, w): (u32, u32) = (r.parse().map_err(|_| "RANK is not a number")?, w.parse().map_err(|_| "WORLD_SIZE is not a number")?);
+    if r >= w {
+        return Err(format!("rank {r} is not below the world size {w}"));
+    }
+    Ok((r, w))
 }
 
 /// The hidden commands that print documentation: `tools/install.sh` installs their output.

@@ -66,13 +66,38 @@ fn run(cli: Cli) -> Result<ExitCode> {
             reports::source(&files, &opts, json, csv, pprof.as_deref())
         }
         Some(Command::Export { files, parquet }) => reports::export(&files, &parquet),
+        Some(Command::Sql { args, parquet, query, step, top, json, csv }) => {
+            let (statement, files) = match query {
+                Some(q) => (q.sql(&step, top), args),
+                None if args.is_empty() => cli::usage!("sql: give a statement or --query NAME"),
+                None => (args[0].clone(), args[1..].to_vec()),
+            };
+            let files: Vec<PathBuf> = files.into_iter().map(PathBuf::from).collect();
+            match (&parquet, files.is_empty()) {
+                (Some(_), false) => cli::usage!("sql: give recordings or --parquet DIR, not both"),
+                (None, true) => cli::usage!("sql: give recordings to query, or --parquet DIR"),
+                _ => {}
+            }
+            let format = match (json, csv) {
+                (true, _) => reports::SqlFormat::Json,
+                (_, true) => reports::SqlFormat::Csv,
+                _ => reports::SqlFormat::Text,
+            };
+            reports::sql(&statement, &files, parquet.as_deref(), format)
+        }
         Some(Command::Docs { what }) => {
             cli::print_docs(&what).map_err(|e| anyhow::anyhow!("cannot write: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only }) => {
-            let opts =
-                cutr_synth::SynthOptions { records, seed, cupti_api_version: cupti_api, buffer_bytes, launches_only };
+        Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only, rank }) => {
+            let opts = cutr_synth::SynthOptions {
+                records,
+                seed,
+                cupti_api_version: cupti_api,
+                buffer_bytes,
+                launches_only,
+                rank,
+            };
             reports::generate(&output, opts)
         }
     }

@@ -1,5 +1,6 @@
 //! The report commands: `info`, `stats` and `diff` over the analyses, and `generate`.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -95,6 +96,46 @@ pub fn export(files: &[PathBuf], dir: &Path) -> Result<ExitCode> {
         s.tables.iter().map(|(n, r)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
     );
     std::mem::forget(trace);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How `sql` prints its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqlFormat {
+    Text,
+    Json,
+    Csv,
+}
+
+/// `sql`: one statement over the tables of `dir`, or of `files` exported to a temporary dataset first.
+pub fn sql(statement: &str, files: &[PathBuf], dir: Option<&Path>, format: SqlFormat) -> Result<ExitCode> {
+    let temp;
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => {
+            temp = tempfile::Builder::new().prefix("cutr-sql").tempdir().context("cannot make a temporary directory")?;
+            let readers = open_all(files)?;
+            let trace =
+                load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            drop(readers);
+            warn_all(&trace);
+            cutr_tables::write_parquet(&trace, temp.path())
+                .with_context(|| format!("cannot write tables to {}", temp.path().display()))?;
+            timing::mark("tables");
+            std::mem::forget(trace);
+            temp.path().to_path_buf()
+        }
+    };
+    let session = cutr_sql::SqlSession::open(&dir)?;
+    let table = session.query(statement).map_err(|e| anyhow::anyhow!("the query failed: {e}"))?;
+    timing::mark("query");
+    let out = match format {
+        SqlFormat::Text => table.to_text(),
+        SqlFormat::Csv => table.to_csv(),
+        SqlFormat::Json => format!("{}\n", serde_json::to_string_pretty(&table.to_json())?),
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes()).context("cannot write the result")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -186,6 +186,9 @@ pub struct SynthOptions {
     /// Only kernel launches (per launch: an external correlation, a runtime API and a kernel record), the
     /// shape of a launch-bound PyTorch loop; no NVTX, copies, syncs or graphs.
     pub launches_only: bool,
+    /// (rank, world size): the recording carries `RANK`/`WORLD_SIZE` as a launcher sets them, on host
+    /// `synthetic-host-<rank / 8>`, so that many generated files make one job's ranks.
+    pub rank: Option<(u32, u32)>,
 }
 
 impl Default for SynthOptions {
@@ -196,6 +199,7 @@ impl Default for SynthOptions {
             cupti_api_version: 130001,
             buffer_bytes: 4 << 20,
             launches_only: false,
+            rank: None,
         }
     }
 }
@@ -587,7 +591,10 @@ impl Synth {
             cupti_api_version: self.opts.cupti_api_version,
             cuda_driver_version: 13000,
             cuda_runtime_version: if self.opts.cupti_api_version == 28 { 12090 } else { 13000 },
-            host: "synthetic-host".into(),
+            host: match self.opts.rank {
+                Some((r, _)) => format!("synthetic-host-{}", r / 8),
+                None => "synthetic-host".into(),
+            },
             pid: PID,
             ppid: 1,
             command_line: vec!["python".into(), "train.py".into(), format!("--seed={}", self.opts.seed)],
@@ -611,7 +618,10 @@ impl Synth {
             }],
             layouts: Some(self.l.table.clone()),
             callback_names,
-            environment: Vec::new(),
+            environment: match self.opts.rank {
+                Some((r, w)) => vec![("RANK".into(), r.to_string()), ("WORLD_SIZE".into(), w.to_string())],
+                None => Vec::new(),
+            },
             synthetic: true,
         }
     }

@@ -1,0 +1,146 @@
+//! `cupti-convert sql` as a user runs it: SQL on the embedded DuckDB over the tables of `export`, the named
+//! queries against `stats --by-rank`'s numbers, the three output formats, and clear errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(rel)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cupti-convert")).args(args).output().expect("cupti-convert runs")
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+fn torchrun() -> Vec<String> {
+    ["ar-3326.cutr", "ar-3373.cutr", "ar-3374.cutr"]
+        .iter()
+        .map(|f| fixture("allreduce_torchrun").join(f).display().to_string())
+        .collect()
+}
+
+/// A user's SELECT over a recording gives `stats`' kernel totals exactly (name, count, ns), in its order.
+#[test]
+fn a_select_over_a_recording_gives_stats_kernel_totals() {
+    let f = fixture("cuda_workload.cutr").display().to_string();
+    let q = "select name, count(*) as count, sum(duration_ns) as total_ns from kernels group by name \
+             order by total_ns desc, name";
+    let rows = json_of(&run(&["sql", q, &f, "--json"]));
+    let stats = json_of(&run(&["stats", &f, "--json"]));
+    let want: Vec<serde_json::Value> = stats["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| serde_json::json!({"name": k["name"], "count": k["count"], "total_ns": k["total_ns"]}))
+        .collect();
+    assert_eq!(rows.as_array().unwrap(), &want);
+    assert_eq!(want.len(), 7, "cuda_workload's kernels");
+}
+
+/// The named queries on the two-rank torchrun job equal `stats --by-rank --step "iter "`: per rank kernels,
+/// kernel ns and NCCL ns; every step's time on every rank; each step's slowest rank (rank 0 in 12 of 20).
+#[test]
+fn named_queries_equal_stats_by_rank() {
+    let files = torchrun();
+    let mut args: Vec<&str> = vec!["stats", "--by-rank", "--step", "iter ", "--json"];
+    args.extend(files.iter().map(String::as_str));
+    let r = json_of(&run(&args));
+    let named = |q: &str| {
+        let mut a: Vec<&str> = vec!["sql", "--query", q, "--json"];
+        a.extend(files.iter().map(String::as_str));
+        json_of(&run(&a))
+    };
+    let nccl: Vec<(u64, u64, u64, u64)> = named("nccl-share")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["rank"].as_u64().unwrap(), x["kernels"].as_u64().unwrap(), x["kernel_ns"].as_u64().unwrap(), x["nccl_ns"].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(u64, u64, u64, u64)> = r["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["rank"].as_u64().unwrap(), x["kernels"].as_u64().unwrap(), x["kernel_ns"].as_u64().unwrap(), x["nccl_ns"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(nccl, want);
+    assert_eq!(nccl.len(), 2);
+
+    let times: Vec<(String, u64, u64)> = named("step-times")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["step"].as_str().unwrap().to_string(), x["rank"].as_u64().unwrap(), x["ns"].as_u64().unwrap()))
+        .collect();
+    let steps = r["steps"].as_array().unwrap();
+    let want: Vec<(String, u64, u64)> = steps
+        .iter()
+        .flat_map(|s| {
+            s["per_rank"].as_array().unwrap().iter().map(move |p| {
+                (s["step"].as_str().unwrap().to_string(), p[0].as_u64().unwrap(), p[1].as_u64().unwrap())
+            })
+        })
+        .collect();
+    assert_eq!(times, want, "steps in numeric order (iter 2 before iter 10), ranks in order");
+    assert_eq!(times.len(), 40);
+
+    let stragglers = named("stragglers");
+    let slowest: Vec<(String, u64)> = stragglers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["step"].as_str().unwrap().to_string(), x["slowest_rank"].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(String, u64)> =
+        steps.iter().map(|s| (s["step"].as_str().unwrap().to_string(), s["slowest_rank"].as_u64().unwrap())).collect();
+    assert_eq!(slowest, want);
+    assert_eq!(slowest.iter().filter(|s| s.1 == 0).count(), 12, "rank 0 is the straggler");
+}
+
+/// `--parquet DIR` reads an export; `--csv` and the text table have their exact shapes; `top-kernels` adds up to
+/// the kernel totals.
+#[test]
+fn an_export_is_queried_in_place_as_csv_and_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("t");
+    let files = torchrun();
+    let mut a: Vec<&str> = vec!["export", "--parquet", d.to_str().unwrap()];
+    a.extend(files.iter().map(String::as_str));
+    assert_eq!(run(&a).status.code(), Some(0));
+    let q = "select rank, count(*) as kernels from kernels where rank is not null group by rank order by rank";
+    let csv = run(&["sql", q, "--parquet", d.to_str().unwrap(), "--csv"]);
+    assert_eq!(String::from_utf8(csv.stdout).unwrap(), "rank,kernels\n0,108\n1,108\n");
+    let text = run(&["sql", q, "--parquet", d.to_str().unwrap()]);
+    assert_eq!(String::from_utf8(text.stdout).unwrap(), "rank  kernels\n----  -------\n   0      108\n   1      108\n(2 rows)\n");
+    let top = json_of(&run(&["sql", "--query", "top-kernels", "--top", "0", "--parquet", d.to_str().unwrap(), "--json"]));
+    let total: u64 = top.as_array().unwrap().iter().map(|k| k["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, 216);
+}
+
+/// Bad SQL, a missing dataset and a directory without tables are one-line errors with exit code 1, not panics.
+#[test]
+fn bad_sql_and_missing_tables_are_clear_errors() {
+    let f = fixture("cuda_workload.cutr").display().to_string();
+    let o = run(&["sql", "selec name from kernels", &f]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.starts_with("cupti-convert: error: the query failed: Parser Error: syntax error at or near \"selec\""), "{e}");
+    assert!(!e.contains("panicked"));
+    let o = run(&["sql", "select 1", "--parquet", "/nonexistent/tables"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), "cupti-convert: error: /nonexistent/tables: not a directory\n");
+    let empty = tempfile::tempdir().unwrap();
+    let o = run(&["sql", "select 1", "--parquet", empty.path().to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no tables of `cupti-convert export --parquet` in it"));
+    let o = run(&["sql", "--query", "slowest", &f]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["sql", "select 1"]);
+    assert_eq!((o.status.code(), String::from_utf8_lossy(&o.stderr).trim()), (Some(2), "cupti-convert: error: sql: give recordings to query, or --parquet DIR"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown query 'slowest': one of stragglers, nccl-share, top-kernels, step-times"));
+}
