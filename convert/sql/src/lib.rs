@@ -1,23 +1,20 @@
-//! SQL over a recording's tables (`cupti-convert sql`): an embedded DuckDB (the `duckdb` crate, built from its
-//! bundled sources) with one view per table of `cupti-convert export --parquet` (docs/TABLES.md), named queries
-//! for the questions asked of many ranks ([`NamedQuery`]), and the result as an aligned text table, CSV or JSON
-//! ([`ResultTable`]).
+//! SQL over a recording's tables (`cupti-convert sql`): an embedded DuckDB (the `duckdb` crate over DuckDB's C
+//! library) with one view per table of `cupti-convert export --parquet` (docs/TABLES.md), and the result as an
+//! aligned text table, CSV or JSON ([`ResultTable`]). The program `cupti-convert-sql` runs it for `cupti-convert
+//! sql`, so that the converter itself never needs DuckDB's 70 MB library.
 //!
 //! The views read the Parquet files in place, whether one recording's (`DIR/kernels.parquet`) or the Hive
 //! partitions of several (`DIR/kernels/host=H/rank=R/part-N.parquet`), whose `host`, `rank` or `pid` come from the
 //! path with the types the files would give them (`rank` UBIGINT, `host` VARCHAR even where it reads `007`).
 
-mod named;
 mod result;
 
 use std::path::{Path, PathBuf};
 
-pub use named::NamedQuery;
 pub use result::{ResultTable, Value};
 
 /// The tables `cupti-convert export` writes, each a view here.
-pub const TABLES: &[&str] =
-    &["kernels", "memcpy", "memset", "api_calls", "syncs", "nvtx_ranges", "nvtx_marks", "counters", "processes", "devices"];
+pub use cutr_tables::TABLES;
 
 /// What can go wrong.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +23,9 @@ pub enum SqlError {
     NotADirectory(PathBuf),
     #[error("{0}: no tables of `cupti-convert export --parquet` in it (no kernels.parquet or kernels/)")]
     NoTables(PathBuf),
+    /// DuckDB's own message (kept as text: its error's source chain repeats it and adds "Unknown error code").
     #[error("{0}")]
-    Duck(#[from] duckdb::Error),
+    Duck(String),
 }
 
 /// An in-memory DuckDB with a view per table of one dataset.
@@ -46,7 +44,7 @@ impl SqlSession {
         }
         let conn = duckdb::Connection::open_in_memory()?;
         let mut tables = Vec::new();
-        for &t in TABLES {
+        for t in TABLES {
             let Some(source) = source(dir, t) else { continue };
             conn.execute_batch(&format!("create view {t} as select * from {source};"))?;
             tables.push(t);
@@ -69,7 +67,7 @@ impl SqlSession {
         let schema = stream.get_schema();
         let mut batches = Vec::new();
         for b in stream {
-            batches.push(b?);
+            batches.push(b);
         }
         Ok(ResultTable::from_batches(&schema, &batches))
     }
@@ -120,4 +118,10 @@ fn partition_keys(dir: &Path) -> Option<Vec<String>> {
         }
     }
     None
+}
+
+impl From<duckdb::Error> for SqlError {
+    fn from(e: duckdb::Error) -> SqlError {
+        SqlError::Duck(e.to_string())
+    }
 }

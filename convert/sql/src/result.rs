@@ -112,7 +112,9 @@ impl ResultTable {
                 .map(serde_json::Value::from)
                 .or_else(|_| i64::try_from(*i).map(serde_json::Value::from))
                 .unwrap_or_else(|_| serde_json::Value::String(i.to_string())),
-            Value::Float(f) => serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Value::Float(f) => {
+                serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, serde_json::Value::Number)
+            }
             Value::Text(s) => serde_json::Value::String(s.clone()),
         };
         let rows = self
@@ -166,7 +168,8 @@ fn values(a: &dyn Array) -> Vec<Value> {
             Ok(f) => (0..a.len())
                 .map(|i| if a.is_null(i) { Value::Null } else { Value::Text(f.value(i).to_string()) })
                 .collect(),
-            Err(_) => vec![Value::Null; a.len()],
+            // Not silently empty: the cell says which type could not be shown.
+            Err(_) => vec![Value::Text(format!("<{}>", a.data_type())); a.len()],
         },
     }
 }
@@ -177,7 +180,11 @@ mod tests {
 
     fn table() -> ResultTable {
         ResultTable {
-            columns: vec![("name".into(), "Utf8".into()), ("n".into(), "Int64".into()), ("ms".into(), "Float64".into())],
+            columns: vec![
+                ("name".into(), "Utf8".into()),
+                ("n".into(), "Int64".into()),
+                ("ms".into(), "Float64".into()),
+            ],
             rows: vec![
                 vec![Value::Text("gemm, fused".into()), Value::Int(12), Value::Float(1.5)],
                 vec![Value::Text("relu".into()), Value::Int(3), Value::Null],

@@ -17,11 +17,13 @@
 //! # }
 //! ```
 
+mod queries;
 mod table;
 mod tables;
 
 use std::path::Path;
 
+pub use queries::NamedQuery;
 pub use table::TablesError;
 pub use tables::{TABLES, schemas};
 

@@ -15,6 +15,7 @@
 //! **reported**, not judged. A change of how many times a kernel ran is a finding of its own ([`CountChange`]).
 //! The verdict is a regression when any judged row regressed (or, with `--fail-on`, a reported kind changed).
 
+mod by_rank;
 mod judge;
 mod render;
 mod samples;
@@ -27,7 +28,8 @@ use cutr_model::timing::timed;
 use rayon::prelude::*;
 use serde::Serialize;
 
-pub use render::{render_markdown, render_text};
+pub use by_rank::{ByRankReport, RankDiff, diff_by_rank};
+pub use render::{render_by_rank_markdown, render_by_rank_text, render_markdown, render_text};
 pub use samples::Moments;
 
 use judge::{Side, evidence};
@@ -171,6 +173,12 @@ const DIFFERENT_PROGRAMS_PCT: f64 = 50.0;
 
 /// Compares recordings: `base` and `new` hold one trace per run.
 pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
+    let (b, n): (Vec<&Trace>, Vec<&Trace>) = (base.iter().collect(), new.iter().collect());
+    diff_views(&b, &n, opts)
+}
+
+/// [`diff`] over borrowed runs (`--by-rank` picks each rank's runs out of every file loaded).
+fn diff_views(base: &[&Trace], new: &[&Trace], opts: &DiffOptions) -> Report {
     let name = |n: &str| if opts.normalize_templates { normalize_template_name(n) } else { n.to_string() };
     // Every run's samples at once: each has serial steps (its names' table), so runs side by side keep more
     // workers busy than one after another.
@@ -180,7 +188,7 @@ pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
             || new.par_iter().map(|t| run_of(t, &name)).collect(),
         )
     });
-    let files = |ts: &[Trace]| -> Vec<String> {
+    let files = |ts: &[&Trace]| -> Vec<String> {
         ts.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect()
     };
     let mut report = timed("diff rows", || compare(&b, &n, opts));
@@ -192,9 +200,9 @@ pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
 
 /// Each side's counter averages per (kernel, device, counter), weighted by the time the samples cover in each run;
 /// the pairs that moved by `threshold_pct` or more.
-fn counter_changes(base: &[Trace], new: &[Trace], threshold_pct: f64) -> Vec<CounterChange> {
+fn counter_changes(base: &[&Trace], new: &[&Trace], threshold_pct: f64) -> Vec<CounterChange> {
     type Key = (String, u32, String);
-    let side = |ts: &[Trace]| -> BTreeMap<Key, f64> {
+    let side = |ts: &[&Trace]| -> BTreeMap<Key, f64> {
         let mut sums: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
         for t in ts {
             for a in crate::stats::counters::counters(t, None).into_iter().filter(|a| a.over == "kernel") {

@@ -159,3 +159,94 @@ pub fn render_markdown(r: &Report, top: usize) -> String {
     }
     o
 }
+
+/// The rows of one rank's report that changed (regressions first), as `name +x%`, at most `top`.
+fn rank_findings(r: &Report, top: usize) -> String {
+    // Kernels first: "which kernel regressed on which rank"; NVTX ranges after.
+    let mut rows: Vec<&Row> = r
+        .rows
+        .iter()
+        .filter(|x| x.section != "total" && matches!(x.verdict, Verdict::Regression | Verdict::Improvement))
+        .collect();
+    rows.sort_by_key(|x| x.section != "kernel");
+    let changed: Vec<String> = rows
+        .into_iter()
+        .take(top)
+        .map(|x| format!("{} {} {}", x.verdict.as_str(), shorten(&x.name, 60), pct(x)))
+        .collect();
+    if changed.is_empty() { "-".into() } else { changed.join("; ") }
+}
+
+/// `diff --by-rank` for people: the job's verdict, then one line per rank with its GPU time and what changed.
+pub fn render_by_rank_text(r: &super::ByRankReport, show_all: bool) -> String {
+    let mut o = String::new();
+    let regressed: Vec<String> = r.regressed_ranks.iter().map(u32::to_string).collect();
+    let _ = writeln!(
+        o,
+        "verdict: {} ({} rank(s) compared{})",
+        r.verdict.as_str().to_uppercase(),
+        r.ranks.len(),
+        if regressed.is_empty() { String::new() } else { format!("; regressed: rank {}", regressed.join(", ")) }
+    );
+    let _ = writeln!(
+        o,
+        "\n{:>6} {:>12} {:>5} {:>12} {:>12} {:>8}  changed rows (up to 3)",
+        "rank", "verdict", "runs", "GPU base", "GPU new", "change"
+    );
+    for x in &r.ranks {
+        let total = super::by_rank::total_row(&x.report);
+        let _ = writeln!(
+            o,
+            "{:>6} {:>12} {:>5} {:>12} {:>12} {:>8}  {}",
+            x.rank,
+            x.report.verdict.as_str(),
+            format!("{}/{}", x.report.base_files.len(), x.report.new_files.len()),
+            total.map_or("-".into(), |t| fmt::duration_ns(t.base_mean_ns.round() as u64)),
+            total.map_or("-".into(), |t| fmt::duration_ns(t.new_mean_ns.round() as u64)),
+            total.map_or("-".into(), pct),
+            rank_findings(&x.report, 3)
+        );
+    }
+    for x in r.ranks.iter().filter(|x| show_all || x.report.verdict == Verdict::Regression) {
+        let _ = writeln!(o, "\n== rank {}", x.rank);
+        o.push_str(&render_text(&x.report, show_all));
+    }
+    o
+}
+
+/// `diff --by-rank` as Markdown: the job's verdict and a table of ranks, changed ranks first.
+pub fn render_by_rank_markdown(r: &super::ByRankReport, top: usize) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "### cutr diff by rank: **{}**\n", r.verdict.as_str());
+    let regressed: Vec<String> = r.regressed_ranks.iter().map(u32::to_string).collect();
+    let _ = writeln!(
+        o,
+        "{} rank(s) compared; regressed: {}.\n",
+        r.ranks.len(),
+        if regressed.is_empty() { "none".into() } else { regressed.join(", ") }
+    );
+    for w in &r.warnings {
+        let _ = writeln!(o, "> **warning**: {w}\n");
+    }
+    let _ = writeln!(o, "| rank | verdict | GPU base | GPU new | change | changed rows |");
+    let _ = writeln!(o, "|---:|---|---:|---:|---:|---|");
+    let mut ranks: Vec<&super::RankDiff> = r.ranks.iter().collect();
+    ranks.sort_by_key(|x| (x.report.verdict == Verdict::Neutral, x.rank));
+    for x in ranks.iter().take(top) {
+        let total = super::by_rank::total_row(&x.report);
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} | {} |",
+            x.rank,
+            x.report.verdict.as_str(),
+            total.map_or("-".into(), |t| fmt::duration_ns(t.base_mean_ns.round() as u64)),
+            total.map_or("-".into(), |t| fmt::duration_ns(t.new_mean_ns.round() as u64)),
+            total.map_or("-".into(), pct),
+            rank_findings(&x.report, 3).replace('|', "\\|")
+        );
+    }
+    if r.ranks.len() > top {
+        let _ = writeln!(o, "\n{} more ranks beyond the first {top}.", r.ranks.len() - top);
+    }
+    o
+}

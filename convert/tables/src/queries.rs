@@ -1,6 +1,7 @@
-//! The named queries (`cupti-convert sql --query NAME`): the questions asked of a job's ranks, in DuckDB's SQL over
-//! the views of [`crate::SqlSession`]. Steps are the NVTX ranges whose name starts with a prefix (`iter `), in the
-//! numeric order of what follows it; a step's time on a rank is the sum of its instances there.
+//! The named queries (`cupti-convert sql --query NAME`): the questions asked of a job's ranks, in DuckDB's SQL
+//! over these tables (a view per table, as `cupti-convert-sql` makes them). Steps are the NVTX ranges whose name
+//! starts with a prefix (`iter `), in the numeric order of what follows it; a step's time on a rank is the sum of
+//! its instances there.
 
 /// One named query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +52,9 @@ impl NamedQuery {
                  (max(d) - min(d)) / min(d) as spread from step_ranks group by name order by {step_order}"
             ),
             NamedQuery::StepTimes => {
-                format!("{step_ranks} select name as step, rank, ranges, d as ns from step_ranks order by {step_order}, rank")
+                format!(
+                    "{step_ranks} select name as step, rank, ranges, d as ns from step_ranks order by {step_order}, rank"
+                )
             }
             NamedQuery::NcclShare => "select rank, count(*) as kernels, sum(duration_ns) as kernel_ns, \
                  sum(case when name like 'nccl%' then duration_ns else 0 end) as nccl_ns, \
