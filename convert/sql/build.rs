@@ -16,7 +16,8 @@ fn main() {
     };
     if !dir.join("libduckdb.so").is_file() {
         panic!(
-            "{}/libduckdb.so is missing: run tools/fetch-duckdb.sh first (or build with --features bundled)",
+            "{}/libduckdb.so is missing: run tools/fetch-duckdb.sh first (with CUTR_CACHE set, build with \
+             DUCKDB_LIB_DIR=$(tools/fetch-duckdb.sh)), or build with --features bundled",
             dir.display()
         );
     }
