@@ -59,32 +59,17 @@ fn named_queries_equal_stats_by_rank() {
         a.extend(files.iter().map(String::as_str));
         json_of(&run(&a))
     };
-    let nccl: Vec<(u64, u64, u64, u64)> = named("nccl-share")
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x["rank"].as_u64().unwrap(),
-                x["kernels"].as_u64().unwrap(),
-                x["kernel_ns"].as_u64().unwrap(),
-                x["nccl_ns"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    let want: Vec<(u64, u64, u64, u64)> = r["ranks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x["rank"].as_u64().unwrap(),
-                x["kernels"].as_u64().unwrap(),
-                x["kernel_ns"].as_u64().unwrap(),
-                x["nccl_ns"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    // (rank, kernels, kernel ns, NCCL ns) of each row.
+    let per_rank = |rows: &serde_json::Value| -> Vec<(u64, u64, u64, u64)> {
+        let n = |x: &serde_json::Value, k: &str| x[k].as_u64().unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| (n(x, "rank"), n(x, "kernels"), n(x, "kernel_ns"), n(x, "nccl_ns")))
+            .collect()
+    };
+    let nccl = per_rank(&named("nccl-share"));
+    let want = per_rank(&r["ranks"]);
     assert_eq!(nccl, want);
     assert_eq!(nccl.len(), 2);
 
