@@ -16,4 +16,6 @@ step "CUPTI layout tables against NVIDIA's headers"; tools/check-layouts.sh
 step "formatting";                       cargo fmt --all --check
 step "lints";                            cargo clippy --workspace --all-targets -q -- -D warnings
 step "the outside clients' own self-test"; bash tests/clients/selftest.sh >/dev/null
+# `cargo test` builds the programs of the package under test only; the sql tests run cutr-sql's too.
+step "DuckDB's companion program";       cargo build -q -p cutr-sql
 step "tests";                            cargo test --workspace -q

@@ -8,8 +8,17 @@ fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(rel)
 }
 
+/// `cupti-convert` with its DuckDB companion from this build: `cargo test` builds only the tested package's
+/// programs, so tools/test.sh builds `cupti-convert-sql` (crate cutr-sql) first.
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cupti-convert")).args(args).output().expect("cupti-convert runs")
+    let exe = Path::new(env!("CARGO_BIN_EXE_cupti-convert"));
+    let companion = exe.with_file_name("cupti-convert-sql");
+    assert!(
+        companion.is_file(),
+        "{} is missing: build it first (tools/fetch-duckdb.sh && cargo build -p cutr-sql; tools/test.sh does)",
+        companion.display()
+    );
+    Command::new(exe).args(args).env("CUTR_SQL_PROGRAM", &companion).output().expect("cupti-convert runs")
 }
 
 fn json_of(o: &Output) -> serde_json::Value {

@@ -30,6 +30,42 @@ static DONE_FD: AtomicI32 = AtomicI32::new(-1);
 static CRASH_WAIT_MS: AtomicI32 = AtomicI32::new(2_000);
 /// Set by the first crash: a second crashing thread (or a crash in the finisher) lets its signal through at once.
 static CRASHING: AtomicBool = AtomicBool::new(false);
+/// `CUTR_CRASH_BACKTRACE=1`: a crash prints the crashing thread's name and stack to stderr first (a diagnostic for
+/// crashes inside the recorder or CUPTI; glibc's `backtrace` is not async-signal-safe, hence not the default).
+static BACKTRACE: AtomicBool = AtomicBool::new(false);
+
+unsafe extern "C" {
+    fn backtrace(buffer: *mut *mut libc::c_void, size: libc::c_int) -> libc::c_int;
+    fn backtrace_symbols_fd(buffer: *const *mut libc::c_void, size: libc::c_int, fd: libc::c_int);
+}
+
+/// The crashing thread's name, the faulting address and its stack, on stderr.
+///
+/// # Safety
+/// Called from a crash handler with the kernel's `info`.
+unsafe fn print_backtrace(sig: libc::c_int, info: *mut libc::siginfo_t) {
+    let mut name = [0u8; 16];
+    let mut frames = [std::ptr::null_mut::<libc::c_void>(); 64];
+    // SAFETY: a 16-byte buffer for PR_GET_NAME; `info` is the kernel's; the frames buffer holds 64 entries.
+    unsafe {
+        libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr());
+        let addr = if info.is_null() { 0 } else { (*info).si_addr() as usize };
+        let len = name.iter().position(|&b| b == 0).unwrap_or(16);
+        let mut line = [0u8; 128];
+        let mut w = std::io::Cursor::new(&mut line[..]);
+        let _ = std::io::Write::write_fmt(
+            &mut w,
+            format_args!(
+                "cutr: signal {sig} in thread '{}' at address {addr:#x}; stack:\n",
+                std::str::from_utf8(&name[..len]).unwrap_or("?")
+            ),
+        );
+        let n = w.position() as usize;
+        libc::write(2, line.as_ptr() as *const libc::c_void, n);
+        let depth = backtrace(frames.as_mut_ptr(), 64);
+        backtrace_symbols_fd(frames.as_ptr(), depth, 2);
+    }
+}
 static mut PREVIOUS: [Option<libc::sigaction>; 7] = [None; 7];
 /// SIGINT and SIGTERM end a process on request; the others are crashes.
 const SIGNALS: [libc::c_int; 7] =
@@ -82,6 +118,12 @@ pub fn install() {
 }
 
 fn install_signals() {
+    if std::env::var("CUTR_CRASH_BACKTRACE").is_ok_and(|v| v == "1") {
+        let mut frames = [std::ptr::null_mut::<libc::c_void>(); 4];
+        // SAFETY: a 4-entry buffer. The first call loads the unwinder, which a signal handler must not do.
+        unsafe { backtrace(frames.as_mut_ptr(), 4) };
+        BACKTRACE.store(true, Ordering::Release);
+    }
     let mut req = [0; 2];
     let mut done = [0; 2];
     // SAFETY: a two-int array for pipe2 to fill.
@@ -138,6 +180,10 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let Some(prev) = prev else { return };
     let crash = i >= 2;
     if crash {
+        if BACKTRACE.load(Ordering::Acquire) {
+            // SAFETY: the kernel's `info`; asked for by the user (see BACKTRACE).
+            unsafe { print_backtrace(sig, info) };
+        }
         // Close the file (bounded), then hand the signal to what would have had it: the application's handler
         // or the default action, through the previous disposition and a re-raise.
         let wait = if CRASHING.swap(true, Ordering::AcqRel) { 0 } else { CRASH_WAIT_MS.load(Ordering::Acquire) };

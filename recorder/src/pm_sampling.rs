@@ -160,6 +160,25 @@ struct Api {
 
 type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 
+/// How long a context that ends waits for a device call of PM sampling under way (the longest seen: ~230 ms).
+const GATE_WAIT: Duration = Duration::from_millis(1000);
+/// Set-up's error when a context ended under it.
+const ENDED: &str = "the CUDA context ended while sampling was being set up";
+
+/// `CUTR_PM_DEBUG=1`: each step of PM sampling's set-up and of a context's end, timed, on stderr (how set-up races
+/// an application that ends its context early is only visible on a GPU).
+fn debug(what: &str) {
+    static ON: std::sync::OnceLock<Option<Instant>> = std::sync::OnceLock::new();
+    if let Some(t0) = ON.get_or_init(|| std::env::var("CUTR_PM_DEBUG").is_ok_and(|v| v == "1").then(Instant::now)) {
+        let thread = std::thread::current();
+        eprintln!(
+            "cutr-pm-debug {:>9.3} ms [{}] {what}",
+            t0.elapsed().as_secs_f64() * 1e3,
+            thread.name().unwrap_or("?")
+        );
+    }
+}
+
 /// Zeroed params with CUPTI's `<T>_STRUCT_SIZE` set: the offset of the struct's last field plus that field's size,
 /// not `size_of` (which counts the tail padding). `cuptiPmSamplingDecodeData` refuses a padded size as
 /// CUPTI_ERROR_INVALID_PARAMETER (the H100, CUDA 13.0); NVIDIA's samples pass the macro's value.
@@ -271,13 +290,21 @@ struct Shared {
     send: Mutex<Box<dyn Fn(CounterSamples) + Send>>,
     note: Mutex<Box<dyn Fn(String) + Send>>,
     subscriber: Mutex<usize>,
-    /// Held while a device is being set up: a context that ends meanwhile waits for it (bounded), then stops it.
-    setup: Mutex<()>,
-    /// A context ended: no device is set up or decoded any more.
+    /// Held around every CUPTI call that touches a device (set-up's, decoding), checked against `ended` once taken:
+    /// see [`Shared::device_gate`] and [`on_callback`].
+    gate: Mutex<()>,
+    /// A context ended: no CUPTI call touches a device's PM sampling any more.
     ended: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
+    /// The right to make device calls now: `None` once a context has ended (the calls would use a dead context:
+    /// `cuptiPmSamplingSetConfig` after `cudaDeviceReset` dereferenced null inside libnvperf_host on the H100).
+    fn device_gate(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        let g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        (!self.ended.load(std::sync::atomic::Ordering::Acquire)).then_some(g)
+    }
+
     fn note(&self, msg: String) {
         (self.note.lock().unwrap())(msg)
     }
@@ -286,13 +313,14 @@ impl Shared {
         (self.send.lock().unwrap())(c)
     }
 
-    /// Stops, drains and disables every device's sampling and sends what is left. Idempotent (the sessions are
-    /// taken out).
-    fn finish_all(&self) -> usize {
+    /// Stops, drains and disables every device's sampling and sends what is left; with `context_alive` false
+    /// (a context ended without the callback stopping sampling) only the host side is released and CUPTI's PM
+    /// sampling objects are left alone. Idempotent (the sessions are taken out). The caller holds the gate.
+    fn finish_all(&self, context_alive: bool) -> usize {
         let sessions: Vec<DeviceSession> = std::mem::take(&mut *self.sessions.lock().unwrap());
         let n = sessions.len();
         for mut s in sessions {
-            finish(&self.api, &mut s, &|m| self.note(m));
+            finish(&self.api, &mut s, context_alive, &|m| self.note(m));
             if !s.pending.is_empty() || s.pending.lost_samples > 0 {
                 self.send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
             }
@@ -302,9 +330,7 @@ impl Shared {
 
     /// Decodes every device's new samples; sends full chunks.
     fn decode_all(&self) {
-        if self.ended.load(std::sync::atomic::Ordering::Acquire) {
-            return;
-        }
+        let Some(_gate) = self.device_gate() else { return };
         let mut sessions = self.sessions.lock().unwrap();
         for s in sessions.iter_mut().filter(|s| !s.failed) {
             if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
@@ -337,19 +363,37 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, _dat
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: `user` is the leaked 'static `Shared` given at subscribe.
         let shared = unsafe { &*(user as *const Shared) };
+        debug("context destroy starting");
         shared.ended.store(true, std::sync::atomic::Ordering::Release);
-        // A setup racing the end of the context crashed the application (1 run in 3 of `cudaDeviceReset` on the
-        // H100): wait for it to finish, at most 2 s (never a hang), then stop what it started.
+        // Stopping sampling needs the gate: no device call of set-up or decoding may be under way. One that
+        // began before the context started ending finishes (chip queries, SetConfig: up to ~250 ms), but one
+        // that waits for the driver lock this thread holds (cuptiPmSamplingEnable does, on the H100) never
+        // would: after GATE_WAIT the context ends with sampling unstopped, and set-up, finding `ended`, leaves
+        // the object it got alone. Never a hang; never a call into a dead context.
         let t0 = Instant::now();
-        let _setup = loop {
-            match shared.setup.try_lock() {
+        let gate = loop {
+            match shared.gate.try_lock() {
                 Ok(g) => break Some(g),
-                Err(_) if t0.elapsed() > Duration::from_secs(2) => break None,
+                Err(std::sync::TryLockError::Poisoned(e)) => break Some(e.into_inner()),
+                Err(_) if t0.elapsed() > GATE_WAIT => break None,
                 Err(_) => std::thread::sleep(Duration::from_millis(1)),
             }
         };
-        if shared.finish_all() > 0 {
-            shared.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
+        debug(&format!(
+            "context destroy: gate {} after {:.1} ms",
+            if gate.is_some() { "taken" } else { "NOT taken" },
+            t0.elapsed().as_secs_f64() * 1e3
+        ));
+        if gate.is_some() {
+            if shared.finish_all(true) > 0 {
+                shared.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
+            }
+        } else {
+            shared.note(format!(
+                "PM sampling: a CUDA context ended while sampling was being set up (a CUPTI call waited for the \
+                 ending context for {} ms); not sampling",
+                GATE_WAIT.as_millis()
+            ));
         }
     }));
 }
@@ -380,7 +424,7 @@ impl PmSampler {
             send: Mutex::new(send),
             note: Mutex::new(note),
             subscriber: Mutex::new(0),
-            setup: Mutex::new(()),
+            gate: Mutex::new(()),
             ended: std::sync::atomic::AtomicBool::new(false),
         }));
         let mut sub: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
@@ -445,6 +489,7 @@ fn run(
         note("PM sampling: no CUDA device known; not sampling".into());
         return;
     }
+    debug(&format!("devices {ordinals:?}"));
     let mut init = params!(cs::CUpti_Profiler_Initialize_Params, pPriv);
     // SAFETY: valid params.
     if let Err(e) = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) }) {
@@ -452,13 +497,15 @@ fn run(
         return;
     }
     for d in ordinals {
-        let _setup = shared.setup.lock().unwrap();
         // (Not the primary context's state: PyTorch initializes CUDA long before it creates a context.)
         if shared.ended.load(std::sync::atomic::Ordering::Acquire) {
             note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
             break;
         }
-        match setup(api, d, config, &note) {
+        debug("set-up begins");
+        let r = setup(shared, d, config, &note);
+        debug(&format!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" }));
+        match r {
             Ok(s) => shared.sessions.lock().unwrap().push(s),
             Err(e) => note(format!("PM sampling on device {d}: {e}")),
         }
@@ -479,7 +526,8 @@ fn run(
             next = Instant::now();
         }
     }
-    shared.finish_all();
+    let gate = shared.device_gate();
+    shared.finish_all(gate.is_some());
 }
 
 fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
@@ -509,30 +557,53 @@ fn chip_and_availability(api: &Api, d: u32) -> Result<(CString, Vec<u8>), String
 }
 
 /// Host configuration, then PM sampling enabled, configured and started on device `d`.
-fn setup(api: &Api, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<DeviceSession, String> {
+/// Device calls are made under the gate and not at all once a context has ended ([`ENDED`]); host calls (fitting
+/// the metrics, the config image: most of the time) outside it.
+fn setup(shared: &Shared, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<DeviceSession, String> {
+    let api = &shared.api;
     // SAFETY: every call below gets params zeroed with their size, out-pointers to live locals, and buffers
     // allocated with the sizes CUPTI asked for that outlive the calls; CUPTI's objects are used only while live
     // (disabled and deinitialized in `finish`).
     unsafe {
-        let (chip, availability) = chip_and_availability(api, d)?;
+        let (chip, availability) = {
+            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
+            chip_and_availability(api, d)?
+        };
+        debug("chip and availability");
         let chip_name = chip.as_ptr();
-        let names = fit_metrics(api, chip_name, &availability, &config.metrics, note, d);
+        let names = {
+            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
+            fit_metrics(api, chip_name, &availability, &config.metrics, note, d)
+        };
+        debug("metrics fitted");
         if names.is_empty() {
             return Err("none of the metrics can be sampled".into());
         }
-        let (host, config_image, _) = host_with(api, chip_name, &availability, &names)?;
-        let metrics: Vec<CounterMetric> = names
-            .iter()
-            .map(|n| {
-                properties(api, host, n)
-                    .unwrap_or_else(|| CounterMetric { name: n.to_string_lossy().into_owned(), ..Default::default() })
-            })
-            .collect();
+        let (host, config_image, metrics) = {
+            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
+            let (host, config_image, _) = host_with(api, chip_name, &availability, &names)?;
+            let metrics: Vec<CounterMetric> = names
+                .iter()
+                .map(|n| {
+                    properties(api, host, n).unwrap_or_else(|| CounterMetric {
+                        name: n.to_string_lossy().into_owned(),
+                        ..Default::default()
+                    })
+                })
+                .collect();
+            (host, config_image, metrics)
+        };
         let mut en = params!(cs::CUpti_PmSampling_Enable_Params, pPmSamplingObject);
         en.deviceIndex = d as usize;
-        if let Err(e) = api.check("cuptiPmSamplingEnable", (api.enable)(&mut en)) {
-            deinit_host(api, host);
-            return Err(e);
+        debug("enable");
+        // Once a context has ended nothing of CUPTI's is called, host objects included (a host call after
+        // `cudaDeviceReset` also crashed inside libnvperf_host): what was made is left, at most once per device.
+        {
+            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
+            if let Err(e) = api.check("cuptiPmSamplingEnable", (api.enable)(&mut en)) {
+                deinit_host(api, host);
+                return Err(e);
+            }
         }
         let object = en.pPmSamplingObject;
         let mut s = DeviceSession {
@@ -554,8 +625,10 @@ fn setup(api: &Api, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<
             pending: empty(d, &metrics),
             failed: false,
         };
+        // A context that ended while Enable waited for it: the object belongs to a dead context, left alone.
+        let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
         if let Err(e) = configure(api, &mut s, config) {
-            finish(api, &mut s, note);
+            finish(api, &mut s, true, note);
             return Err(e);
         }
         Ok(s)
@@ -754,7 +827,9 @@ unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Resu
         set.hardwareBufferSize = buffer_and_period(config.interval).0;
         set.samplingInterval = config.interval.as_nanos() as u64;
         set.triggerMode = cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+        debug("set config");
         api.check("cuptiPmSamplingSetConfig", (api.set_config)(&mut set))?;
+        debug("config set");
         let mut ptrs: Vec<*const c_char> = s.names.iter().map(|n| n.as_ptr()).collect();
         let mut size = params!(cs::CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
         size.pPmSamplingObject = s.object;
@@ -771,6 +846,7 @@ unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Resu
         s.pristine = s.image.clone();
         let mut start = params!(cs::CUpti_PmSampling_Start_Params, pPmSamplingObject);
         start.pPmSamplingObject = s.object;
+        debug("start");
         api.check("cuptiPmSamplingStart", (api.start)(&mut start))
     }
 }
@@ -851,7 +927,12 @@ fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
 /// Stops sampling, drains the hardware (bounded), disables, and releases the host object. Where the device's
 /// CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran first), CUPTI's PM sampling
 /// object is left alone: stopping or disabling it then corrupted the heap (the H100, CUDA 13.0).
-fn finish(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) {
+fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(String)) {
+    if !context_alive {
+        // Nothing of CUPTI's is called after a context ended (see `setup`): the objects are left as they are.
+        s.failed = true;
+        return;
+    }
     if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
         note(format!(
             "PM sampling on device {}: the CUDA context ended before sampling was stopped: samples since the \
@@ -859,8 +940,7 @@ fn finish(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) {
             s.device,
             DECODE_PERIOD.as_millis()
         ));
-        // SAFETY: the host object is host-side only, live, and not used after this.
-        unsafe { deinit_host(api, s.host) };
+        // Left alone, host object too (see `setup`).
         s.failed = true;
         return;
     }
@@ -918,6 +998,77 @@ mod tests {
         assert!(lib.exists(), "{} is missing: run tools/fetch-cupti.sh", lib.display());
         let api = Api::load(&lib).unwrap();
         assert_eq!(api.check("x", CUPTI_ERROR_OUT_OF_MEMORY).unwrap_err(), "x: CUPTI_ERROR_OUT_OF_MEMORY");
+    }
+
+    /// A `Shared` over NVIDIA's real libcupti (from the CUPTI wheel), collecting notes.
+    fn shared_for_test() -> (&'static Shared, std::sync::Arc<Mutex<Vec<String>>>) {
+        let cache = std::env::var_os("CUTR_CACHE")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache"));
+        let api = Api::load(&cache.join("cupti/cupti-13.0/lib/libcupti.so.13")).unwrap();
+        let notes = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let n = notes.clone();
+        let shared = Box::leak(Box::new(Shared {
+            api,
+            sessions: Mutex::new(Vec::new()),
+            send: Mutex::new(Box::new(|_| {})),
+            note: Mutex::new(Box::new(move |m| n.lock().unwrap().push(m))),
+            subscriber: Mutex::new(0),
+            gate: Mutex::new(()),
+            ended: std::sync::atomic::AtomicBool::new(false),
+        }));
+        (shared, notes)
+    }
+
+    fn end_context(shared: &'static Shared) -> Duration {
+        let t0 = Instant::now();
+        let cbid = cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32;
+        let domain = cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
+        // SAFETY: `user` is a leaked 'static Shared, as `start` gives CUPTI.
+        unsafe { on_callback(shared as *const Shared as *mut c_void, domain, cbid, std::ptr::null()) };
+        t0.elapsed()
+    }
+
+    /// The end of a context (`cudaDeviceReset`) waits for a device call under way, then closes the gate: no
+    /// device call after it. A call that does not return (cuptiPmSamplingEnable waiting for the lock the ending
+    /// thread holds, as on the H100) is waited for GATE_WAIT, not forever, and the note says sampling is off.
+    #[test]
+    fn a_context_end_waits_for_the_gate_bounded_then_closes_it() {
+        let (shared, notes) = shared_for_test();
+        assert!(shared.device_gate().is_some());
+        // A device call of 150 ms under way.
+        let held = mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let _g = shared.gate.lock().unwrap();
+            held.0.send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(150));
+        });
+        held.1.recv().unwrap();
+        let waited = end_context(shared);
+        holder.join().unwrap();
+        assert!(waited >= Duration::from_millis(100) && waited < GATE_WAIT, "{waited:?}");
+        assert!(shared.device_gate().is_none(), "closed once the context ended");
+        assert!(notes.lock().unwrap().is_empty(), "{:?}", notes.lock().unwrap());
+
+        // A device call that returns only after the context ended.
+        let (shared, notes) = shared_for_test();
+        let (held, release) = (mpsc::channel(), mpsc::channel::<()>());
+        let holder = std::thread::spawn(move || {
+            let _g = shared.gate.lock().unwrap();
+            held.0.send(()).unwrap();
+            let _ = release.1.recv();
+        });
+        held.1.recv().unwrap();
+        let waited = end_context(shared);
+        assert!(waited >= GATE_WAIT && waited < GATE_WAIT + Duration::from_millis(500), "{waited:?}");
+        drop(release.0);
+        holder.join().unwrap();
+        assert!(shared.device_gate().is_none());
+        assert_eq!(
+            *notes.lock().unwrap(),
+            ["PM sampling: a CUDA context ended while sampling was being set up (a CUPTI call waited for the \
+              ending context for 1000 ms); not sampling"]
+        );
     }
 
     #[test]
