@@ -153,6 +153,8 @@ struct Api {
     data_info: F<cs::CUpti_PmSampling_GetCounterDataInfo_Params>,
     sample_info: F<cs::CUpti_PmSampling_CounterData_GetSampleInfo_Params>,
     result_string: FnResultString,
+    /// `cuptiGetDeviceId(CUcontext, uint32_t*)`.
+    device_id: unsafe extern "C" fn(cudarc::driver::sys::CUcontext, *mut u32) -> u32,
     subscribe: unsafe extern "C" fn(*mut cs::CUpti_SubscriberHandle, Callback, *mut c_void) -> u32,
     enable_callback: unsafe extern "C" fn(u32, cs::CUpti_SubscriberHandle, u32, u32) -> u32,
     unsubscribe: unsafe extern "C" fn(cs::CUpti_SubscriberHandle) -> u32,
@@ -232,6 +234,7 @@ impl Api {
                 data_info: sym!("cuptiPmSamplingGetCounterDataInfo"),
                 sample_info: sym!("cuptiPmSamplingCounterDataGetSampleInfo"),
                 result_string: sym!("cuptiGetResultString"),
+                device_id: sym!("cuptiGetDeviceId"),
                 subscribe: sym!("cuptiSubscribe"),
                 enable_callback: sym!("cuptiEnableCallback"),
                 unsubscribe: sym!("cuptiUnsubscribe"),
@@ -295,6 +298,9 @@ struct Shared {
     gate: Mutex<()>,
     /// A context ended: no CUPTI call touches a device's PM sampling any more.
     ended: std::sync::atomic::AtomicBool,
+    /// The devices this process made a CUDA context on, in order: the ones sampled (a rank of a job sees every
+    /// GPU of its node but uses one; sampling the others would contend with their own ranks).
+    devices: Mutex<Vec<u32>>,
 }
 
 impl Shared {
@@ -349,15 +355,36 @@ impl Shared {
     }
 }
 
-/// CUPTI's resource callback: a context about to be destroyed (`cudaDeviceReset`, `cuCtxDestroy`, the runtime's
-/// teardown) stops PM sampling first, on the destroying thread, while the context still lives; after it, stopping
-/// or decoding corrupted the heap on the H100. Never unwinds into CUPTI.
-unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, _data: *const c_void) {
+/// CUPTI's resource callback. A context created names a device to sample (set up by the sampling thread). A
+/// context about to be destroyed (`cudaDeviceReset`, `cuCtxDestroy`, the runtime's teardown) stops PM sampling
+/// first, on the destroying thread, while the context still lives; after it, stopping or decoding corrupted the
+/// heap on the H100. Never unwinds into CUPTI.
+unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
     use cs::CUpti_CallbackIdResource as R;
-    if user.is_null()
-        || domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32
-        || cbid != R::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32
-    {
+    if user.is_null() || domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32 {
+        return;
+    }
+    if cbid == R::CUPTI_CBID_RESOURCE_CONTEXT_CREATED as u32 {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: `user` is the leaked 'static `Shared` given at subscribe.
+            let shared = unsafe { &*(user as *const Shared) };
+            if data.is_null() {
+                return;
+            }
+            let mut device = 0u32;
+            // SAFETY: for resource callbacks `data` is a CUpti_ResourceData whose context lives during the callback.
+            let code = unsafe { (shared.api.device_id)((*data.cast::<cs::CUpti_ResourceData>()).context, &mut device) };
+            if code != CUPTI_SUCCESS {
+                return;
+            }
+            let mut devices = shared.devices.lock().unwrap_or_else(|e| e.into_inner());
+            if !devices.contains(&device) {
+                devices.push(device);
+            }
+        }));
+        return;
+    }
+    if cbid != R::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32 {
         return;
     }
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -406,9 +433,9 @@ pub(crate) struct PmSampler {
 }
 
 impl PmSampler {
-    /// Starts a thread that sets PM sampling up on `devices()` (the CUDA ordinals, asked for once CUDA is
-    /// initialized) and samples until stopped. `send` takes each chunk, `note` each problem; `started` is called
-    /// once sampling runs. Subscribes to CUPTI's context callbacks (it fails where another subscriber holds them).
+    /// Starts a thread that sets PM sampling up on each device this process makes a CUDA context on (CUPTI's
+    /// context-created callback; `devices()`: those that already have one) and samples until stopped. `send`
+    /// takes each chunk, `note` each problem; `started` is called once sampling runs. Subscribes to CUPTI's context callbacks (it fails where another subscriber holds them).
     pub fn start(
         library: &Path,
         config: PmConfig,
@@ -426,6 +453,7 @@ impl PmSampler {
             subscriber: Mutex::new(0),
             gate: Mutex::new(()),
             ended: std::sync::atomic::AtomicBool::new(false),
+            devices: Mutex::new(Vec::new()),
         }));
         let mut sub: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
         let user = shared as *const Shared as *mut c_void;
@@ -434,10 +462,14 @@ impl PmSampler {
         shared.api.check("cuptiSubscribe (another CUPTI subscriber?)", code)?;
         *shared.subscriber.lock().unwrap() = sub as usize;
         let domain = cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
-        let cbid = cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32;
-        // SAFETY: `sub` is the live subscriber just made.
-        let code = unsafe { (shared.api.enable_callback)(1, sub, domain, cbid) };
-        if let Err(e) = shared.api.check("cuptiEnableCallback", code) {
+        let enable = |cbid: cs::CUpti_CallbackIdResource| {
+            // SAFETY: `sub` is the live subscriber just made.
+            let code = unsafe { (shared.api.enable_callback)(1, sub, domain, cbid as u32) };
+            shared.api.check("cuptiEnableCallback", code)
+        };
+        let enabled = enable(cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
+            .and_then(|()| enable(cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
+        if let Err(e) = enabled {
             // SAFETY: as above; not used again.
             unsafe { (shared.api.unsubscribe)(sub) };
             return Err(e);
@@ -478,44 +510,50 @@ fn run(
 ) {
     let api = &shared.api;
     let note = |m: String| shared.note(m);
-    let mut ordinals = Vec::new();
-    for _ in 0..40 {
-        ordinals = devices();
-        if !ordinals.is_empty() || stop.recv_timeout(Duration::from_millis(50)).is_ok() {
-            break;
+    // Contexts made before we subscribed (none when the recorder is injected at cuInit) count too.
+    for d in devices() {
+        let mut known = shared.devices.lock().unwrap();
+        if !known.contains(&d) {
+            known.push(d);
         }
     }
-    if ordinals.is_empty() {
-        note("PM sampling: no CUDA device known; not sampling".into());
-        return;
-    }
-    debug(&format!("devices {ordinals:?}"));
-    let mut init = params!(cs::CUpti_Profiler_Initialize_Params, pPriv);
-    // SAFETY: valid params.
-    if let Err(e) = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) }) {
-        note(format!("PM sampling: {e}; not sampling"));
-        return;
-    }
-    for d in ordinals {
-        // (Not the primary context's state: PyTorch initializes CUDA long before it creates a context.)
-        if shared.ended.load(std::sync::atomic::Ordering::Acquire) {
-            note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
-            break;
-        }
-        debug("set-up begins");
-        let r = setup(shared, d, config, &note);
-        debug(&format!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" }));
-        match r {
-            Ok(s) => shared.sessions.lock().unwrap().push(s),
-            Err(e) => note(format!("PM sampling on device {d}: {e}")),
-        }
-    }
-    if !shared.sessions.lock().unwrap().is_empty() {
-        started();
-    }
+    let mut initialized = false;
+    let mut tried: Vec<u32> = Vec::new();
     let period = buffer_and_period(config.interval).1;
     let mut next = Instant::now();
     loop {
+        // Each device is set up once, when this process first makes a context on it.
+        let new: Vec<u32> = shared.devices.lock().unwrap().iter().filter(|d| !tried.contains(d)).copied().collect();
+        for d in new {
+            tried.push(d);
+            if shared.ended.load(std::sync::atomic::Ordering::Acquire) {
+                note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
+                continue;
+            }
+            if !initialized {
+                let mut init = params!(cs::CUpti_Profiler_Initialize_Params, pPriv);
+                // SAFETY: valid params.
+                if let Err(e) = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) }) {
+                    note(format!("PM sampling: {e}; not sampling"));
+                    return;
+                }
+                initialized = true;
+            }
+            debug(&format!("set-up of device {d} begins"));
+            let r = setup(shared, d, config, &note);
+            debug(&format!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" }));
+            match r {
+                Ok(s) => {
+                    let mut sessions = shared.sessions.lock().unwrap();
+                    sessions.push(s);
+                    if sessions.len() == 1 {
+                        drop(sessions);
+                        started();
+                    }
+                }
+                Err(e) => note(format!("PM sampling on device {d}: {e}")),
+            }
+        }
         next += period;
         match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -525,6 +563,9 @@ fn run(
         if Instant::now() > next + Duration::from_secs(1) {
             next = Instant::now();
         }
+    }
+    if tried.is_empty() {
+        note("PM sampling: the process made no CUDA context; nothing was sampled".into());
     }
     let gate = shared.device_gate();
     shared.finish_all(gate.is_some());
@@ -1016,6 +1057,7 @@ mod tests {
             subscriber: Mutex::new(0),
             gate: Mutex::new(()),
             ended: std::sync::atomic::AtomicBool::new(false),
+            devices: Mutex::new(Vec::new()),
         }));
         (shared, notes)
     }

@@ -447,7 +447,14 @@ fn start_pm_sampling(session: &'static Session, pm: crate::pm_sampling::PmConfig
         return;
     };
     let tx = session.tx.clone();
-    let devices = Box::new(|| driver::devices().into_iter().map(|d| d.id).collect());
+    // Devices with a context already (none when injected at cuInit); later ones come from CUPTI's callback.
+    let devices = Box::new(|| {
+        driver::devices()
+            .into_iter()
+            .map(|d| d.id)
+            .filter(|&d| driver::primary_context_active(d) == Some(true))
+            .collect()
+    });
     let send = Box::new(move |c| {
         if tx.send_timeout(Msg::Counters(c), Duration::from_secs(1)).is_err() {
             NOTES.lock().unwrap().push("counters: the writer queue was full; PM samples were dropped".into());
