@@ -56,9 +56,11 @@ impl Default for PmConfig {
 
 /// 10 kHz, Nsight Systems' default rate.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
-/// The fastest accepted (100 kHz). Each sample costs the decoding thread ~17 us to evaluate (the H100 probe), so
-/// rates near this one lose samples (counted in the loss report); docs/BENCHMARKS.md gives the fastest lossless.
-pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
+/// The fastest accepted (25 kHz). Each sample costs the decoding thread ~30-45 us to decode and ~20-40 us to
+/// evaluate on the H100 (`bench/gpu/run25.sh`): at 20-25 kHz that thread is nearly always busy and some runs lose
+/// samples (counted); at 50 kHz it falls so far behind that recordings held a fraction of their samples, not all
+/// of the rest countable as lost. docs/BENCHMARKS.md gives the measured rates.
+pub const MIN_INTERVAL: Duration = Duration::from_micros(40);
 /// How often the hardware buffer is decoded, at most.
 const DECODE_PERIOD: Duration = Duration::from_millis(10);
 /// A sample takes about 64 KiB of the hardware buffer on the H100 (a 64 MiB buffer overflowed after 1,023 samples
@@ -73,26 +75,30 @@ fn buffer_and_period(interval: Duration) -> (usize, Duration) {
     let bytes = (samples_100ms * HARDWARE_BYTES_PER_SAMPLE).clamp(64 << 20, 512 << 20);
     (bytes, DECODE_PERIOD.min(interval * 500))
 }
-/// Samples one counter-data image holds (about 15 KB each for 7 metrics on the H100).
+/// Samples one counter-data image holds (about 15 KB each for 7 metrics on the H100; the image and its pristine
+/// copy are both kept).
 const IMAGE_SAMPLES_MIN: usize = 2000;
-const IMAGE_SAMPLES_MAX: usize = 20_000;
+const IMAGE_SAMPLES_MAX: usize = 8000;
 
-/// Samples the counter-data image holds for an interval: 8 decode periods' worth, at least 2,000. A decode that
-/// fills the image loses what else it took from the hardware buffer (on the H100 each full image left a gap of
-/// 1-95 ms), so the image is reset once fewer than 4 periods' worth of room is left ([`reset_room`]).
+/// Samples the counter-data image holds for an interval: twice [`reset_room`], at most 8,000.
 fn image_samples(interval: Duration) -> usize {
-    (8 * samples_per_period(interval)).clamp(IMAGE_SAMPLES_MIN, IMAGE_SAMPLES_MAX)
+    (2 * reset_room(interval)).clamp(IMAGE_SAMPLES_MIN, IMAGE_SAMPLES_MAX)
 }
 
-/// The room under which the image is reset (after its samples are evaluated).
+/// The room under which the image is reset (after its samples are evaluated): all the hardware buffer can hold,
+/// plus a quarter for the estimate of its bytes per sample (up to half the largest image). A decode that fills the image loses what else it took from the hardware buffer (on the
+/// H100 each full image left a gap of 1-95 ms), and a decode late by a stall of the decoding thread brings up to a
+/// whole buffer (1,073 samples at 10 kHz beside the PyTorch loop, `bench/gpu/run25.sh`): with this much room no
+/// decode can fill the image.
 fn reset_room(interval: Duration) -> usize {
-    4 * samples_per_period(interval)
+    (hardware_samples(interval) * 5 / 4).min(IMAGE_SAMPLES_MAX / 2)
 }
 
-fn samples_per_period(interval: Duration) -> usize {
-    let (_, period) = buffer_and_period(interval);
-    (period.as_nanos() / interval.max(MIN_INTERVAL).as_nanos()).max(1) as usize
+/// Samples the hardware buffer holds at an interval.
+fn hardware_samples(interval: Duration) -> usize {
+    buffer_and_period(interval).0 / HARDWARE_BYTES_PER_SAMPLE
 }
+
 /// Decodes after Stop, at most, to drain what the hardware still holds.
 const MAX_DRAIN_DECODES: usize = 64;
 const CUPTI_SUCCESS: u32 = 0;
@@ -256,6 +262,10 @@ impl Api {
 /// One device's PM sampling session: everything CUPTI points into lives here until it is disabled.
 struct DeviceSession {
     device: u32,
+    /// When the last decode succeeded, and whether sampling stopped since on a full hardware buffer: the samples
+    /// from then to the end are lost, and counted at `finish` (CUPTI refuses every decode after an overflow).
+    last_decode: Instant,
+    overflowed: bool,
     host: *mut cs::CUpti_Profiler_Host_Object,
     object: *mut cs::CUpti_PmSampling_Object,
     /// CUPTI keeps a pointer to the config image: it must outlive the session.
@@ -649,6 +659,8 @@ fn setup(shared: &Shared, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> R
         let object = en.pPmSamplingObject;
         let mut s = DeviceSession {
             device: d,
+            last_decode: Instant::now(),
+            overflowed: false,
             host,
             object,
             _config: config_image,
@@ -898,11 +910,13 @@ fn decode(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) -> Result<u32
     p.object = s.object;
     p.image = s.image.as_mut_ptr();
     p.image_size = s.image.len();
+    let t0 = Instant::now();
     // SAFETY: the object is live; the image is the one initialized for it.
     let code = unsafe { (api.decode)(&mut p) };
+    let decoded = t0.elapsed();
     if code == CUPTI_ERROR_OUT_OF_MEMORY {
         // The hardware buffer filled (KEEP_OLDEST): CUPTI refuses every later decode.
-        s.pending.lost_samples += 1;
+        s.overflowed = true;
         return Err("the hardware buffer overflowed (samples after it are lost); a longer interval samples less".into());
     }
     api.check("cuptiPmSamplingDecodeData", code)?;
@@ -910,7 +924,15 @@ fn decode(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) -> Result<u32
         s.pending.lost_samples += 1;
         note(format!("PM sampling on device {}: the hardware buffer overflowed; samples were lost", s.device));
     }
+    s.last_decode = Instant::now();
+    let before = s.pending.len();
     evaluate_new(api, s)?;
+    debug(&format!(
+        "decode {:.2} ms, evaluate {:.2} ms of {} samples",
+        decoded.as_secs_f64() * 1e3,
+        t0.elapsed().saturating_sub(decoded).as_secs_f64() * 1e3,
+        s.pending.len().saturating_sub(before)
+    ));
     Ok(p.stop_reason)
 }
 
@@ -969,6 +991,11 @@ fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
 /// CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran first), CUPTI's PM sampling
 /// object is left alone: stopping or disabling it then corrupted the heap (the H100, CUDA 13.0).
 fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(String)) {
+    if s.overflowed {
+        // Every interval since the last good decode (on the host's clock: CUPTI's is not asked after a failure).
+        s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
+        s.overflowed = false;
+    }
     if !context_alive {
         // Nothing of CUPTI's is called after a context ended (see `setup`): the objects are left as they are.
         s.failed = true;
@@ -1113,21 +1140,56 @@ mod tests {
         );
     }
 
+    /// Sampling that stopped on a full hardware buffer counts every interval from its last good decode to the
+    /// end as lost (it counted 1 before: a 2 s run at 50 kHz reported "1 sample lost").
+    #[test]
+    fn an_overflow_counts_every_interval_until_the_end_as_lost() {
+        let (shared, notes) = shared_for_test();
+        let mut s = DeviceSession {
+            device: 0,
+            last_decode: Instant::now() - Duration::from_millis(50),
+            overflowed: true,
+            host: std::ptr::null_mut(),
+            object: std::ptr::null_mut(),
+            _config: Vec::new(),
+            _availability: Vec::new(),
+            _chip: CString::default(),
+            names: Vec::new(),
+            metrics: Vec::new(),
+            image: Vec::new(),
+            pristine: Vec::new(),
+            done: 0,
+            first_dropped: true,
+            interval: Duration::from_micros(100),
+            last_start: 0,
+            primary_context: false,
+            pending: empty(0, &[]),
+            failed: true,
+        };
+        // A context already gone: no CUPTI call is made (the objects here are null).
+        finish(&shared.api, &mut s, false, &|m| notes.lock().unwrap().push(m));
+        assert!((500..550).contains(&s.pending.lost_samples), "{}", s.pending.lost_samples);
+        finish(&shared.api, &mut s, false, &|_| {});
+        assert!((500..550).contains(&s.pending.lost_samples), "counted once: {}", s.pending.lost_samples);
+    }
+
     #[test]
     fn the_hardware_buffer_holds_100_ms() {
         let us = Duration::from_micros;
         assert_eq!(buffer_and_period(us(100)), (64 << 20, Duration::from_millis(10)));
         assert_eq!(buffer_and_period(us(50)), (2000 << 16, Duration::from_millis(10)));
-        assert_eq!(buffer_and_period(us(20)), (5000 << 16, Duration::from_millis(10)));
-        assert_eq!(buffer_and_period(us(10)), (512 << 20, Duration::from_millis(5)));
+        assert_eq!(buffer_and_period(us(40)), (2500 << 16, Duration::from_millis(10)));
+        assert_eq!(buffer_and_period(us(10)), (2500 << 16, Duration::from_millis(10)), "as 40 us, the fastest");
     }
 
     #[test]
     fn the_image_is_reset_before_a_decode_can_fill_it() {
         let us = Duration::from_micros;
-        assert_eq!((image_samples(us(100)), reset_room(us(100))), (2000, 400));
-        assert_eq!((image_samples(us(20)), reset_room(us(20))), (4000, 2000));
-        assert_eq!((image_samples(us(10)), reset_room(us(10))), (4000, 2000));
+        // 10 kHz: a 64 MiB buffer holds 1,024 samples; 25 kHz: 2,500 (100 ms).
+        assert_eq!((image_samples(us(100)), reset_room(us(100))), (2560, 1280));
+        assert_eq!((image_samples(us(40)), reset_room(us(40))), (6250, 3125));
+        assert_eq!((image_samples(us(10)), reset_room(us(10))), (6250, 3125), "as 40 us, the fastest");
+        assert_eq!((image_samples(us(1000)), reset_room(us(1000))), (2560, 1280), "the buffer is 64 MiB at least");
     }
 
     #[test]
