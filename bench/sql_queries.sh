@@ -3,7 +3,7 @@
 # a launch-bound training loop with NVTX steps and an NCCL all-reduce per step), exported once to one
 # Hive-partitioned dataset, then each query timed 5 times (median), on this machine.
 #   bench/sql_queries.sh [RECORDS_PER_RANK] [WORKDIR]      (default 200000 records, /tmp/cutr-sql-bench)
-# Needs a release build: cargo build --release -p cutr-convert
+# Needs a release build of both programs: tools/fetch-duckdb.sh && cargo build --release -p cutr-convert -p cutr-sql
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 per=${1:-200000}
