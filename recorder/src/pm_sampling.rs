@@ -175,18 +175,26 @@ const GATE_WAIT: Duration = Duration::from_millis(1000);
 /// Set-up's error when a context ended under it.
 const ENDED: &str = "the CUDA context ended while sampling was being set up";
 
-/// `CUTR_PM_DEBUG=1`: each step of PM sampling's set-up and of a context's end, timed, on stderr (how set-up races
-/// an application that ends its context early is only visible on a GPU).
-fn debug(what: &str) {
+/// When `CUTR_PM_DEBUG=1`, the instant the first debug line was asked for: each step of PM sampling's set-up, each
+/// decode and a context's end are then timed on stderr (how set-up races an application that ends its context
+/// early is only visible on a GPU).
+fn debug_start() -> Option<Instant> {
     static ON: std::sync::OnceLock<Option<Instant>> = std::sync::OnceLock::new();
-    if let Some(t0) = ON.get_or_init(|| std::env::var("CUTR_PM_DEBUG").is_ok_and(|v| v == "1").then(Instant::now)) {
-        let thread = std::thread::current();
-        eprintln!(
-            "cutr-pm-debug {:>9.3} ms [{}] {what}",
-            t0.elapsed().as_secs_f64() * 1e3,
-            thread.name().unwrap_or("?")
-        );
-    }
+    *ON.get_or_init(|| std::env::var("CUTR_PM_DEBUG").is_ok_and(|v| v == "1").then(Instant::now))
+}
+
+/// One `CUTR_PM_DEBUG` line; the message is formatted only when debugging is on (decodes run 100 times a second).
+macro_rules! debug {
+    ($($arg:tt)*) => {
+        if let Some(t0) = debug_start() {
+            eprintln!(
+                "cutr-pm-debug {:>9.3} ms [{}] {}",
+                t0.elapsed().as_secs_f64() * 1e3,
+                std::thread::current().name().unwrap_or("?"),
+                format_args!($($arg)*)
+            );
+        }
+    };
 }
 
 /// Zeroed params with CUPTI's `<T>_STRUCT_SIZE` set: the offset of the struct's last field plus that field's size,
@@ -403,7 +411,7 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: `user` is the leaked 'static `Shared` given at subscribe.
         let shared = unsafe { &*(user as *const Shared) };
-        debug("context destroy starting");
+        debug!("context destroy starting");
         shared.ended.store(true, std::sync::atomic::Ordering::Release);
         // Stopping sampling needs the gate: no device call of set-up or decoding may be under way. One that
         // began before the context started ending finishes (chip queries, SetConfig: up to ~250 ms), but one
@@ -419,11 +427,11 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data
                 Err(_) => std::thread::sleep(Duration::from_millis(1)),
             }
         };
-        debug(&format!(
+        debug!(
             "context destroy: gate {} after {:.1} ms",
             if gate.is_some() { "taken" } else { "NOT taken" },
             t0.elapsed().as_secs_f64() * 1e3
-        ));
+        );
         if gate.is_some() {
             if shared.finish_all(true) > 0 {
                 shared.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
@@ -552,9 +560,9 @@ fn run(
                 }
                 initialized = true;
             }
-            debug(&format!("set-up of device {d} begins"));
+            debug!("set-up of device {d} begins");
             let r = setup(shared, d, config, &note);
-            debug(&format!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" }));
+            debug!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" });
             match r {
                 Ok(s) => {
                     let mut sessions = shared.sessions.lock().unwrap();
@@ -623,13 +631,13 @@ fn setup(shared: &Shared, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> R
             let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
             chip_and_availability(api, d)?
         };
-        debug("chip and availability");
+        debug!("chip and availability");
         let chip_name = chip.as_ptr();
         let names = {
             let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
             fit_metrics(api, chip_name, &availability, &config.metrics, note, d)
         };
-        debug("metrics fitted");
+        debug!("metrics fitted");
         if names.is_empty() {
             return Err("none of the metrics can be sampled".into());
         }
@@ -649,7 +657,7 @@ fn setup(shared: &Shared, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> R
         };
         let mut en = params!(cs::CUpti_PmSampling_Enable_Params, pPmSamplingObject);
         en.deviceIndex = d as usize;
-        debug("enable");
+        debug!("enable");
         // Once a context has ended nothing of CUPTI's is called, host objects included (a host call after
         // `cudaDeviceReset` also crashed inside libnvperf_host): what was made is left, at most once per device.
         {
@@ -883,9 +891,9 @@ unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Resu
         set.hardwareBufferSize = buffer_and_period(config.interval).0;
         set.samplingInterval = config.interval.as_nanos() as u64;
         set.triggerMode = cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-        debug("set config");
+        debug!("set config");
         api.check("cuptiPmSamplingSetConfig", (api.set_config)(&mut set))?;
-        debug("config set");
+        debug!("config set");
         let mut ptrs: Vec<*const c_char> = s.names.iter().map(|n| n.as_ptr()).collect();
         let mut size = params!(cs::CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
         size.pPmSamplingObject = s.object;
@@ -902,7 +910,7 @@ unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Resu
         s.pristine = s.image.clone();
         let mut start = params!(cs::CUpti_PmSampling_Start_Params, pPmSamplingObject);
         start.pPmSamplingObject = s.object;
-        debug("start");
+        debug!("start");
         api.check("cuptiPmSamplingStart", (api.start)(&mut start))
     }
 }
@@ -930,12 +938,12 @@ fn decode(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) -> Result<u32
     s.last_decode = Instant::now();
     let before = s.pending.len();
     evaluate_new(api, s)?;
-    debug(&format!(
+    debug!(
         "decode {:.2} ms, evaluate {:.2} ms of {} samples",
         decoded.as_secs_f64() * 1e3,
         t0.elapsed().saturating_sub(decoded).as_secs_f64() * 1e3,
         s.pending.len().saturating_sub(before)
-    ));
+    );
     Ok(p.stop_reason)
 }
 
