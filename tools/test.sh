@@ -7,6 +7,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 step() { echo "== $*" >&2; }
+# One build from nothing: incremental state would only cost disk (1.7 GB of a clean run's target/).
+export CARGO_INCREMENTAL=0
+echo "disk free at start: $(df -h --output=avail . | tail -1 | tr -d ' ')" >&2
 step "fetching CUPTI/CUDA wheels";       tools/fetch-cupti.sh >/dev/null
 # DuckDB's prebuilt library, which cupti-convert-sql (crate cutr-sql) links.
 step "fetching DuckDB's library";        DUCKDB_LIB_DIR=$(tools/fetch-duckdb.sh); export DUCKDB_LIB_DIR
@@ -19,3 +22,4 @@ step "the outside clients' own self-test"; bash tests/clients/selftest.sh >/dev/
 # `cargo test` builds the programs of the package under test only; the sql tests run cutr-sql's too.
 step "DuckDB's companion program";       cargo build -q -p cutr-sql
 step "tests";                            cargo test --workspace -q
+echo "disk used: target $(du -sh target 2>/dev/null | cut -f1), .cache $(du -sh .cache 2>/dev/null | cut -f1)" >&2
