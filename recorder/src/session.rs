@@ -460,7 +460,18 @@ fn start_pm_sampling(session: &'static Session, pm: crate::pm_sampling::PmConfig
             NOTES.lock().unwrap().push("counters: the writer queue was full; PM samples were dropped".into());
         }
     });
-    let note = Box::new(|n: String| NOTES.lock().unwrap().push(n));
+    // A note is also shown once on stderr (a metric left out, sampling that cannot keep up: worth knowing while
+    // the application runs); repeats are dropped.
+    let quiet = session.config.quiet;
+    let note = Box::new(move |n: String| {
+        let mut notes = NOTES.lock().unwrap();
+        if !notes.contains(&n) {
+            if !quiet {
+                eprintln!("cutr: {n}");
+            }
+            notes.push(n);
+        }
+    });
     // Sampling must stop while the CUDA contexts live: an exit hook registered now, after the CUDA runtime
     // registered its own teardown, runs before it.
     let started = Box::new(crate::exit::stop_counters_before_cuda_teardown);

@@ -108,7 +108,7 @@ struct Args {
     /// reasons; `nvml` for NVML only.
     #[arg(long, value_name = "SET", num_args = 0..=1, default_missing_value = "default")]
     counters: Option<String>,
-    /// PM sampling interval with --counters (`100us` = 10 kHz; at least 40us).
+    /// PM sampling interval with --counters (`100us` = 10 kHz; at least 10us).
     #[arg(long, value_name = "T", requires = "counters", default_value = "100us")]
     counter_interval: String,
     /// How often NVML is read with --counters (`10ms` = 100 Hz; at least 1ms), or `off`.

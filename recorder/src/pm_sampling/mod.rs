@@ -56,11 +56,15 @@ impl Default for PmConfig {
 
 /// 10 kHz, Nsight Systems' default rate.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
-/// The fastest accepted (25 kHz). Each sample costs the decoding thread ~30-45 us to decode and ~20-40 us to
-/// evaluate on the H100 (`bench/gpu/run25.sh`): at 20-25 kHz that thread is nearly always busy and some runs lose
-/// samples (counted); at 50 kHz it falls so far behind that recordings held a fraction of their samples, not all
-/// of the rest countable as lost. docs/BENCHMARKS.md gives the measured rates.
-pub const MIN_INTERVAL: Duration = Duration::from_micros(40);
+/// The fastest accepted (100 kHz). What a sample costs depends on its metrics, not on the rate (the H100,
+/// `bench/gpu/run29.sh`..`run31.sh`): decoding one DRAM metric ~5-6 us, two (one per-SM) ~16-20 us, the default
+/// set ~33-50 us, evaluation (on its own thread, module `evaluation`) about half that. Decoding is one call at a time
+/// per device, so the fastest lossless rate is ~100 kHz for one metric, 50 kHz for two, 25 kHz for the default
+/// set; faster, the lost samples are counted and a note says which thread is behind (`BUSY_NOTE_FRACTION`).
+pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
+/// The share of its time either thread (decoding, evaluating) spends on sampling, over a second or more, above
+/// which a note says that samples will be lost and what to do about it.
+const BUSY_NOTE_FRACTION: f64 = 0.8;
 /// How often the hardware buffer is decoded, at most.
 const DECODE_PERIOD: Duration = Duration::from_millis(10);
 /// A sample takes about 64 KiB of the hardware buffer on the H100 (a 64 MiB buffer overflowed after 1,023 samples
@@ -183,10 +187,23 @@ fn debug_start() -> Option<Instant> {
     *ON.get_or_init(|| std::env::var("CUTR_PM_DEBUG").is_ok_and(|v| v == "1").then(Instant::now))
 }
 
+/// CPU time of the calling thread (whether a slow CUPTI call computes or waits), zero when debugging is off.
+fn thread_cpu_time() -> Duration {
+    if debug_start().is_none() {
+        return Duration::ZERO;
+    }
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer; CLOCK_THREAD_CPUTIME_ID exists on every Linux.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// One `CUTR_PM_DEBUG` line; the message is formatted only when debugging is on (decodes run 100 times a second).
 macro_rules! debug {
     ($($arg:tt)*) => {
-        if let Some(t0) = debug_start() {
+        if let Some(t0) = $crate::pm_sampling::debug_start() {
             eprintln!(
                 "cutr-pm-debug {:>9.3} ms [{}] {}",
                 t0.elapsed().as_secs_f64() * 1e3,
@@ -212,6 +229,9 @@ macro_rules! params {
         p
     }};
 }
+
+mod evaluation;
+use evaluation::{Batch, Evaluation};
 
 impl Api {
     fn load(path: &Path) -> Result<Api, String> {
@@ -286,11 +306,13 @@ struct DeviceSession {
     _chip: CString,
     names: Vec<CString>,
     metrics: Vec<CounterMetric>,
+    /// The image being decoded into.
     image: Vec<u8>,
-    /// The image as initialized: copied over `image` to reset it.
-    pristine: Vec<u8>,
-    /// Samples of the current image already evaluated.
+    /// The image as initialized: copied over an image to reset it.
+    pristine: std::sync::Arc<Vec<u8>>,
+    /// Samples of the current image already collected (their timestamps in `pending`, their indices in `indices`).
     done: usize,
+    indices: Vec<usize>,
     /// The session's first sample is dropped (it starts before Start and carries garbage).
     first_dropped: bool,
     interval: Duration,
@@ -299,8 +321,19 @@ struct DeviceSession {
     /// The device's primary context was active when sampling started: its end (`cudaDeviceReset`) stops sampling.
     /// (An application with contexts of its own leaves the primary one inactive throughout.)
     primary_context: bool,
+    /// The current image's samples (timestamps, losses counted), values still to come.
     pending: CounterSamples,
+    /// The evaluating thread (from the first successful configure on).
+    eval: Option<std::sync::Arc<Evaluation>>,
+    /// Stopping: a full image is evaluated on the finishing thread (the evaluating thread is stopped), into `ready`.
+    finishing: bool,
+    ready: Vec<CounterSamples>,
     failed: bool,
+    /// Time spent decoding and evaluating since the first decode (`busy_since`): the note of a thread that cannot
+    /// keep up is given once.
+    busy: Duration,
+    busy_since: Option<Instant>,
+    busy_noted: bool,
 }
 
 // SAFETY: the raw pointers are CUPTI's objects, which CUPTI lets any thread use; a session is only touched under
@@ -316,7 +349,7 @@ struct Shared {
     subscriber: Mutex<usize>,
     /// Held around every CUPTI call that touches a device (set-up's, decoding), checked against `ended` once taken:
     /// see [`Shared::device_gate`] and [`on_callback`].
-    gate: Mutex<()>,
+    gate: std::sync::RwLock<()>,
     /// A context ended: no CUPTI call touches a device's PM sampling any more.
     ended: std::sync::atomic::AtomicBool,
     /// The devices this process made a CUDA context on, in order: the ones sampled (a rank of a job sees every
@@ -327,9 +360,25 @@ struct Shared {
 impl Shared {
     /// The right to make device calls now: `None` once a context has ended (the calls would use a dead context:
     /// `cuptiPmSamplingSetConfig` after `cudaDeviceReset` dereferenced null inside libnvperf_host on the H100).
-    fn device_gate(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
-        let g = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+    /// Shared between set-up and decoding (one thread) and evaluation (each device's own): they may run at once.
+    fn device_gate(&self) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
+        let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
         (!self.ended.load(std::sync::atomic::Ordering::Acquire)).then_some(g)
+    }
+
+    /// The evaluating threads' side of the gate: refused, not waited for, while a finisher holds or awaits the
+    /// exclusive side (the finisher then evaluates what is left itself) and once a context ended.
+    fn evaluation_gate(&self) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
+        let g = match self.gate.try_read() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        (!self.ended.load(std::sync::atomic::Ordering::Acquire)).then_some(g)
+    }
+
+    fn ended(&self) -> bool {
+        self.ended.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn note(&self, msg: String) {
@@ -342,12 +391,16 @@ impl Shared {
 
     /// Stops, drains and disables every device's sampling and sends what is left; with `context_alive` false
     /// (a context ended without the callback stopping sampling) only the host side is released and CUPTI's PM
-    /// sampling objects are left alone. Idempotent (the sessions are taken out). The caller holds the gate.
+    /// sampling objects are left alone. Idempotent (the sessions are taken out). The caller holds the gate's
+    /// exclusive side.
     fn finish_all(&self, context_alive: bool) -> usize {
         let sessions: Vec<DeviceSession> = std::mem::take(&mut *self.sessions.lock().unwrap());
         let n = sessions.len();
         for mut s in sessions {
             finish(&self.api, &mut s, context_alive, &|m| self.note(m));
+            for chunk in std::mem::take(&mut s.ready) {
+                self.send(chunk);
+            }
             if !s.pending.is_empty() || s.pending.lost_samples > 0 {
                 self.send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
             }
@@ -365,12 +418,9 @@ impl Shared {
                 s.failed = true;
                 continue;
             }
-            if let Err(e) = decode(&self.api, s, &|m| self.note(m)) {
+            if let Err(e) = decode(&self.api, s, &|| self.ended(), &|m| self.note(m)) {
                 s.failed = true;
                 self.note(format!("PM sampling on device {} stopped: {e}", s.device));
-            }
-            if s.pending.len() >= 1000 {
-                self.send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
             }
         }
     }
@@ -420,7 +470,7 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data
         // the object it got alone. Never a hang; never a call into a dead context.
         let t0 = Instant::now();
         let gate = loop {
-            match shared.gate.try_lock() {
+            match shared.gate.try_write() {
                 Ok(g) => break Some(g),
                 Err(std::sync::TryLockError::Poisoned(e)) => break Some(e.into_inner()),
                 Err(_) if t0.elapsed() > GATE_WAIT => break None,
@@ -472,7 +522,7 @@ impl PmSampler {
             send: Mutex::new(send),
             note: Mutex::new(note),
             subscriber: Mutex::new(0),
-            gate: Mutex::new(()),
+            gate: std::sync::RwLock::new(()),
             ended: std::sync::atomic::AtomicBool::new(false),
             devices: Mutex::new(Vec::new()),
         }));
@@ -540,7 +590,13 @@ fn run(
     }
     let mut initialized = false;
     let mut tried: Vec<u32> = Vec::new();
-    let period = buffer_and_period(config.interval).1;
+    // CUTR_PM_DECODE_MS (a measuring knob, like CUTR_PM_DEBUG): decode this often instead, up to 50 ms (half of
+    // what the hardware buffer holds).
+    let period = std::env::var("CUTR_PM_DECODE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|ms| Duration::from_millis(ms.clamp(1, 50)))
+        .unwrap_or(buffer_and_period(config.interval).1);
     let mut next = Instant::now();
     loop {
         // Each device is set up once, when this process first makes a context on it.
@@ -588,8 +644,9 @@ fn run(
     if tried.is_empty() {
         note("PM sampling: the process made no CUDA context; nothing was sampled".into());
     }
-    let gate = shared.device_gate();
-    shared.finish_all(gate.is_some());
+    let gate = shared.gate.write().unwrap_or_else(|e| e.into_inner());
+    shared.finish_all(!shared.ended());
+    drop(gate);
 }
 
 fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
@@ -621,7 +678,7 @@ fn chip_and_availability(api: &Api, d: u32) -> Result<(CString, Vec<u8>), String
 /// Host configuration, then PM sampling enabled, configured and started on device `d`.
 /// Device calls are made under the gate and not at all once a context has ended ([`ENDED`]); host calls (fitting
 /// the metrics, the config image: most of the time) outside it.
-fn setup(shared: &Shared, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<DeviceSession, String> {
+fn setup(shared: &'static Shared, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> Result<DeviceSession, String> {
     let api = &shared.api;
     // SAFETY: every call below gets params zeroed with their size, out-pointers to live locals, and buffers
     // allocated with the sizes CUPTI asked for that outlive the calls; CUPTI's objects are used only while live
@@ -680,20 +737,32 @@ fn setup(shared: &Shared, d: u32, config: &PmConfig, note: &dyn Fn(String)) -> R
             names,
             metrics: metrics.clone(),
             image: Vec::new(),
-            pristine: Vec::new(),
+            pristine: Default::default(),
             done: 0,
+            indices: Vec::new(),
             first_dropped: false,
             interval: config.interval,
             last_start: 0,
             primary_context: crate::driver::primary_context_active(d) == Some(true),
             pending: empty(d, &metrics),
+            eval: None,
+            finishing: false,
+            ready: Vec::new(),
             failed: false,
+            busy: Duration::ZERO,
+            busy_since: None,
+            busy_noted: false,
         };
         // A context that ended while Enable waited for it: the object belongs to a dead context, left alone.
         let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
-        if let Err(e) = configure(api, &mut s, config) {
-            finish(api, &mut s, true, note);
-            return Err(e);
+        let started = configure(api, &mut s, config)
+            .and_then(|()| Evaluation::start(shared, d, s.host, s.names.clone(), std::sync::Arc::clone(&s.pristine)));
+        match started {
+            Ok(eval) => s.eval = Some(eval),
+            Err(e) => {
+                finish(api, &mut s, true, note);
+                return Err(e);
+            }
         }
         Ok(s)
     }
@@ -907,7 +976,7 @@ unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Resu
         init.counterDataSize = s.image.len();
         init.pCounterData = s.image.as_mut_ptr();
         api.check("cuptiPmSamplingCounterDataImageInitialize", (api.image_initialize)(&mut init))?;
-        s.pristine = s.image.clone();
+        s.pristine = std::sync::Arc::new(s.image.clone());
         let mut start = params!(cs::CUpti_PmSampling_Start_Params, pPmSamplingObject);
         start.pPmSamplingObject = s.object;
         debug!("start");
@@ -915,16 +984,18 @@ unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Resu
     }
 }
 
-/// One decode: the hardware's new samples into the image, evaluated into `s.pending`. Returns the stop reason.
-fn decode(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) -> Result<u32, String> {
+/// One decode: the hardware's new samples into the image, collected ([`collect_new`]). Returns the stop reason.
+fn decode(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &dyn Fn(String)) -> Result<u32, String> {
     let mut p = params!(DecodeParams, overflow);
     p.object = s.object;
     p.image = s.image.as_mut_ptr();
     p.image_size = s.image.len();
     let t0 = Instant::now();
+    let cpu0 = thread_cpu_time();
     // SAFETY: the object is live; the image is the one initialized for it.
     let code = unsafe { (api.decode)(&mut p) };
     let decoded = t0.elapsed();
+    let decoded_cpu = thread_cpu_time().saturating_sub(cpu0);
     if code == CUPTI_ERROR_OUT_OF_MEMORY {
         // The hardware buffer filled (KEEP_OLDEST): CUPTI refuses every later decode.
         s.overflowed = true;
@@ -936,26 +1007,61 @@ fn decode(api: &Api, s: &mut DeviceSession, note: &dyn Fn(String)) -> Result<u32
         note(format!("PM sampling on device {}: the hardware buffer overflowed; samples were lost", s.device));
     }
     s.last_decode = Instant::now();
-    let before = s.pending.len();
-    evaluate_new(api, s)?;
+    let collected = collect_new(api, s, ended, note)?;
+    note_if_behind(s, t0, note);
     debug!(
-        "decode {:.2} ms, evaluate {:.2} ms of {} samples",
+        "decode {:.2} ms (cpu {:.2}), collect {:.2} ms (cpu {:.2}) of {} samples",
         decoded.as_secs_f64() * 1e3,
+        decoded_cpu.as_secs_f64() * 1e3,
         t0.elapsed().saturating_sub(decoded).as_secs_f64() * 1e3,
-        s.pending.len().saturating_sub(before)
+        thread_cpu_time().saturating_sub(cpu0).saturating_sub(decoded_cpu).as_secs_f64() * 1e3,
+        collected
     );
     Ok(p.stop_reason)
 }
 
-/// Evaluates the image's samples not yet evaluated; resets an image that is nearly full.
-fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
+/// Adds this decode's time to the decoding thread's busy time; once at least a second has passed and more than
+/// [`BUSY_NOTE_FRACTION`] of it went on decoding, or on evaluating on the evaluating thread, says (once) that
+/// samples will be lost and why.
+fn note_if_behind(s: &mut DeviceSession, decode_began: Instant, note: &dyn Fn(String)) {
+    let since = *s.busy_since.get_or_insert(decode_began);
+    s.busy += decode_began.elapsed();
+    let elapsed = since.elapsed();
+    if s.busy_noted || elapsed < Duration::from_secs(1) {
+        return;
+    }
+    let evaluating = s.eval.as_ref().map_or(0, |e| e.busy_ns.load(std::sync::atomic::Ordering::Relaxed));
+    let (decode_share, evaluate_share) =
+        (s.busy.as_secs_f64() / elapsed.as_secs_f64(), evaluating as f64 / 1e9 / elapsed.as_secs_f64());
+    if decode_share.max(evaluate_share) > BUSY_NOTE_FRACTION {
+        s.busy_noted = true;
+        note(format!(
+            "PM sampling on device {}: {} metrics every {:?} keep the decoding thread {:.0}% and the evaluating \
+             thread {:.0}% busy, near or past what they keep up with; samples they miss are lost (counted). Fewer \
+             metrics (per-SM ones cost most) or a longer --counter-interval sample without loss",
+            s.device,
+            s.names.len(),
+            s.interval,
+            decode_share * 100.0,
+            evaluate_share * 100.0
+        ));
+    }
+}
+
+/// Collects the image's new samples: their timestamps (a gap between two counted as lost samples) into
+/// `s.pending` and their indices into `s.indices`. A nearly full image goes, with them, to the evaluating thread
+/// (or, while finishing, is evaluated here) and decoding goes on in a spare image.
+fn collect_new(
+    api: &Api,
+    s: &mut DeviceSession,
+    ended: &dyn Fn() -> bool,
+    note: &dyn Fn(String),
+) -> Result<usize, String> {
     let mut info = params!(cs::CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples);
     info.pCounterDataImage = s.image.as_ptr();
     info.counterDataImageSize = s.image.len();
     // SAFETY: the image is an initialized counter-data image.
     api.check("cuptiPmSamplingGetCounterDataInfo", unsafe { (api.data_info)(&mut info) })?;
-    let mut ptrs: Vec<*const c_char> = s.names.iter().map(|n| n.as_ptr()).collect();
-    let mut values = vec![0f64; ptrs.len()];
     for i in s.done..info.numCompletedSamples {
         let mut si = params!(cs::CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp);
         si.pPmSamplingObject = s.object;
@@ -964,16 +1070,6 @@ fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
         si.sampleIndex = i;
         // SAFETY: i is below the completed samples of this image.
         api.check("cuptiPmSamplingCounterDataGetSampleInfo", unsafe { (api.sample_info)(&mut si) })?;
-        let mut ev = params!(cs::CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues);
-        ev.pHostObject = s.host;
-        ev.pCounterDataImage = s.image.as_ptr();
-        ev.counterDataImageSize = s.image.len();
-        ev.rangeIndex = i;
-        ev.ppMetricNames = ptrs.as_mut_ptr();
-        ev.numMetrics = ptrs.len();
-        ev.pMetricValues = values.as_mut_ptr();
-        // SAFETY: the names and the value array have numMetrics entries and outlive the call.
-        api.check("cuptiProfilerHostEvaluateToGpuValues", unsafe { (api.evaluate)(&mut ev) })?;
         if !s.first_dropped {
             s.first_dropped = true;
             continue;
@@ -987,15 +1083,46 @@ fn evaluate_new(api: &Api, s: &mut DeviceSession) -> Result<(), String> {
         s.last_start = si.startTimestamp;
         s.pending.t_start.push(si.startTimestamp);
         s.pending.t_end.push(si.endTimestamp);
-        s.pending.values.extend_from_slice(&values);
+        s.indices.push(i);
     }
+    let collected = info.numCompletedSamples.saturating_sub(s.done);
     s.done = info.numCompletedSamples;
     let capacity = info.numTotalSamples.min(image_samples(s.interval));
     if info.numCompletedSamples + reset_room(s.interval) >= capacity {
-        s.image.copy_from_slice(&s.pristine);
-        s.done = 0;
+        hand_over(api, s, ended, note);
     }
-    Ok(())
+    Ok(collected)
+}
+
+/// The current image and its collected samples go to be evaluated; decoding goes on in a fresh image.
+fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &dyn Fn(String)) {
+    let samples = std::mem::replace(&mut s.pending, empty(s.device, &s.metrics));
+    let mut batch = Batch::new(std::mem::take(&mut s.image), std::mem::take(&mut s.indices), samples);
+    s.done = 0;
+    let Some(eval) = s.eval.clone() else {
+        // Never started (configure failed): nothing to evaluate with.
+        s.pending.lost_samples += batch.indices.len() as u64 + batch.samples.lost_samples;
+        batch.image.copy_from_slice(&s.pristine);
+        s.image = batch.image;
+        return;
+    };
+    if s.finishing {
+        eval.evaluate_all(api, &mut batch, note);
+        let (image, samples) = batch.into_parts();
+        s.ready.push(samples);
+        s.image = image;
+        s.image.copy_from_slice(&s.pristine);
+        return;
+    }
+    let (image, lost) = eval.hand_over(batch, ended);
+    if lost > 0 {
+        s.pending.lost_samples += lost;
+        note(format!(
+            "PM sampling on device {}: evaluation fell behind decoding; samples were not evaluated (counted as lost)",
+            s.device
+        ));
+    }
+    s.image = image;
 }
 
 /// Stops sampling, drains the hardware (bounded), disables, and releases the host object. Where the device's
@@ -1007,22 +1134,42 @@ fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(S
         s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
         s.overflowed = false;
     }
-    if !context_alive {
-        // Nothing of CUPTI's is called after a context ended (see `setup`): the objects are left as they are.
+    // The evaluating thread stops first: from here on this thread evaluates (the caller holds the gate).
+    let queued = s.eval.as_ref().map(|e| e.stop()).unwrap_or_default();
+    let context_ended = s.primary_context && crate::driver::primary_context_active(s.device) == Some(false);
+    if !context_alive || context_ended {
+        // Nothing of CUPTI's is called after a context ended (see `setup`), evaluation included: what was decoded
+        // and not evaluated is counted as lost, and the objects are left as they are.
+        let unevaluated = queued.iter().map(|b| b.indices.len() as u64).sum::<u64>() + s.indices.len() as u64;
+        s.pending.lost_samples += unevaluated + queued.iter().map(|b| b.samples.lost_samples).sum::<u64>();
+        s.pending.t_start.clear();
+        s.pending.t_end.clear();
+        s.indices.clear();
+        if context_ended {
+            note(format!(
+                "PM sampling on device {}: the CUDA context ended before sampling was stopped: samples since the \
+                 last decode (at most {} ms) are not in the file",
+                s.device,
+                DECODE_PERIOD.as_millis()
+            ));
+        }
+        if unevaluated > 0 {
+            note(format!(
+                "PM sampling on device {}: {unevaluated} samples decoded before the CUDA context ended could not be \
+                 evaluated (counted as lost)",
+                s.device
+            ));
+        }
         s.failed = true;
         return;
     }
-    if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
-        note(format!(
-            "PM sampling on device {}: the CUDA context ended before sampling was stopped: samples since the \
-             last decode (at most {} ms) are not in the file",
-            s.device,
-            DECODE_PERIOD.as_millis()
-        ));
-        // Left alone, host object too (see `setup`).
-        s.failed = true;
-        return;
+    if let Some(eval) = s.eval.clone() {
+        for mut b in queued {
+            eval.evaluate_all(api, &mut b, note);
+            s.ready.push(b.into_parts().1);
+        }
     }
+    s.finishing = true;
     let mut stop = params!(cs::CUpti_PmSampling_Stop_Params, pPmSamplingObject);
     stop.pPmSamplingObject = s.object;
     let mut stopped_at = 0u64;
@@ -1030,10 +1177,10 @@ fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(S
     let clock = unsafe { (api.timestamp)(&mut stopped_at) } == CUPTI_SUCCESS;
     // SAFETY: the object is live (stopping one never started returns an error, ignored).
     let _ = unsafe { (api.stop)(&mut stop) };
+    let mut drained = false;
     if !s.failed {
-        let mut drained = false;
         for _ in 0..MAX_DRAIN_DECODES {
-            match decode(api, s, note) {
+            match decode(api, s, &|| false, note) {
                 Ok(STOP_END_OF_RECORDS) => {
                     drained = true;
                     break;
@@ -1045,26 +1192,30 @@ fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(S
                 }
             }
         }
-        // The hardware's last samples before Stop do not always come, the more often the further the decoding
-        // thread is behind (18-112 ms missing in 4 of 7 recordings at 10-25 kHz, `bench/gpu/run27.sh`; one more
-        // decode before Stop did not shorten it): intervals from the last sample to Stop are counted as lost.
-        let interval_ns = s.interval.as_nanos().max(1) as u64;
-        if drained && clock && s.last_start != 0 && stopped_at > s.last_start + 2 * interval_ns {
-            let missing = (stopped_at - s.last_start) / interval_ns - 1;
-            s.pending.lost_samples += missing;
-            note(format!(
-                "PM sampling on device {}: the last {:.1} ms before sampling stopped held no samples ({missing} \
-                 counted as lost)",
-                s.device,
-                (stopped_at - s.last_start) as f64 / 1e6
-            ));
-        }
+    }
+    // What the current image holds, evaluated here (into `ready`, after the queued batches).
+    if !s.indices.is_empty() || s.pending.lost_samples > 0 {
+        hand_over(api, s, &|| false, note);
+    }
+    // The hardware's last samples before Stop do not always come, the more often the further the decoding
+    // thread is behind (18-112 ms missing in 4 of 7 recordings at 10-25 kHz, `bench/gpu/run27.sh`; one more
+    // decode before Stop did not shorten it): intervals from the last sample to Stop are counted as lost.
+    let interval_ns = s.interval.as_nanos().max(1) as u64;
+    if drained && clock && s.last_start != 0 && stopped_at > s.last_start + 2 * interval_ns {
+        let missing = (stopped_at - s.last_start) / interval_ns - 1;
+        s.pending.lost_samples += missing;
+        note(format!(
+            "PM sampling on device {}: the last {:.1} ms before sampling stopped held no samples ({missing} counted \
+             as lost)",
+            s.device,
+            (stopped_at - s.last_start) as f64 / 1e6
+        ));
     }
     let mut dis = params!(cs::CUpti_PmSampling_Disable_Params, pPmSamplingObject);
     dis.pPmSamplingObject = s.object;
     // SAFETY: the object is live and not used after this.
     let _ = unsafe { (api.disable)(&mut dis) };
-    // SAFETY: the host object is live and not used after this.
+    // SAFETY: the host object is live and not used after this (the evaluating thread is stopped).
     unsafe { deinit_host(api, s.host) };
     s.failed = true;
 }
@@ -1102,23 +1253,64 @@ mod tests {
 
     /// A `Shared` over NVIDIA's real libcupti (from the CUPTI wheel), collecting notes.
     fn shared_for_test() -> (&'static Shared, std::sync::Arc<Mutex<Vec<String>>>) {
+        let (shared, notes, _) = shared_collecting();
+        (shared, notes)
+    }
+
+    type Collected<T> = std::sync::Arc<Mutex<Vec<T>>>;
+
+    /// [`shared_for_test`], also collecting the chunks sent.
+    fn shared_collecting() -> (&'static Shared, Collected<String>, Collected<CounterSamples>) {
         let cache = std::env::var_os("CUTR_CACHE")
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache"));
         let api = Api::load(&cache.join("cupti/cupti-13.0/lib/libcupti.so.13")).unwrap();
         let notes = std::sync::Arc::new(Mutex::new(Vec::new()));
-        let n = notes.clone();
+        let sent = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (n, c) = (notes.clone(), sent.clone());
         let shared = Box::leak(Box::new(Shared {
             api,
             sessions: Mutex::new(Vec::new()),
-            send: Mutex::new(Box::new(|_| {})),
+            send: Mutex::new(Box::new(move |s| c.lock().unwrap().push(s))),
             note: Mutex::new(Box::new(move |m| n.lock().unwrap().push(m))),
             subscriber: Mutex::new(0),
-            gate: Mutex::new(()),
+            gate: std::sync::RwLock::new(()),
             ended: std::sync::atomic::AtomicBool::new(false),
             devices: Mutex::new(Vec::new()),
         }));
-        (shared, notes)
+        (shared, notes, sent)
+    }
+
+    /// A session with no CUPTI objects (null pointers: nothing here may reach CUPTI with it).
+    fn session_for_test(device: u32, interval: Duration) -> DeviceSession {
+        DeviceSession {
+            device,
+            last_decode: Instant::now(),
+            overflowed: false,
+            host: std::ptr::null_mut(),
+            object: std::ptr::null_mut(),
+            _config: Vec::new(),
+            _availability: Vec::new(),
+            _chip: CString::default(),
+            names: Vec::new(),
+            metrics: Vec::new(),
+            image: Vec::new(),
+            pristine: Default::default(),
+            done: 0,
+            indices: Vec::new(),
+            first_dropped: true,
+            interval,
+            last_start: 0,
+            primary_context: false,
+            pending: empty(device, &[]),
+            eval: None,
+            finishing: false,
+            ready: Vec::new(),
+            failed: false,
+            busy: Duration::ZERO,
+            busy_since: None,
+            busy_noted: false,
+        }
     }
 
     fn end_context(shared: &'static Shared) -> Duration {
@@ -1140,7 +1332,7 @@ mod tests {
         // A device call of 150 ms under way.
         let held = mpsc::channel();
         let holder = std::thread::spawn(move || {
-            let _g = shared.gate.lock().unwrap();
+            let _g = shared.gate.read().unwrap();
             held.0.send(()).unwrap();
             std::thread::sleep(Duration::from_millis(150));
         });
@@ -1155,7 +1347,7 @@ mod tests {
         let (shared, notes) = shared_for_test();
         let (held, release) = (mpsc::channel(), mpsc::channel::<()>());
         let holder = std::thread::spawn(move || {
-            let _g = shared.gate.lock().unwrap();
+            let _g = shared.gate.read().unwrap();
             held.0.send(()).unwrap();
             let _ = release.1.recv();
         });
@@ -1178,25 +1370,10 @@ mod tests {
     fn an_overflow_counts_every_interval_until_the_end_as_lost() {
         let (shared, notes) = shared_for_test();
         let mut s = DeviceSession {
-            device: 0,
             last_decode: Instant::now() - Duration::from_millis(50),
             overflowed: true,
-            host: std::ptr::null_mut(),
-            object: std::ptr::null_mut(),
-            _config: Vec::new(),
-            _availability: Vec::new(),
-            _chip: CString::default(),
-            names: Vec::new(),
-            metrics: Vec::new(),
-            image: Vec::new(),
-            pristine: Vec::new(),
-            done: 0,
-            first_dropped: true,
-            interval: Duration::from_micros(100),
-            last_start: 0,
-            primary_context: false,
-            pending: empty(0, &[]),
             failed: true,
+            ..session_for_test(0, Duration::from_micros(100))
         };
         // A context already gone: no CUPTI call is made (the objects here are null).
         finish(&shared.api, &mut s, false, &|m| notes.lock().unwrap().push(m));
@@ -1205,13 +1382,96 @@ mod tests {
         assert!((500..550).contains(&s.pending.lost_samples), "counted once: {}", s.pending.lost_samples);
     }
 
+    /// A decoding thread busy 90% of 2 s is noted once, with the metric count and the interval; 50% of 2 s, or
+    /// 100% of less than a second, is not.
+    #[test]
+    fn a_thread_that_cannot_keep_up_is_noted_once() {
+        let notes = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+        let push = |m: String| notes.lock().unwrap().push(m);
+        let mut s = DeviceSession {
+            names: vec![CString::new("a").unwrap(), CString::new("b").unwrap()],
+            busy: Duration::from_millis(1000),
+            busy_since: Some(Instant::now() - Duration::from_secs(2)),
+            ..session_for_test(1, Duration::from_micros(10))
+        };
+        note_if_behind(&mut s, Instant::now(), &push);
+        assert!(notes.lock().unwrap().is_empty(), "50% busy");
+        s.busy = Duration::from_millis(1800);
+        note_if_behind(&mut s, Instant::now(), &push);
+        note_if_behind(&mut s, Instant::now(), &push);
+        assert_eq!(
+            *notes.lock().unwrap(),
+            ["PM sampling on device 1: 2 metrics every 10µs keep the decoding thread 90% and the evaluating thread \
+              0% busy, near or past what they keep up with; samples they miss are lost (counted). Fewer metrics \
+              (per-SM ones cost most) or a longer --counter-interval sample without loss"]
+        );
+        let (mut young, pushed) = (s, std::cell::Cell::new(0));
+        young.busy_noted = false;
+        young.busy_since = Some(Instant::now() - Duration::from_millis(500));
+        young.busy = Duration::from_millis(500);
+        note_if_behind(&mut young, Instant::now(), &|_| pushed.set(pushed.get() + 1));
+        assert_eq!(pushed.get(), 0, "less than a second of sampling");
+    }
+
+    fn batch(device: u32, indices: Vec<usize>, lost: u64) -> Batch {
+        Batch::new(vec![1u8; 16], indices, CounterSamples { lost_samples: lost, ..empty(device, &[]) })
+    }
+
+    /// Images go round: each handed-over image comes back reset as a spare, and the batches are sent in order
+    /// (batches without samples to evaluate: no CUPTI call is made).
+    #[test]
+    fn evaluation_sends_batches_in_order_and_recycles_images() {
+        let (shared, notes, sent) = shared_collecting();
+        let pristine = std::sync::Arc::new(vec![7u8; 16]);
+        let eval = Evaluation::start(shared, 3, std::ptr::null_mut(), Vec::new(), pristine).unwrap();
+        for k in 1..=6 {
+            let (image, lost) = eval.hand_over(batch(3, Vec::new(), k), &|| false);
+            assert_eq!((image, lost), (vec![7u8; 16], 0), "a reset spare or a fresh image");
+        }
+        let t0 = Instant::now();
+        while sent.lock().unwrap().len() < 6 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let lost: Vec<u64> = sent.lock().unwrap().iter().map(|c| c.lost_samples).collect();
+        assert_eq!(lost, [1, 2, 3, 4, 5, 6]);
+        assert!(eval.stop().is_empty());
+        assert!(notes.lock().unwrap().is_empty());
+    }
+
+    /// An evaluating thread that cannot go on (a finisher holds the gate) keeps its batches for the finisher;
+    /// once MAX_IMAGES are in use a further batch waits SPARE_WAIT for a spare, then is counted as lost (its
+    /// samples and the losses it carried) and its image reused; once a context ended, at once.
+    #[test]
+    fn evaluation_behind_counts_a_batch_without_a_spare_as_lost() {
+        let (shared, _notes, sent) = shared_collecting();
+        let pristine = std::sync::Arc::new(vec![7u8; 16]);
+        let eval = Evaluation::start(shared, 0, std::ptr::null_mut(), Vec::new(), pristine).unwrap();
+        let finisher = shared.gate.write().unwrap();
+        for k in 0..3 {
+            assert_eq!(eval.hand_over(batch(0, vec![0], k), &|| false).1, 0, "images 2, 3, 4");
+        }
+        let t0 = Instant::now();
+        let (image, lost) = eval.hand_over(batch(0, vec![0, 1], 5), &|| false);
+        assert!(t0.elapsed() >= evaluation::SPARE_WAIT, "{:?}", t0.elapsed());
+        assert_eq!((image, lost), (vec![7u8; 16], 2 + 5));
+        let t0 = Instant::now();
+        assert_eq!(eval.hand_over(batch(0, vec![0; 4], 1), &|| true).1, 5);
+        assert!(t0.elapsed() < evaluation::SPARE_WAIT);
+        let left: Vec<u64> = eval.stop().iter().map(|b| b.samples.lost_samples).collect();
+        assert_eq!(left, [0, 1, 2], "queued, in order, for the finisher");
+        assert!(sent.lock().unwrap().is_empty());
+        drop(finisher);
+    }
+
     #[test]
     fn the_hardware_buffer_holds_100_ms() {
         let us = Duration::from_micros;
         assert_eq!(buffer_and_period(us(100)), (64 << 20, Duration::from_millis(10)));
         assert_eq!(buffer_and_period(us(50)), (2000 << 16, Duration::from_millis(10)));
         assert_eq!(buffer_and_period(us(40)), (2500 << 16, Duration::from_millis(10)));
-        assert_eq!(buffer_and_period(us(10)), (2500 << 16, Duration::from_millis(10)), "as 40 us, the fastest");
+        assert_eq!(buffer_and_period(us(20)), (5000 << 16, Duration::from_millis(10)));
+        assert_eq!(buffer_and_period(us(10)), (512 << 20, Duration::from_millis(5)), "512 MiB at most");
+        assert_eq!(buffer_and_period(us(5)), (512 << 20, Duration::from_millis(5)), "as 10 us, the fastest");
     }
 
     #[test]
@@ -1220,7 +1480,7 @@ mod tests {
         // 10 kHz: a 64 MiB buffer holds 1,024 samples; 25 kHz: 2,500 (100 ms).
         assert_eq!((image_samples(us(100)), reset_room(us(100))), (2560, 1280));
         assert_eq!((image_samples(us(40)), reset_room(us(40))), (6250, 3125));
-        assert_eq!((image_samples(us(10)), reset_room(us(10))), (6250, 3125), "as 40 us, the fastest");
+        assert_eq!((image_samples(us(10)), reset_room(us(10))), (8000, 4000), "the largest image");
         assert_eq!((image_samples(us(1000)), reset_room(us(1000))), (2560, 1280), "the buffer is 64 MiB at least");
     }
 

@@ -1,0 +1,257 @@
+//! Evaluation of decoded PM samples to metric values, on a thread of its own per device. Decoding
+//! (`cuptiPmSamplingDecodeData`, one call at a time per device) and evaluation
+//! (`cuptiProfilerHostEvaluateToGpuValues`, host-only) each cost ~4-5 us per metric per sample on the H100
+//! (`bench/gpu/run30.sh`: the default set's 10 metrics took 93% of one thread at 10 kHz doing both): with
+//! evaluation here the decoding thread has the rest, and a rate whose decoding fits one thread is kept.
+//!
+//! Images travel: the decoding thread fills one, hands it over with its samples' timestamps when it is nearly
+//! full ([`Evaluation::hand_over`]) and goes on in a spare; this thread evaluates it, sends the chunk, resets the
+//! image and returns it as a spare. Every evaluation runs under the device gate's shared side and not once a
+//! context has ended (the gate's rule); whoever finishes a session (under the exclusive side, while the context
+//! lives) evaluates what is still queued itself ([`Evaluation::finish`]).
+
+use std::collections::VecDeque;
+use std::ffi::{CString, c_char};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cudarc::cupti::sys as cs;
+use cutr_format::CounterSamples;
+
+use super::{Api, Shared};
+
+/// Images in use at most per device (the one being decoded into, those queued or being evaluated, spares): past
+/// it a batch that finds no spare within [`SPARE_WAIT`] is not evaluated and its samples are counted as lost.
+const MAX_IMAGES: usize = 4;
+pub(super) const SPARE_WAIT: Duration = Duration::from_millis(250);
+
+/// A filled image's samples: the indices to evaluate and, in `samples`, their timestamps and the losses counted
+/// while they were decoded.
+pub(super) struct Batch {
+    pub(super) image: Vec<u8>,
+    pub(super) indices: Vec<usize>,
+    pub(super) samples: CounterSamples,
+    /// Values computed so far (row-major, as `samples.values` will be).
+    evaluated: usize,
+}
+
+impl Batch {
+    pub fn new(image: Vec<u8>, indices: Vec<usize>, samples: CounterSamples) -> Batch {
+        Batch { image, indices, samples, evaluated: 0 }
+    }
+
+    /// The image (to reuse) and the samples with their values.
+    pub fn into_parts(self) -> (Vec<u8>, CounterSamples) {
+        (self.image, self.samples)
+    }
+}
+
+struct State {
+    queue: VecDeque<Batch>,
+    spares: Vec<Vec<u8>>,
+    /// Images made so far (counted against [`MAX_IMAGES`]).
+    images: usize,
+    /// The thread holds a batch taken from the queue.
+    in_hand: bool,
+    stop: bool,
+    /// An evaluation failed (noted once; its values are NaN).
+    failed_noted: bool,
+}
+
+/// What a device's decoding thread, its evaluating thread and the finisher share.
+pub(super) struct Evaluation {
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Nanoseconds the evaluating thread spent evaluating (its share of the sampling cost, for the busy note).
+    pub busy_ns: AtomicU64,
+    host: HostObject,
+    names: Vec<CString>,
+    pristine: Arc<Vec<u8>>,
+    device: u32,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The Profiler Host object of one device: used by one thread at a time (the evaluating thread under the gate's
+/// shared side, or the finisher under its exclusive side).
+struct HostObject(*mut cs::CUpti_Profiler_Host_Object);
+// SAFETY: CUPTI's host objects may be used from any thread; this one is never used by two at once (see above).
+unsafe impl Send for HostObject {}
+// SAFETY: as above.
+unsafe impl Sync for HostObject {}
+
+impl Evaluation {
+    /// Starts device `device`'s evaluating thread. `pristine` is an initialized, empty image; the decoding thread
+    /// holds one image already (counted here).
+    pub fn start(
+        shared: &'static Shared,
+        device: u32,
+        host: *mut cs::CUpti_Profiler_Host_Object,
+        names: Vec<CString>,
+        pristine: Arc<Vec<u8>>,
+    ) -> Result<Arc<Evaluation>, String> {
+        let e = Arc::new(Evaluation {
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                spares: vec![pristine.to_vec()],
+                images: 2,
+                in_hand: false,
+                stop: false,
+                failed_noted: false,
+            }),
+            changed: Condvar::new(),
+            busy_ns: AtomicU64::new(0),
+            host: HostObject(host),
+            names,
+            pristine,
+            device,
+            thread: Mutex::new(None),
+        });
+        let mine = Arc::clone(&e);
+        let thread = std::thread::Builder::new()
+            .name("cutr-pm-eval".into())
+            .spawn(move || {
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| mine.run(shared))).is_err() {
+                    shared.note("PM sampling: the evaluating thread stopped on an internal error".into());
+                }
+            })
+            .map_err(|e| format!("cannot start the evaluating thread: {e}"))?;
+        *e.thread.lock().unwrap() = Some(thread);
+        Ok(e)
+    }
+
+    /// Queues a filled image and returns a spare to decode into next. Without a spare within [`SPARE_WAIT`] once
+    /// [`MAX_IMAGES`] exist (evaluation is behind), or once stopping, the batch is not evaluated: its image is
+    /// reset and returned, and its samples are counted in the returned lost count.
+    pub fn hand_over(&self, mut batch: Batch, ended: &dyn Fn() -> bool) -> (Vec<u8>, u64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let deadline = Instant::now() + SPARE_WAIT;
+        loop {
+            if st.stop || ended() || Instant::now() >= deadline {
+                let lost = batch.indices.len() as u64 + batch.samples.lost_samples;
+                batch.image.copy_from_slice(&self.pristine);
+                return (batch.image, lost);
+            }
+            let spare = match st.spares.pop() {
+                Some(spare) => Some(spare),
+                None if st.images < MAX_IMAGES => {
+                    st.images += 1;
+                    Some(self.pristine.to_vec())
+                }
+                None => None,
+            };
+            if let Some(spare) = spare {
+                st.queue.push_back(batch);
+                self.changed.notify_all();
+                return (spare, 0);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            st = self.changed.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// Stops the evaluating thread and returns what it had not evaluated, in order, for the finisher (who holds
+    /// the gate's exclusive side: a batch in the thread's hands comes back at its next sample).
+    pub fn stop(&self) -> Vec<Batch> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.stop = true;
+        self.changed.notify_all();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while st.in_hand && Instant::now() < deadline {
+            st = self.changed.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        let left: Vec<Batch> = st.queue.drain(..).collect();
+        drop(st);
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+        left
+    }
+
+    /// Evaluates `batch` to its end (the finisher, holding the gate's exclusive side while the context lives).
+    pub fn evaluate_all(&self, api: &Api, batch: &mut Batch, note: &dyn Fn(String)) {
+        while batch.evaluated < batch.indices.len() {
+            self.evaluate_next(api, batch, note);
+        }
+    }
+
+    fn run(&self, shared: &'static Shared) {
+        loop {
+            let mut batch = {
+                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if st.stop {
+                        return;
+                    }
+                    if let Some(b) = st.queue.pop_front() {
+                        st.in_hand = true;
+                        break b;
+                    }
+                    st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let t0 = Instant::now();
+            let mut complete = true;
+            while batch.evaluated < batch.indices.len() {
+                // Shared with the decoding thread; refused while a finisher holds it or once a context ended.
+                let Some(_gate) = shared.evaluation_gate() else {
+                    complete = false;
+                    break;
+                };
+                self.evaluate_next(&shared.api, &mut batch, &|m| shared.note(m));
+            }
+            self.busy_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            debug!("evaluate {:.2} ms of {} samples", t0.elapsed().as_secs_f64() * 1e3, batch.evaluated);
+            if complete {
+                let Batch { mut image, samples, .. } = batch;
+                if !samples.is_empty() || samples.lost_samples > 0 {
+                    shared.send(samples);
+                }
+                image.copy_from_slice(&self.pristine);
+                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.spares.push(image);
+                st.in_hand = false;
+                self.changed.notify_all();
+            } else {
+                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.queue.push_front(batch);
+                st.in_hand = false;
+                self.changed.notify_all();
+                // The finisher takes it from here, or the context is gone: wait to be stopped.
+                while !st.stop {
+                    st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                return;
+            }
+        }
+    }
+
+    /// Evaluates the batch's next sample into its values (NaN where CUPTI refuses, noted once).
+    fn evaluate_next(&self, api: &Api, batch: &mut Batch, note: &dyn Fn(String)) {
+        let index = batch.indices[batch.evaluated];
+        let mut ptrs: Vec<*const c_char> = self.names.iter().map(|n| n.as_ptr()).collect();
+        let mut values = vec![f64::NAN; ptrs.len()];
+        let mut ev = params!(cs::CUpti_Profiler_Host_EvaluateToGpuValues_Params, pMetricValues);
+        ev.pHostObject = self.host.0;
+        ev.pCounterDataImage = batch.image.as_ptr();
+        ev.counterDataImageSize = batch.image.len();
+        ev.rangeIndex = index;
+        ev.ppMetricNames = ptrs.as_mut_ptr();
+        ev.numMetrics = ptrs.len();
+        ev.pMetricValues = values.as_mut_ptr();
+        // SAFETY: the host object lives until the session's finish (after this thread is stopped); the image is
+        // the initialized one the sample was decoded into; names and values have numMetrics entries.
+        let code = unsafe { (api.evaluate)(&mut ev) };
+        if let Err(e) = api.check("cuptiProfilerHostEvaluateToGpuValues", code) {
+            values.fill(f64::NAN);
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if !st.failed_noted {
+                st.failed_noted = true;
+                note(format!("PM sampling on device {}: {e}; those samples' values are NaN", self.device));
+            }
+        }
+        batch.samples.values.extend_from_slice(&values);
+        batch.evaluated += 1;
+    }
+}
