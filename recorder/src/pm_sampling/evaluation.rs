@@ -23,9 +23,14 @@ use cutr_format::CounterSamples;
 use super::{Api, Shared};
 
 /// Images in use at most per device (the one being decoded into, those queued or being evaluated, spares): past
-/// it a batch that finds no spare within [`SPARE_WAIT`] is not evaluated and its samples are counted as lost.
+/// it a batch that finds no spare within [`SPARE_WAIT`] is not evaluated and its samples are counted as lost. The
+/// wait is short: the decoding thread waits under the gate, and the hardware buffer holds only ~100 ms (a decode
+/// that comes too late overflows it, which ends sampling on the device).
 const MAX_IMAGES: usize = 4;
-pub(super) const SPARE_WAIT: Duration = Duration::from_millis(250);
+pub(super) const SPARE_WAIT: Duration = Duration::from_millis(10);
+/// How long [`Evaluation::stop`] waits for a batch in the evaluating thread's hands (it gives it back within one
+/// sample once it may not go on); past it the thread is left, its batch counted as lost.
+const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// A filled image's samples: the indices to evaluate and, in `samples`, their timestamps and the losses counted
 /// while they were decoded.
@@ -33,7 +38,7 @@ pub(super) struct Batch {
     pub(super) image: Vec<u8>,
     pub(super) indices: Vec<usize>,
     pub(super) samples: CounterSamples,
-    /// Values computed so far (row-major, as `samples.values` will be).
+    /// Samples evaluated so far (their values are in `samples.values`).
     evaluated: usize,
 }
 
@@ -42,8 +47,13 @@ impl Batch {
         Batch { image, indices, samples, evaluated: 0 }
     }
 
-    /// The image (to reuse) and the samples with their values.
-    pub fn into_parts(self) -> (Vec<u8>, CounterSamples) {
+    /// The image (to reuse) and the samples evaluated, with their values; the samples not evaluated are left
+    /// out and counted as lost.
+    pub fn into_parts(mut self) -> (Vec<u8>, CounterSamples) {
+        let missing = self.indices.len() - self.evaluated;
+        self.samples.t_start.truncate(self.evaluated);
+        self.samples.t_end.truncate(self.evaluated);
+        self.samples.lost_samples += missing as u64;
         (self.image, self.samples)
     }
 }
@@ -53,9 +63,14 @@ struct State {
     spares: Vec<Vec<u8>>,
     /// Images made so far (counted against [`MAX_IMAGES`]).
     images: usize,
-    /// The thread holds a batch taken from the queue.
-    in_hand: bool,
+    /// The thread holds a batch taken from the queue, of this many samples (counted as lost if the thread dies
+    /// with it).
+    in_hand: Option<u64>,
+    /// Samples lost with a batch the thread did not give back.
+    lost: u64,
     stop: bool,
+    /// No more evaluation: the device's context is ending (its samples are counted as lost at finish).
+    halted: bool,
     /// An evaluation failed (noted once; its values are NaN).
     failed_noted: bool,
 }
@@ -71,6 +86,8 @@ pub(super) struct Evaluation {
     pristine: Arc<Vec<u8>>,
     device: u32,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// [`Evaluation::stop`] left the thread in a call that did not return: the host object stays with it.
+    left_running: std::sync::atomic::AtomicBool,
 }
 
 /// The Profiler Host object of one device: used by one thread at a time (the evaluating thread under the gate's
@@ -96,8 +113,10 @@ impl Evaluation {
                 queue: VecDeque::new(),
                 spares: vec![pristine.to_vec()],
                 images: 2,
-                in_hand: false,
+                in_hand: None,
+                lost: 0,
                 stop: false,
+                halted: false,
                 failed_noted: false,
             }),
             changed: Condvar::new(),
@@ -107,12 +126,17 @@ impl Evaluation {
             pristine,
             device,
             thread: Mutex::new(None),
+            left_running: std::sync::atomic::AtomicBool::new(false),
         });
         let mine = Arc::clone(&e);
         let thread = std::thread::Builder::new()
             .name("cutr-pm-eval".into())
             .spawn(move || {
                 if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| mine.run(shared))).is_err() {
+                    let mut st = mine.state.lock().unwrap_or_else(|e| e.into_inner());
+                    st.lost += st.in_hand.take().unwrap_or(0);
+                    mine.changed.notify_all();
+                    drop(st);
                     shared.note("PM sampling: the evaluating thread stopped on an internal error".into());
                 }
             })
@@ -128,7 +152,7 @@ impl Evaluation {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let deadline = Instant::now() + SPARE_WAIT;
         loop {
-            if st.stop || ended() || Instant::now() >= deadline {
+            if st.stop || st.halted || ended() || Instant::now() >= deadline {
                 let lost = batch.indices.len() as u64 + batch.samples.lost_samples;
                 batch.image.copy_from_slice(&self.pristine);
                 return (batch.image, lost);
@@ -151,29 +175,62 @@ impl Evaluation {
         }
     }
 
+    /// No more evaluation on this device (its context is ending): the thread gives its batch back and waits to
+    /// be stopped.
+    pub fn halt(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).halted = true;
+        self.changed.notify_all();
+    }
+
     /// Stops the evaluating thread and returns what it had not evaluated, in order, for the finisher (who holds
-    /// the gate's exclusive side: a batch in the thread's hands comes back at its next sample).
-    pub fn stop(&self) -> Vec<Batch> {
+    /// the gate's exclusive side: a batch in the thread's hands comes back at its next sample), and the samples
+    /// lost with a batch it did not give back (a panic, or a CUPTI call that did not return within
+    /// [`STOP_WAIT`]: that thread is then left, not joined).
+    pub fn stop(&self) -> (Vec<Batch>, u64) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.stop = true;
         self.changed.notify_all();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while st.in_hand && Instant::now() < deadline {
+        let deadline = Instant::now() + STOP_WAIT;
+        while st.in_hand.is_some() && Instant::now() < deadline {
             st = self.changed.wait_timeout(st, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
         }
-        let left: Vec<Batch> = st.queue.drain(..).collect();
+        let stuck = st.in_hand.take();
         drop(st);
-        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        self.left_running.store(stuck.is_some(), Ordering::Release);
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if stuck.is_none()
+            && let Some(t) = thread
+        {
             let _ = t.join();
         }
-        left
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let lost = std::mem::take(&mut st.lost) + stuck.unwrap_or(0);
+        (st.queue.drain(..).collect(), lost)
     }
 
-    /// Evaluates `batch` to its end (the finisher, holding the gate's exclusive side while the context lives).
-    pub fn evaluate_all(&self, api: &Api, batch: &mut Batch, note: &dyn Fn(String)) {
+    /// Whether [`Evaluation::stop`] had to leave the thread in a call.
+    pub fn left_running(&self) -> bool {
+        self.left_running.load(Ordering::Acquire)
+    }
+
+    /// Evaluates `batch` to its end (the finisher, holding the gate's exclusive side while the context lives),
+    /// unless `interrupted` says to stop (checked at every sample). Returns whether it reached the end.
+    pub fn evaluate_all(
+        &self,
+        api: &Api,
+        batch: &mut Batch,
+        note: &dyn Fn(String),
+        interrupted: &dyn Fn() -> bool,
+    ) -> bool {
         while batch.evaluated < batch.indices.len() {
-            self.evaluate_next(api, batch, note);
+            if interrupted() {
+                return false;
+            }
+            if let Some(n) = self.evaluate_next(api, batch) {
+                note(n);
+            }
         }
+        true
     }
 
     fn run(&self, shared: &'static Shared) {
@@ -184,8 +241,10 @@ impl Evaluation {
                     if st.stop {
                         return;
                     }
-                    if let Some(b) = st.queue.pop_front() {
-                        st.in_hand = true;
+                    if !st.halted
+                        && let Some(b) = st.queue.pop_front()
+                    {
+                        st.in_hand = Some((b.indices.len() - b.evaluated) as u64);
                         break b;
                     }
                     st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -195,40 +254,48 @@ impl Evaluation {
             let mut complete = true;
             while batch.evaluated < batch.indices.len() {
                 // Shared with the decoding thread; refused while a finisher holds it or once a context ended.
-                let Some(_gate) = shared.evaluation_gate() else {
+                let gate = shared.evaluation_gate();
+                if gate.is_none() || self.state.lock().unwrap_or_else(|e| e.into_inner()).halted {
                     complete = false;
                     break;
-                };
-                self.evaluate_next(&shared.api, &mut batch, &|m| shared.note(m));
+                }
+                let failed = self.evaluate_next(&shared.api, &mut batch);
+                drop(gate);
+                if let Some(n) = failed {
+                    shared.note(n);
+                }
             }
             self.busy_ns.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
             debug!("evaluate {:.2} ms of {} samples", t0.elapsed().as_secs_f64() * 1e3, batch.evaluated);
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            st.in_hand = None;
             if complete {
-                let Batch { mut image, samples, .. } = batch;
+                drop(st);
+                let (mut image, samples) = batch.into_parts();
                 if !samples.is_empty() || samples.lost_samples > 0 {
                     shared.send(samples);
                 }
                 image.copy_from_slice(&self.pristine);
                 let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 st.spares.push(image);
-                st.in_hand = false;
                 self.changed.notify_all();
             } else {
-                let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                // The finisher takes it from here (it holds the gate), or nothing more is evaluated (the context
+                // ended): back in front of the queue, and wait to be stopped.
                 st.queue.push_front(batch);
-                st.in_hand = false;
                 self.changed.notify_all();
-                // The finisher takes it from here, or the context is gone: wait to be stopped.
                 while !st.stop {
                     st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
                 return;
             }
+            shared.flush_notes();
         }
     }
 
-    /// Evaluates the batch's next sample into its values (NaN where CUPTI refuses, noted once).
-    fn evaluate_next(&self, api: &Api, batch: &mut Batch, note: &dyn Fn(String)) {
+    /// Evaluates the batch's next sample into its values: NaN where CUPTI refuses, with a note to give (the
+    /// first time only) returned rather than given here, where a lock or the gate may be held.
+    fn evaluate_next(&self, api: &Api, batch: &mut Batch) -> Option<String> {
         let index = batch.indices[batch.evaluated];
         let mut ptrs: Vec<*const c_char> = self.names.iter().map(|n| n.as_ptr()).collect();
         let mut values = vec![f64::NAN; ptrs.len()];
@@ -243,15 +310,17 @@ impl Evaluation {
         // SAFETY: the host object lives until the session's finish (after this thread is stopped); the image is
         // the initialized one the sample was decoded into; names and values have numMetrics entries.
         let code = unsafe { (api.evaluate)(&mut ev) };
+        let mut failed = None;
         if let Err(e) = api.check("cuptiProfilerHostEvaluateToGpuValues", code) {
             values.fill(f64::NAN);
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             if !st.failed_noted {
                 st.failed_noted = true;
-                note(format!("PM sampling on device {}: {e}; those samples' values are NaN", self.device));
+                failed = Some(format!("PM sampling on device {}: {e}; those samples' values are NaN", self.device));
             }
         }
         batch.samples.values.extend_from_slice(&values);
         batch.evaluated += 1;
+        failed
     }
 }

@@ -346,6 +346,9 @@ struct Shared {
     sessions: Mutex<Vec<DeviceSession>>,
     send: Mutex<Box<dyn Fn(CounterSamples) + Send>>,
     note: Mutex<Box<dyn Fn(String) + Send>>,
+    /// Notes wait here until no gate is held ([`Shared::flush_notes`]): the note callback may block (it also
+    /// writes to stderr), and a thread blocked under the gate would hold up a context's end.
+    notes_pending: Mutex<Vec<String>>,
     subscriber: Mutex<usize>,
     /// Held around every CUPTI call that touches a device (set-up's, decoding), checked against `ended` once taken:
     /// see [`Shared::device_gate`] and [`on_callback`].
@@ -382,40 +385,59 @@ impl Shared {
     }
 
     fn note(&self, msg: String) {
-        (self.note.lock().unwrap())(msg)
+        self.notes_pending.lock().unwrap_or_else(|e| e.into_inner()).push(msg);
+    }
+
+    /// Passes the waiting notes on; called where the caller holds neither side of the gate.
+    fn flush_notes(&self) {
+        let notes = std::mem::take(&mut *self.notes_pending.lock().unwrap_or_else(|e| e.into_inner()));
+        let note = self.note.lock().unwrap_or_else(|e| e.into_inner());
+        for n in notes {
+            note(n);
+        }
     }
 
     fn send(&self, c: CounterSamples) {
         (self.send.lock().unwrap())(c)
     }
 
-    /// Stops, drains and disables every device's sampling and sends what is left; with `context_alive` false
-    /// (a context ended without the callback stopping sampling) only the host side is released and CUPTI's PM
-    /// sampling objects are left alone. Idempotent (the sessions are taken out). The caller holds the gate's
-    /// exclusive side.
-    fn finish_all(&self, context_alive: bool) -> usize {
-        let sessions: Vec<DeviceSession> = std::mem::take(&mut *self.sessions.lock().unwrap());
+    /// Stops, drains and disables every device's sampling and returns the chunks left to send (the caller sends
+    /// them once it has let go of the gate); with `context_alive` false (a context ended without the callback
+    /// stopping sampling) only the host side is released and CUPTI's PM sampling objects are left alone.
+    /// `interrupted`: a context began to end meanwhile (its callback waits for the gate, a bounded time), so what
+    /// is left to evaluate or drain is counted as lost and sampling stopped at once. Idempotent (the sessions are
+    /// taken out). The caller holds the gate's exclusive side.
+    fn finish_all(&self, context_alive: bool, interrupted: &dyn Fn() -> bool) -> (usize, Vec<CounterSamples>) {
+        let sessions: Vec<DeviceSession> =
+            std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|e| e.into_inner()));
         let n = sessions.len();
+        let mut chunks = Vec::new();
         for mut s in sessions {
-            finish(&self.api, &mut s, context_alive, &|m| self.note(m));
-            for chunk in std::mem::take(&mut s.ready) {
-                self.send(chunk);
-            }
+            finish(&self.api, &mut s, context_alive, interrupted, &|m| self.note(m));
+            chunks.append(&mut s.ready);
             if !s.pending.is_empty() || s.pending.lost_samples > 0 {
-                self.send(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
+                chunks.push(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
             }
         }
-        n
+        (n, chunks)
     }
 
-    /// Decodes every device's new samples; sends full chunks.
+    /// Decodes every device's new samples (the evaluating threads send the chunks).
     fn decode_all(&self) {
         let Some(_gate) = self.device_gate() else { return };
-        let mut sessions = self.sessions.lock().unwrap();
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
         for s in sessions.iter_mut().filter(|s| !s.failed) {
+            if self.ended() {
+                // A context began to end while the gate was held: no more device calls (its callback waits).
+                break;
+            }
             if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
-                // The context is ending (cudaDeviceReset): CUPTI's PM sampling object must not be touched again.
+                // The context is ending (cudaDeviceReset): nothing of CUPTI's is touched again for it, evaluation
+                // included (what is queued is counted as lost at finish).
                 s.failed = true;
+                if let Some(e) = &s.eval {
+                    e.halt();
+                }
                 continue;
             }
             if let Err(e) = decode(&self.api, s, &|| self.ended(), &|m| self.note(m)) {
@@ -483,7 +505,12 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data
             t0.elapsed().as_secs_f64() * 1e3
         );
         if gate.is_some() {
-            if shared.finish_all(true) > 0 {
+            let (finished, chunks) = shared.finish_all(true, &|| false);
+            drop(gate);
+            for c in chunks {
+                shared.send(c);
+            }
+            if finished > 0 {
                 shared.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
             }
         } else {
@@ -493,6 +520,7 @@ unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data
                 GATE_WAIT.as_millis()
             ));
         }
+        shared.flush_notes();
     }));
 }
 
@@ -521,6 +549,7 @@ impl PmSampler {
             sessions: Mutex::new(Vec::new()),
             send: Mutex::new(send),
             note: Mutex::new(note),
+            notes_pending: Mutex::new(Vec::new()),
             subscriber: Mutex::new(0),
             gate: std::sync::RwLock::new(()),
             ended: std::sync::atomic::AtomicBool::new(false),
@@ -553,7 +582,11 @@ impl PmSampler {
                     run(shared, &config, &*devices, &*started, &stop_rx)
                 }));
                 if r.is_err() {
+                    // Nothing of CUPTI's is called any more (the evaluating threads stop at their next sample);
+                    // a context's end still stops sampling in its callback.
+                    shared.ended.store(true, std::sync::atomic::Ordering::Release);
                     shared.note("PM sampling stopped on an internal error".into());
+                    shared.flush_notes();
                 }
             })
             .map_err(|e| e.to_string())?;
@@ -630,6 +663,7 @@ fn run(
                 }
                 Err(e) => note(format!("PM sampling on device {d}: {e}")),
             }
+            shared.flush_notes();
         }
         next += period;
         match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
@@ -637,6 +671,7 @@ fn run(
             Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         shared.decode_all();
+        shared.flush_notes();
         if Instant::now() > next + Duration::from_secs(1) {
             next = Instant::now();
         }
@@ -645,8 +680,12 @@ fn run(
         note("PM sampling: the process made no CUDA context; nothing was sampled".into());
     }
     let gate = shared.gate.write().unwrap_or_else(|e| e.into_inner());
-    shared.finish_all(!shared.ended());
+    let (_, chunks) = shared.finish_all(!shared.ended(), &|| shared.ended());
     drop(gate);
+    for c in chunks {
+        shared.send(c);
+    }
+    shared.flush_notes();
 }
 
 fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
@@ -760,7 +799,7 @@ fn setup(shared: &'static Shared, d: u32, config: &PmConfig, note: &dyn Fn(Strin
         match started {
             Ok(eval) => s.eval = Some(eval),
             Err(e) => {
-                finish(api, &mut s, true, note);
+                finish(api, &mut s, true, &|| false, note);
                 return Err(e);
             }
         }
@@ -1094,7 +1133,8 @@ fn collect_new(
     Ok(collected)
 }
 
-/// The current image and its collected samples go to be evaluated; decoding goes on in a fresh image.
+/// The current image and its collected samples go to be evaluated; decoding goes on in a fresh image. `ended`:
+/// a context began to end (nothing more is evaluated; while finishing, what is left is counted as lost).
 fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &dyn Fn(String)) {
     let samples = std::mem::replace(&mut s.pending, empty(s.device, &s.metrics));
     let mut batch = Batch::new(std::mem::take(&mut s.image), std::mem::take(&mut s.indices), samples);
@@ -1107,7 +1147,7 @@ fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &
         return;
     };
     if s.finishing {
-        eval.evaluate_all(api, &mut batch, note);
+        eval.evaluate_all(api, &mut batch, note, ended);
         let (image, samples) = batch.into_parts();
         s.ready.push(samples);
         s.image = image;
@@ -1118,24 +1158,33 @@ fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &
     if lost > 0 {
         s.pending.lost_samples += lost;
         note(format!(
-            "PM sampling on device {}: evaluation fell behind decoding; samples were not evaluated (counted as lost)",
+            "PM sampling on device {}: decoded samples could not be evaluated (evaluation behind decoding, or the \
+             context ending); counted as lost",
             s.device
         ));
     }
     s.image = image;
 }
 
-/// Stops sampling, drains the hardware (bounded), disables, and releases the host object. Where the device's
-/// CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran first), CUPTI's PM sampling
-/// object is left alone: stopping or disabling it then corrupted the heap (the H100, CUDA 13.0).
-fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(String)) {
+/// Stops sampling, drains the hardware (bounded), evaluates what is left, disables, and releases the host
+/// object. Where the device's CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran
+/// first), CUPTI's PM sampling object is left alone: stopping or disabling it then corrupted the heap (the H100,
+/// CUDA 13.0). `interrupted`: a context began to end meanwhile (see [`Shared::finish_all`]).
+fn finish(
+    api: &Api,
+    s: &mut DeviceSession,
+    context_alive: bool,
+    interrupted: &dyn Fn() -> bool,
+    note: &dyn Fn(String),
+) {
     if s.overflowed {
         // Every interval since the last good decode (on the host's clock: CUPTI's is not asked after a failure).
         s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
         s.overflowed = false;
     }
     // The evaluating thread stops first: from here on this thread evaluates (the caller holds the gate).
-    let queued = s.eval.as_ref().map(|e| e.stop()).unwrap_or_default();
+    let (queued, lost_there) = s.eval.as_ref().map(|e| e.stop()).unwrap_or_default();
+    s.pending.lost_samples += lost_there;
     let context_ended = s.primary_context && crate::driver::primary_context_active(s.device) == Some(false);
     if !context_alive || context_ended {
         // Nothing of CUPTI's is called after a context ended (see `setup`), evaluation included: what was decoded
@@ -1163,13 +1212,6 @@ fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(S
         s.failed = true;
         return;
     }
-    if let Some(eval) = s.eval.clone() {
-        for mut b in queued {
-            eval.evaluate_all(api, &mut b, note);
-            s.ready.push(b.into_parts().1);
-        }
-    }
-    s.finishing = true;
     let mut stop = params!(cs::CUpti_PmSampling_Stop_Params, pPmSamplingObject);
     stop.pPmSamplingObject = s.object;
     let mut stopped_at = 0u64;
@@ -1177,10 +1219,22 @@ fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(S
     let clock = unsafe { (api.timestamp)(&mut stopped_at) } == CUPTI_SUCCESS;
     // SAFETY: the object is live (stopping one never started returns an error, ignored).
     let _ = unsafe { (api.stop)(&mut stop) };
+    // Then what was queued (in order, before what the hardware still holds), what the hardware holds, and the
+    // current image: each stops at `interrupted`, the rest counted as lost.
+    if let Some(eval) = s.eval.clone() {
+        for mut b in queued {
+            eval.evaluate_all(api, &mut b, note, interrupted);
+            s.ready.push(b.into_parts().1);
+        }
+    }
+    s.finishing = true;
     let mut drained = false;
     if !s.failed {
         for _ in 0..MAX_DRAIN_DECODES {
-            match decode(api, s, &|| false, note) {
+            if interrupted() {
+                break;
+            }
+            match decode(api, s, interrupted, note) {
                 Ok(STOP_END_OF_RECORDS) => {
                     drained = true;
                     break;
@@ -1193,30 +1247,35 @@ fn finish(api: &Api, s: &mut DeviceSession, context_alive: bool, note: &dyn Fn(S
             }
         }
     }
-    // What the current image holds, evaluated here (into `ready`, after the queued batches).
     if !s.indices.is_empty() || s.pending.lost_samples > 0 {
-        hand_over(api, s, &|| false, note);
+        hand_over(api, s, interrupted, note);
     }
     // The hardware's last samples before Stop do not always come, the more often the further the decoding
     // thread is behind (18-112 ms missing in 4 of 7 recordings at 10-25 kHz, `bench/gpu/run27.sh`; one more
     // decode before Stop did not shorten it): intervals from the last sample to Stop are counted as lost.
+    // Draining cut short by a context's end leaves the same kind of tail, counted the same way.
+    let cut_short = !drained && !s.failed && interrupted();
     let interval_ns = s.interval.as_nanos().max(1) as u64;
-    if drained && clock && s.last_start != 0 && stopped_at > s.last_start + 2 * interval_ns {
+    if (drained || cut_short) && clock && s.last_start != 0 && stopped_at > s.last_start + 2 * interval_ns {
         let missing = (stopped_at - s.last_start) / interval_ns - 1;
         s.pending.lost_samples += missing;
         note(format!(
             "PM sampling on device {}: the last {:.1} ms before sampling stopped held no samples ({missing} counted \
-             as lost)",
+             as lost{})",
             s.device,
-            (stopped_at - s.last_start) as f64 / 1e6
+            (stopped_at - s.last_start) as f64 / 1e6,
+            if cut_short { "; not drained: a CUDA context began to end" } else { "" }
         ));
     }
     let mut dis = params!(cs::CUpti_PmSampling_Disable_Params, pPmSamplingObject);
     dis.pPmSamplingObject = s.object;
     // SAFETY: the object is live and not used after this.
     let _ = unsafe { (api.disable)(&mut dis) };
-    // SAFETY: the host object is live and not used after this (the evaluating thread is stopped).
-    unsafe { deinit_host(api, s.host) };
+    // An evaluating thread left stuck in a call keeps the host object: leaked rather than released under it.
+    if !s.eval.as_ref().is_some_and(|e| e.left_running()) {
+        // SAFETY: the host object is live and not used after this (the evaluating thread is stopped).
+        unsafe { deinit_host(api, s.host) };
+    }
     s.failed = true;
 }
 
@@ -1273,6 +1332,7 @@ mod tests {
             sessions: Mutex::new(Vec::new()),
             send: Mutex::new(Box::new(move |s| c.lock().unwrap().push(s))),
             note: Mutex::new(Box::new(move |m| n.lock().unwrap().push(m))),
+            notes_pending: Mutex::new(Vec::new()),
             subscriber: Mutex::new(0),
             gate: std::sync::RwLock::new(()),
             ended: std::sync::atomic::AtomicBool::new(false),
@@ -1376,9 +1436,9 @@ mod tests {
             ..session_for_test(0, Duration::from_micros(100))
         };
         // A context already gone: no CUPTI call is made (the objects here are null).
-        finish(&shared.api, &mut s, false, &|m| notes.lock().unwrap().push(m));
+        finish(&shared.api, &mut s, false, &|| false, &|m| notes.lock().unwrap().push(m));
         assert!((500..550).contains(&s.pending.lost_samples), "{}", s.pending.lost_samples);
-        finish(&shared.api, &mut s, false, &|_| {});
+        finish(&shared.api, &mut s, false, &|| false, &|_| {});
         assert!((500..550).contains(&s.pending.lost_samples), "counted once: {}", s.pending.lost_samples);
     }
 
@@ -1434,7 +1494,8 @@ mod tests {
         }
         let lost: Vec<u64> = sent.lock().unwrap().iter().map(|c| c.lost_samples).collect();
         assert_eq!(lost, [1, 2, 3, 4, 5, 6]);
-        assert!(eval.stop().is_empty());
+        let (left, lost) = eval.stop();
+        assert!(left.is_empty() && lost == 0);
         assert!(notes.lock().unwrap().is_empty());
     }
 
@@ -1457,10 +1518,46 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(eval.hand_over(batch(0, vec![0; 4], 1), &|| true).1, 5);
         assert!(t0.elapsed() < evaluation::SPARE_WAIT);
-        let left: Vec<u64> = eval.stop().iter().map(|b| b.samples.lost_samples).collect();
-        assert_eq!(left, [0, 1, 2], "queued, in order, for the finisher");
+        let (left, lost) = eval.stop();
+        let left: Vec<u64> = left.iter().map(|b| b.samples.lost_samples).collect();
+        assert_eq!((left, lost), (vec![0, 1, 2], 0), "queued, in order, for the finisher");
         assert!(sent.lock().unwrap().is_empty());
         drop(finisher);
+    }
+
+    /// A halted evaluation (the device's context is ending) takes no more batches: a hand-over is refused at
+    /// once and counted; the finisher, interrupted, evaluates nothing and counts the batch's samples as lost,
+    /// sending only timestamps that have values.
+    #[test]
+    fn a_halted_or_interrupted_evaluation_counts_its_samples_as_lost() {
+        let (shared, notes, sent) = shared_collecting();
+        let pristine = std::sync::Arc::new(vec![7u8; 16]);
+        let eval = Evaluation::start(shared, 0, std::ptr::null_mut(), Vec::new(), pristine).unwrap();
+        eval.halt();
+        let t0 = Instant::now();
+        assert_eq!(eval.hand_over(batch(0, vec![0, 1, 2], 4), &|| false), (vec![7u8; 16], 7));
+        assert!(t0.elapsed() < evaluation::SPARE_WAIT);
+        let (left, lost) = eval.stop();
+        assert!(left.is_empty() && lost == 0);
+
+        let mut b = batch(0, vec![5, 6, 7], 2);
+        b.samples.t_start = vec![10, 20, 30];
+        b.samples.t_end = vec![20, 30, 40];
+        assert!(!eval.evaluate_all(&shared.api, &mut b, &|_| {}, &|| true), "interrupted before the first");
+        let (_, samples) = b.into_parts();
+        assert_eq!((samples.len(), samples.values.len(), samples.lost_samples), (0, 0, 5));
+        assert!(sent.lock().unwrap().is_empty() && notes.lock().unwrap().is_empty());
+    }
+
+    /// Notes wait until whoever holds the gate has let go of it (the note callback may block on stderr).
+    #[test]
+    fn notes_are_passed_on_only_when_flushed() {
+        let (shared, notes) = shared_for_test();
+        shared.note("one".into());
+        shared.note("two".into());
+        assert!(notes.lock().unwrap().is_empty());
+        shared.flush_notes();
+        assert_eq!(*notes.lock().unwrap(), ["one", "two"]);
     }
 
     #[test]
