@@ -645,6 +645,7 @@ fn run(
                 // SAFETY: valid params.
                 if let Err(e) = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) }) {
                     note(format!("PM sampling: {e}; not sampling"));
+                    shared.flush_notes();
                     return;
                 }
                 initialized = true;
@@ -1075,11 +1076,12 @@ fn note_if_behind(s: &mut DeviceSession, decode_began: Instant, note: &dyn Fn(St
     if decode_share.max(evaluate_share) > BUSY_NOTE_FRACTION {
         s.busy_noted = true;
         note(format!(
-            "PM sampling on device {}: {} metrics every {:?} keep the decoding thread {:.0}% and the evaluating \
+            "PM sampling on device {}: {} metric{} every {:?} keep the decoding thread {:.0}% and the evaluating \
              thread {:.0}% busy, near or past what they keep up with; samples they miss are lost (counted). Fewer \
              metrics (per-SM ones cost most) or a longer --counter-interval sample without loss",
             s.device,
             s.names.len(),
+            if s.names.len() == 1 { "" } else { "s" },
             s.interval,
             decode_share * 100.0,
             evaluate_share * 100.0
