@@ -1,6 +1,6 @@
 //! Device metrics through NVML, on every machine with an NVIDIA driver (`--counters`): power, SM and memory
-//! clocks, temperature, GPU and memory utilization, and whether the clocks are held down by the power cap, by heat
-//! or by a hardware slowdown, sampled on the recorder's own thread (default 100 Hz) into `counters` chunks. The
+//! clocks, temperature, GPU and memory utilization, whether the clocks are held down by the power cap, by heat
+//! or by a hardware slowdown, and PCIe and NVLink throughput, sampled on the recorder's own thread (default 100 Hz) into `counters` chunks. The
 //! driver's libnvidia-ml is loaded at run time (`nvml-wrapper`); without it the recording goes on, with a note.
 
 use std::sync::mpsc;
@@ -88,33 +88,33 @@ const METRICS: &[Metric] = &[
 
 /// PCIe bytes since the driver loaded (NVML field values `NVML_FI_DEV_PCIE_COUNT_TX_BYTES`/`_RX_BYTES`), turned
 /// into rates between two readings. (`nvmlDeviceGetPcieThroughput` would block each reading for its own 20 ms
-/// window; NVLink's counters need a per-link scope that nvml-wrapper cannot pass: NVLink comes from PM sampling.)
+/// window.)
 const PCIE_FIELDS: [(u32, &str, &str); 2] = [
     (197, "PCIe TX", "bytes per second sent over PCIe by the GPU, between two readings"),
     (198, "PCIe RX", "bytes per second received over PCIe by the GPU, between two readings"),
 ];
 
-/// The last PCIe byte counts of one device and when they were read.
+/// NVLink data KiB since the driver loaded, summed over the GPU's links (`NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`/
+/// `_RX` with the scope `UINT_MAX`: every link), turned into rates like PCIe's. These are payload bytes; PM
+/// sampling's `nvltx__bytes`/`nvlrx__bytes` count the links' raw bytes (the H200: ~1.7x the payload of a peer
+/// copy). NaN on a GPU without NVLink.
+const NVLINK_FIELDS: [(u32, &str, &str); 2] = [
+    (138, "NVLink TX", "data bytes per second sent over all NVLink links, between two readings"),
+    (139, "NVLink RX", "data bytes per second received over all NVLink links, between two readings"),
+];
+/// `scopeId` for "all links" in NVML's NVLink field values.
+const ALL_LINKS: u32 = u32::MAX;
+
+/// The last two byte counts of one device and when they were read.
 #[derive(Default)]
-struct PcieRates {
+struct ByteRates {
     last: Option<(Instant, [Option<u64>; 2])>,
 }
 
-impl PcieRates {
-    /// Bytes per second since the last reading (NaN for the first, or a counter NVML does not give).
-    fn read(&mut self, d: &Device<'_>) -> [f64; 2] {
-        let ids: Vec<FieldId> = PCIE_FIELDS.iter().map(|f| FieldId(f.0)).collect();
-        let mut now = [None; 2];
-        if let Ok(values) = d.field_values_for(&ids) {
-            for (slot, v) in now.iter_mut().zip(values) {
-                *slot = match v.map(|s| s.value) {
-                    Ok(Ok(SampleValue::U64(b))) => Some(b),
-                    Ok(Ok(SampleValue::U32(b))) => Some(u64::from(b)),
-                    _ => None,
-                };
-            }
-        }
-        let t = Instant::now();
+impl ByteRates {
+    /// Bytes per second since the last reading (NaN for the first, or a counter NVML does not give), for counts
+    /// read at `t`.
+    fn update(&mut self, t: Instant, now: [Option<u64>; 2]) -> [f64; 2] {
         let mut rates = [f64::NAN; 2];
         if let Some((t0, before)) = self.last {
             let dt = t.duration_since(t0).as_secs_f64();
@@ -132,12 +132,75 @@ impl PcieRates {
     }
 }
 
+/// A device's PCIe byte counters.
+fn pcie_bytes(d: &Device<'_>) -> [Option<u64>; 2] {
+    let ids: Vec<FieldId> = PCIE_FIELDS.iter().map(|f| FieldId(f.0)).collect();
+    let mut now = [None; 2];
+    if let Ok(values) = d.field_values_for(&ids) {
+        for (slot, v) in now.iter_mut().zip(values) {
+            *slot = match v.map(|s| s.value) {
+                Ok(Ok(SampleValue::U64(b))) => Some(b),
+                Ok(Ok(SampleValue::U32(b))) => Some(u64::from(b)),
+                _ => None,
+            };
+        }
+    }
+    now
+}
+
+/// A device's NVLink data byte counters over all its links, through NVML's raw call (nvml-wrapper's
+/// `field_values_for` leaves the scope at 0: link 0 alone).
+fn nvlink_bytes(d: &Device<'_>) -> [Option<u64>; 2] {
+    use nvml_wrapper_sys::bindings as b;
+    let Ok(get) = d.nvml().lib().nvmlDeviceGetFieldValues.as_ref() else { return [None; 2] };
+    // SAFETY: nvmlFieldValue_t is plain C data: all-zero is valid.
+    let mut values: [b::nvmlFieldValue_t; 2] = unsafe { std::mem::zeroed() };
+    for (v, (id, ..)) in values.iter_mut().zip(NVLINK_FIELDS) {
+        v.fieldId = id;
+        v.scopeId = ALL_LINKS;
+    }
+    // SAFETY: a live device handle of this NVML; two field values to fill.
+    if unsafe { get(d.handle(), values.len() as i32, values.as_mut_ptr()) } != b::nvmlReturn_enum_NVML_SUCCESS {
+        return [None; 2];
+    }
+    values.map(|v| {
+        if v.nvmlReturn != b::nvmlReturn_enum_NVML_SUCCESS {
+            return None;
+        }
+        // SAFETY: the union member `valueType` names.
+        let kib = unsafe {
+            match v.valueType {
+                b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => v.value.ullVal,
+                b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => v.value.ulVal,
+                b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => u64::from(v.value.uiVal),
+                _ => return None,
+            }
+        };
+        Some(kib.saturating_mul(1024))
+    })
+}
+
+/// One device's byte-counter rates: PCIe's and NVLink's.
+#[derive(Default)]
+struct LinkRates {
+    pcie: ByteRates,
+    nvlink: ByteRates,
+}
+
+impl LinkRates {
+    fn read(&mut self, d: &Device<'_>) -> [f64; 4] {
+        let [a, b] = self.pcie.update(Instant::now(), pcie_bytes(d));
+        let [c, e] = self.nvlink.update(Instant::now(), nvlink_bytes(d));
+        [a, b, c, e]
+    }
+}
+
 /// The metric descriptions every chunk carries.
 fn metrics() -> Vec<CounterMetric> {
     METRICS
         .iter()
         .map(|m| CounterMetric { name: m.name.into(), unit: m.unit.into(), description: m.description.into() })
-        .chain(PCIE_FIELDS.iter().map(|(_, name, description)| CounterMetric {
+        .chain(PCIE_FIELDS.iter().chain(&NVLINK_FIELDS).map(|(_, name, description)| CounterMetric {
             name: (*name).into(),
             unit: "B/s".into(),
             description: (*description).into(),
@@ -249,14 +312,14 @@ fn sample_loop(
     let empty =
         |device: u32| CounterSamples { source: "nvml".into(), device, metrics: metrics(), ..Default::default() };
     let mut pending: Vec<CounterSamples> = devices.iter().map(|(id, _)| empty(*id)).collect();
-    let mut pcie: Vec<PcieRates> = devices.iter().map(|_| PcieRates::default()).collect();
+    let mut links: Vec<LinkRates> = devices.iter().map(|_| LinkRates::default()).collect();
     let mut next = Instant::now();
     loop {
-        for (((_, device), out), pcie) in devices.iter().zip(pending.iter_mut()).zip(pcie.iter_mut()) {
+        for (((_, device), out), links) in devices.iter().zip(pending.iter_mut()).zip(links.iter_mut()) {
             let Some(ts) = now() else { continue };
             let before = out.values.len();
             out.values.extend(METRICS.iter().map(|m| (m.read)(device).unwrap_or(f64::NAN)));
-            out.values.extend(pcie.read(device));
+            out.values.extend(links.read(device));
             if out.values[before..].iter().all(|v| v.is_nan()) {
                 out.values.truncate(before);
                 out.lost_samples += 1;
@@ -299,13 +362,29 @@ mod tests {
         assert_eq!(uuid_text(&[1, 2]), "");
     }
 
+    /// A rate needs two readings of a counter that did not go back; a counter NVML lacks stays NaN.
+    #[test]
+    fn byte_rates_come_from_two_readings() {
+        let mut r = ByteRates::default();
+        let t0 = Instant::now();
+        assert!(r.update(t0, [Some(1000), None]).iter().all(|v| v.is_nan()), "first reading: no rate yet");
+        let t1 = t0 + Duration::from_millis(10);
+        let [tx, rx] = r.update(t1, [Some(1000 + 5_000_000), Some(7)]);
+        assert_eq!(tx, 5e8, "5 MB in 10 ms");
+        assert!(rx.is_nan(), "no earlier reading of RX");
+        let [tx, rx] = r.update(t1 + Duration::from_millis(20), [Some(10), Some(7 + 1000)]);
+        assert!(tx.is_nan(), "a counter that went back (driver reloaded) gives no rate");
+        assert_eq!(rx, 50_000.0);
+        assert!(r.update(t1 + Duration::from_millis(20), [Some(20), Some(2000)]).iter().all(|v| v.is_nan()), "no time");
+    }
+
     #[test]
     fn every_metric_is_described_once() {
         let m = metrics();
-        assert_eq!(m.len(), 11);
+        assert_eq!(m.len(), 13);
         let mut names: Vec<&str> = m.iter().map(|m| m.name.as_str()).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 13);
     }
 }

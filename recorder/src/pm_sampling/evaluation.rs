@@ -130,7 +130,7 @@ impl Evaluation {
         });
         let mine = Arc::clone(&e);
         let thread = std::thread::Builder::new()
-            .name("cutr-pm-eval".into())
+            .name(format!("cutr-pm-eval{device}"))
             .spawn(move || {
                 if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| mine.run(shared))).is_err() {
                     let mut st = mine.state.lock().unwrap_or_else(|e| e.into_inner());

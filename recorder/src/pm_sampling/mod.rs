@@ -1,8 +1,9 @@
 //! Hardware counters over time through CUPTI's PM Sampling API (`--counters`, CUDA 12.6+, Turing and later), on
-//! the recorder's own thread: per device, a metric set that fits one pass (checked with the Profiler Host API;
+//! the recorder's own threads: per device, a metric set that fits one pass (checked with the Profiler Host API;
 //! each metric that does not exist or does not fit is named in a note), sampled by the GPU at a fixed interval,
-//! decoded every few milliseconds so the hardware buffer never fills, evaluated to values here (the converter needs
-//! no NVIDIA library), and sent as `counters` chunks.
+//! decoded every few milliseconds so the hardware buffer never fills (a decoding thread per device), evaluated to
+//! values here (an evaluating thread per device; the converter needs no NVIDIA library), and sent as `counters`
+//! chunks. One thread (`cutr-pm`) sets each device up when the process first makes a context on it.
 //!
 //! What the H100 showed (measurements/2026-11-23-h100-pm-probe/NOTES.md) and this follows: the time trigger;
 //! sample timestamps on CUPTI's own clock; the first sample of a session is garbage (dropped); decodes during
@@ -59,7 +60,7 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
 /// The fastest accepted (100 kHz). What a sample costs depends on its metrics, not on the rate (the H100,
 /// `bench/gpu/run29.sh`..`run31.sh`): decoding one DRAM metric ~5-6 us, two (one per-SM) ~16-20 us, the default
 /// set ~33-50 us, evaluation (on its own thread, module `evaluation`) about half that. Decoding is one call at a time
-/// per device, so the fastest lossless rate is ~100 kHz for one metric, 50 kHz for two, 25 kHz for the default
+/// per device (each device has its own decoding thread), so the fastest lossless rate is ~100 kHz for one metric, 50 kHz for two, 25 kHz for the default
 /// set; faster, the lost samples are counted and a note says which thread is behind (`BUSY_NOTE_FRACTION`).
 pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
 /// The share of its time either thread (decoding, evaluating) spends on sampling, over a second or more, above
@@ -337,13 +338,17 @@ struct DeviceSession {
 }
 
 // SAFETY: the raw pointers are CUPTI's objects, which CUPTI lets any thread use; a session is only touched under
-// `Shared::sessions`' lock.
+// its own lock.
 unsafe impl Send for DeviceSession {}
 
-/// What the sampling thread and CUPTI's context callback share.
+/// A device's session, shared by its decoding thread and whoever finishes sampling (Stop, a context's end).
+type SessionRef = std::sync::Arc<Mutex<DeviceSession>>;
+
+/// What the set-up thread, the decoding and evaluating threads and CUPTI's context callback share.
 struct Shared {
     api: Api,
-    sessions: Mutex<Vec<DeviceSession>>,
+    /// Every device's session, in set-up order; emptied by `finish_all`.
+    sessions: Mutex<Vec<SessionRef>>,
     send: Mutex<Box<dyn Fn(CounterSamples) + Send>>,
     note: Mutex<Box<dyn Fn(String) + Send>>,
     /// Notes wait here until no gate is held ([`Shared::flush_notes`]): the note callback may block (it also
@@ -363,7 +368,7 @@ struct Shared {
 impl Shared {
     /// The right to make device calls now: `None` once a context has ended (the calls would use a dead context:
     /// `cuptiPmSamplingSetConfig` after `cudaDeviceReset` dereferenced null inside libnvperf_host on the H100).
-    /// Shared between set-up and decoding (one thread) and evaluation (each device's own): they may run at once.
+    /// Shared by set-up, decoding and evaluation (each device's own threads): they may run at once.
     fn device_gate(&self) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
         let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
         (!self.ended.load(std::sync::atomic::Ordering::Acquire)).then_some(g)
@@ -408,12 +413,15 @@ impl Shared {
     /// is left to evaluate or drain is counted as lost and sampling stopped at once. Idempotent (the sessions are
     /// taken out). The caller holds the gate's exclusive side.
     fn finish_all(&self, context_alive: bool, interrupted: &dyn Fn() -> bool) -> (usize, Vec<CounterSamples>) {
-        let sessions: Vec<DeviceSession> =
-            std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|e| e.into_inner()));
+        let sessions: Vec<SessionRef> = std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|e| e.into_inner()));
         let n = sessions.len();
         let mut chunks = Vec::new();
-        for mut s in sessions {
-            finish(&self.api, &mut s, context_alive, interrupted, &|m| self.note(m));
+        for session in sessions {
+            // No decoding thread holds this lock: they take it only under the gate's shared side.
+            let mut guard = session.lock().unwrap_or_else(|e| e.into_inner());
+            let s = &mut *guard;
+            // Afterwards `failed` is set: the device's decoding thread, seeing it, ends.
+            finish(&self.api, s, context_alive, interrupted, &|m| self.note(m));
             chunks.append(&mut s.ready);
             if !s.pending.is_empty() || s.pending.lost_samples > 0 {
                 chunks.push(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
@@ -422,33 +430,34 @@ impl Shared {
         (n, chunks)
     }
 
-    /// Decodes every device's new samples (the evaluating threads send the chunks).
-    fn decode_all(&self) {
-        let Some(_gate) = self.device_gate() else { return };
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        for s in sessions.iter_mut().filter(|s| !s.failed) {
-            if self.ended() {
-                // A context began to end while the gate was held: no more device calls (its callback waits).
-                break;
-            }
-            if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
-                // The context is ending (cudaDeviceReset): nothing of CUPTI's is touched again for it, evaluation
-                // included (what is queued is counted as lost at finish).
-                s.failed = true;
-                if let Some(e) = &s.eval {
-                    e.halt();
-                }
-                continue;
-            }
-            if let Err(e) = decode(&self.api, s, &|| self.ended(), &|m| self.note(m)) {
-                s.failed = true;
-                self.note(format!("PM sampling on device {} stopped: {e}", s.device));
-            }
+    /// Decodes one device's new samples (its evaluating thread sends the chunks); false once the device's
+    /// sampling is over (failed, finished, or a context ended), when its decoding thread ends.
+    fn decode_device(&self, session: &Mutex<DeviceSession>) -> bool {
+        // The gate first, then the session: a finisher holding the gate's exclusive side may lock every session.
+        let Some(_gate) = self.device_gate() else { return false };
+        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        if s.failed {
+            return false;
         }
+        if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
+            // The context is ending (cudaDeviceReset): nothing of CUPTI's is touched again for it, evaluation
+            // included (what is queued is counted as lost at finish).
+            s.failed = true;
+            if let Some(e) = &s.eval {
+                e.halt();
+            }
+            return false;
+        }
+        if let Err(e) = decode(&self.api, &mut s, &|| self.ended(), &|m| self.note(m)) {
+            s.failed = true;
+            self.note(format!("PM sampling on device {} stopped: {e}", s.device));
+            return false;
+        }
+        true
     }
 }
 
-/// CUPTI's resource callback. A context created names a device to sample (set up by the sampling thread). A
+/// CUPTI's resource callback. A context created names a device to sample (set up by the set-up thread). A
 /// context about to be destroyed (`cudaDeviceReset`, `cuCtxDestroy`, the runtime's teardown) stops PM sampling
 /// first, on the destroying thread, while the context still lives; after it, stopping or decoding corrupted the
 /// heap on the H100. Never unwinds into CUPTI.
@@ -630,7 +639,9 @@ fn run(
         .and_then(|v| v.parse::<u64>().ok())
         .map(|ms| Duration::from_millis(ms.clamp(1, 50)))
         .unwrap_or(buffer_and_period(config.interval).1);
-    let mut next = Instant::now();
+    // Each device is decoded by a thread of its own: decoding the default set costs 33-67 us a sample, so one
+    // thread for two GPUs at 10 kHz would be 66-134% busy. This thread sets devices up and waits.
+    let mut decoders: Vec<(mpsc::Sender<()>, JoinHandle<()>)> = Vec::new();
     loop {
         // Each device is set up once, when this process first makes a context on it.
         let new: Vec<u32> = shared.devices.lock().unwrap().iter().filter(|d| !tried.contains(d)).copied().collect();
@@ -655,10 +666,22 @@ fn run(
             debug!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" });
             match r {
                 Ok(s) => {
+                    let session: SessionRef = std::sync::Arc::new(Mutex::new(s));
+                    let (tx, rx) = mpsc::channel();
+                    let spawned = std::thread::Builder::new().name(format!("cutr-pm-dec{d}")).spawn({
+                        let session = std::sync::Arc::clone(&session);
+                        move || decode_loop(shared, &session, period, &rx)
+                    });
                     let mut sessions = shared.sessions.lock().unwrap();
-                    sessions.push(s);
-                    if sessions.len() == 1 {
-                        drop(sessions);
+                    // Without its thread the session is still stopped and drained by `finish_all`.
+                    sessions.push(session);
+                    let first = sessions.len() == 1;
+                    drop(sessions);
+                    match spawned {
+                        Ok(handle) => decoders.push((tx, handle)),
+                        Err(e) => note(format!("PM sampling on device {d}: no decoding thread ({e})")),
+                    }
+                    if first {
                         started();
                     }
                 }
@@ -666,16 +689,17 @@ fn run(
             }
             shared.flush_notes();
         }
-        next += period;
-        match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
+        // A device's first context is noticed within this long (set-up itself takes ~0.5 s).
+        match stop.recv_timeout(DEVICE_POLL) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        shared.decode_all();
-        shared.flush_notes();
-        if Instant::now() > next + Duration::from_secs(1) {
-            next = Instant::now();
-        }
+    }
+    for (tx, _) in &decoders {
+        let _ = tx.send(());
+    }
+    for (_, handle) in decoders {
+        let _ = handle.join();
     }
     if tried.is_empty() {
         note("PM sampling: the process made no CUDA context; nothing was sampled".into());
@@ -687,6 +711,39 @@ fn run(
         shared.send(c);
     }
     shared.flush_notes();
+}
+
+/// How often the set-up thread looks for a device that got its first context.
+const DEVICE_POLL: Duration = Duration::from_millis(10);
+
+/// A device's decoding thread: decodes every `period` until told to stop or the device's sampling is over. A
+/// panic stops every device's CUPTI calls (as one of the set-up thread does).
+fn decode_loop(shared: &'static Shared, session: &Mutex<DeviceSession>, period: Duration, stop: &mpsc::Receiver<()>) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut next = Instant::now();
+        loop {
+            next += period;
+            match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            let going = shared.decode_device(session);
+            shared.flush_notes();
+            if !going {
+                break;
+            }
+            // After a long stall (a context's end waiting, a stopped process) the schedule starts afresh rather
+            // than decoding back to back to catch up.
+            if Instant::now() > next + Duration::from_secs(1) {
+                next = Instant::now();
+            }
+        }
+    }));
+    if r.is_err() {
+        shared.ended.store(true, std::sync::atomic::Ordering::Release);
+        shared.note("PM sampling stopped on an internal error (decoding)".into());
+        shared.flush_notes();
+    }
 }
 
 fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
@@ -1424,6 +1481,44 @@ mod tests {
             ["PM sampling: a CUDA context ended while sampling was being set up (a CUPTI call waited for the \
               ending context for 1000 ms); not sampling"]
         );
+    }
+
+    /// Each device's decoding thread ends when told to (without waiting out its period) and when its session is
+    /// over: finished by `finish_all` (Stop, a context's end), which takes every session once and marks it.
+    #[test]
+    fn a_devices_decoding_thread_ends_with_its_session_or_when_told() {
+        let (shared, _) = shared_for_test();
+        let session: SessionRef = std::sync::Arc::new(Mutex::new(session_for_test(1, Duration::from_micros(100))));
+        // Told to stop long before its first decode (a 60 s period): it ends at once, having decoded nothing.
+        let (tx, rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        let s1 = std::sync::Arc::clone(&session);
+        std::thread::spawn(move || {
+            decode_loop(shared, &s1, Duration::from_secs(60), &rx);
+            done_tx.send(()).unwrap();
+        });
+        tx.send(()).unwrap();
+        done_rx.recv_timeout(Duration::from_secs(5)).expect("ends when told");
+        assert!(!session.lock().unwrap().failed);
+
+        // Finished (a context already gone: no CUPTI call with the null objects): taken out, marked, and the
+        // device's thread, still waiting for nothing from its channel, ends at its next period.
+        shared.sessions.lock().unwrap().push(std::sync::Arc::clone(&session));
+        let (_keep, rx) = mpsc::channel::<()>();
+        let (done_tx, done_rx) = mpsc::channel();
+        let s2 = std::sync::Arc::clone(&session);
+        std::thread::spawn(move || {
+            decode_loop(shared, &s2, Duration::from_millis(5), &rx);
+            done_tx.send(()).unwrap();
+        });
+        let gate = shared.gate.write().unwrap();
+        let (n, chunks) = shared.finish_all(false, &|| false);
+        drop(gate);
+        assert_eq!((n, chunks.len()), (1, 0));
+        assert!(session.lock().unwrap().failed);
+        done_rx.recv_timeout(Duration::from_secs(5)).expect("ends with its session");
+        assert!(!shared.decode_device(&session), "a finished session is not decoded");
+        assert_eq!(shared.finish_all(false, &|| false).0, 0, "finished once");
     }
 
     /// Sampling that stopped on a full hardware buffer counts every interval from its last good decode to the
