@@ -263,3 +263,63 @@ fn the_100_khz_fixture_holds_every_interval() {
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
     assert_eq!(cutr_tests::int(&r[1]), 161_714);
 }
+
+const NVLRX: &str = "PM: nvlrx__bytes.sum.per_second (byte/second)";
+const NVML_NVLINK_RX: &str = "NVLink RX (B/s)";
+
+/// Two GPUs in one process (`fixtures/counter_two_gpus.cutr`: the counter workload on devices 0 and 1 of an
+/// NVLink-connected H200 pair, then 300 ms of 1 GiB peer-to-peer copies both ways): each device has its own PM
+/// sampling session, decoded by its own thread, with every 100 us interval from its first sample to its last
+/// (device 1 starts later: it is set up after device 0); NVLink shows the peer copies in both PM sampling's raw
+/// link bytes and NVML's data bytes, and nothing outside them; Perfetto holds each device's tracks.
+#[test]
+fn two_gpus_have_their_own_counter_tracks_and_nvlink_shows_the_peer_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = cutr_tests::repo().join("fixtures/counter_two_gpus.cutr");
+    let t = load(&[path], &LoadOptions::default()).unwrap();
+    assert_eq!(t.loss().counter_samples_lost, 0);
+    let series = |name: &str, device: u32| -> Vec<(u64, f64)> {
+        t.counters
+            .iter()
+            .filter(|c| c.device == device && t.names.get(c.series) == name)
+            .map(|c| (c.ts, c.value))
+            .collect()
+    };
+    let mut per_device = Vec::new();
+    for device in [0, 1] {
+        let pm = series(NVLRX, device);
+        let steps: Vec<u64> = pm.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        per_device.push((pm.len(), *steps.iter().min().unwrap(), *steps.iter().max().unwrap()));
+    }
+    assert_eq!(per_device, [(7_590, 99_967, 100_032), (1_695, 99_967, 100_032)]);
+    // The peer phase: the span of the peer-to-peer copies (110 of 1 GiB, 55 each way).
+    let copies: Vec<_> = t.memcpys.iter().filter(|m| m.bytes == 1 << 30).collect();
+    assert_eq!(copies.len(), 110);
+    let (start, end) = (copies.iter().map(|m| m.start).min().unwrap(), copies.iter().map(|m| m.end).max().unwrap());
+    let payload_rate = 55.0 * (1u64 << 30) as f64 / ((end - start) as f64 / 1e9);
+    let mean = |v: &[(u64, f64)], inside: bool| {
+        let v: Vec<f64> = v.iter().filter(|p| (p.0 >= start && p.0 <= end) == inside).map(|p| p.1).collect();
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    // In GB/s, rounded to 0.1: inside the copies and outside them, per device; PM sampling counts the links' raw
+    // bytes (~1.8x the payload), NVML the data bytes (the payload, within NVML's 10 ms windows at the edges).
+    let gbps = |v: f64| (v / 1e8).round() / 10.0;
+    let mut seen = Vec::new();
+    for device in [0, 1] {
+        let (pm, nvml) = (series(NVLRX, device), series(NVML_NVLINK_RX, device));
+        assert_eq!(nvml.len(), 144, "NVML at 100 Hz on device {device}");
+        seen.push([gbps(mean(&pm, true)), gbps(mean(&pm, false)), gbps(mean(&nvml, true)), gbps(mean(&nvml, false))]);
+    }
+    assert_eq!(gbps(payload_rate), 196.2);
+    assert_eq!(seen, [[354.4, 0.0, 217.7, 0.9], [352.9, 0.0, 195.3, 0.3]]);
+    let pf = dir.path().join("c.pftrace");
+    export(&t, &pf, &ExportOptions::default()).unwrap();
+    let q = format!(
+        "select p.name, count(*) from counter c join process_counter_track t on c.track_id = t.id join process p \
+         using(upid) where t.name = '{NVLRX}' group by p.upid order by p.name"
+    );
+    let r = trace_processor(&pf, &[STATS, &q]);
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
+    let gpu = |name: &str, n: i64| vec![serde_json::json!(name), n.into()];
+    assert_eq!(r[1], [gpu("GPU 0: NVIDIA H200", 7_590), gpu("GPU 1: NVIDIA H200", 1_695)]);
+}

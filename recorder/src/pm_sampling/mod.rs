@@ -653,8 +653,16 @@ fn run(
             }
             if !initialized {
                 let mut init = params!(cs::CUpti_Profiler_Initialize_Params, pPriv);
+                // Under the gate like every set-up call: it loads NVIDIA's perf driver, which crashed (SIGSEGV in
+                // NVPW_CUDA_LoadDriver, `bench/gpu/run31.sh` on the H100) when a cudaDeviceReset ran meanwhile.
+                let Some(gate) = shared.device_gate() else {
+                    note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
+                    continue;
+                };
                 // SAFETY: valid params.
-                if let Err(e) = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) }) {
+                let initialize = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) });
+                drop(gate);
+                if let Err(e) = initialize {
                     note(format!("PM sampling: {e}; not sampling"));
                     shared.flush_notes();
                     return;
