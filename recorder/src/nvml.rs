@@ -230,12 +230,15 @@ pub(crate) fn uuid_text(bytes: &[u8]) -> String {
 }
 
 impl NvmlSampler {
-    /// Starts sampling the CUDA devices `devices` (found in NVML by UUID; all of NVML's, numbered as NVML numbers
-    /// them, when the list is empty) every `interval`. `now` gives the file's clock (CUPTI's timestamp), `send`
-    /// takes each chunk, `note` each problem. Returns why not when NVML cannot be loaded.
+    /// Starts sampling every `interval` each of the CUDA devices `devices` (found in NVML by UUID) once `in_use`
+    /// says this process uses it (asked every [`IN_USE_CHECK`]: a rank of a job sees every GPU of its node but
+    /// samples its own, as PM sampling does); all of NVML's devices, numbered as NVML numbers them, when the list
+    /// is empty. `now` gives the file's clock (CUPTI's timestamp), `send` takes each chunk, `note` each problem.
+    /// Returns why not when NVML cannot be loaded.
     pub fn start(
         interval: Duration,
         devices: Box<dyn Fn() -> Vec<CudaDevice> + Send>,
+        in_use: Box<dyn Fn(u32) -> bool + Send>,
         now: Box<dyn Fn() -> Option<u64> + Send>,
         send: Box<dyn Fn(CounterSamples) + Send>,
         note: Box<dyn Fn(String) + Send>,
@@ -248,7 +251,8 @@ impl NvmlSampler {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     // The CUDA devices are asked for from this thread, once CUDA has finished initializing.
                     let devices = cuda_devices(&*devices, &stop_rx);
-                    sample_loop(&nvml, interval, &devices, &*now, &*send, &*note, &stop_rx)
+                    let source = Source { devices: &devices, in_use: &*in_use, now: &*now };
+                    sample_loop(&nvml, interval, &source, &*send, &*note, &stop_rx)
                 }));
                 if r.is_err() {
                     note("NVML sampling stopped on an internal error".into());
@@ -299,24 +303,43 @@ fn find_devices<'n>(nvml: &'n Nvml, devices: &[CudaDevice], note: &dyn Fn(String
         .collect()
 }
 
+/// How often devices not yet sampled are checked for use by this process.
+const IN_USE_CHECK: Duration = Duration::from_millis(200);
+
+/// What the sampling loop reads besides NVML: the CUDA devices, which of them this process uses, the clock.
+struct Source<'a> {
+    devices: &'a [CudaDevice],
+    in_use: &'a dyn Fn(u32) -> bool,
+    now: &'a dyn Fn() -> Option<u64>,
+}
+
 fn sample_loop(
     nvml: &Nvml,
     interval: Duration,
-    devices: &[CudaDevice],
-    now: &dyn Fn() -> Option<u64>,
+    source: &Source<'_>,
     send: &dyn Fn(CounterSamples),
     note: &dyn Fn(String),
     stop: &mpsc::Receiver<()>,
 ) {
-    let devices = find_devices(nvml, devices, note);
+    let devices = find_devices(nvml, source.devices, note);
     let empty =
         |device: u32| CounterSamples { source: "nvml".into(), device, metrics: metrics(), ..Default::default() };
     let mut pending: Vec<CounterSamples> = devices.iter().map(|(id, _)| empty(*id)).collect();
     let mut links: Vec<LinkRates> = devices.iter().map(|_| LinkRates::default()).collect();
+    // Without the CUDA devices' numbers NVML's cannot be matched to this process's use: every device is sampled.
+    let mut sampled: Vec<bool> = vec![source.devices.is_empty(); devices.len()];
+    let mut next_check = Instant::now();
     let mut next = Instant::now();
     loop {
-        for (((_, device), out), links) in devices.iter().zip(pending.iter_mut()).zip(links.iter_mut()) {
-            let Some(ts) = now() else { continue };
+        if Instant::now() >= next_check && sampled.iter().any(|s| !s) {
+            for ((id, _), sampled) in devices.iter().zip(sampled.iter_mut()).filter(|(_, s)| !**s) {
+                *sampled = (source.in_use)(*id);
+            }
+            next_check = Instant::now() + IN_USE_CHECK;
+        }
+        let chosen = devices.iter().zip(pending.iter_mut()).zip(links.iter_mut()).zip(&sampled).filter(|x| *x.1);
+        for ((((_, device), out), links), _) in chosen {
+            let Some(ts) = (source.now)() else { continue };
             let before = out.values.len();
             out.values.extend(METRICS.iter().map(|m| (m.read)(device).unwrap_or(f64::NAN)));
             out.values.extend(links.read(device));
@@ -348,6 +371,13 @@ fn sample_loop(
         if !out.is_empty() || out.lost_samples > 0 {
             send(out);
         }
+    }
+    if !devices.is_empty() && !sampled.iter().any(|s| *s) {
+        note(
+            "sampled no GPU: none of the process's CUDA devices had an active primary context (an application \
+             with contexts of its own: PM sampling, `--counters default`, sees those)"
+                .into(),
+        );
     }
 }
 

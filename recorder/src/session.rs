@@ -401,6 +401,11 @@ fn start_counters(session: &'static Session, c: crate::counters::CountersConfig)
             .map(|d| crate::nvml::CudaDevice { ordinal: d.id, uuid: crate::nvml::uuid_text(&d.uuid) })
             .collect()
     });
+    // A device this process has a context on: its primary one (the runtime's), or one PM sampling saw made.
+    let in_use = Box::new(move |d: u32| {
+        driver::primary_context_active(d) == Some(true)
+            || session.pm.try_lock().ok().is_some_and(|pm| pm.as_ref().is_some_and(|pm| pm.has_device(d)))
+    });
     let now = Box::new(move || session.cupti.timestamp().ok());
     let send = Box::new(move |c| {
         if tx.send_timeout(Msg::Counters(c), Duration::from_secs(1)).is_err() {
@@ -408,7 +413,7 @@ fn start_counters(session: &'static Session, c: crate::counters::CountersConfig)
         }
     });
     let note = Box::new(|n: String| NOTES.lock().unwrap().push(format!("NVML: {n}")));
-    match crate::nvml::NvmlSampler::start(interval, devices, now, send, note) {
+    match crate::nvml::NvmlSampler::start(interval, devices, in_use, now, send, note) {
         Ok(s) => *session.nvml.lock().unwrap() = Some(s),
         Err(e) => session.note(e),
     }

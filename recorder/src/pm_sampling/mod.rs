@@ -344,7 +344,8 @@ unsafe impl Send for DeviceSession {}
 /// A device's session, shared by its decoding thread and whoever finishes sampling (Stop, a context's end).
 type SessionRef = std::sync::Arc<Mutex<DeviceSession>>;
 
-/// What the set-up thread, the decoding and evaluating threads and CUPTI's context callback share.
+/// What the set-up thread (`cutr-pm`), each device's decoding and evaluating threads and CUPTI's context
+/// callback share.
 struct Shared {
     api: Api,
     /// Every device's session, in set-up order; emptied by `finish_all`.
@@ -602,6 +603,11 @@ impl PmSampler {
         Ok(PmSampler { stop, thread, shared })
     }
 
+    /// Whether the process made a CUDA context on device `d` (one of its own included) since sampling started.
+    pub fn has_device(&self, d: u32) -> bool {
+        self.shared.devices.lock().unwrap_or_else(|e| e.into_inner()).contains(&d)
+    }
+
     /// Stops sampling, drains what the hardware holds and sends it, and unsubscribes.
     pub fn finish(self) {
         let _ = self.stop.send(());
@@ -640,7 +646,9 @@ fn run(
         .map(|ms| Duration::from_millis(ms.clamp(1, 50)))
         .unwrap_or(buffer_and_period(config.interval).1);
     // Each device is decoded by a thread of its own: decoding the default set costs 33-67 us a sample, so one
-    // thread for two GPUs at 10 kHz would be 66-134% busy. This thread sets devices up and waits.
+    // thread for two GPUs at 10 kHz would be 66-134% busy. This thread sets devices up, one after the other, and
+    // waits. (Set-up on each device's own thread, tried on two H200s, `bench/gpu/run36.sh`: CUPTI's set-up calls
+    // then took turns: the first device's sampling began ~0.3 s later, medians of 3 runs, the second's no earlier.)
     let mut decoders: Vec<(mpsc::Sender<()>, JoinHandle<()>)> = Vec::new();
     loop {
         // Each device is set up once, when this process first makes a context on it.
