@@ -1,8 +1,9 @@
 // launch_loop: a compiled launch-bound loop, the benchmark where per-launch tracing overhead shows.
 //
-//   launch_loop [N]      (default N = 100000)
+//   launch_loop [N [IDLE_MS]]      (default N = 100000, IDLE_MS = 0)
 //
-// Launches 1000 warm-up kernels and synchronizes, then times (std::chrono::steady_clock) N launches of
+// Launches 1000 warm-up kernels and synchronizes, idles IDLE_MS (so that what a recorder sets up after the first
+// context, e.g. PM sampling's ~0.5 s, is done before timing starts), then times (std::chrono::steady_clock) N launches of
 // `tiny<<<1, 32, 0, s>>>(counter)` back to back on one non-blocking stream followed by one cudaStreamSynchronize.
 // Prints one JSON line on stdout:
 //   {"kernels": N, "seconds": <launch loop + final synchronize>, "launch_seconds": <launch loop alone>,
@@ -18,6 +19,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 
@@ -39,18 +41,21 @@ static const long WARMUP = 1000;
 
 int main(int argc, char** argv) {
   long n = 100000;
-  if (argc > 2) {
-    std::fprintf(stderr, "usage: %s [N]\n", argv[0]);
+  long idle_ms = 0;
+  if (argc > 3) {
+    std::fprintf(stderr, "usage: %s [N [IDLE_MS]]\n", argv[0]);
     return 2;
   }
-  if (argc == 2) {
+  for (int a = 1; a < argc; ++a) {
     char* end = nullptr;
     errno = 0;
-    n = std::strtol(argv[1], &end, 10);
-    if (errno != 0 || end == argv[1] || *end != '\0' || n < 1 || n > 1000000000L) {
-      std::fprintf(stderr, "usage: %s [N]   (1 <= N <= 1e9)\n", argv[0]);
+    long v = std::strtol(argv[a], &end, 10);
+    bool count = a == 1;
+    if (errno != 0 || end == argv[a] || *end != '\0' || v < (count ? 1 : 0) || v > 1000000000L) {
+      std::fprintf(stderr, "usage: %s [N [IDLE_MS]]   (1 <= N <= 1e9, 0 <= IDLE_MS)\n", argv[0]);
       return 2;
     }
+    (count ? n : idle_ms) = v;
   }
 
   CK(cudaSetDevice(0));
@@ -63,6 +68,7 @@ int main(int argc, char** argv) {
   for (long i = 0; i < WARMUP; ++i) tiny<<<1, 32, 0, s>>>(counter);
   CK(cudaStreamSynchronize(s));
   CK(cudaGetLastError());
+  if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
 
   auto t0 = std::chrono::steady_clock::now();
   for (long i = 0; i < n; ++i) tiny<<<1, 32, 0, s>>>(counter);
