@@ -9,6 +9,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: run33.sh OUTDIR}
 w=$(mktemp -d)
+export PATH=$repo/.dev/bin:$PATH  # cupti-convert (missing in the run of 2026-11-26: its info lines are absent)
 exec > >(tee -a "$out/run33.log") 2>&1
 nvidia-smi -L
 nvidia-smi topo -m | head -4

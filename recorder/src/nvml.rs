@@ -313,6 +313,14 @@ struct Source<'a> {
     now: &'a dyn Fn() -> Option<u64>,
 }
 
+/// Marks the devices (CUDA ordinals `ids`) that `in_use` now says this process uses; one marked stays marked (a
+/// process that let go of a GPU keeps its samples on one track), and is not asked about again.
+fn choose_devices(ids: &[u32], sampled: &mut [bool], in_use: &dyn Fn(u32) -> bool) {
+    for (id, sampled) in ids.iter().zip(sampled.iter_mut()).filter(|(_, s)| !**s) {
+        *sampled = in_use(*id);
+    }
+}
+
 fn sample_loop(
     nvml: &Nvml,
     interval: Duration,
@@ -331,10 +339,9 @@ fn sample_loop(
     let mut next_check = Instant::now();
     let mut next = Instant::now();
     loop {
-        if Instant::now() >= next_check && sampled.iter().any(|s| !s) {
-            for ((id, _), sampled) in devices.iter().zip(sampled.iter_mut()).filter(|(_, s)| !**s) {
-                *sampled = (source.in_use)(*id);
-            }
+        if Instant::now() >= next_check {
+            let ids: Vec<u32> = devices.iter().map(|(id, _)| *id).collect();
+            choose_devices(&ids, &mut sampled, source.in_use);
             next_check = Instant::now() + IN_USE_CHECK;
         }
         let chosen = devices.iter().zip(pending.iter_mut()).zip(links.iter_mut()).zip(&sampled).filter(|x| *x.1);
@@ -406,6 +413,31 @@ mod tests {
         assert!(tx.is_nan(), "a counter that went back (driver reloaded) gives no rate");
         assert_eq!(rx, 50_000.0);
         assert!(r.update(t1 + Duration::from_millis(20), [Some(20), Some(2000)]).iter().all(|v| v.is_nan()), "no time");
+    }
+
+    /// A GPU is sampled from the first check that finds it in use on, and never asked about again; one never in
+    /// use is never sampled.
+    #[test]
+    fn devices_are_sampled_once_in_use() {
+        let ids = [0u32, 1, 2, 3];
+        let mut sampled = [false; 4];
+        let asked = std::cell::RefCell::new(Vec::new());
+        let ask = |in_use: &'static [u32]| {
+            let asked = &asked;
+            move |d: u32| {
+                asked.borrow_mut().push(d);
+                in_use.contains(&d)
+            }
+        };
+        choose_devices(&ids, &mut sampled, &ask(&[]));
+        assert_eq!(sampled, [false; 4], "nothing in use yet");
+        choose_devices(&ids, &mut sampled, &ask(&[2]));
+        assert_eq!(sampled, [false, false, true, false]);
+        // Later device 0 is in use too and device 2 no longer: 2 stays, 0 joins, 2 is not asked about again.
+        asked.borrow_mut().clear();
+        choose_devices(&ids, &mut sampled, &ask(&[0]));
+        assert_eq!(sampled, [true, false, true, false]);
+        assert_eq!(*asked.borrow(), [0, 1, 3]);
     }
 
     #[test]
