@@ -163,21 +163,24 @@ fn nvlink_bytes(d: &Device<'_>) -> [Option<u64>; 2] {
     if unsafe { get(d.handle(), values.len() as i32, values.as_mut_ptr()) } != b::nvmlReturn_enum_NVML_SUCCESS {
         return [None; 2];
     }
-    values.map(|v| {
-        if v.nvmlReturn != b::nvmlReturn_enum_NVML_SUCCESS {
-            return None;
+    values.map(|v| field_count(&v).map(|kib| kib.saturating_mul(1024)))
+}
+
+/// A field value's unsigned count, `None` when NVML failed it or gave another type.
+fn field_count(v: &nvml_wrapper_sys::bindings::nvmlFieldValue_t) -> Option<u64> {
+    use nvml_wrapper_sys::bindings as b;
+    if v.nvmlReturn != b::nvmlReturn_enum_NVML_SUCCESS {
+        return None;
+    }
+    // SAFETY: the union member `valueType` names.
+    unsafe {
+        match v.valueType {
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => Some(v.value.ullVal),
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => Some(v.value.ulVal),
+            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => Some(u64::from(v.value.uiVal)),
+            _ => None,
         }
-        // SAFETY: the union member `valueType` names.
-        let kib = unsafe {
-            match v.valueType {
-                b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => v.value.ullVal,
-                b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => v.value.ulVal,
-                b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => u64::from(v.value.uiVal),
-                _ => return None,
-            }
-        };
-        Some(kib.saturating_mul(1024))
-    })
+    }
 }
 
 /// One device's byte-counter rates: PCIe's and NVLink's.
@@ -231,8 +234,8 @@ pub(crate) fn uuid_text(bytes: &[u8]) -> String {
 
 impl NvmlSampler {
     /// Starts sampling every `interval` each of the CUDA devices `devices` (found in NVML by UUID) once `in_use`
-    /// says this process uses it (asked every [`IN_USE_CHECK`]: a rank of a job sees every GPU of its node but
-    /// samples its own, as PM sampling does); all of NVML's devices, numbered as NVML numbers them, when the list
+    /// says this process uses it or NVML lists the process on it (asked every [`IN_USE_CHECK`]: a rank of a job
+    /// sees every GPU of its node but samples its own, as PM sampling does); all of NVML's devices, numbered as NVML numbers them, when the list
     /// is empty. `now` gives the file's clock (CUPTI's timestamp), `send` takes each chunk, `note` each problem.
     /// Returns why not when NVML cannot be loaded.
     pub fn start(
@@ -313,12 +316,20 @@ struct Source<'a> {
     now: &'a dyn Fn() -> Option<u64>,
 }
 
-/// Marks the devices (CUDA ordinals `ids`) that `in_use` now says this process uses; one marked stays marked (a
-/// process that let go of a GPU keeps its samples on one track), and is not asked about again.
-fn choose_devices(ids: &[u32], sampled: &mut [bool], in_use: &dyn Fn(u32) -> bool) {
-    for (id, sampled) in ids.iter().zip(sampled.iter_mut()).filter(|(_, s)| !**s) {
-        *sampled = in_use(*id);
+/// Marks the devices (by index) that `in_use` now says this process uses; one marked stays marked (a process
+/// that let go of a GPU keeps its samples on one track), and is not asked about again.
+fn choose_devices(sampled: &mut [bool], in_use: &dyn Fn(usize) -> bool) {
+    for (i, sampled) in sampled.iter_mut().enumerate().filter(|(_, s)| !**s) {
+        *sampled = in_use(i);
     }
+}
+
+/// Whether NVML lists this process among those with a compute context on `d`: a context of its own (not the
+/// primary one) counts too. In a container with a PID namespace of its own NVML may list host PIDs, which never
+/// match: then only the caller's other signals remain.
+fn runs_here(d: &Device<'_>) -> bool {
+    let me = std::process::id();
+    d.running_compute_processes().is_ok_and(|ps| ps.iter().any(|p| p.pid == me))
 }
 
 fn sample_loop(
@@ -340,8 +351,7 @@ fn sample_loop(
     let mut next = Instant::now();
     loop {
         if Instant::now() >= next_check {
-            let ids: Vec<u32> = devices.iter().map(|(id, _)| *id).collect();
-            choose_devices(&ids, &mut sampled, source.in_use);
+            choose_devices(&mut sampled, &|i| (source.in_use)(devices[i].0) || runs_here(&devices[i].1));
             next_check = Instant::now() + IN_USE_CHECK;
         }
         let chosen = devices.iter().zip(pending.iter_mut()).zip(links.iter_mut()).zip(&sampled).filter(|x| *x.1);
@@ -381,8 +391,8 @@ fn sample_loop(
     }
     if !devices.is_empty() && !sampled.iter().any(|s| *s) {
         note(
-            "sampled no GPU: none of the process's CUDA devices had an active primary context (an application \
-             with contexts of its own: PM sampling, `--counters default`, sees those)"
+            "sampled no GPU: on none of the process's CUDA devices was its primary context active, a context seen \
+             by PM sampling, or the process listed by NVML (in a container NVML may list host PIDs)"
                 .into(),
         );
     }
@@ -419,25 +429,43 @@ mod tests {
     /// use is never sampled.
     #[test]
     fn devices_are_sampled_once_in_use() {
-        let ids = [0u32, 1, 2, 3];
         let mut sampled = [false; 4];
         let asked = std::cell::RefCell::new(Vec::new());
-        let ask = |in_use: &'static [u32]| {
+        let ask = |in_use: &'static [usize]| {
             let asked = &asked;
-            move |d: u32| {
-                asked.borrow_mut().push(d);
-                in_use.contains(&d)
+            move |i: usize| {
+                asked.borrow_mut().push(i);
+                in_use.contains(&i)
             }
         };
-        choose_devices(&ids, &mut sampled, &ask(&[]));
+        choose_devices(&mut sampled, &ask(&[]));
         assert_eq!(sampled, [false; 4], "nothing in use yet");
-        choose_devices(&ids, &mut sampled, &ask(&[2]));
+        choose_devices(&mut sampled, &ask(&[2]));
         assert_eq!(sampled, [false, false, true, false]);
         // Later device 0 is in use too and device 2 no longer: 2 stays, 0 joins, 2 is not asked about again.
         asked.borrow_mut().clear();
-        choose_devices(&ids, &mut sampled, &ask(&[0]));
+        choose_devices(&mut sampled, &ask(&[0]));
         assert_eq!(sampled, [true, false, true, false]);
         assert_eq!(*asked.borrow(), [0, 1, 3]);
+    }
+
+    /// NVLink's counts come as whatever unsigned type NVML says (KiB), and a field NVML failed gives none.
+    #[test]
+    fn field_values_are_read_by_their_type() {
+        use nvml_wrapper_sys::bindings as b;
+        // SAFETY: plain C data.
+        let mut v: b::nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v.value.ullVal = 5 << 40;
+        assert_eq!(field_count(&v), Some(5 << 40));
+        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
+        v.value = b::nvmlValue_t { uiVal: 7 };
+        assert_eq!(field_count(&v), Some(7));
+        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE;
+        assert_eq!(field_count(&v), None, "not a count");
+        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        v.nvmlReturn = b::nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+        assert_eq!(field_count(&v), None, "a GPU without NVLink");
     }
 
     #[test]

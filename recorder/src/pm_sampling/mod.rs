@@ -423,10 +423,7 @@ impl Shared {
             let s = &mut *guard;
             // Afterwards `failed` is set: the device's decoding thread, seeing it, ends.
             finish(&self.api, s, context_alive, interrupted, &|m| self.note(m));
-            chunks.append(&mut s.ready);
-            if !s.pending.is_empty() || s.pending.lost_samples > 0 {
-                chunks.push(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
-            }
+            chunks.append(&mut finished_chunks(s));
         }
         (n, chunks)
     }
@@ -688,17 +685,29 @@ fn run(
                         let session = std::sync::Arc::clone(&session);
                         move || decode_loop(shared, &session, period, &rx)
                     });
-                    let mut sessions = shared.sessions.lock().unwrap();
-                    // Without its thread the session is still stopped and drained by `finish_all`.
-                    sessions.push(session);
-                    let first = sessions.len() == 1;
-                    drop(sessions);
                     match spawned {
-                        Ok(handle) => decoders.push((tx, handle)),
-                        Err(e) => note(format!("PM sampling on device {d}: no decoding thread ({e})")),
-                    }
-                    if first {
-                        started();
+                        Ok(handle) => {
+                            decoders.push((tx, handle));
+                            let mut sessions = shared.sessions.lock().unwrap_or_else(|e| e.into_inner());
+                            sessions.push(session);
+                            if sessions.len() == 1 {
+                                drop(sessions);
+                                started();
+                            }
+                        }
+                        Err(e) => {
+                            // Undecoded, its hardware buffer would overflow: sampling on it stops now.
+                            note(format!("PM sampling on device {d}: no decoding thread ({e}); not sampling it"));
+                            let gate = shared.gate.write().unwrap_or_else(|e| e.into_inner());
+                            let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+                            finish(api, &mut s, !shared.ended(), &|| shared.ended(), &note);
+                            let chunks = finished_chunks(&mut s);
+                            drop(s);
+                            drop(gate);
+                            for c in chunks {
+                                shared.send(c);
+                            }
+                        }
                     }
                 }
                 Err(e) => note(format!("PM sampling on device {d}: {e}")),
@@ -733,7 +742,7 @@ fn run(
 const DEVICE_POLL: Duration = Duration::from_millis(10);
 
 /// A device's decoding thread: decodes every `period` until told to stop or the device's sampling is over. A
-/// panic stops every device's CUPTI calls (as one of the set-up thread does).
+/// panic ends that device's sampling alone.
 fn decode_loop(shared: &'static Shared, session: &Mutex<DeviceSession>, period: Duration, stop: &mpsc::Receiver<()>) {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut next = Instant::now();
@@ -756,10 +765,27 @@ fn decode_loop(shared: &'static Shared, session: &Mutex<DeviceSession>, period: 
         }
     }));
     if r.is_err() {
-        shared.ended.store(true, std::sync::atomic::Ordering::Release);
-        shared.note("PM sampling stopped on an internal error (decoding)".into());
+        // That device only: it is not decoded again (its evaluation halted); `finish_all` still stops and disables
+        // it while its context lives, and the other devices go on.
+        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+        s.failed = true;
+        if let Some(e) = &s.eval {
+            e.halt();
+        }
+        let device = s.device;
+        drop(s);
+        shared.note(format!("PM sampling on device {device} stopped on an internal error (decoding)"));
         shared.flush_notes();
     }
+}
+
+/// What a finished session holds to send: its evaluated batches and the rest (samples, losses).
+fn finished_chunks(s: &mut DeviceSession) -> Vec<CounterSamples> {
+    let mut chunks = std::mem::take(&mut s.ready);
+    if !s.pending.is_empty() || s.pending.lost_samples > 0 {
+        chunks.push(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
+    }
+    chunks
 }
 
 fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
@@ -1322,6 +1348,12 @@ fn finish(
             }
         }
     }
+    if s.overflowed {
+        // The hardware buffer overflowed before the drain got to it (a decode late by more than the buffer holds):
+        // every interval since the last good decode is lost.
+        s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
+        s.overflowed = false;
+    }
     if !s.indices.is_empty() || s.pending.lost_samples > 0 {
         hand_over(api, s, interrupted, note);
     }
@@ -1519,7 +1551,10 @@ mod tests {
 
         // Finished (a context already gone: no CUPTI call with the null objects): taken out, marked, and the
         // device's thread, still waiting for nothing from its channel, ends at its next period.
+        // The gate is taken first: the thread's first decode waits for it, and then finds the session finished
+        // (a decode would call CUPTI with the null objects).
         shared.sessions.lock().unwrap().push(std::sync::Arc::clone(&session));
+        let gate = shared.gate.write().unwrap();
         let (_keep, rx) = mpsc::channel::<()>();
         let (done_tx, done_rx) = mpsc::channel();
         let s2 = std::sync::Arc::clone(&session);
@@ -1527,7 +1562,7 @@ mod tests {
             decode_loop(shared, &s2, Duration::from_millis(5), &rx);
             done_tx.send(()).unwrap();
         });
-        let gate = shared.gate.write().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
         let (n, chunks) = shared.finish_all(false, &|| false);
         drop(gate);
         assert_eq!((n, chunks.len()), (1, 0));
