@@ -664,9 +664,11 @@ fn run(
                     note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
                     continue;
                 };
+                debug!("profiler initialize");
                 // SAFETY: valid params.
                 let initialize = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) });
                 drop(gate);
+                debug!("profiler initialized");
                 if let Err(e) = initialize {
                     note(format!("PM sampling: {e}; not sampling"));
                     shared.flush_notes();
@@ -804,6 +806,7 @@ fn chip_and_availability(api: &Api, d: u32) -> Result<(CString, Vec<u8>), String
             return Err("cuptiDeviceGetChipName gave no name".into());
         }
         let name = CStr::from_ptr(chip.pChipName).to_owned();
+        debug!("chip name");
         let mut avail = params!(cs::CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage);
         avail.deviceIndex = d as usize;
         api.check("cuptiPmSamplingGetCounterAvailability", (api.availability)(&mut avail))?;
