@@ -660,6 +660,8 @@ fn run(
                 let mut init = params!(cs::CUpti_Profiler_Initialize_Params, pPriv);
                 // Under the gate like every set-up call: it loads NVIDIA's perf driver, which crashed (SIGSEGV in
                 // NVPW_CUDA_LoadDriver, `bench/gpu/run31.sh` on the H100) when a cudaDeviceReset ran meanwhile.
+                // Only once a context exists: called as soon as the sampler started (inside cuInit, before any
+                // context) it crashed the application in libcuda in 7 of 17 runs (`bench/gpu/run39.sh`).
                 let Some(gate) = shared.device_gate() else {
                     note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
                     continue;
