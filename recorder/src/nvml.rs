@@ -1,7 +1,8 @@
 //! Device metrics through NVML, on every machine with an NVIDIA driver (`--counters`): power, SM and memory
 //! clocks, temperature, GPU and memory utilization, whether the clocks are held down by the power cap, by heat
-//! or by a hardware slowdown, and PCIe and NVLink throughput, sampled on the recorder's own thread (default 100 Hz) into `counters` chunks. The
-//! driver's libnvidia-ml is loaded at run time (`nvml-wrapper`); without it the recording goes on, with a note.
+//! or by a hardware slowdown, and PCIe and NVLink throughput, sampled on the recorder's own thread (default 100
+//! Hz) into `counters` chunks, for the GPUs the process uses. The driver's libnvidia-ml is loaded at run time
+//! (`nvml-wrapper`); without it the recording goes on, with a note.
 
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -96,7 +97,7 @@ const PCIE_FIELDS: [(u32, &str, &str); 2] = [
 
 /// NVLink data KiB since the driver loaded, summed over the GPU's links (`NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`/
 /// `_RX` with the scope `UINT_MAX`: every link), turned into rates like PCIe's. These are payload bytes; PM
-/// sampling's `nvltx__bytes`/`nvlrx__bytes` count the links' raw bytes (the H200: ~1.7x the payload of a peer
+/// sampling's `nvltx__bytes`/`nvlrx__bytes` count the links' raw bytes (the H200: ~1.8x the payload of a peer
 /// copy). NaN on a GPU without NVLink.
 const NVLINK_FIELDS: [(u32, &str, &str); 2] = [
     (138, "NVLink TX", "data bytes per second sent over all NVLink links, between two readings"),
@@ -234,10 +235,11 @@ pub(crate) fn uuid_text(bytes: &[u8]) -> String {
 
 impl NvmlSampler {
     /// Starts sampling every `interval` each of the CUDA devices `devices` (found in NVML by UUID) once `in_use`
-    /// says this process uses it or NVML lists the process on it (asked every [`IN_USE_CHECK`]: a rank of a job
-    /// sees every GPU of its node but samples its own, as PM sampling does); all of NVML's devices, numbered as NVML numbers them, when the list
-    /// is empty. `now` gives the file's clock (CUPTI's timestamp), `send` takes each chunk, `note` each problem.
-    /// Returns why not when NVML cannot be loaded.
+    /// says this process uses it (asked every [`IN_USE_CHECK`]) or NVML lists the process on it (every
+    /// [`NVML_LIST_CHECKS`] checks): a rank of a job sees every GPU of its node but samples its own, as PM sampling
+    /// does. All of NVML's devices, numbered as NVML numbers them, when the list is empty. `now` gives the file's
+    /// clock (CUPTI's timestamp), `send` takes each chunk, `note` each problem. Returns why not when NVML cannot be
+    /// loaded.
     pub fn start(
         interval: Duration,
         devices: Box<dyn Fn() -> Vec<CudaDevice> + Send>,
@@ -308,6 +310,9 @@ fn find_devices<'n>(nvml: &'n Nvml, devices: &[CudaDevice], note: &dyn Fn(String
 
 /// How often devices not yet sampled are checked for use by this process.
 const IN_USE_CHECK: Duration = Duration::from_millis(200);
+/// NVML's process list (a query per device, slower than the driver's primary-context state) is read at one check
+/// in this many: a rank's unused GPUs are asked about forever.
+const NVML_LIST_CHECKS: u32 = 10;
 
 /// What the sampling loop reads besides NVML: the CUDA devices, which of them this process uses, the clock.
 struct Source<'a> {
@@ -347,12 +352,14 @@ fn sample_loop(
     let mut links: Vec<LinkRates> = devices.iter().map(|_| LinkRates::default()).collect();
     // Without the CUDA devices' numbers NVML's cannot be matched to this process's use: every device is sampled.
     let mut sampled: Vec<bool> = vec![source.devices.is_empty(); devices.len()];
-    let mut next_check = Instant::now();
+    let (mut next_check, mut checks) = (Instant::now(), 0u32);
     let mut next = Instant::now();
     loop {
         if Instant::now() >= next_check {
-            choose_devices(&mut sampled, &|i| (source.in_use)(devices[i].0) || runs_here(&devices[i].1));
+            let ask_nvml = checks % NVML_LIST_CHECKS == 0;
+            choose_devices(&mut sampled, &|i| (source.in_use)(devices[i].0) || (ask_nvml && runs_here(&devices[i].1)));
             next_check = Instant::now() + IN_USE_CHECK;
+            checks = checks.wrapping_add(1);
         }
         let chosen = devices.iter().zip(pending.iter_mut()).zip(links.iter_mut()).zip(&sampled).filter(|x| *x.1);
         for ((((_, device), out), links), _) in chosen {

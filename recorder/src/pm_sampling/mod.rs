@@ -60,8 +60,9 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
 /// The fastest accepted (100 kHz). What a sample costs depends on its metrics, not on the rate (the H100,
 /// `bench/gpu/run29.sh`..`run31.sh`): decoding one DRAM metric ~5-6 us, two (one per-SM) ~16-20 us, the default
 /// set ~33-50 us, evaluation (on its own thread, module `evaluation`) about half that. Decoding is one call at a time
-/// per device (each device has its own decoding thread), so the fastest lossless rate is ~100 kHz for one metric, 50 kHz for two, 25 kHz for the default
-/// set; faster, the lost samples are counted and a note says which thread is behind (`BUSY_NOTE_FRACTION`).
+/// per device (each device has its own decoding thread), so the fastest lossless rate is ~100 kHz for one metric,
+/// 50 kHz for two, 25 kHz for the default set; faster, the lost samples are counted and a note says which thread
+/// is behind (`BUSY_NOTE_FRACTION`).
 pub const MIN_INTERVAL: Duration = Duration::from_micros(10);
 /// The share of its time either thread (decoding, evaluating) spends on sampling, over a second or more, above
 /// which a note says that samples will be lost and what to do about it.
@@ -1276,6 +1277,15 @@ fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &
 /// object. Where the device's CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran
 /// first), CUPTI's PM sampling object is left alone: stopping or disabling it then corrupted the heap (the H100,
 /// CUDA 13.0). `interrupted`: a context began to end meanwhile (see [`Shared::finish_all`]).
+/// After a hardware-buffer overflow, every interval since the last good decode is lost (on the host's clock:
+/// CUPTI's is not asked after a failure); counted once.
+fn count_overflow(s: &mut DeviceSession) {
+    if s.overflowed {
+        s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
+        s.overflowed = false;
+    }
+}
+
 fn finish(
     api: &Api,
     s: &mut DeviceSession,
@@ -1283,11 +1293,7 @@ fn finish(
     interrupted: &dyn Fn() -> bool,
     note: &dyn Fn(String),
 ) {
-    if s.overflowed {
-        // Every interval since the last good decode (on the host's clock: CUPTI's is not asked after a failure).
-        s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
-        s.overflowed = false;
-    }
+    count_overflow(s);
     // The evaluating thread stops first: from here on this thread evaluates (the caller holds the gate).
     let (queued, lost_there) = s.eval.as_ref().map(|e| e.stop()).unwrap_or_default();
     s.pending.lost_samples += lost_there;
@@ -1353,12 +1359,8 @@ fn finish(
             }
         }
     }
-    if s.overflowed {
-        // The hardware buffer overflowed before the drain got to it (a decode late by more than the buffer holds):
-        // every interval since the last good decode is lost.
-        s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
-        s.overflowed = false;
-    }
+    // An overflow the drain met (a decode late by more than the hardware buffer holds) is counted too.
+    count_overflow(s);
     if !s.indices.is_empty() || s.pending.lost_samples > 0 {
         hand_over(api, s, interrupted, note);
     }
