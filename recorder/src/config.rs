@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cutr_schema::kinds;
+
+use crate::units::{parse_duration, parse_size};
 use thiserror::Error;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -94,40 +96,8 @@ pub fn parse_kinds(spec: &str) -> Result<Vec<u32>, String> {
     Ok(out)
 }
 
-/// Parses sizes like `4M`, `256MiB`, `1G`, `65536`.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num.parse().map_err(|_| format!("not a size: '{s}'"))?;
-    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("unknown size unit in '{s}' (use K, M or G)")),
-    };
-    n.checked_mul(mult).ok_or_else(|| format!("size too large: '{s}'"))
-}
-
-/// Parses seconds like `1`, `0.5`, `2s`, `500ms`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        (t, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| format!("not a duration: '{s}'"))?;
-    if !(0.0..=1e9).contains(&v) {
-        return Err(format!("duration out of range: '{s}'"));
-    }
-    Ok(Duration::from_secs_f64(v * scale))
-}
+/// Longest a crash handler waits for the file to be closed by default (`Config::crash_timeout`).
+pub const DEFAULT_CRASH_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -155,11 +125,11 @@ pub struct Config {
     /// Start with recording off (with `control`, or the API, to turn it on).
     pub start_paused: bool,
     /// Flight recorder: keep only this window in memory, written at a dump, at exit or on a crash.
-    pub ring: Option<crate::ring::RingLimit>,
+    pub ring: Option<crate::controls::ring::RingLimit>,
     /// Flight recorder: also write the window when these appear in the records (`--ring-trigger`).
-    pub ring_triggers: Vec<crate::triggers::RingTrigger>,
+    pub ring_triggers: Vec<crate::controls::triggers::RingTrigger>,
     /// Record only inside these ranges (`--capture-range`, `--capture-range-end`).
-    pub capture: Option<(crate::capture::CaptureRange, crate::capture::CaptureEnd)>,
+    pub capture: Option<(crate::controls::capture::CaptureRange, crate::controls::capture::CaptureEnd)>,
     pub zstd_level: i32,
     /// CUPTI's device-side buffer size (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`); CUPTI's default when `None`.
     pub device_buffer_bytes: Option<usize>,
@@ -188,7 +158,7 @@ impl Default for Config {
             initial_buffers: 4,
             flush_period: Duration::from_secs(1),
             start_delay: Duration::ZERO,
-            crash_timeout: crate::exit::DEFAULT_CRASH_TIMEOUT,
+            crash_timeout: DEFAULT_CRASH_TIMEOUT,
             control: false,
             start_paused: false,
             ring: None,
@@ -286,19 +256,22 @@ impl Config {
         c.control = get("CUTR_CONTROL").is_some_and(|v| v == "1");
         c.start_paused = get("CUTR_START_PAUSED").is_some_and(|v| v == "1");
         if let Some(v) = get("CUTR_CAPTURE_RANGE").filter(|v| !v.is_empty()) {
-            let range = crate::capture::CaptureRange::parse(&v).map_err(|e| invalid("CUTR_CAPTURE_RANGE", e))?;
+            let range =
+                crate::controls::capture::CaptureRange::parse(&v).map_err(|e| invalid("CUTR_CAPTURE_RANGE", e))?;
             let end = match get("CUTR_CAPTURE_RANGE_END") {
-                Some(e) => crate::capture::CaptureEnd::parse(&e).map_err(|e| invalid("CUTR_CAPTURE_RANGE_END", e))?,
-                None => crate::capture::CaptureEnd::Stop,
+                Some(e) => {
+                    crate::controls::capture::CaptureEnd::parse(&e).map_err(|e| invalid("CUTR_CAPTURE_RANGE_END", e))?
+                }
+                None => crate::controls::capture::CaptureEnd::Stop,
             };
             c.capture = Some((range, end));
         }
         if let Some(v) = get("CUTR_RING").filter(|v| !v.is_empty()) {
-            c.ring = Some(crate::ring::RingLimit::parse(&v).map_err(|e| invalid("CUTR_RING", e))?);
+            c.ring = Some(crate::controls::ring::RingLimit::parse(&v).map_err(|e| invalid("CUTR_RING", e))?);
         }
         if let Some(v) = get("CUTR_RING_TRIGGERS").filter(|v| !v.is_empty()) {
             c.ring_triggers =
-                crate::triggers::RingTrigger::parse_list(&v).map_err(|e| invalid("CUTR_RING_TRIGGERS", e))?;
+                crate::controls::triggers::RingTrigger::parse_list(&v).map_err(|e| invalid("CUTR_RING_TRIGGERS", e))?;
         }
         if let Some(v) = int("CUTR_ZSTD_LEVEL")? {
             c.zstd_level = v as i32;
@@ -325,7 +298,7 @@ impl Config {
             };
             let interval = match get("CUTR_COUNTER_INTERVAL") {
                 Some(v) => parse_duration(&v).map_err(|e| invalid("counter interval", e))?,
-                None => crate::pm_sampling::DEFAULT_INTERVAL,
+                None => crate::counters::pm_sampling::DEFAULT_INTERVAL,
             };
             c.counters = Some(
                 crate::counters::CountersConfig::parse(&set, interval, nvml_interval)
@@ -350,7 +323,7 @@ impl Config {
             ("CUTR_CONTROL".into(), if self.control { "1" } else { "0" }.into()),
             ("CUTR_START_PAUSED".into(), if self.start_paused { "1" } else { "0" }.into()),
             ("CUTR_RING".into(), self.ring.map(|r| r.to_arg()).unwrap_or_default()),
-            ("CUTR_RING_TRIGGERS".into(), crate::triggers::RingTrigger::list_arg(&self.ring_triggers)),
+            ("CUTR_RING_TRIGGERS".into(), crate::controls::triggers::RingTrigger::list_arg(&self.ring_triggers)),
             ("CUTR_CAPTURE_RANGE".into(), self.capture.as_ref().map(|c| c.0.to_arg()).unwrap_or_default()),
             (
                 "CUTR_CAPTURE_RANGE_END".into(),
@@ -481,14 +454,7 @@ mod tests {
     }
 
     #[test]
-    fn sizes_durations_and_paths() {
-        assert_eq!(parse_size("4M"), Ok(4 << 20));
-        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
-        assert_eq!(parse_size("65536"), Ok(65536));
-        assert!(parse_size("4X").is_err());
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert!(parse_duration("-1").is_err());
+    fn output_paths_expand() {
         assert_eq!(expand_output("run-%p-%h-100%%.cutr", 42, "gpu1"), "run-42-gpu1-100%.cutr");
     }
 

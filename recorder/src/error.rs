@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use crate::config::ConfigError;
-use crate::cupti::CuptiError;
+use crate::ffi::cupti::CuptiError;
 
 #[derive(Debug, Error)]
 pub enum RecorderError {

@@ -20,8 +20,6 @@ use crate::session;
 pub const FINISH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest a SIGINT/SIGTERM handler waits for the file to be closed before letting the signal through.
 const SIGNAL_WAIT_MS: libc::c_int = 15_000;
-/// Longest a crash handler waits by default (`Config::crash_timeout`).
-pub const DEFAULT_CRASH_TIMEOUT: Duration = Duration::from_secs(2);
 
 static INSTALL: Once = Once::new();
 static REQUEST_FD: AtomicI32 = AtomicI32::new(-1);
@@ -84,27 +82,6 @@ extern "C" fn at_exit() {
         {
             eprintln!("cutr: {}", summary.describe());
         }
-    });
-}
-
-static COUNTERS_HOOK: Once = Once::new();
-
-extern "C" fn stop_counters_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        if let Some(s) = session::current_session() {
-            s.stop_pm_sampling();
-        }
-    });
-}
-
-/// Registers an `exit()` hook that stops PM sampling. Called once sampling runs, which is after CUDA initialized
-/// and the CUDA runtime registered its own teardown: `exit()` runs hooks in reverse order of registration, so this
-/// one runs while the contexts still live (the session's own hook, registered when CUDA loaded the recorder, runs
-/// after the teardown).
-pub fn stop_counters_before_cuda_teardown() {
-    COUNTERS_HOOK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function.
-        unsafe { libc::atexit(stop_counters_at_exit) };
     });
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use cutr_format::records::StringPointerPlan;
 use cutr_schema::LayoutTable;
 
-use crate::cupti::{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, CompleteFn, Cupti, CuptiError, RequestFn};
+use crate::ffi::cupti::{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, CompleteFn, Cupti, CuptiError, RequestFn};
 
 #[derive(Default)]
 struct State {

@@ -6,8 +6,8 @@ use std::ffi::{c_int, c_void};
 use std::panic::catch_unwind;
 
 use crate::config::Config;
-use crate::cupti::{self, LibCupti};
 use crate::error::RecorderError;
+use crate::ffi::cupti::{self, LibCupti};
 
 /// Called by the CUDA driver during `cuInit` when this library is named by `CUDA_INJECTION64_PATH`.
 #[unsafe(no_mangle)]

@@ -9,24 +9,19 @@
 //! Every failure (no libcupti, an unsupported CUPTI version, another CUPTI client, an unwritable output) is one
 //! clear message, and the application runs on untraced.
 
-pub mod capture;
 pub mod config;
-pub mod control;
+pub mod controls;
 pub mod counters;
-pub mod cupti;
-pub mod driver;
 pub mod error;
 pub mod exit;
 pub mod fake;
+pub mod ffi;
 pub mod inject;
-mod nvml;
 pub mod pc_sampling;
-pub mod pm_sampling;
 pub mod pool;
-pub mod ring;
 mod session;
 mod threads;
-pub mod triggers;
+pub mod units;
 
 use std::path::Path;
 
@@ -34,7 +29,7 @@ pub use config::Config;
 pub use error::RecorderError;
 pub use session::Summary;
 
-use crate::cupti::{Cupti, LibCupti};
+use crate::ffi::cupti::{self, Cupti, LibCupti};
 
 /// A running recording. Dropping it does not stop it (the process exit does); call [`Recorder::stop`].
 pub struct Recorder {

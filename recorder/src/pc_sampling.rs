@@ -139,7 +139,7 @@ type FnCtxParams<P> = unsafe extern "C" fn(*mut P) -> u32;
 type FnCubinCrc = unsafe extern "C" fn(*mut cs::CUpti_GetCubinCrcParams) -> u32;
 type FnContextId = unsafe extern "C" fn(CUcontext, *mut u32) -> u32;
 type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
-use crate::cupti::FnResultString;
+use crate::ffi::cupti::FnResultString;
 
 /// The CUPTI functions this module calls, from the libcupti the session uses.
 struct Api {
@@ -195,7 +195,7 @@ impl Api {
     }
 
     fn error(&self, call: &str, code: u32) -> String {
-        format!("{call}: {}", crate::cupti::result_name(self.result_string, code))
+        format!("{call}: {}", crate::ffi::cupti::result_name(self.result_string, code))
     }
 
     fn now(&self) -> u64 {

@@ -183,7 +183,7 @@ fn ctl_says_what_is_wrong() {
     }
     let o = ctl(&["4000000000", "status"]);
     assert_eq!(o.status.code(), Some(1));
-    let path = cutr_recorder::control::socket_path(4_000_000_000);
+    let path = cutr_recorder::controls::control::socket_path(4_000_000_000);
     assert_eq!(
         lines(&o.stderr),
         [format!(

@@ -45,11 +45,11 @@ fn child_process_body() {
         crash_timeout: if std::env::var(MODE_ENV).as_deref() == Ok("abort-unhandled") {
             Duration::ZERO
         } else {
-            cutr_recorder::exit::DEFAULT_CRASH_TIMEOUT
+            cutr_recorder::config::DEFAULT_CRASH_TIMEOUT
         },
         // A flight recorder small enough that the 30,000 records do not all fit.
         ring: (std::env::var(MODE_ENV).as_deref() == Ok("abort-ring"))
-            .then_some(cutr_recorder::ring::RingLimit { window: None, bytes: Some(64 << 10) }),
+            .then_some(cutr_recorder::controls::ring::RingLimit { window: None, bytes: Some(64 << 10) }),
         ..Config::default()
     };
     let _rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();

@@ -273,7 +273,7 @@ fn counters_without_nvml_are_a_note_and_the_recording_goes_on() {
 /// as a `recording` counter sample (1 at the start, then 0, 1, 0, 1).
 #[test]
 fn control_requests_and_sigusr1_turn_recording_off_and_on_and_are_marked() {
-    use cutr_recorder::control::{Request, send, socket_path};
+    use cutr_recorder::controls::control::{Request, send, socket_path};
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cupti, h) = FakeCupti::new(130001);
@@ -322,7 +322,7 @@ fn control_requests_and_sigusr1_turn_recording_off_and_on_and_are_marked() {
 /// note, every kernel name still resolved); the output at the end holds the window too.
 #[test]
 fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
-    use cutr_recorder::ring::RingLimit;
+    use cutr_recorder::controls::ring::RingLimit;
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cupti, h) = FakeCupti::new(130001);
@@ -388,7 +388,7 @@ fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
 /// one note says so, and everything is recorded rather than nothing.
 #[test]
 fn a_capture_range_that_cannot_be_watched_records_everything_and_says_so() {
-    use cutr_recorder::capture::{CaptureEnd, CaptureRange};
+    use cutr_recorder::controls::capture::{CaptureEnd, CaptureRange};
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cupti, h) = FakeCupti::new(130001);
@@ -413,8 +413,8 @@ fn a_capture_range_that_cannot_be_watched_records_everything_and_says_so() {
 /// the stream fires. Each dump holds exactly the buffers delivered up to the trigger.
 #[test]
 fn ring_triggers_dump_at_an_nvtx_name_and_at_cuda_profiler_stop() {
-    use cutr_recorder::ring::RingLimit;
-    use cutr_recorder::triggers::RingTrigger;
+    use cutr_recorder::controls::ring::RingLimit;
+    use cutr_recorder::controls::triggers::RingTrigger;
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cupti, h) = FakeCupti::new(130001);

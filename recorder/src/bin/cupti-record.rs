@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use cutr_recorder::config::{self, Config, KIND_GROUPS};
+use cutr_recorder::units;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -165,9 +166,9 @@ fn config(a: &Args) -> Result<Config, String> {
     let mut c = Config {
         output: a.output.clone(),
         kinds: config::parse_kinds(&a.kinds).map_err(|e| format!("--kinds: {e}"))?,
-        buffer_bytes: config::parse_size(&a.buffer_size).map_err(|e| format!("--buffer-size: {e}"))?,
-        memory_cap_bytes: config::parse_size(&a.memory_cap).map_err(|e| format!("--memory-cap: {e}"))?,
-        flush_period: config::parse_duration(&a.flush_period).map_err(|e| format!("--flush-period: {e}"))?,
+        buffer_bytes: units::parse_size(&a.buffer_size).map_err(|e| format!("--buffer-size: {e}"))?,
+        memory_cap_bytes: units::parse_size(&a.memory_cap).map_err(|e| format!("--memory-cap: {e}"))?,
+        flush_period: units::parse_duration(&a.flush_period).map_err(|e| format!("--flush-period: {e}"))?,
         cupti_library: a.cupti_lib.clone(),
         filter_noisy_api: !a.keep_noisy_api,
         quiet: a.quiet,
@@ -179,10 +180,10 @@ fn config(a: &Args) -> Result<Config, String> {
             Some(set) => {
                 let nvml_interval = match a.nvml_interval.as_str() {
                     "off" => None,
-                    t => Some(config::parse_duration(t).map_err(|e| format!("--nvml-interval: {e}"))?),
+                    t => Some(units::parse_duration(t).map_err(|e| format!("--nvml-interval: {e}"))?),
                 };
                 let interval =
-                    config::parse_duration(&a.counter_interval).map_err(|e| format!("--counter-interval: {e}"))?;
+                    units::parse_duration(&a.counter_interval).map_err(|e| format!("--counter-interval: {e}"))?;
                 Some(
                     cutr_recorder::counters::CountersConfig::parse(set, interval, nvml_interval)
                         .map_err(|e| format!("--counters: {e}"))?,
@@ -192,30 +193,31 @@ fn config(a: &Args) -> Result<Config, String> {
         },
         ..Config::default()
     };
-    c.crash_timeout = config::parse_duration(&a.crash_timeout).map_err(|e| format!("--crash-timeout: {e}"))?;
+    c.crash_timeout = units::parse_duration(&a.crash_timeout).map_err(|e| format!("--crash-timeout: {e}"))?;
     c.control = a.control || a.start_paused;
     c.start_paused = a.start_paused;
     if let Some(r) = &a.capture_range {
-        let range = cutr_recorder::capture::CaptureRange::parse(r).map_err(|e| format!("--capture-range: {e}"))?;
-        let end = cutr_recorder::capture::CaptureEnd::parse(&a.capture_range_end)
+        let range =
+            cutr_recorder::controls::capture::CaptureRange::parse(r).map_err(|e| format!("--capture-range: {e}"))?;
+        let end = cutr_recorder::controls::capture::CaptureEnd::parse(&a.capture_range_end)
             .map_err(|e| format!("--capture-range-end: {e}"))?;
         c.capture = Some((range, end));
     }
     if let Some(r) = &a.ring {
-        c.ring = Some(cutr_recorder::ring::RingLimit::parse(r).map_err(|e| format!("--ring: {e}"))?);
+        c.ring = Some(cutr_recorder::controls::ring::RingLimit::parse(r).map_err(|e| format!("--ring: {e}"))?);
     }
     if let Some(t) = &a.ring_trigger {
-        c.ring_triggers =
-            cutr_recorder::triggers::RingTrigger::parse_list(t).map_err(|e| format!("--ring-trigger: {e}"))?;
+        c.ring_triggers = cutr_recorder::controls::triggers::RingTrigger::parse_list(t)
+            .map_err(|e| format!("--ring-trigger: {e}"))?;
     }
     if let Some(s) = &a.start_delay {
-        c.start_delay = config::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
+        c.start_delay = units::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
     }
     if let Some(s) = &a.duration {
-        c.duration = Some(config::parse_duration(s).map_err(|e| format!("--duration: {e}"))?);
+        c.duration = Some(units::parse_duration(s).map_err(|e| format!("--duration: {e}"))?);
     }
     if let Some(s) = &a.device_buffer_size {
-        c.device_buffer_bytes = Some(config::parse_size(s).map_err(|e| format!("--device-buffer-size: {e}"))?);
+        c.device_buffer_bytes = Some(units::parse_size(s).map_err(|e| format!("--device-buffer-size: {e}"))?);
     }
     c.device_buffer_pool_limit = a.device_buffer_pool_limit;
     if let Some(p) = &c.cupti_library
@@ -229,7 +231,7 @@ fn config(a: &Args) -> Result<Config, String> {
 
 /// `cupti-record ctl PID start|stop|dump|status`: one request to a recording started with `--control`.
 fn ctl(args: &[String]) -> ExitCode {
-    use cutr_recorder::control::{Request, send};
+    use cutr_recorder::controls::control::{Request, send};
     let usage = "usage: cupti-record ctl PID start|stop|dump|status";
     let (Some(pid), Some(req), None) = (args.first(), args.get(1), args.get(2)) else {
         eprintln!("cupti-record: error: {usage}");

@@ -27,13 +27,13 @@ impl RingLimit {
     pub fn parse(s: &str) -> Result<RingLimit, String> {
         let t = s.trim();
         if t.ends_with('s') {
-            let d = crate::config::parse_duration(t)?;
+            let d = crate::units::parse_duration(t)?;
             if d.is_zero() {
                 return Err(format!("ring window '{s}' is empty"));
             }
             return Ok(RingLimit { window: Some(d), bytes: None });
         }
-        let b = crate::config::parse_size(t).map_err(|_| format!("'{s}': use a time (5s) or a size (512M)"))?;
+        let b = crate::units::parse_size(t).map_err(|_| format!("'{s}': use a time (5s) or a size (512M)"))?;
         if b < 1 << 20 {
             return Err(format!("ring size '{s}' is under 1M"));
         }

@@ -11,6 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::Once;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::thread::JoinHandle;
@@ -22,9 +23,10 @@ use cutr_format::{ActivityEncoder, ClockSample, LossCounters, SessionMetadata, W
 use cutr_schema::LayoutTable;
 
 use crate::config::{Config, expand_output};
-use crate::cupti::{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, Cupti};
 use crate::error::RecorderError;
-use crate::{driver, pool::BufferPool};
+use crate::ffi::cupti::{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, Cupti};
+use crate::ffi::driver;
+use crate::pool::BufferPool;
 
 enum Msg {
     Buffer {
@@ -112,8 +114,8 @@ pub(crate) struct Session {
     /// The PC sampler, with `--pc-sampling`.
     pc: std::sync::OnceLock<&'static crate::pc_sampling::PcSampler>,
     /// The NVML and PM samplers, with `--counters`.
-    nvml: Mutex<Option<crate::nvml::NvmlSampler>>,
-    pm: Mutex<Option<crate::pm_sampling::PmSampler>>,
+    nvml: Mutex<Option<crate::counters::nvml::NvmlSampler>>,
+    pm: Mutex<Option<crate::counters::pm_sampling::PmSampler>>,
     /// CUPTI's time when the session started, and whether recording was on then: the first control request
     /// marks that state at that time before its own.
     started: (u64, bool),
@@ -289,10 +291,10 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
     let c = session.cupti.as_ref();
     let cfg = &session.config;
     if let Some(v) = cfg.device_buffer_bytes {
-        c.set_attribute(crate::cupti::ATTR_DEVICE_BUFFER_SIZE, v).map_err(RecorderError::Cupti)?;
+        c.set_attribute(crate::ffi::cupti::ATTR_DEVICE_BUFFER_SIZE, v).map_err(RecorderError::Cupti)?;
     }
     if let Some(v) = cfg.device_buffer_pool_limit {
-        c.set_attribute(crate::cupti::ATTR_DEVICE_BUFFER_POOL_LIMIT, v).map_err(RecorderError::Cupti)?;
+        c.set_attribute(crate::ffi::cupti::ATTR_DEVICE_BUFFER_POOL_LIMIT, v).map_err(RecorderError::Cupti)?;
     }
     let _ = c.set_thread_id_type_system();
     CURRENT.store(session as *const Session as *mut Session, Ordering::Release);
@@ -329,7 +331,7 @@ pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Se
         start_capture(session, range, end)?;
     }
     if cfg.control {
-        match crate::control::start(session, pid) {
+        match crate::controls::control::start(session, pid) {
             Ok(path) if !cfg.quiet => eprintln!(
                 "cutr: control: `cupti-record ctl {pid} start|stop|dump|status` ({}), or `kill -USR1 {pid}` to \
                  turn recording {}",
@@ -398,7 +400,10 @@ fn start_counters(session: &'static Session, c: crate::counters::CountersConfig)
     let devices = Box::new(|| {
         driver::devices()
             .into_iter()
-            .map(|d| crate::nvml::CudaDevice { ordinal: d.id, uuid: crate::nvml::uuid_text(&d.uuid) })
+            .map(|d| crate::counters::nvml::CudaDevice {
+                ordinal: d.id,
+                uuid: crate::counters::nvml::uuid_text(&d.uuid),
+            })
             .collect()
     });
     // A device this process has a context on: its primary one (the runtime's), or one PM sampling saw made.
@@ -413,7 +418,7 @@ fn start_counters(session: &'static Session, c: crate::counters::CountersConfig)
         }
     });
     let note = Box::new(|n: String| NOTES.lock().unwrap().push(format!("NVML: {n}")));
-    match crate::nvml::NvmlSampler::start(interval, devices, in_use, now, send, note) {
+    match crate::counters::nvml::NvmlSampler::start(interval, devices, in_use, now, send, note) {
         Ok(s) => *session.nvml.lock().unwrap() = Some(s),
         Err(e) => session.note(e),
     }
@@ -423,8 +428,8 @@ fn start_counters(session: &'static Session, c: crate::counters::CountersConfig)
 /// note), rather than nothing.
 fn start_capture(
     session: &'static Session,
-    range: crate::capture::CaptureRange,
-    end: crate::capture::CaptureEnd,
+    range: crate::controls::capture::CaptureRange,
+    end: crate::controls::capture::CaptureEnd,
 ) -> Result<(), RecorderError> {
     let what = range.to_arg();
     let turn = Box::new(move |on: bool| {
@@ -435,7 +440,7 @@ fn start_capture(
         }
     });
     let started = match session.cupti.library_path() {
-        Some(lib) => crate::capture::start(&lib, range, end, turn),
+        Some(lib) => crate::controls::capture::start(&lib, range, end, turn),
         None => Err("capture ranges need a real libcupti".into()),
     };
     if let Err(e) = started {
@@ -446,7 +451,7 @@ fn start_capture(
 }
 
 /// Starts PM sampling on the process's CUDA devices; a failure is a note.
-fn start_pm_sampling(session: &'static Session, pm: crate::pm_sampling::PmConfig) {
+fn start_pm_sampling(session: &'static Session, pm: crate::counters::pm_sampling::PmConfig) {
     let Some(library) = session.cupti.library_path() else {
         session.note("PM sampling needs a real libcupti; not sampling hardware counters".into());
         return;
@@ -479,11 +484,32 @@ fn start_pm_sampling(session: &'static Session, pm: crate::pm_sampling::PmConfig
     });
     // Sampling must stop while the CUDA contexts live: an exit hook registered now, after the CUDA runtime
     // registered its own teardown, runs before it.
-    let started = Box::new(crate::exit::stop_counters_before_cuda_teardown);
-    match crate::pm_sampling::PmSampler::start(&library, pm, devices, send, note, started) {
+    let started = Box::new(stop_counters_before_cuda_teardown);
+    match crate::counters::pm_sampling::PmSampler::start(&library, pm, devices, send, note, started) {
         Ok(s) => *session.pm.lock().unwrap() = Some(s),
         Err(e) => session.note(format!("not sampling hardware counters: {e}")),
     }
+}
+
+static COUNTERS_HOOK: Once = Once::new();
+
+extern "C" fn stop_counters_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = current_session() {
+            s.stop_pm_sampling();
+        }
+    });
+}
+
+/// Registers an `exit()` hook that stops PM sampling. Called once sampling runs, which is after CUDA initialized
+/// and the CUDA runtime registered its own teardown: `exit()` runs hooks in reverse order of registration, so this
+/// one runs while the contexts still live (the session's own hook, registered when CUDA loaded the recorder, runs
+/// after the teardown).
+fn stop_counters_before_cuda_teardown() {
+    COUNTERS_HOOK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::atexit(stop_counters_at_exit) };
+    });
 }
 
 fn metadata(cupti: &dyn Cupti, config: &Config, layouts: &LayoutTable, api: u32, pid: u32) -> SessionMetadata {
@@ -758,9 +784,9 @@ impl Session {
     }
 }
 
-impl crate::control::Controlled for Session {
-    fn control(&'static self, r: crate::control::Request) -> String {
-        use crate::control::Request;
+impl crate::controls::control::Controlled for Session {
+    fn control(&'static self, r: crate::controls::control::Request) -> String {
+        use crate::controls::control::Request;
         let s = self;
         let result = match r {
             Request::Start => s.set_recording(true).map(|_| None),
@@ -879,9 +905,9 @@ struct WriterState {
     last_sync: Instant,
     threads: crate::threads::ThreadNames,
     /// The flight recorder's window (`--ring`): activity and samples go here instead of the file.
-    ring: Option<crate::ring::Ring>,
+    ring: Option<crate::controls::ring::Ring>,
     /// `--ring-trigger`: what in the records writes the window.
-    triggers: Option<crate::triggers::TriggerScan>,
+    triggers: Option<crate::controls::triggers::TriggerScan>,
     dumps: u32,
     meta: SessionMetadata,
 }
@@ -906,9 +932,9 @@ fn writer_loop(
         counter_samples: 0,
         last_sync: Instant::now(),
         threads: Default::default(),
-        ring: s.config.ring.map(crate::ring::Ring::new),
+        ring: s.config.ring.map(crate::controls::ring::Ring::new),
         triggers: (s.config.ring.is_some() && !s.config.ring_triggers.is_empty())
-            .then(|| crate::triggers::TriggerScan::new(&layouts, &s.config.ring_triggers)),
+            .then(|| crate::controls::triggers::TriggerScan::new(&layouts, &s.config.ring_triggers)),
         dumps: 0,
         meta: meta.clone(),
     };

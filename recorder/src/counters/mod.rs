@@ -1,10 +1,13 @@
 //! Counter samples over time (`--counters`): which sources run and how often. NVML's device metrics
 //! (module `nvml`) run wherever the driver is installed; PM sampling's hardware counters
-//! ([`crate::pm_sampling`]) where CUPTI 12.6+ and the GPU (Turing and later) allow.
+//! ([`crate::counters::pm_sampling`]) where CUPTI 12.6+ and the GPU (Turing and later) allow.
+
+pub(crate) mod nvml;
+pub mod pm_sampling;
 
 use std::time::Duration;
 
-use crate::pm_sampling::PmConfig;
+use crate::counters::pm_sampling::PmConfig;
 
 /// The `--counters` options.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,12 +38,12 @@ impl CountersConfig {
             }),
         };
         if let Some(p) = &pm
-            && p.interval < crate::pm_sampling::MIN_INTERVAL
+            && p.interval < crate::counters::pm_sampling::MIN_INTERVAL
         {
             return Err(format!(
                 "counter interval {:?} is shorter than {:?}, the fastest PM sampling rate (100 kHz)",
                 p.interval,
-                crate::pm_sampling::MIN_INTERVAL
+                crate::counters::pm_sampling::MIN_INTERVAL
             ));
         }
         Ok(CountersConfig { nvml_interval, pm })

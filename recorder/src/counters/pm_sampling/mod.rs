@@ -139,7 +139,7 @@ struct MetricPropertiesParams {
 }
 
 type F<P> = unsafe extern "C" fn(*mut P) -> u32;
-use crate::cupti::FnResultString;
+use crate::ffi::cupti::FnResultString;
 
 /// The CUPTI functions this module calls, from the libcupti the session uses.
 struct Api {
@@ -205,7 +205,7 @@ fn thread_cpu_time() -> Duration {
 /// One `CUTR_PM_DEBUG` line; the message is formatted only when debugging is on (decodes run 100 times a second).
 macro_rules! debug {
     ($($arg:tt)*) => {
-        if let Some(t0) = $crate::pm_sampling::debug_start() {
+        if let Some(t0) = $crate::counters::pm_sampling::debug_start() {
             eprintln!(
                 "cutr-pm-debug {:>9.3} ms [{}] {}",
                 t0.elapsed().as_secs_f64() * 1e3,
@@ -288,7 +288,7 @@ impl Api {
         if code == CUPTI_SUCCESS {
             return Ok(());
         }
-        Err(format!("{call}: {}", crate::cupti::result_name(self.result_string, code)))
+        Err(format!("{call}: {}", crate::ffi::cupti::result_name(self.result_string, code)))
     }
 }
 
@@ -438,7 +438,7 @@ impl Shared {
         if s.failed {
             return false;
         }
-        if s.primary_context && crate::driver::primary_context_active(s.device) == Some(false) {
+        if s.primary_context && crate::ffi::driver::primary_context_active(s.device) == Some(false) {
             // The context is ending (cudaDeviceReset): nothing of CUPTI's is touched again for it, evaluation
             // included (what is queued is counted as lost at finish).
             s.failed = true;
@@ -888,7 +888,7 @@ fn setup(shared: &'static Shared, d: u32, config: &PmConfig, note: &dyn Fn(Strin
             first_dropped: false,
             interval: config.interval,
             last_start: 0,
-            primary_context: crate::driver::primary_context_active(d) == Some(true),
+            primary_context: crate::ffi::driver::primary_context_active(d) == Some(true),
             pending: empty(d, &metrics),
             eval: None,
             finishing: false,
@@ -1297,7 +1297,7 @@ fn finish(
     // The evaluating thread stops first: from here on this thread evaluates (the caller holds the gate).
     let (queued, lost_there) = s.eval.as_ref().map(|e| e.stop()).unwrap_or_default();
     s.pending.lost_samples += lost_there;
-    let context_ended = s.primary_context && crate::driver::primary_context_active(s.device) == Some(false);
+    let context_ended = s.primary_context && crate::ffi::driver::primary_context_active(s.device) == Some(false);
     if !context_alive || context_ended {
         // Nothing of CUPTI's is called after a context ended (see `setup`), evaluation included: what was decoded
         // and not evaluated is counted as lost, and the objects are left as they are.

@@ -1,0 +1,5 @@
+//! The only room that opens libcupti or the CUDA driver and declares their C signatures. Everything above it calls
+//! typed, safe methods.
+
+pub mod cupti;
+pub mod driver;
