@@ -4,18 +4,21 @@
 //! buffer was refused, as CUPTI does.
 
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ffi::{CString, c_char, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cutr_format::records::StringPointerPlan;
 use cutr_schema::LayoutTable;
 
-use crate::ffi::cupti::{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, CompleteFn, Cupti, CuptiError, RequestFn};
+use crate::ffi::cupti::{
+    CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, Callback, CompleteFn, Cupti, CuptiError, RequestFn,
+};
+use crate::ffi::subscriber as sub;
 
 #[derive(Default)]
 struct State {
-    callbacks: Mutex<Option<(RequestFn, CompleteFn)>>,
+    buffer_callbacks: Mutex<Option<(RequestFn, CompleteFn)>>,
     enabled: Mutex<Vec<u32>>,
     refuse_kinds: Mutex<Vec<u32>>,
     dropped_unread: AtomicU64,
@@ -23,6 +26,15 @@ struct State {
     clock: AtomicU64,
     /// Filled buffers CUPTI still holds (delivered at the next flush): (address, valid bytes).
     held: Mutex<Vec<(usize, usize)>>,
+    /// Buffers holding records of work still running: (address, valid bytes, the records once complete). A
+    /// default flush leaves them; a forced one delivers them as they are now (timestamps missing).
+    running: Mutex<Vec<(usize, usize, Vec<u8>)>>,
+    /// The callback subscriber (`cuptiSubscribe`): the callback and its user data.
+    subscriber: Mutex<Option<(Callback, usize)>>,
+    /// (domain, cbid) enabled for the subscriber.
+    callbacks: Mutex<Vec<(u32, u32)>>,
+    /// `cuptiEnableCallback` fails (a CUPTI without the callback API for these ids).
+    refuse_callbacks: AtomicBool,
     flushes: AtomicU64,
     forced_flushes: AtomicU64,
     other_client: AtomicBool,
@@ -42,6 +54,7 @@ pub struct FakeCupti {
 pub struct FakeHandle {
     state: Arc<State>,
     plan: Arc<StringPointerPlan>,
+    layouts: Arc<LayoutTable>,
 }
 
 /// What happened to one delivered buffer.
@@ -60,7 +73,7 @@ impl FakeCupti {
         state.clock.store(1_795_316_045_000_000_000, Ordering::Relaxed);
         let layouts = cutr_schema::layouts::builtin(api).or_else(|| cutr_schema::layouts::builtin(130001)).unwrap();
         let plan = Arc::new(StringPointerPlan::new(&layouts));
-        (FakeCupti { api, state: state.clone() }, FakeHandle { state, plan })
+        (FakeCupti { api, state: state.clone() }, FakeHandle { state, plan, layouts: Arc::new(layouts) })
     }
 }
 
@@ -68,6 +81,11 @@ impl FakeHandle {
     /// Makes the fake behave as if another CUPTI client were attached.
     pub fn set_other_client(&self, yes: bool) {
         self.state.other_client.store(yes, Ordering::Relaxed);
+    }
+
+    /// Makes `cuptiEnableCallback` fail.
+    pub fn refuse_callbacks(&self) {
+        self.state.refuse_callbacks.store(true, Ordering::Relaxed);
     }
 
     /// Makes `cuptiActivityEnable` fail for `kind`.
@@ -110,7 +128,7 @@ impl FakeHandle {
     }
 
     fn request(&self) -> Option<(*mut u8, usize)> {
-        let (req, _) = (*self.state.callbacks.lock().unwrap())?;
+        let (req, _) = (*self.state.buffer_callbacks.lock().unwrap())?;
         let mut p: *mut u8 = std::ptr::null_mut();
         let mut size = 0usize;
         let mut max = 0usize;
@@ -136,7 +154,7 @@ impl FakeHandle {
     }
 
     fn complete(&self, p: usize, valid: usize) {
-        let Some((_, done)) = *self.state.callbacks.lock().unwrap() else { return };
+        let Some((_, done)) = *self.state.buffer_callbacks.lock().unwrap() else { return };
         // SAFETY: returning a buffer the recorder handed out, with the bytes written into it.
         unsafe { done(std::ptr::null_mut(), 0, p as *mut u8, valid, valid) };
     }
@@ -150,6 +168,53 @@ impl FakeHandle {
             }
             None => Delivery::Dropped,
         }
+    }
+
+    /// Asks for a buffer and fills it with `records` of work still running: until
+    /// [`FakeHandle::finish_running`] they lack their timestamps, a default flush leaves the buffer with the fake,
+    /// and a forced flush hands it over as it is (as CUPTI does: those records are then lost).
+    pub fn hold_running(&self, records: &[u8], count: u64) -> Delivery {
+        let as_now = self.without_timestamps(records);
+        let complete = records;
+        match self.fill(&as_now, count) {
+            Some((p, n)) => {
+                self.state.running.lock().unwrap().push((p, n, complete.to_vec()));
+                Delivery::Written
+            }
+            None => Delivery::Dropped,
+        }
+    }
+
+    /// `records` with every start and end timestamp zero.
+    fn without_timestamps(&self, records: &[u8]) -> Vec<u8> {
+        let mut out = records.to_vec();
+        let mut off = 0;
+        while off + 4 <= out.len() {
+            let kind = u32::from_le_bytes(out[off..off + 4].try_into().unwrap());
+            let Some(layout) = self.layouts.get(kind) else { break };
+            for field in ["start", "end"] {
+                if let Some(at) = layout.offset(field) {
+                    out[off + at..off + at + 8].fill(0);
+                }
+            }
+            off += layout.size as usize;
+        }
+        out
+    }
+
+    /// The running work ends: its records are complete, and the next flush delivers them.
+    pub fn finish_running(&self) {
+        let running: Vec<_> = std::mem::take(&mut *self.state.running.lock().unwrap());
+        for (p, n, complete) in running {
+            // SAFETY: the recorder handed us this buffer with at least `n` bytes; we still own it.
+            unsafe { std::ptr::copy_nonoverlapping(complete.as_ptr(), p as *mut u8, n) };
+            self.state.held.lock().unwrap().push((p, n));
+        }
+    }
+
+    /// Buffers of running work the fake still holds.
+    pub fn running(&self) -> usize {
+        self.state.running.lock().unwrap().len()
     }
 
     /// Asks for a buffer and fills it, but keeps it until the next flush (records not yet complete).
@@ -169,19 +234,40 @@ impl Cupti for FakeCupti {
         Ok(self.api)
     }
 
-    fn check_exclusive(&self) -> Result<(), CuptiError> {
-        if self.state.other_client.load(Ordering::Relaxed) {
+    fn subscribe(&self, callback: Callback, user: usize) -> Result<usize, CuptiError> {
+        let mut subscriber = self.state.subscriber.lock().unwrap();
+        // As CUPTI: one subscriber per process.
+        if self.state.other_client.load(Ordering::Relaxed) || subscriber.is_some() {
             return Err(CuptiError {
                 call: "cuptiSubscribe",
                 code: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
                 name: "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED".into(),
             });
         }
+        *subscriber = Some((callback, user));
+        Ok(1)
+    }
+
+    fn enable_callback(&self, _handle: usize, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError> {
+        if self.state.refuse_callbacks.load(Ordering::Relaxed) {
+            return Err(CuptiError { call: "cuptiEnableCallback", code: 15, name: "CUPTI_ERROR_NOT_SUPPORTED".into() });
+        }
+        let mut callbacks = self.state.callbacks.lock().unwrap();
+        callbacks.retain(|&c| c != (domain, cbid));
+        if enable {
+            callbacks.push((domain, cbid));
+        }
+        Ok(())
+    }
+
+    fn unsubscribe(&self, _handle: usize) -> Result<(), CuptiError> {
+        *self.state.subscriber.lock().unwrap() = None;
+        self.state.callbacks.lock().unwrap().clear();
         Ok(())
     }
 
     fn register_callbacks(&self, request: RequestFn, complete: CompleteFn) -> Result<(), CuptiError> {
-        *self.state.callbacks.lock().unwrap() = Some((request, complete));
+        *self.state.buffer_callbacks.lock().unwrap() = Some((request, complete));
         Ok(())
     }
 
@@ -207,8 +293,16 @@ impl Cupti for FakeCupti {
         if forced {
             self.state.forced_flushes.fetch_add(1, Ordering::Relaxed);
         }
-        let held: Vec<(usize, usize)> = std::mem::take(&mut *self.state.held.lock().unwrap());
-        let h = FakeHandle { state: self.state.clone(), plan: Arc::new(StringPointerPlan::default()) };
+        let mut held: Vec<(usize, usize)> = std::mem::take(&mut *self.state.held.lock().unwrap());
+        if forced {
+            // CUPTI's forced flush hands over buffers with incomplete records too (their timestamps zero).
+            held.extend(self.state.running.lock().unwrap().drain(..).map(|(p, n, _)| (p, n)));
+        }
+        let h = FakeHandle {
+            state: self.state.clone(),
+            plan: Arc::new(StringPointerPlan::default()),
+            layouts: Arc::new(LayoutTable::new(self.api, Vec::new()).expect("an empty table")),
+        };
         for (p, n) in held {
             h.complete(p, n);
         }
@@ -259,4 +353,113 @@ impl Cupti for FakeCupti {
 /// The layout table a fake of `api` writes records with.
 pub fn layouts(api: u32) -> Option<LayoutTable> {
     cutr_schema::layouts::builtin(api)
+}
+
+/// The application's side of the callback API: what a CUDA program does that CUPTI reports to its subscriber, as
+/// CUPTI lays it out (so the recorder's decoding is what runs).
+impl FakeHandle {
+    /// Whether the recorder holds the callback subscriber, and the callbacks it enabled.
+    pub fn subscribed(&self) -> (bool, Vec<(u32, u32)>) {
+        (self.state.subscriber.lock().unwrap().is_some(), self.state.callbacks.lock().unwrap().clone())
+    }
+
+    /// Calls the subscriber as CUPTI would, if it enabled `(domain, cbid)`.
+    fn fire(&self, domain: u32, cbid: u32, data: *const c_void) {
+        let Some((callback, user)) = *self.state.subscriber.lock().unwrap() else { return };
+        if !self.state.callbacks.lock().unwrap().contains(&(domain, cbid)) {
+            return;
+        }
+        // SAFETY: the recorder's callback with the user data it subscribed with; `data` is laid out as CUPTI's for
+        // this domain and lives until the call returns.
+        unsafe { callback(user as *mut c_void, domain, cbid, data) };
+    }
+
+    /// A runtime (2) or driver (1) API call: entered, then returned.
+    pub fn api_call(&self, domain: u32, cbid: u32) {
+        for site in [0u32, 1] {
+            // CUpti_CallbackData: the site first; the rest is not read by the recorder.
+            let data: [u64; 10] = [u64::from(site), 0, 0, 0, 0, 0, 0, 0, 0, 0];
+            self.fire(domain, cbid, data.as_ptr().cast());
+        }
+    }
+
+    /// `cudaProfilerStart()`.
+    pub fn profiler_start(&self) {
+        self.api_call(sub::DOMAIN_RUNTIME, sub::CBID_CUDA_PROFILER_START);
+    }
+
+    /// `cudaProfilerStop()`.
+    pub fn profiler_stop(&self) {
+        self.api_call(sub::DOMAIN_RUNTIME, sub::CBID_CUDA_PROFILER_STOP);
+    }
+
+    fn nvtx(&self, cbid: u32, params: *const c_void, ret: *const c_void) {
+        let data = [c"nvtx".as_ptr().cast::<c_void>(), params, ret];
+        self.fire(sub::DOMAIN_NVTX, cbid, data.as_ptr().cast());
+    }
+
+    /// `nvtxRangePushA(message)`.
+    pub fn nvtx_push(&self, message: &str) {
+        let m = CString::new(message).unwrap();
+        let params: [*const c_char; 1] = [m.as_ptr()];
+        let ret = 0i32;
+        self.nvtx(sub::CBID_NVTX_RANGE_PUSH_A, params.as_ptr().cast(), (&ret as *const i32).cast());
+    }
+
+    /// `nvtxRangePop()`.
+    pub fn nvtx_pop(&self) {
+        let ret = 0i32;
+        self.nvtx(sub::CBID_NVTX_RANGE_POP, std::ptr::null(), (&ret as *const i32).cast());
+    }
+
+    /// `nvtxDomainCreateA(name)`; the handle.
+    pub fn nvtx_domain_create(&self, name: &str) -> usize {
+        let n = CString::new(name).unwrap();
+        let params: [*const c_char; 1] = [n.as_ptr()];
+        let handle: usize = 0x5000 + name.len() * 16 + name.bytes().map(usize::from).sum::<usize>();
+        self.nvtx(sub::CBID_NVTX_DOMAIN_CREATE_A, params.as_ptr().cast(), (&handle as *const usize).cast());
+        handle
+    }
+
+    /// `nvtxDomainRangePushEx(domain, attributes with an ASCII message)`.
+    pub fn nvtx_domain_push(&self, handle: usize, message: &str) {
+        let m = CString::new(message).unwrap();
+        // nvtxEventAttributes_t v3: messageType (i32) at 32, message at 40; 48 bytes.
+        let mut attr = [0u64; 6];
+        attr[4] = 1; // NVTX_MESSAGE_TYPE_ASCII in the low 4 bytes (little-endian)
+        attr[5] = m.as_ptr() as u64;
+        let params: [usize; 2] = [handle, attr.as_ptr() as usize];
+        let ret = 0i32;
+        self.nvtx(sub::CBID_NVTX_DOMAIN_RANGE_PUSH_EX, params.as_ptr().cast(), (&ret as *const i32).cast());
+    }
+
+    /// `nvtxDomainRangePop(domain)`.
+    pub fn nvtx_domain_pop(&self, handle: usize) {
+        let params: [usize; 1] = [handle];
+        let ret = 0i32;
+        self.nvtx(sub::CBID_NVTX_DOMAIN_RANGE_POP, params.as_ptr().cast(), (&ret as *const i32).cast());
+    }
+
+    fn resource(&self, cbid: u32, context: usize, descriptor: *const c_void) {
+        // CUpti_ResourceData: context, stream (union), descriptor.
+        let data: [usize; 3] = [context, 0, descriptor as usize];
+        self.fire(sub::DOMAIN_RESOURCE, cbid, data.as_ptr().cast());
+    }
+
+    /// A CUDA context is made.
+    pub fn context_created(&self, context: usize) {
+        self.resource(sub::CBID_CONTEXT_CREATED, context, std::ptr::null());
+    }
+
+    /// A CUDA context is about to be destroyed.
+    pub fn context_destroy_starting(&self, context: usize) {
+        self.resource(sub::CBID_CONTEXT_DESTROY_STARTING, context, std::ptr::null());
+    }
+
+    /// A module is loaded into `context`.
+    pub fn module_loaded(&self, context: usize, module_id: u32, cubin: &[u8]) {
+        // CUpti_ModuleResourceData: moduleId (u32, padded), cubinSize, pCubin.
+        let module: [usize; 3] = [module_id as usize, cubin.len(), cubin.as_ptr() as usize];
+        self.resource(sub::CBID_MODULE_LOADED, context, module.as_ptr().cast());
+    }
 }

@@ -1,7 +1,7 @@
 //! Source level while recording: the cubins the process loads and continuous PC sampling (`--pc-sampling`).
 //!
-//! A CUPTI subscriber (kept for the whole session, unlike the activity recorder's exclusivity probe) gets three
-//! resource callbacks on the application's threads:
+//! The recorder's CUPTI subscriber (`ffi::subscriber`) hands this module three resource callbacks on the
+//! application's threads:
 //! - module loaded: the cubin is copied (its bytes are valid only inside the callback), named by CUPTI's CRC, and
 //!   sent to the writer once per CRC; the context's samples are collected first, as CUPTI asks, so that a module
 //!   loaded at the address of an unloaded one does not mix their PCs;
@@ -14,10 +14,10 @@
 //! is one `pc_samples` chunk with CUPTI's counts of samples taken and dropped.
 
 use std::collections::HashSet;
-use std::ffi::{CStr, c_char, c_void};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ffi::{CStr, c_char};
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::cupti::sys as cs;
 use cudarc::driver::sys::CUcontext;
@@ -130,25 +130,23 @@ const CUPTI_SUCCESS: u32 = 0;
 /// cupti_result.h: 8 (13 is CUPTI_ERROR_NOT_READY).
 const CUPTI_ERROR_OUT_OF_MEMORY: u32 = 8;
 
-/// CUPTI's callback, with the domain taken as the integer it is (a Rust enum must not receive an unknown value).
-type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
-type FnSubscribe = unsafe extern "C" fn(*mut cs::CUpti_SubscriberHandle, Callback, *mut c_void) -> u32;
-type FnEnableCallback = unsafe extern "C" fn(u32, cs::CUpti_SubscriberHandle, u32, u32) -> u32;
-type FnUnsubscribe = unsafe extern "C" fn(cs::CUpti_SubscriberHandle) -> u32;
 type FnCtxParams<P> = unsafe extern "C" fn(*mut P) -> u32;
 type FnCubinCrc = unsafe extern "C" fn(*mut cs::CUpti_GetCubinCrcParams) -> u32;
 type FnContextId = unsafe extern "C" fn(CUcontext, *mut u32) -> u32;
 type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
 use crate::ffi::cupti::FnResultString;
+use crate::ffi::subscriber::{
+    CBID_CONTEXT_CREATED, CBID_CONTEXT_DESTROY_STARTING, CBID_MODULE_LOADED, DOMAIN_RESOURCE, Event, EventUser,
+    Subscriber,
+};
 
 /// The CUPTI functions this module calls, from the libcupti the session uses.
 struct Api {
-    subscribe: FnSubscribe,
-    enable_callback: FnEnableCallback,
-    unsubscribe: FnUnsubscribe,
     enable: FnCtxParams<cs::CUpti_PCSamplingEnableParams>,
     disable: FnCtxParams<cs::CUpti_PCSamplingDisableParams>,
     get_data: FnCtxParams<cs::CUpti_PCSamplingGetDataParams>,
+    start: FnCtxParams<cs::CUpti_PCSamplingStartParams>,
+    stop: FnCtxParams<cs::CUpti_PCSamplingStopParams>,
     set_config: FnCtxParams<cs::CUpti_PCSamplingConfigurationInfoParams>,
     num_stall_reasons: FnCtxParams<cs::CUpti_PCSamplingGetNumStallReasonsParams>,
     stall_reasons: FnCtxParams<cs::CUpti_PCSamplingGetStallReasonsParams>,
@@ -174,12 +172,11 @@ impl Api {
                 };
             }
             let api = Api {
-                subscribe: sym!("cuptiSubscribe"),
-                enable_callback: sym!("cuptiEnableCallback"),
-                unsubscribe: sym!("cuptiUnsubscribe"),
                 enable: sym!("cuptiPCSamplingEnable"),
                 disable: sym!("cuptiPCSamplingDisable"),
                 get_data: sym!("cuptiPCSamplingGetData"),
+                start: sym!("cuptiPCSamplingStart"),
+                stop: sym!("cuptiPCSamplingStop"),
                 set_config: sym!("cuptiPCSamplingSetConfigurationAttribute"),
                 num_stall_reasons: sym!("cuptiPCSamplingGetNumStallReasons"),
                 stall_reasons: sym!("cuptiPCSamplingGetStallReasons"),
@@ -306,23 +303,34 @@ struct Context {
 pub(crate) struct PcSampler {
     api: Api,
     config: PcSamplingConfig,
-    subscriber: Mutex<usize>,
+    /// Sampling only between `cuptiPCSamplingStart` and `Stop` (capture ranges): the hardware samples nothing
+    /// outside, so every sample is of a kernel that ran inside a range.
+    range_control: bool,
+    /// With `range_control`: whether sampling is wanted now (a range is open).
+    wanted: AtomicBool,
+    /// Every context sampling is enabled on, for starting and stopping it without waiting for a collection.
+    live: Mutex<Vec<usize>>,
     contexts: Mutex<Vec<Context>>,
     /// Contexts enabled by the application's threads, not yet taken by a collection: a callback never waits for
     /// a collection in progress (which calls into CUPTI while holding `contexts`).
     pending: Mutex<Vec<Context>>,
     cubins_seen: Mutex<HashSet<u64>>,
     send: Box<dyn Fn(Collected) + Send + Sync>,
-    notes: Mutex<Vec<String>>,
+    /// The session's notes (a context that could not be sampled, a full hardware buffer).
+    note: Box<dyn Fn(String) + Send + Sync>,
 }
 
 impl PcSampler {
-    /// Subscribes to the resource callbacks; sampling starts on each context as it is created.
+    /// Registers for the resource callbacks; sampling is enabled on each context as it is created. With
+    /// `range_control`, the hardware samples only while [`PcSampler::set_sampling`] says so (`sampling` at first).
     pub fn start(
         library: &Path,
         api_version: u32,
         config: PcSamplingConfig,
+        range_control: Option<bool>,
+        subscriber: &Subscriber,
         send: Box<dyn Fn(Collected) + Send + Sync>,
+        note: Box<dyn Fn(String) + Send + Sync>,
     ) -> Result<&'static PcSampler, String> {
         if api_version < MIN_API_VERSION {
             return Err(format!(
@@ -333,46 +341,23 @@ impl PcSampler {
         let sampler: &'static PcSampler = Box::leak(Box::new(PcSampler {
             api,
             config,
-            subscriber: Mutex::new(0),
+            range_control: range_control.is_some(),
+            wanted: AtomicBool::new(range_control.unwrap_or(true)),
+            live: Mutex::new(Vec::new()),
             contexts: Mutex::new(Vec::new()),
             pending: Mutex::new(Vec::new()),
             cubins_seen: Mutex::new(HashSet::new()),
             send,
-            notes: Mutex::new(Vec::new()),
+            note,
         }));
-        let mut sub: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
-        let user = sampler as *const PcSampler as *mut c_void;
-        // SAFETY: a valid out-pointer; the callback is an extern "C" fn that never unwinds; `user` is 'static.
-        let code = unsafe { (sampler.api.subscribe)(&mut sub, on_callback, user) };
-        if code != CUPTI_SUCCESS {
-            return Err(sampler.api.error("cuptiSubscribe", code));
-        }
-        *sampler.subscriber.lock().unwrap() = sub as usize;
-        for cbid in [
-            cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED as u32,
-            cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32,
-            cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED as u32,
-        ] {
-            let domain = cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
-            // SAFETY: `sub` is the live subscriber just made.
-            let code = unsafe { (sampler.api.enable_callback)(1, sub, domain, cbid) };
-            if code != CUPTI_SUCCESS {
-                return Err(sampler.api.error("cuptiEnableCallback", code));
-            }
-        }
+        let wants =
+            [CBID_CONTEXT_CREATED, CBID_CONTEXT_DESTROY_STARTING, CBID_MODULE_LOADED].map(|c| (DOMAIN_RESOURCE, c));
+        subscriber.register(&wants, sampler).map_err(|e| e.to_string())?;
         Ok(sampler)
     }
 
-    /// Notes for the loss report (a context that could not be sampled, a full hardware buffer).
-    pub fn take_notes(&self) -> Vec<String> {
-        std::mem::take(&mut self.notes.lock().unwrap())
-    }
-
     fn note(&self, msg: String) {
-        let mut n = self.notes.lock().unwrap();
-        if !n.contains(&msg) {
-            n.push(msg);
-        }
+        (self.note)(msg);
     }
 
     /// Collects every context's samples (the ticker's flush, and the end).
@@ -384,7 +369,50 @@ impl PcSampler {
         }
     }
 
-    /// Collects and disables every context, and unsubscribes (the end of the session).
+    /// With range control, starts (`on`) or stops sampling on every context; a stopped context's samples are
+    /// collected now when no collection is running (CUPTI asks for a collection after each range), else by the
+    /// running one or the next. Without range control, sampling runs all along and this does nothing.
+    pub fn set_sampling(&self, on: bool) {
+        if !self.range_control || self.wanted.swap(on, Ordering::AcqRel) == on {
+            return;
+        }
+        let live = self.live.lock().unwrap().clone();
+        for &ctx in &live {
+            if let Err(e) = self.start_stop(ctx as CUcontext, on) {
+                self.note(format!("PC sampling: {e}"));
+            }
+        }
+        if !on && let Ok(mut contexts) = self.contexts.try_lock() {
+            contexts.append(&mut self.pending.lock().unwrap());
+            for c in contexts.iter_mut() {
+                self.collect(c);
+            }
+        }
+    }
+
+    fn start_stop(&self, ctx: CUcontext, on: bool) -> Result<(), String> {
+        // SAFETY: zeroed params structs with their size and a context sampling is enabled on.
+        let code = unsafe {
+            if on {
+                let mut p: cs::CUpti_PCSamplingStartParams = std::mem::zeroed();
+                p.size = std::mem::size_of_val(&p);
+                p.ctx = ctx;
+                (self.api.start)(&mut p)
+            } else {
+                let mut p: cs::CUpti_PCSamplingStopParams = std::mem::zeroed();
+                p.size = std::mem::size_of_val(&p);
+                p.ctx = ctx;
+                (self.api.stop)(&mut p)
+            }
+        };
+        if code == CUPTI_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.api.error(if on { "cuptiPCSamplingStart" } else { "cuptiPCSamplingStop" }, code))
+        }
+    }
+
+    /// Collects and disables every context (the end of the session).
     pub fn finish(&self) {
         let mut contexts = self.contexts.lock().unwrap();
         contexts.append(&mut self.pending.lock().unwrap());
@@ -392,22 +420,26 @@ impl PcSampler {
             self.collect(&mut c);
             self.disable(&mut c);
         }
-        drop(contexts);
-        let sub = std::mem::take(&mut *self.subscriber.lock().unwrap());
-        if sub != 0 {
-            // SAFETY: the subscriber made in `start`, unsubscribed once.
-            unsafe { (self.api.unsubscribe)(sub as cs::CUpti_SubscriberHandle) };
-        }
     }
 
     fn on_context_created(&self, ctx: CUcontext) {
         match self.enable(ctx) {
-            Ok(c) => self.pending.lock().unwrap().push(c),
+            Ok(c) => {
+                self.live.lock().unwrap().push(ctx as usize);
+                self.pending.lock().unwrap().push(c);
+                if self.range_control
+                    && self.wanted.load(Ordering::Acquire)
+                    && let Err(e) = self.start_stop(ctx, true)
+                {
+                    self.note(format!("PC sampling: {e}"));
+                }
+            }
             Err(e) => self.note(format!("PC sampling not enabled on a context: {e}")),
         }
     }
 
     fn on_context_destroy(&self, ctx: CUcontext) {
+        self.live.lock().unwrap().retain(|&c| c != ctx as usize);
         let mut contexts = self.contexts.lock().unwrap();
         contexts.append(&mut self.pending.lock().unwrap());
         if let Some(i) = contexts.iter().position(|c| c.ctx == ctx as usize) {
@@ -417,23 +449,23 @@ impl PcSampler {
         }
     }
 
-    fn on_module_loaded(&self, ctx: CUcontext, module: &cs::CUpti_ModuleResourceData) {
+    fn on_module_loaded(&self, ctx: CUcontext, module_id: u32, cubin: &[u8]) {
         // Collected now when no collection is running (else the running one, or the next, takes these PCs).
         if let Ok(mut contexts) = self.contexts.try_lock()
             && let Some(c) = contexts.iter_mut().find(|c| c.ctx == ctx as usize)
         {
             self.collect(c);
         }
-        if module.pCubin.is_null() || module.cubinSize == 0 {
+        if cubin.is_empty() {
             return;
         }
         let mut p = cs::CUpti_GetCubinCrcParams {
             size: std::mem::size_of::<cs::CUpti_GetCubinCrcParams>(),
-            cubinSize: module.cubinSize,
-            cubin: module.pCubin.cast(),
+            cubinSize: cubin.len(),
+            cubin: cubin.as_ptr().cast(),
             cubinCrc: 0,
         };
-        // SAFETY: the cubin pointer and size come from CUPTI and are valid for this callback.
+        // SAFETY: the cubin's bytes are valid for this callback.
         let code = unsafe { (self.api.cubin_crc)(&mut p) };
         if code != CUPTI_SUCCESS {
             self.note(self.api.error("cuptiGetCubinCrc", code));
@@ -442,9 +474,9 @@ impl PcSampler {
         if !self.cubins_seen.lock().unwrap().insert(p.cubinCrc) {
             return;
         }
-        // SAFETY: as above; the bytes are copied before the callback returns.
-        let data = unsafe { std::slice::from_raw_parts(module.pCubin.cast::<u8>(), module.cubinSize) }.to_vec();
-        (self.send)(Collected::Cubin(CubinBlob { crc: p.cubinCrc, module_id: module.moduleId, data }));
+        // The bytes are valid only inside the callback: copied.
+        let data = cubin.to_vec();
+        (self.send)(Collected::Cubin(CubinBlob { crc: p.cubinCrc, module_id, data }));
     }
 
     fn enable(&self, ctx: CUcontext) -> Result<Context, String> {
@@ -508,6 +540,11 @@ impl PcSampler {
             a.attributeData.samplingDataBufferData.samplingDataBuffer =
                 (&mut *config_buffer.data as *mut cs::CUpti_PCSamplingData).cast();
             attrs.push(a);
+            if self.range_control {
+                let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL);
+                a.attributeData.enableStartStopControlData.enableStartStopControl = 1;
+                attrs.push(a);
+            }
             if let Some(period) = self.config.period_log2 {
                 let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
                 a.attributeData.samplingPeriodData.samplingPeriod = period;
@@ -629,28 +666,18 @@ impl PcSampler {
     }
 }
 
-/// CUPTI's resource callback. Never unwinds into CUPTI; a panic leaves this event unrecorded.
-unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    if user.is_null() || data.is_null() || domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32 {
-        return;
-    }
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: `user` is the 'static sampler given at subscribe; for the resource domain `data` points at a
-        // CUpti_ResourceData valid for the callback, whose descriptor for module callbacks is a
-        // CUpti_ModuleResourceData.
-        unsafe {
-            let sampler = &*(user as *const PcSampler);
-            let r = &*(data as *const cs::CUpti_ResourceData);
-            use cs::CUpti_CallbackIdResource as R;
-            if cbid == R::CUPTI_CBID_RESOURCE_CONTEXT_CREATED as u32 {
-                sampler.on_context_created(r.context);
-            } else if cbid == R::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32 {
-                sampler.on_context_destroy(r.context);
-            } else if cbid == R::CUPTI_CBID_RESOURCE_MODULE_LOADED as u32 && !r.resourceDescriptor.is_null() {
-                sampler.on_module_loaded(r.context, &*(r.resourceDescriptor as *const cs::CUpti_ModuleResourceData));
+/// The resource callbacks, from the recorder's subscriber (on the application's threads).
+impl EventUser for PcSampler {
+    fn on_event(&self, event: &Event<'_>) {
+        match *event {
+            Event::ContextCreated { context } => self.on_context_created(context.0 as CUcontext),
+            Event::ContextDestroyStarting { context } => self.on_context_destroy(context.0 as CUcontext),
+            Event::ModuleLoaded { context, module_id, cubin } => {
+                self.on_module_loaded(context.0 as CUcontext, module_id, cubin)
             }
+            _ => {}
         }
-    }));
+    }
 }
 
 #[cfg(test)]

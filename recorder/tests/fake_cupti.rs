@@ -384,14 +384,15 @@ fn the_flight_recorder_keeps_only_the_window_and_dumps_complete_files() {
     assert_eq!(check(&path), in_dump, "nothing was delivered after the dump");
 }
 
-/// `--capture-range` where the callbacks that delimit ranges cannot be had (this fake CUPTI has no library):
-/// one note says so, and everything is recorded rather than nothing.
+/// `--capture-range` where the callbacks that delimit ranges cannot be had (CUPTI refuses to enable them): one
+/// note says so, and everything is recorded rather than nothing.
 #[test]
 fn a_capture_range_that_cannot_be_watched_records_everything_and_says_so() {
     use cutr_recorder::controls::capture::{CaptureEnd, CaptureRange};
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (cupti, h) = FakeCupti::new(130001);
+    h.refuse_callbacks();
     let cfg =
         Config { capture: Some((CaptureRange::ProfilerApi, CaptureEnd::Stop)), ..config(dir.path(), "capture.cutr") };
     let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
@@ -402,8 +403,8 @@ fn a_capture_range_that_cannot_be_watched_records_everything_and_says_so() {
     let notes = &r.loss().unwrap().notes;
     assert!(
         notes.iter().any(|n| n
-            == "capture range cuda-profiler-api not available (capture ranges need a real libcupti); recording \
-                everything"),
+            == "capture range cuda-profiler-api not available (cuptiEnableCallback failed: \
+                CUPTI_ERROR_NOT_SUPPORTED (15)); recording everything"),
         "{notes:?}"
     );
 }

@@ -16,6 +16,10 @@ pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 /// CUPTI's buffer-completed callback: (context, stream id, buffer, size, valid size).
 pub type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
 
+/// CUPTI's callback-API callback: (user data, domain, callback id, callback data), the domain taken as the integer
+/// it is (a Rust enum must not receive an unknown value).
+pub type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+
 /// A CUPTI call that failed.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("{call} failed: {name} ({code})")]
@@ -38,8 +42,13 @@ pub const ATTR_DEVICE_BUFFER_POOL_LIMIT: u32 =
 pub trait Cupti: Send + Sync {
     /// `cuptiGetVersion`.
     fn api_version(&self) -> Result<u32, CuptiError>;
-    /// Fails with `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED` when another CUPTI client is attached.
-    fn check_exclusive(&self) -> Result<(), CuptiError>;
+    /// `cuptiSubscribe`: fails with `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED` when another CUPTI client is
+    /// attached. Only [`super::subscriber::Subscriber`] calls it. Returns the subscriber handle.
+    fn subscribe(&self, callback: Callback, user: usize) -> Result<usize, CuptiError>;
+    /// `cuptiEnableCallback` for one (domain, callback id) of subscriber `handle`.
+    fn enable_callback(&self, handle: usize, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError>;
+    /// `cuptiUnsubscribe`.
+    fn unsubscribe(&self, handle: usize) -> Result<(), CuptiError>;
     fn register_callbacks(&self, request: RequestFn, complete: CompleteFn) -> Result<(), CuptiError>;
     fn enable(&self, kind: u32) -> Result<(), CuptiError>;
     fn disable(&self, kind: u32) -> Result<(), CuptiError>;
@@ -86,7 +95,8 @@ pub(crate) fn result_name(result_string: FnResultString, code: u32) -> String {
         }
     }
 }
-type FnSubscribe = unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *mut c_void) -> u32;
+type FnSubscribe = unsafe extern "C" fn(*mut *mut c_void, Callback, *mut c_void) -> u32;
+type FnEnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> u32;
 type FnUnsubscribe = unsafe extern "C" fn(*mut c_void) -> u32;
 
 /// CUPTI functions resolved from one libcupti file.
@@ -106,6 +116,7 @@ pub struct LibCupti {
     enable_driver: FnEnableApi,
     result_string: FnResultString,
     subscribe: FnSubscribe,
+    enable_callback: FnEnableCallback,
     unsubscribe: FnUnsubscribe,
 }
 
@@ -146,6 +157,7 @@ impl LibCupti {
             enable_driver: sym!("cuptiActivityEnableDriverApi"),
             result_string: sym!("cuptiGetResultString"),
             subscribe: sym!("cuptiSubscribe"),
+            enable_callback: sym!("cuptiEnableCallback"),
             unsubscribe: sym!("cuptiUnsubscribe"),
         };
         std::mem::forget(lib);
@@ -160,8 +172,6 @@ impl LibCupti {
     }
 }
 
-unsafe extern "C" fn ignore_callback(_: *mut c_void, _: u32, _: u32, _: *const c_void) {}
-
 impl Cupti for LibCupti {
     fn api_version(&self) -> Result<u32, CuptiError> {
         let mut v = 0u32;
@@ -170,13 +180,24 @@ impl Cupti for LibCupti {
         Ok(v)
     }
 
-    fn check_exclusive(&self) -> Result<(), CuptiError> {
+    fn subscribe(&self, callback: Callback, user: usize) -> Result<usize, CuptiError> {
         let mut sub: *mut c_void = std::ptr::null_mut();
-        // SAFETY: a valid subscriber out-pointer and a callback that does nothing; we unsubscribe at once.
-        let code = unsafe { (self.subscribe)(&mut sub, ignore_callback as *mut c_void, std::ptr::null_mut()) };
-        self.check("cuptiSubscribe", code)?;
-        // SAFETY: `sub` came from a successful cuptiSubscribe.
-        self.check("cuptiUnsubscribe", unsafe { (self.unsubscribe)(sub) })
+        // SAFETY: a valid out-pointer; the callback is an extern "C" fn that never unwinds; `user` outlives the
+        // subscription (the subscriber is leaked).
+        self.check("cuptiSubscribe", unsafe { (self.subscribe)(&mut sub, callback, user as *mut c_void) })?;
+        Ok(sub as usize)
+    }
+
+    fn enable_callback(&self, handle: usize, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError> {
+        // SAFETY: `handle` came from cuptiSubscribe; plain value arguments.
+        self.check("cuptiEnableCallback", unsafe {
+            (self.enable_callback)(enable as u32, handle as *mut c_void, domain, cbid)
+        })
+    }
+
+    fn unsubscribe(&self, handle: usize) -> Result<(), CuptiError> {
+        // SAFETY: `handle` came from cuptiSubscribe and is unsubscribed once (the subscriber takes it).
+        self.check("cuptiUnsubscribe", unsafe { (self.unsubscribe)(handle as *mut c_void) })
     }
 
     fn register_callbacks(&self, request: RequestFn, complete: CompleteFn) -> Result<(), CuptiError> {
