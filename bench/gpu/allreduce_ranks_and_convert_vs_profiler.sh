@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Second GPU-machine session (two GPUs): the two-process NCCL all-reduce recording (one file per rank), and the
 # conversion of a PyTorch-loop recording timed against PyTorch profiler's own export of the same loop.
-#   bench/gpu/run2.sh OUTDIR     (.dev/bin carried, as for fixtures.sh)
+#   bench/gpu/allreduce_ranks_and_convert_vs_profiler.sh OUTDIR     (.dev/bin carried, as for fixtures.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run2.sh OUTDIR}
+out=${1:?usage: allreduce_ranks_and_convert_vs_profiler.sh OUTDIR}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-res=$out/run2.jsonl
-exec > >(tee -a "$out/run2.log") 2>&1
+res=$out/allreduce_ranks_and_convert_vs_profiler.jsonl
+exec > >(tee -a "$out/allreduce_ranks_and_convert_vs_profiler.log") 2>&1
 nvidia-smi -L
 echo "== all-reduce, 2 ranks, one recording each"
 cupti-record -o "$w/allreduce-%p.cutr" -- python3 "$repo/workloads/pytorch/allreduce.py" --iters 50
@@ -30,4 +30,4 @@ for r in $(seq 1 10); do
   done
 done
 cupti-convert info "$w/tl.cutr" | head -14
-echo "run2 done: $(wc -l <"$res") measurements"
+echo "allreduce_ranks_and_convert_vs_profiler done: $(wc -l <"$res") measurements"

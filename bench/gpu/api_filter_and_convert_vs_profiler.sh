@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Third GPU-machine session: the recorder with per-function API filtering applied after enabling the API kinds
 # (cudaGetDevice & co. must be gone), and cupti-convert timed against PyTorch profiler's own export of the same
-# 20-step loop, on one machine. Results in OUTDIR/run3.jsonl, log in OUTDIR/run3.log.
+# 20-step loop, on one machine. Results in OUTDIR/api_filter_and_convert_vs_profiler.jsonl, log in
+# OUTDIR/api_filter_and_convert_vs_profiler.log.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run3.sh OUTDIR}
+out=${1:?usage: api_filter_and_convert_vs_profiler.sh OUTDIR}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-res=$out/run3.jsonl
-exec > >(tee -a "$out/run3.log") 2>&1
+res=$out/api_filter_and_convert_vs_profiler.jsonl
+exec > >(tee -a "$out/api_filter_and_convert_vs_profiler.log") 2>&1
 nvidia-smi -L
 py=$repo/workloads/pytorch/train_loop.py
 cupti-record -o "$w/tl.cutr" -- python3 "$py" --steps 20 >/dev/null
@@ -25,4 +26,4 @@ for r in 1 2 3 4 5; do
     done
   done
 done
-echo "run3 done: $(wc -l <"$res") measurements"
+echo "api_filter_and_convert_vs_profiler done: $(wc -l <"$res") measurements"

@@ -3,15 +3,16 @@
 # small inputs, windowed decode) timed against PyTorch profiler's own export of the same 20-step loop. Each
 # conversion is a fresh process timed from spawn to exit by Python's perf_counter (no `date` forks in the
 # measurement), three per profiler run, interleaved. Input: that loop's recording (fixtures/pytorch_loop_filtered
-# .cutr, made on the H100 in run3). Results in OUTDIR/run5.jsonl, phase timings in OUTDIR/run5.log.
+# .cutr, made on the H100 by api_filter_and_convert_vs_profiler.sh). Results in
+# OUTDIR/convert_vs_profiler_perf_counter.jsonl, phase timings in OUTDIR/convert_vs_profiler_perf_counter.log.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run5.sh OUTDIR [REPS]}
+out=${1:?usage: convert_vs_profiler_perf_counter.sh OUTDIR [REPS]}
 reps=${2:-7}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-res=$out/run5.jsonl
-exec 3>&1 > >(tee -a "$out/run5.log") 2>&1
+res=$out/convert_vs_profiler_perf_counter.jsonl
+exec 3>&1 > >(tee -a "$out/convert_vs_profiler_perf_counter.log") 2>&1
 nvidia-smi -L
 nproc
 py=$repo/workloads/pytorch/train_loop.py
@@ -40,4 +41,4 @@ for fmt in ("perfetto", "chrome"):
     m = statistics.median(t)
     print(f"cupti-convert {fmt}: median {m * 1e3:.1f} ms over {len(t)} runs; profiler export / ours = {statistics.median(exp) / m:.1f}x")
 PY
-echo "run5 done"
+echo "convert_vs_profiler_perf_counter done"

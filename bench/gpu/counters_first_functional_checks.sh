@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Twelfth GPU-machine session, first call: does what issues 18 and 19 built work on a real GPU at all? Counter
 # samples (PM sampling + NVML) on the phase workload (the fixture candidate), PM rates 100/50/20 us, NVML alone at
-# 1 kHz, counters beside PC sampling and inside PyTorch; then issue 19's functional checks (bench/gpu/run11.sh
-# without its overhead repetitions). Overheads come in a later call.
-#   bench/gpu/run12.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
+# 1 kHz, counters beside PC sampling and inside PyTorch; then issue 19's functional checks
+# (bench/gpu/crash_tail_capture_ring_checks.sh without its overhead repetitions). Overheads come in a later call.
+#   bench/gpu/counters_first_functional_checks.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run12.sh OUTDIR}
+out=${1:?usage: counters_first_functional_checks.sh OUTDIR}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run12.log") 2>&1
+exec > >(tee -a "$out/counters_first_functional_checks.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
 summary() {
@@ -48,6 +48,6 @@ echo "rc=$?"; summary "$w/pt.cutr"; cp "$w/pt.cutr" "$out/pytorch_counters.cutr"
 cupti-convert stats "$w/pt.cutr" --report counters --top 5
 
 echo "== issue 19 functional checks"
-bash "$repo/bench/gpu/run11.sh" "$out" 10
-tar czf "$out/run12-files.tgz" -C "$out" --remove-files $(cd "$out" && ls | grep -v '^run12.log$')
-echo "run12 done"
+bash "$repo/bench/gpu/crash_tail_capture_ring_checks.sh" "$out" 10
+tar czf "$out/counters_first_functional_checks-files.tgz" -C "$out" --remove-files $(cd "$out" && ls | grep -v '^counters_first_functional_checks.log$')
+echo "counters_first_functional_checks done"

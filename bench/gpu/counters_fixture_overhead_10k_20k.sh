@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Twelfth GPU-machine session, later calls (issue 18): PM sampling after the fixes of run12 (struct sizes, stop
-# before a context ends, hardware buffer sized by rate), the fixture recording, and the overhead of --counters at
-# 10 kHz and 20 kHz against plain recording and untraced runs, interleaved, on the PyTorch loop and the launch loop.
-#   bench/gpu/run13.sh OUTDIR FIRST_REP LAST_REP [functional]     (.dev/bin carried: tools/dev-bin.sh)
+# Twelfth GPU-machine session, later calls (issue 18): PM sampling after the fixes of
+# counters_first_functional_checks.sh (struct sizes, stop before a context ends, hardware buffer sized by rate), the
+# fixture recording, and the overhead of --counters at 10 kHz and 20 kHz against plain recording and untraced runs,
+# interleaved, on the PyTorch loop and the launch loop.
+#   bench/gpu/counters_fixture_overhead_10k_20k.sh OUTDIR FIRST_REP LAST_REP [functional]
+#     (.dev/bin carried: tools/dev-bin.sh)
 # Workloads are built once into .dev/wl (kept on a warm machine between calls).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run13.sh OUTDIR FIRST_REP LAST_REP [functional]}
+out=${1:?usage: counters_fixture_overhead_10k_20k.sh OUTDIR FIRST_REP LAST_REP [functional]}
 first=${2:?}
 last=${3:?}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
 wl=$repo/.dev/wl
-exec > >(tee -a "$out/run13.log") 2>&1
+exec > >(tee -a "$out/counters_fixture_overhead_10k_20k.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$wl" >/dev/null || exit 1
 summary() { cupti-convert info "$1" | sed -n '/^format/p;/^span/p;/^loss/,$p'; ls -la "$1"; }
@@ -54,4 +56,4 @@ for r in $(seq "$first" "$last"); do
     echo "{\"bench\": \"launch_loop\", \"config\": \"$cfg\", \"rep\": $r, \"bytes\": $(stat -c %s "$w/o.cutr" 2>/dev/null || echo 0), \"result\": ${o:-null}}" >>"$res"
   done
 done
-echo "run13 done"
+echo "counters_fixture_overhead_10k_20k done"

@@ -4,14 +4,14 @@
 # recording, the default set (PM sampling + NVML), PM sampling alone, NVML alone, the default set decoded every 50
 # ms instead of 10, and PM sampling at 1 kHz. Interleaved in a rotating order, pinned to cores 2-9; each line
 # appended to OUTDIR/launch_counters.jsonl.
-#   bench/gpu/run37.sh OUTDIR [REPS]     (.dev/exp and .dev/bin carried)
+#   bench/gpu/counters_launch_loop_cost_sources.sh OUTDIR [REPS]     (.dev/exp and .dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run37.sh OUTDIR [REPS]}
+out=${1:?usage: counters_launch_loop_cost_sources.sh OUTDIR [REPS]}
 reps=${2:-5}
 export PATH=$repo/.dev/exp:$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run37.log") 2>&1
+exec > >(tee -a "$out/counters_launch_loop_cost_sources.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w/wl" >/dev/null || exit 1
 configs=(plain default pm_only nvml_only dec50 pm_1khz)
@@ -48,4 +48,4 @@ for idle in (0, 1000):
         print(f"  {cfg}/plain per-rep median {statistics.median(ratios):.3f} range {min(ratios):.3f}-{max(ratios):.3f}")
 print("lossy:", [(r["config"], r["idle_ms"], r["rep"], r["loss"]) for r in rows if "none" not in r["loss"]])
 PY
-echo "run37 done"
+echo "counters_launch_loop_cost_sources done"

@@ -2,15 +2,15 @@
 # Twelfth GPU-machine session, last call (issue 18): which counter source costs the PyTorch loop its time (NVML
 # alone, PM sampling alone, both) against plain recording, interleaved; the reset program three times (the
 # context ends while PM sampling runs); PM sampling at 50 us after tracking the image's capacity.
-#   bench/gpu/run14.sh OUTDIR REPS     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/counters_overhead_by_source.sh OUTDIR REPS     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run14.sh OUTDIR REPS}
+out=${1:?usage: counters_overhead_by_source.sh OUTDIR REPS}
 reps=${2:?}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
 wl=$repo/.dev/wl
-exec > >(tee -a "$out/run14.log") 2>&1
+exec > >(tee -a "$out/counters_overhead_by_source.log") 2>&1
 bash "$repo/workloads/cuda/build.sh" "$wl" >/dev/null || exit 1
 summary() { cupti-convert info "$1" | sed -n '/^format/p;/^loss/,$p'; }
 for i in 1 2 3; do
@@ -36,4 +36,4 @@ for r in $(seq 1 "$reps"); do
     echo "{\"bench\": \"train_loop\", \"config\": \"$cfg\", \"rep\": $r, \"result\": ${o:-null}}" >>"$res"
   done
 done
-echo "run14 done"
+echo "counters_overhead_by_source done"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Which source costs the PyTorch loop its time under --counters (run22.sh: 1.07x plain recording in steady state):
-# PM sampling alone (--nvml-interval off), NVML alone (--counters nvml), both, and plain recording, interleaved in
-# a rotating order, 200 measured steps after 50 warm-up steps, pinned to cores 2-9.
-#   bench/gpu/run23.sh OUTDIR FIRST_REP LAST_REP     (.dev/bin carried)
+# Which source costs the PyTorch loop its time under --counters (counters_overhead_steady_state.sh: 1.07x plain
+# recording in steady state): PM sampling alone (--nvml-interval off), NVML alone (--counters nvml), both, and plain
+# recording, interleaved in a rotating order, 200 measured steps after 50 warm-up steps, pinned to cores 2-9.
+#   bench/gpu/counters_overhead_by_source_steady_state.sh OUTDIR FIRST_REP LAST_REP     (.dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run23.sh OUTDIR FIRST_REP LAST_REP}
+out=${1:?usage: counters_overhead_by_source_steady_state.sh OUTDIR FIRST_REP LAST_REP}
 first=${2:?}
 last=${3:?}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run23.log") 2>&1
+exec > >(tee -a "$out/counters_overhead_by_source_steady_state.log") 2>&1
 res=$out/overhead_sources_steady.jsonl
 pin="taskset -c 2-9"
 py=$repo/workloads/pytorch/train_loop.py
@@ -41,4 +41,4 @@ for c, v in by.items():
     print(f"{c}: n={len(v)} median {st.median(v) * 1e3:.3f} ms/step, {st.median(v) / base:.3f}x plain; "
           f"{min(v) * 1e3:.3f}-{max(v) * 1e3:.3f}")
 PY
-echo "run23 done"
+echo "counters_overhead_by_source_steady_state done"

@@ -5,16 +5,17 @@
 # --counter-interval 10us`). Launch loop of 600,000 launches, PyTorch loop 100 measured steps after 50 warm-up
 # steps (PM set-up, ~0.5 s, done before timing starts); 10 repetitions, configurations interleaved in a rotating
 # order, pinned to cores 2-9; each line appended to RESULTS as it comes.
-#   bench/gpu/run32.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]     (.dev carried: .dev/exp = this commit)
+#   bench/gpu/counters_overhead_evaluation_thread.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]
+#     (.dev carried: .dev/exp = this commit)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run32.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]}
+out=${1:?usage: counters_overhead_evaluation_thread.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]}
 first=${2:?}
 last=${3:?}
 export PATH=$repo/.dev/exp:$repo/.dev/bin:$PATH
 w=$(mktemp -d)
 wl=$w/wl
-exec > >(tee -a "$out/run32.log") 2>&1
+exec > >(tee -a "$out/counters_overhead_evaluation_thread.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$wl" >/dev/null || exit 1
 res=${4:-$out/overhead_counters.jsonl}
@@ -41,4 +42,4 @@ for r in $(seq "$first" "$last"); do
   echo "rep $r done $(date +%T)"
 done
 python3 "$repo/bench/gpu/summarize_counters_overhead.py" "$res"
-echo "run32 done"
+echo "counters_overhead_evaluation_thread done"

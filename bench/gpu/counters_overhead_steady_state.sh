@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Seventeenth GPU-machine session: the steady-state overhead of --counters (PM sampling at 10 kHz + NVML at 100 Hz)
-# against plain recording and untraced runs. run13.sh timed loops shorter than PM sampling's set-up (~0.5 s after
-# CUDA starts), so its 1.044x mixed set-up into the ratio; here the launch loop runs 1,000,000 launches (~5 s) and
-# the PyTorch loop 200 measured steps after 50 warm-up steps (~0.6 s, set-up done before timing starts).
-# 10 repetitions, configurations interleaved in a rotating order, pinned to cores 2-9.
-#   bench/gpu/run22.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]     (.dev/bin carried: tools/dev-bin.sh)
+# against plain recording and untraced runs. counters_fixture_overhead_10k_20k.sh timed loops shorter than PM
+# sampling's set-up (~0.5 s after CUDA starts), so its 1.044x mixed set-up into the ratio; here the launch loop runs
+# 1,000,000 launches (~5 s) and the PyTorch loop 200 measured steps after 50 warm-up steps (~0.6 s, set-up done
+# before timing starts). 10 repetitions, configurations interleaved in a rotating order, pinned to cores 2-9.
+#   bench/gpu/counters_overhead_steady_state.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]
+#     (.dev/bin carried: tools/dev-bin.sh)
 # The summary reads RESULTS.jsonl (default OUTDIR/overhead_steady.jsonl): give it the earlier calls' file too.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run22.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]}
+out=${1:?usage: counters_overhead_steady_state.sh OUTDIR FIRST_REP LAST_REP [RESULTS.jsonl]}
 first=${2:?}
 last=${3:?}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
 wl=$w/wl
-exec > >(tee -a "$out/run22.log") 2>&1
+exec > >(tee -a "$out/counters_overhead_steady_state.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$wl" >/dev/null || exit 1
 res=${4:-$out/overhead_steady.jsonl}
@@ -56,4 +57,4 @@ for r in rows:
     if r["loss"] and "none" not in r["loss"]:
         print("loss:", r["bench"], r["config"], r["rep"], r["loss"])
 PY
-echo "run22 done"
+echo "counters_overhead_steady_state done"

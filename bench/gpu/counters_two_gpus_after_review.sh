@@ -3,14 +3,14 @@
 # --counters (set-up of device 1 overlapping device 0's decoding), each checked for its exit code, a cleanly closed
 # file and losses; and a driver-API program with a context of its own on device 1 (not the primary one) under
 # --counters nvml (NVML must find device 1 through its process list) and --counters (PM sampling's callback).
-#   bench/gpu/run38.sh OUTDIR     (a two-GPU kind; .dev/dbg and .dev/bin carried)
+#   bench/gpu/counters_two_gpus_after_review.sh OUTDIR     (a two-GPU kind; .dev/dbg and .dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run38.sh OUTDIR}
+out=${1:?usage: counters_two_gpus_after_review.sh OUTDIR}
 w=$(mktemp -d)
 mkdir -p "$w/rec"
 export PATH=$repo/.dev/dbg:$repo/.dev/bin:$PATH CUTR_CRASH_BACKTRACE=1
-exec > >(tee -a "$out/run38.log") 2>&1
+exec > >(tee -a "$out/counters_two_gpus_after_review.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w/wl" >/dev/null || exit 1
 cat >"$w/own_context.cu" <<'CU'
@@ -49,5 +49,5 @@ for set in nvml default; do
   echo "own context, $set: rc=$?"; grep -E "^cutr: (PM|NVML)|signal" "$w/err" | cut -c1-200
   cupti-convert info "$w/rec/own_$set.cutr" 2>&1 | grep -E "^loss|note:|closed" | cut -c1-200
 done
-tar -C "$w/rec" -cf "$out/run38.tar" .
-echo "run38 done"
+tar -C "$w/rec" -cf "$out/counters_two_gpus_after_review.tar" .
+echo "counters_two_gpus_after_review done"

@@ -3,14 +3,14 @@
 # the program counted is in a cleanly closed file, exit status unchanged), capture ranges (cudaProfilerStart/Stop
 # around 3 of 10 phases; NVTX "hot" ranges), the flight recorder (a 60 s run with --ring 5s, a dump at 30 s and
 # at exit), and the overhead outside capture ranges (launch loop, untraced vs a range never hit), interleaved.
-#   bench/gpu/run11.sh OUTDIR [REPS]     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/crash_tail_capture_ring_checks.sh OUTDIR [REPS]     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run11.sh OUTDIR [REPS]}
+out=${1:?usage: crash_tail_capture_ring_checks.sh OUTDIR [REPS]}
 reps=${2:-10}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run11.log") 2>&1
+exec > >(tee -a "$out/crash_tail_capture_ring_checks.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
 cat >"$w/kernels.py" <<'PY'
@@ -72,4 +72,4 @@ for r in $(seq 1 "$reps"); do
     echo "{\"bench\": \"launch_loop\", \"config\": \"$cfg\", \"rep\": $r, \"result\": ${o:-null}}" >>"$res"
   done
 done
-echo "run11 done"
+echo "crash_tail_capture_ring_checks done"

@@ -2,20 +2,21 @@
 # Sixth GPU-machine session (two GPUs): the recordings `cupti-convert diff` is judged on, a CUDA workload recorded
 # with the new default event records, the all-reduce under torchrun (ranks in the environment), and the recorder's
 # overhead after this session's changes.
-#   bench/gpu/run6.sh OUTDIR [ROUNDS]     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/diff_fixtures_events_torchrun_overhead.sh OUTDIR [ROUNDS]     (.dev/bin carried: tools/dev-bin.sh)
 # Outputs: OUTDIR/diff/{aa,p3,p10}-N.cutr (diff_workload with --fixed-factor 1.00, 1.03, 1.10, interleaved round by
 # round so that clock and thermal drift touch every kind alike), OUTDIR/cuda_workload_events.cutr,
-# OUTDIR/allreduce_torchrun/*.cutr, OUTDIR/overhead.jsonl, OUTDIR/run6.log.
+# OUTDIR/allreduce_torchrun/*.cutr, OUTDIR/overhead.jsonl, OUTDIR/diff_fixtures_events_torchrun_overhead.log.
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run6.sh OUTDIR [ROUNDS]}
+out=${1:?usage: diff_fixtures_events_torchrun_overhead.sh OUTDIR [ROUNDS]}
 rounds=${2:-10}
 # Which parts to run (the device machine returns 8 files at most: the recordings come back as one tar).
-parts=${RUN6_PARTS:-events diff allreduce overhead}
+# DIFF_FIXTURES_PARTS; RUN6_PARTS, its name when this script was bench/gpu/run6.sh, is still read.
+parts=${DIFF_FIXTURES_PARTS:-${RUN6_PARTS:-events diff allreduce overhead}}
 has() { [[ " $parts " == *" $1 "* ]]; }
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run6.log") 2>&1
+exec > >(tee -a "$out/diff_fixtures_events_torchrun_overhead.log") 2>&1
 nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
@@ -60,4 +61,4 @@ if has overhead; then
 fi
 dirs=$(cd "$out" && ls -d diff allreduce_torchrun 2>/dev/null)
 [ -n "$dirs" ] && tar -C "$out" -cf "$out/recordings.tar" $dirs && (cd "$out" && rm -rf $dirs)
-echo "run6 done"
+echo "diff_fixtures_events_torchrun_overhead done"

@@ -2,15 +2,16 @@
 # Tenth GPU-machine session (issue 18): NVML counters (`--counters`) on the phase workload (the fixture), at
 # 100 Hz and 1 kHz; their overhead against plain recording and untraced runs, interleaved; then the PM sampling
 # probe (workloads/cuda/pm_probe.sh) with what time is left.
-#   bench/gpu/run10.sh OUTDIR [REPS] [PROBE_BUDGET_S]     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/nvml_counters_overhead_pm_probe.sh OUTDIR [REPS] [PROBE_BUDGET_S]
+#     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run10.sh OUTDIR [REPS] [PROBE_BUDGET_S]}
+out=${1:?usage: nvml_counters_overhead_pm_probe.sh OUTDIR [REPS] [PROBE_BUDGET_S]}
 reps=${2:-4}
 probe_budget=${3:-240}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run10.log") 2>&1
+exec > >(tee -a "$out/nvml_counters_overhead_pm_probe.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
 
@@ -46,4 +47,4 @@ done
 echo "== PM sampling probe (budget ${probe_budget}s)"
 PM_PROBE_BUDGET_S=$probe_budget bash "$repo/workloads/cuda/pm_probe.sh" "$out/pm" >/dev/null 2>&1
 tail -40 "$out/pm/summary.txt" 2>/dev/null
-echo "run10 done"
+echo "nvml_counters_overhead_pm_probe done"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Eighth GPU-machine session: `--pc-sampling` on the source workload (pointer chase, FMA chain, PTX JIT) and on
 # the PyTorch loop, and its overhead against plain recording and untraced runs, interleaved.
-#   bench/gpu/run8.sh OUTDIR [REPS]     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/pc_sampling_source_pytorch_overhead.sh OUTDIR [REPS]     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run8.sh OUTDIR [REPS]}
+out=${1:?usage: pc_sampling_source_pytorch_overhead.sh OUTDIR [REPS]}
 reps=${2:-5}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run8.log") 2>&1
+exec > >(tee -a "$out/pc_sampling_source_pytorch_overhead.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
 py=$repo/workloads/pytorch/train_loop.py
@@ -45,4 +45,4 @@ for r in $(seq 1 "$reps"); do
 done
 cupti-convert info "$w/t.cutr" | sed -n '/^chunks/p;/^bytes/p'
 ls -la "$w/t.cutr"
-echo "run8 done"
+echo "pc_sampling_source_pytorch_overhead done"

@@ -2,15 +2,16 @@
 # Ninth GPU-machine session (issue 17's figures): `--pc-sampling` on the PyTorch loop (attribution to cuBLAS and
 # PyTorch kernels by name, loss), `--stall-reasons all` against the default set, and the overhead of PC sampling
 # at CUPTI's default period and longer ones against plain recording and untraced runs, interleaved, REPS times.
-#   bench/gpu/run9.sh OUTDIR [REPS] [record|overhead|all]     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/pc_sampling_stall_reasons_periods.sh OUTDIR [REPS] [record|overhead|all]
+#     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run9.sh OUTDIR [REPS]}
+out=${1:?usage: pc_sampling_stall_reasons_periods.sh OUTDIR [REPS]}
 reps=${2:-10}
 part=${3:-all}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run9.log") 2>&1
+exec > >(tee -a "$out/pc_sampling_stall_reasons_periods.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
 py=$repo/workloads/pytorch/train_loop.py
@@ -38,7 +39,7 @@ done
 timeout 60 cupti-record --pc-sampling --stall-reasons no_such_reason -o "$w/sw-bad.cutr" -- "$w/source_workload" --iters 1 2>&1 | tail -3
 
 fi
-[ "$part" = record ] && { echo "run9 record done"; exit 0; }
+[ "$part" = record ] && { echo "pc_sampling_stall_reasons_periods record done"; exit 0; }
 echo "== overhead, $reps reps interleaved"
 res=$out/overhead_pcs.jsonl
 last_json() { grep '^{' | tail -1; }
@@ -65,4 +66,4 @@ for r in $(seq 1 "$reps"); do
     echo "{\"bench\": \"launch_loop\", \"config\": \"$cfg\", \"rep\": $r, \"result\": ${o:-null}}" >>"$res"
   done
 done
-echo "run9 done"
+echo "pc_sampling_stall_reasons_periods done"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # What a PM sample costs the decoding thread as a function of the metric set (1, 2 metrics, the default set),
 # and whether a small set keeps up at 50 and 100 kHz. Run with a recorder whose MIN_INTERVAL is 10 us (.dev/exp).
-#   bench/gpu/run28.sh OUTDIR     (.dev carried)
+#   bench/gpu/pm_cost_by_metric_set.sh OUTDIR     (.dev carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run28.sh OUTDIR}
+out=${1:?usage: pm_cost_by_metric_set.sh OUTDIR}
 export PATH=$repo/.dev/exp:$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run28.log") 2>&1
+exec > >(tee -a "$out/pm_cost_by_metric_set.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 summarize() {
   python3 - "$1" <<'PY'
@@ -39,4 +39,4 @@ for s in one two four default; do rec "$s" "${!s:-default}" 100us; done
 for iv in 40us 20us 10us; do rec one "$one" $iv; done
 for iv in 20us 10us; do rec two "$two" $iv; done
 rec default default 40us
-echo "run28 done"
+echo "pm_cost_by_metric_set done"

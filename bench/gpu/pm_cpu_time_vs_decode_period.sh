@@ -2,13 +2,13 @@
 # PM sampling's cost on its thread, wall and CPU (CUTR_PM_DEBUG=1 now gives both), against the decode period
 # (CUTR_PM_DECODE_MS): is a decode's cost per call or per sample, computing or waiting; and 100 kHz with one metric
 # again, with the recorder that accepts 10 us (.dev/exp).
-#   bench/gpu/run30.sh OUTDIR     (.dev carried)
+#   bench/gpu/pm_cpu_time_vs_decode_period.sh OUTDIR     (.dev carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run30.sh OUTDIR}
+out=${1:?usage: pm_cpu_time_vs_decode_period.sh OUTDIR}
 export PATH=$repo/.dev/exp:$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run30.log") 2>&1
+exec > >(tee -a "$out/pm_cpu_time_vs_decode_period.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 totals() {
   python3 - "$1" <<'PY'
@@ -40,4 +40,4 @@ for r in 2 3; do rec one "$one" 10us 5 $r; done
 CUTR_PM_DEBUG=1 timeout 120 cupti-record -q --counters -o "$out/pytorch.cutr" -- python3 "$repo/workloads/pytorch/train_loop.py" --warmup 50 --steps 200 >/dev/null 2>"$w/err"
 echo "pytorch default 100us rc=$? $(cupti-convert info "$out/pytorch.cutr" | grep '^loss' | tr -s ' ')"; totals "$w/err"
 rm -f "$out/pytorch.cutr"
-echo "run30 done"
+echo "pm_cpu_time_vs_decode_period done"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Where PM sampling's decode thread spends its time (CUTR_PM_DEBUG=1 times each cuptiPmSamplingDecodeData and the
 # evaluation of the samples it brought): the counter workload at 10, 20 and 50 kHz, and at 10 kHz beside the
-# PyTorch loop (which loses samples in most runs, run22.sh).
-#   bench/gpu/run25.sh OUTDIR     (.dev/dbg carried)
+# PyTorch loop (which loses samples in most runs, counters_overhead_steady_state.sh).
+#   bench/gpu/pm_decode_thread_timing.sh OUTDIR     (.dev/dbg carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run25.sh OUTDIR}
+out=${1:?usage: pm_decode_thread_timing.sh OUTDIR}
 export PATH=$repo/.dev/dbg:$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run25.log") 2>&1
+exec > >(tee -a "$out/pm_decode_thread_timing.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 summarize() {
   python3 - "$1" <<'PY'
@@ -33,4 +33,4 @@ done
 CUTR_PM_DEBUG=1 timeout 120 taskset -c 2-9 cupti-record -q --counters -o "$w/p.cutr" -- python3 "$repo/workloads/pytorch/train_loop.py" --warmup 50 --steps 200 >/dev/null 2>"$w/err"
 echo "pytorch 100us pinned rc=$? $(cupti-convert info "$w/p.cutr" | grep '^loss' | tr -s ' ')"; summarize "$w/err"
 grep -E "decode [0-9.]+ ms" "$w/err" | sort -t' ' -k5 -rn | head -5
-echo "run25 done"
+echo "pm_decode_thread_timing done"

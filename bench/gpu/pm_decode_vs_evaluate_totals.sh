@@ -2,13 +2,13 @@
 # Where the decoding thread's time goes, in totals: decode (cuptiPmSamplingDecodeData) against evaluation
 # (cuptiProfilerHostEvaluateToGpuValues) per metric set and rate, with a recorder whose MIN_INTERVAL is 10 us
 # (.dev/exp); recordings kept for the offline interval check.
-#   bench/gpu/run29.sh OUTDIR     (.dev carried)
+#   bench/gpu/pm_decode_vs_evaluate_totals.sh OUTDIR     (.dev carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run29.sh OUTDIR}
+out=${1:?usage: pm_decode_vs_evaluate_totals.sh OUTDIR}
 export PATH=${CUTR_BIN:-$repo/.dev/exp}:$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run29.log") 2>&1
+exec > >(tee -a "$out/pm_decode_vs_evaluate_totals.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 totals() {
   python3 - "$1" <<'PY'
@@ -33,4 +33,4 @@ rec() {  # name set interval rep
 for iv in 100us 50us 40us 25us 20us; do rec default default $iv 1; done
 for iv in 20us 10us; do rec two "$two" $iv 1; done
 for r in 1 2 3; do rec one "$one" 10us $r; done
-echo "run29 done"
+echo "pm_decode_vs_evaluate_totals done"

@@ -3,13 +3,13 @@
 # context on (CUPTI's context-created callback). A torchrun all-reduce job under --counters: each rank's file
 # should hold samples of its own GPU only, with NVLink bytes/s where CUPTI can configure them; then a one-GPU
 # counter workload (samples as before) and two early resets (closed cleanly).
-#   bench/gpu/run24.sh OUTDIR     (.dev/bin carried)
+#   bench/gpu/pm_devices_with_contexts.sh OUTDIR     (.dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run24.sh OUTDIR}
+out=${1:?usage: pm_devices_with_contexts.sh OUTDIR}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run24.log") 2>&1
+exec > >(tee -a "$out/pm_devices_with_contexts.log") 2>&1
 nvidia-smi -L; nvidia-smi topo -m | head -4
 cd "$w" || exit 1
 if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
@@ -32,4 +32,4 @@ for ms in 25 100; do
   timeout 60 cupti-record -q --counters -o "$w/r.cutr" -- "$w/counter_workload" --phases 2 --phase-ms $ms --reset >/dev/null 2>&1
   echo "reset phase-ms=$ms rc=$? $(cupti-convert info "$w/r.cutr" 2>&1 | grep -E 'closed cleanly|RECOVERED|PM sampling (stopped|on device 0: the)' | tr -s ' ' | tr '\n' ' ')"
 done
-echo "run24 done"
+echo "pm_devices_with_contexts done"

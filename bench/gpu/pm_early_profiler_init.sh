@@ -6,14 +6,14 @@
 # the early initialization. Result (H100, 2026-11-26): the early initialization crashed the application (SIGSEGV in
 # libcuda under cuptiProfilerInitialize) in 3 of 5 counter-workload runs, 2 of 2 PyTorch runs and 2 of 10 resets,
 # so it was not kept (that variant is not in any commit).
-#   bench/gpu/run39.sh OUTDIR     (.dev/a, .dev/exp and .dev/bin carried)
+#   bench/gpu/pm_early_profiler_init.sh OUTDIR     (.dev/a, .dev/exp and .dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run39.sh OUTDIR}
+out=${1:?usage: pm_early_profiler_init.sh OUTDIR}
 w=$(mktemp -d)
 mkdir -p "$w/rec"
 export PATH=$repo/.dev/bin:$PATH CUTR_CRASH_BACKTRACE=1
-exec > >(tee -a "$out/run39.log") 2>&1
+exec > >(tee -a "$out/pm_early_profiler_init.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w/wl" >/dev/null || exit 1
 for i in 1 2 3 4 5; do
@@ -38,5 +38,5 @@ for i in $(seq 10); do
   [ "$rc" = 0 ] || { bad=$((bad + 1)); echo "reset #$i rc=$rc"; grep -A24 "cutr: signal" "$w/err" | head -26; }
 done
 echo "resets right after the warm-up, early initialization: 10 runs, $bad bad"
-tar -C "$w/rec" -cf "$out/run39.tar" .
-echo "run39 done"
+tar -C "$w/rec" -cf "$out/pm_early_profiler_init.tar" .
+echo "pm_early_profiler_init done"

@@ -2,13 +2,14 @@
 # Evaluation on a thread of its own per device (recorder/src/pm_sampling/evaluation.rs): each thread's busy time,
 # lost samples per metric set and rate, the PyTorch loop at 10 kHz, and cudaDeviceReset before and during
 # sampling (the finisher then evaluates what was queued) with crash backtraces on.
-#   bench/gpu/run31.sh OUTDIR     (.dev carried: exp = stripped, dbg = unstripped builds of this commit)
+#   bench/gpu/pm_evaluation_thread_rates_resets.sh OUTDIR
+#     (.dev carried: exp = stripped, dbg = unstripped builds of this commit)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run31.sh OUTDIR}
+out=${1:?usage: pm_evaluation_thread_rates_resets.sh OUTDIR}
 export PATH=$repo/.dev/dbg:$repo/.dev/bin:$PATH CUTR_CRASH_BACKTRACE=1
 w=$(mktemp -d)
-exec > >(tee -a "$out/run31.log") 2>&1
+exec > >(tee -a "$out/pm_evaluation_thread_rates_resets.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 totals() {
   python3 - "$1" <<'PY'
@@ -51,4 +52,4 @@ for ms in 0 25 50 100 150 300 600 900; do
     [ $rc -ne 0 ] && grep -A20 "cutr: signal" "$w/err" | head -22
   done
 done
-echo "run31 done"
+echo "pm_evaluation_thread_rates_resets done"

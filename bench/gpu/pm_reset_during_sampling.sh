@@ -2,13 +2,13 @@
 # Twelfth GPU-machine session: `cudaDeviceReset()` while PM sampling runs, six times (set-up now waits for a
 # context that ends, and a context that ends waits for set-up), plus a normal run and the PyTorch loop, to see
 # that sampling itself still works.
-#   bench/gpu/run17.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/pm_reset_during_sampling.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run17.sh OUTDIR}
+out=${1:?usage: pm_reset_during_sampling.sh OUTDIR}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run17.log") 2>&1
+exec > >(tee -a "$out/pm_reset_during_sampling.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 for i in 1 2 3 4 5 6; do
   ms=$((100 * i))
@@ -19,4 +19,4 @@ timeout 60 cupti-record -q --counters -o "$w/n.cutr" -- "$w/counter_workload" --
 echo "normal rc=$? $(cupti-convert info "$w/n.cutr" | grep -E '^format|^loss' | tr '\n' ' ') PM samples: $(cupti-convert export "$w/n.cutr" --parquet "$w/t" 2>&1 | grep -o 'counters [0-9]*')"
 timeout 120 cupti-record -q --counters -o "$w/p.cutr" -- python3 "$repo/workloads/pytorch/train_loop.py" --steps 10 >/dev/null 2>&1
 echo "pytorch rc=$? $(cupti-convert info "$w/p.cutr" | grep -E '^format|^loss' | tr '\n' ' ') $(cupti-convert export "$w/p.cutr" --parquet "$w/t2" 2>&1 | grep -o 'counters [0-9]*')"
-echo "run17 done"
+echo "pm_reset_during_sampling done"

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# cudaDeviceReset while PM sampling is being set up, many times (issue 18): run31.sh once crashed the
-# application (SIGSEGV in libnvperf_host's NVPW_CUDA_LoadDriver under cuptiProfilerInitialize, which ran outside
-# the gate that holds a context's end back). Counts per reset delay: exit codes, recordings closed cleanly, notes.
-#   bench/gpu/run35.sh OUTDIR [REPS]     (.dev/dbg and .dev/bin carried)
+# cudaDeviceReset while PM sampling is being set up, many times (issue 18): pm_evaluation_thread_rates_resets.sh
+# once crashed the application (SIGSEGV in libnvperf_host's NVPW_CUDA_LoadDriver under cuptiProfilerInitialize,
+# which ran outside the gate that holds a context's end back). Counts per reset delay: exit codes, recordings closed
+# cleanly, notes.
+#   bench/gpu/pm_reset_during_setup_repeated.sh OUTDIR [REPS]     (.dev/dbg and .dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run35.sh OUTDIR [REPS]}
+out=${1:?usage: pm_reset_during_setup_repeated.sh OUTDIR [REPS]}
 reps=${2:-30}
 export PATH=$repo/.dev/dbg:$repo/.dev/bin:$PATH CUTR_CRASH_BACKTRACE=1
 w=$(mktemp -d)
-exec > >(tee -a "$out/run35.log") 2>&1
+exec > >(tee -a "$out/pm_reset_during_setup_repeated.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 for ms in 0 10 25; do
   declare -A seen=()
@@ -27,4 +28,4 @@ for ms in 0 10 25; do
   for k in "${!seen[@]}"; do echo "  ${seen[$k]} x $k"; done
   unset seen
 done
-echo "run35 done"
+echo "pm_reset_during_setup_repeated done"

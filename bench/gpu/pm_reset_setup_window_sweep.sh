@@ -2,15 +2,16 @@
 # Thirteenth GPU-machine session: where `cudaDeviceReset()` early in a `--counters` recording crashes. The reset
 # is moved through PM sampling's set-up window (phase lengths 0-150 ms: the reset comes ~0.1-0.5 s after CUDA
 # starts), each 3 times; then runs under gdb, with every thread's stack where the signal lands.
-#   bench/gpu/run18.sh OUTDIR     (.dev/dbg carried: unstripped release cupti-record + libcutr_recorder.so)
+#   bench/gpu/pm_reset_setup_window_sweep.sh OUTDIR
+#     (.dev/dbg carried: unstripped release cupti-record + libcutr_recorder.so)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run18.sh OUTDIR}
+out=${1:?usage: pm_reset_setup_window_sweep.sh OUTDIR}
 bin=${CUTR_BIN:-$repo/.dev/dbg}
 export CUTR_PM_DEBUG=${CUTR_PM_DEBUG:-0} CUTR_CRASH_BACKTRACE=1
 export PATH=$bin:$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run18.log") 2>&1
+exec > >(tee -a "$out/pm_reset_setup_window_sweep.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/counter_workload" "$repo/workloads/cuda/counter_workload.cu" || exit 1
 echo "gdb: $(command -v gdb || echo none)"
 for ms in 0 25 50 75 100 150; do
@@ -40,4 +41,4 @@ if command -v gdb >/dev/null; then
     done
   done
 fi
-echo "run18 done"
+echo "pm_reset_setup_window_sweep done"

@@ -4,15 +4,15 @@
 # the counter workload on both GPUs (3 runs) and on device 0 alone (NVML must leave device 1 out); the two-rank
 # all-reduce with the default set and with NVML only (each rank: its own GPU); cudaDeviceReset on both GPUs 0 and
 # 25 ms into the program (10 runs each) with crash backtraces on. The recordings go back in one tar.
-#   bench/gpu/run36.sh OUTDIR     (a two-GPU kind; .dev/dbg and .dev/bin carried)
+#   bench/gpu/pm_setup_per_gpu_and_nvml_devices.sh OUTDIR     (a two-GPU kind; .dev/dbg and .dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run36.sh OUTDIR}
+out=${1:?usage: pm_setup_per_gpu_and_nvml_devices.sh OUTDIR}
 w=$(mktemp -d)
 r=$w/rec
 mkdir -p "$r"
 export PATH=$repo/.dev/dbg:$repo/.dev/bin:$PATH CUTR_CRASH_BACKTRACE=1
-exec > >(tee -a "$out/run36.log") 2>&1
+exec > >(tee -a "$out/pm_setup_per_gpu_and_nvml_devices.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w/wl" >/dev/null || exit 1
 show() { cupti-convert info "$1" 2>&1 | grep -E "^loss|closed|RECOVERED|note:" | cut -c1-200; }
@@ -39,5 +39,5 @@ for ms in 0 25; do
   done
   echo "reset on two GPUs $ms ms into the program: 10 runs, $bad bad"
 done
-tar -C "$r" -cf "$out/run36.tar" .
-echo "run36 done"
+tar -C "$r" -cf "$out/pm_setup_per_gpu_and_nvml_devices.tar" .
+echo "pm_setup_per_gpu_and_nvml_devices done"

@@ -4,13 +4,13 @@
 # one decoding thread for both devices (.dev/old: commit d0d8d09) against one per device (.dev/exp: this commit),
 # with lost samples and each thread's CPU time (CUTR_PM_DEBUG=1). Then the two-rank NCCL all-reduce recorded with
 # --counters: each rank must sample its own GPU only. The recordings are copied to OUTDIR for the converter here.
-#   bench/gpu/run33.sh OUTDIR     (a two-GPU kind; .dev/old, .dev/exp and .dev/bin carried)
+#   bench/gpu/pm_two_gpus_decoding_threads.sh OUTDIR     (a two-GPU kind; .dev/old, .dev/exp and .dev/bin carried)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run33.sh OUTDIR}
+out=${1:?usage: pm_two_gpus_decoding_threads.sh OUTDIR}
 w=$(mktemp -d)
 export PATH=$repo/.dev/bin:$PATH  # cupti-convert (missing in the run of 2026-11-26: its info lines are absent)
-exec > >(tee -a "$out/run33.log") 2>&1
+exec > >(tee -a "$out/pm_two_gpus_decoding_threads.log") 2>&1
 nvidia-smi -L
 nvidia-smi topo -m | head -4
 bash "$repo/workloads/cuda/build.sh" "$w/wl" >/dev/null || exit 1
@@ -57,4 +57,4 @@ for f in "$w"/ar-*.cutr; do
   cupti-convert info "$f" 2>&1 | grep -iE "device|loss|lost|PM sampling|counter|closed" | cut -c1-220
   cp "$f" "$out/"
 done
-echo "run33 done"
+echo "pm_two_gpus_decoding_threads done"

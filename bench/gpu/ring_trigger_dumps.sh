@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Twelfth GPU-machine session, check of --ring-trigger (issue 19): phases_workload (cudaProfilerStop after phases
 # 3, 5, 8; NVTX "hot" ranges in phases 2 and 7) with a flush every 50 ms, so each trigger comes in its own flush.
-#   bench/gpu/run15.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/ring_trigger_dumps.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run15.sh OUTDIR}
+out=${1:?usage: ring_trigger_dumps.sh OUTDIR}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run15.log") 2>&1
+exec > >(tee -a "$out/ring_trigger_dumps.log") 2>&1
 nvcc -O2 -arch=sm_90 -o "$w/phases_workload" "$repo/workloads/cuda/phases_workload.cu" -ldl || exit 1
 for t in nvtx:hot cuda-profiler-stop; do
   rm -f "$w"/ring*.cutr
@@ -17,4 +17,4 @@ for t in nvtx:hot cuda-profiler-stop; do
     echo "$(basename "$f"): $(cupti-convert stats "$f" --json 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print([(k["name"], k["count"]) for k in d["kernels"]])')"
   done
 done
-echo "run15 done"
+echo "ring_trigger_dumps done"

@@ -2,13 +2,13 @@
 # Seventh GPU-machine session: OS thread names in a PyTorch recording (the `threads` chunk), the source-level
 # workload built and recorded, its cubin for the offline SASS -> file:line tests, and NVIDIA's own PC sampling
 # sample run on it (what the PC Sampling API reports on this GPU).
-#   bench/gpu/run7.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
+#   bench/gpu/thread_names_source_workload_nvidia_pcs.sh OUTDIR     (.dev/bin carried: tools/dev-bin.sh)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-out=${1:?usage: run7.sh OUTDIR}
+out=${1:?usage: thread_names_source_workload_nvidia_pcs.sh OUTDIR}
 export PATH=$repo/.dev/bin:$PATH
 w=$(mktemp -d)
-exec > >(tee -a "$out/run7.log") 2>&1
+exec > >(tee -a "$out/thread_names_source_workload_nvidia_pcs.log") 2>&1
 nvidia-smi -L
 bash "$repo/workloads/cuda/build.sh" "$w" || exit 1
 cp "$w"/source_workload.sm_90.cubin "$out/"
@@ -44,4 +44,4 @@ if [ -n "$lib" ]; then
   head -c 20000 "$out/pcs_run.txt" | head -60
   ls -la "$w"/*.dat "$w"/pc_sampling_continuous/*.dat 2>/dev/null
 fi
-echo "run7 done"
+echo "thread_names_source_workload_nvidia_pcs done"
