@@ -3,10 +3,11 @@
 
     bench/diff_rates.py DIR [--bin PATH] [--samples N]
 
-DIR holds aa-N.cutr (unchanged), p3-N.cutr (the `fixed` kernel +3%) and p10-N.cutr (+10%), as bench/gpu/run6.sh
-records them (fixtures/diff holds 5, 5 and 3 of them). Prints one line per comparison kind: how many comparisons
-exited 3 (regression) out of how many. Single-run pairs are all ordered pairs; multi-run comparisons are a seeded
-sample of disjoint groups (all of them when there are fewer than --samples).
+DIR holds aa-N.cutr (unchanged), p3-N.cutr (the `fixed` kernel +3%) and p10-N.cutr (+10%), as
+bench/gpu/diff_fixtures_events_torchrun_overhead.sh records them (fixtures/diff holds 5, 5 and 3 of them). Prints
+one line per comparison kind: how many comparisons exited 3 (regression) out of how many. Single-run pairs are all
+ordered pairs; multi-run comparisons are a seeded sample of disjoint groups (all of them when there are fewer than
+--samples).
 """
 import argparse
 import glob

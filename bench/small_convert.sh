@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The conversion of a small real recording (the 20-step PyTorch loop, 19,945 records) timed end to end as a
 # process, N runs per format interleaved, medians: the figure to set beside PyTorch profiler's export (GPU machine,
-# bench/gpu/run3.sh and run4.sh) when asking what the machine adds.
+# bench/gpu/api_filter_and_convert_vs_profiler.sh and convert_pool_1_vs_16_workers.sh) when asking what the
+# machine adds.
 #   bench/small_convert.sh [RUNS] [CUPTI_CONVERT]     (default 30, target/release/cupti-convert)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -18,6 +18,9 @@ step "flatbuffers code matches the schema"; tools/gen-flatbuffers.sh --check
 step "CUPTI layout tables against NVIDIA's headers"; tools/check-layouts.sh
 step "formatting";                       cargo fmt --all --check
 step "lints";                            cargo clippy --workspace --all-targets -q -- -D warnings
+# Every crate's docs, broken intra-doc links and bad doc markup as errors. `--workspace` takes every member, cutr-sql
+# (not in default-members) too: it builds here, DuckDB's library fetched above and the lints just checked it.
+step "docs";                             RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 step "the outside clients' own self-test"; bash tests/clients/selftest.sh >/dev/null
 # `cargo test` builds the programs of the package under test only; the sql tests run cutr-sql's too.
 step "DuckDB's companion program";       cargo build -q -p cutr-sql

@@ -1,5 +1,5 @@
-"""Medians of bench/gpu/run32.sh's results: each configuration's time per launch / per step, the ratios to plain
-recording (of medians, and per repetition), and every recording that reported a loss."""
+"""Medians of bench/gpu/counters_overhead_evaluation_thread.sh's results: each configuration's time per launch / per
+step, the ratios to plain recording (of medians, and per repetition), and every recording that reported a loss."""
 import collections
 import json
 import statistics as st

@@ -43,8 +43,9 @@ fn every_instruction_maps_to_the_line_nvidia_maps_it_to() {
     let cubin = std::fs::read(cutr_tests::repo().join("fixtures/cubins/source_workload.sm_90.cubin")).unwrap();
     let map = SourceMap::from_cubin(&cubin).unwrap();
     let hot = |f: &str, pc: u64| map.locate(f, pc).map(|l| (l.position.file, l.position.line));
-    // The hottest PCs NVIDIA's pc_sampling_continuous sample found on an H100 (run7, pc_sampling_utility): the
-    // dependent load of chase and the FMA of fma_chain.
+    // The hottest PCs NVIDIA's pc_sampling_continuous sample found on an H100
+    // (bench/gpu/thread_names_source_workload_nvidia_pcs.sh, pc_sampling_utility): the dependent load of chase and
+    // the FMA of fma_chain.
     assert_eq!(hot("_Z5chasePKjjiPj", 816), Some(("source_workload.cu".into(), 43)));
     assert_eq!(hot("_Z9fma_chainPfi", 352), Some(("source_workload.cu".into(), 51)));
 }

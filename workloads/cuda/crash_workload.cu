@@ -1,5 +1,6 @@
 // crash_workload: launches a known number of kernels, then dies in the way asked, so that the recorder's crash
-// tail can be checked against the program's own count (`cupti-record` on a GPU; bench/gpu/run11.sh).
+// tail can be checked against the program's own count (`cupti-record` on a GPU;
+// bench/gpu/crash_tail_capture_ring_checks.sh).
 //
 //   crash_workload MODE [KERNELS]
 //     abort     std::abort() after the last launch (SIGABRT)
