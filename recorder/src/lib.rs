@@ -2,7 +2,7 @@
 //!
 //! Three ways in:
 //! - the injection library: CUDA loads this crate's `cdylib` through `CUDA_INJECTION64_PATH` and calls
-//!   `InitializeInjection`, which reads `CUTR_*` variables ([`config::ENV_VARS`]);
+//!   `InitializeInjection`, which reads `CUTR_*` variables ([`config::OPTIONS`]);
 //! - the `cupti-record` launcher, which sets those variables and runs a command;
 //! - the Rust API, [`Recorder`], for programs that start and stop recording themselves.
 //!

@@ -1,7 +1,18 @@
 //! The `cupti-record` launcher as a user runs it, without a GPU: exit codes, the command's status passed through,
-//! and the application running on untraced, with one clear line, when the recorder cannot start.
+//! the application running on untraced, with one clear line, when the recorder cannot start, and every flag of
+//! the options table reaching the injected library through the environment.
 
+use std::collections::{HashMap, HashSet};
 use std::process::{Command, Output};
+use std::time::Duration;
+
+use cutr_recorder::config::{self, Config, OPTIONS};
+use cutr_recorder::controls::capture::{CaptureEnd, CaptureRange};
+use cutr_recorder::controls::ring::RingLimit;
+use cutr_recorder::controls::triggers::RingTrigger;
+use cutr_recorder::counters::CountersConfig;
+use cutr_recorder::counters::pm_sampling::PmConfig;
+use cutr_recorder::pc_sampling::{PcSamplingConfig, StallReasons};
 
 const CHILD_ENV: &str = "CUTR_CLI_TEST_CHILD";
 
@@ -192,4 +203,185 @@ fn ctl_says_what_is_wrong() {
             path.display()
         )]
     );
+}
+
+/// The configuration an injected library reads from the environment `cupti-record FLAGS -- env` gives `env`.
+fn config_from_launch(dir: &std::path::Path, flags: &[String]) -> Config {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cupti-record"));
+    c.current_dir(dir).arg("--injection-lib").arg(injection_library()).args(flags).args(["--", "env"]);
+    // Only what cupti-record sets reaches the command.
+    for o in OPTIONS {
+        c.env_remove(o.var);
+    }
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{flags:?}: {:?}", lines(&o.stderr));
+    let env: HashMap<String, String> = lines(&o.stdout)
+        .iter()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| k.starts_with("CUTR_"))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_lookup(|k| env.get(k).cloned()).unwrap()
+}
+
+/// Each flag, set away from its default, reaches the injected library: cupti-record's environment for its
+/// command reads back as the configuration the flag means. Every flag of `config::OPTIONS` is tried.
+#[test]
+fn every_flag_reaches_the_recorder_through_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libcupti.so.13");
+    std::fs::write(&lib, "").unwrap();
+    let d = Config::default;
+    let ms = Duration::from_millis;
+    let cases: Vec<(Vec<&str>, Config)> = vec![
+        (vec!["-o", "run-%h.cutr"], Config { output: "run-%h.cutr".into(), ..d() }),
+        (vec!["--kinds", "kernel,runtime"], Config { kinds: vec![10, 5], ..d() }),
+        (vec!["--buffer-size", "8M"], Config { buffer_bytes: 8 << 20, ..d() }),
+        (vec!["--memory-cap", "64M"], Config { memory_cap_bytes: 64 << 20, ..d() }),
+        (vec!["--flush-period", "250ms"], Config { flush_period: ms(250), ..d() }),
+        (vec!["--start-delay", "1.5"], Config { start_delay: ms(1500), ..d() }),
+        (vec!["--duration", "30s"], Config { duration: Some(ms(30_000)), ..d() }),
+        (vec!["--control"], Config { control: true, ..d() }),
+        (vec!["--start-paused"], Config { control: true, start_paused: true, ..d() }),
+        (
+            vec!["--capture-range", "nvtx:step@train"],
+            Config {
+                capture: Some((
+                    CaptureRange::Nvtx { name: "step".into(), domain: Some("train".into()) },
+                    CaptureEnd::Stop,
+                )),
+                ..d()
+            },
+        ),
+        (
+            vec!["--capture-range", "cuda-profiler-api", "--capture-range-end", "repeat:3"],
+            Config { capture: Some((CaptureRange::ProfilerApi, CaptureEnd::Repeat(Some(3)))), ..d() },
+        ),
+        (vec!["--ring", "512M"], Config { ring: Some(RingLimit { window: None, bytes: Some(512 << 20) }), ..d() }),
+        (
+            vec!["--ring", "5s", "--ring-trigger", "nvtx:oops,cuda-profiler-stop"],
+            Config {
+                ring: Some(RingLimit { window: Some(ms(5000)), bytes: None }),
+                ring_triggers: vec![RingTrigger::Nvtx("oops".into()), RingTrigger::CudaProfilerStop],
+                ..d()
+            },
+        ),
+        (vec!["--crash-timeout", "0"], Config { crash_timeout: Duration::ZERO, ..d() }),
+        (vec!["--device-buffer-size", "16M"], Config { device_buffer_bytes: Some(16 << 20), ..d() }),
+        (vec!["--device-buffer-pool-limit", "8"], Config { device_buffer_pool_limit: Some(8), ..d() }),
+        (vec!["--cupti-lib", lib.to_str().unwrap()], Config { cupti_library: Some(lib.clone()), ..d() }),
+        (vec!["--keep-noisy-api"], Config { filter_noisy_api: false, ..d() }),
+        (vec!["-q"], Config { quiet: true, ..d() }),
+        (vec!["--pc-sampling"], Config { pc_sampling: Some(PcSamplingConfig::default()), ..d() }),
+        (
+            vec!["--pc-sampling", "--pc-period", "12", "--stall-reasons", "long_scoreboard,wait"],
+            Config {
+                pc_sampling: Some(PcSamplingConfig {
+                    period_log2: Some(12),
+                    stall_reasons: StallReasons::Only(vec!["long_scoreboard".into(), "wait".into()]),
+                }),
+                ..d()
+            },
+        ),
+        (vec!["--counters"], Config { counters: Some(CountersConfig::default()), ..d() }),
+        (
+            vec!["--counters", "nvml", "--nvml-interval", "20ms"],
+            Config { counters: Some(CountersConfig { nvml_interval: Some(ms(20)), pm: None }), ..d() },
+        ),
+        (
+            vec!["--counters", "a__b.sum", "--counter-interval", "50us", "--nvml-interval", "off"],
+            Config {
+                counters: Some(CountersConfig {
+                    nvml_interval: None,
+                    pm: Some(PmConfig { metrics: vec!["a__b.sum".into()], interval: Duration::from_micros(50) }),
+                }),
+                ..d()
+            },
+        ),
+    ];
+    let mut tried = HashSet::new();
+    for (flags, expected) in cases {
+        for f in &flags {
+            let long = match *f {
+                "-o" => Some("output"),
+                "-q" => Some("quiet"),
+                f => f.strip_prefix("--"),
+            };
+            tried.extend(long);
+        }
+        let flags: Vec<String> = flags.into_iter().map(String::from).collect();
+        assert_eq!(config_from_launch(dir.path(), &flags), expected, "{flags:?}");
+    }
+    let all: HashSet<&str> = OPTIONS.iter().filter_map(|o| Some(o.flag?.long)).collect();
+    assert_eq!(tried, all);
+}
+
+/// `--help` shows every flag of `config::OPTIONS`, and lists every variable, each with its flag or, where it has
+/// none, what it takes.
+#[test]
+fn help_lists_every_flag_and_variable() {
+    let o = Command::new(env!("CARGO_BIN_EXE_cupti-record")).arg("--help").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let help = lines(&o.stdout);
+    // The lines that name options (their help is indented further, under them): `-o, --output <PATH>`.
+    let shown: Vec<&str> = help
+        .iter()
+        .filter(|l| l.starts_with("  -") || l.starts_with("      --"))
+        .filter_map(|l| l.split_whitespace().find_map(|t| t.strip_prefix("--")))
+        .collect();
+    let mut expected: Vec<&str> = OPTIONS.iter().filter_map(|o| Some(o.flag?.long)).collect();
+    expected.extend(["injection-lib", "help", "version"]);
+    assert_eq!(shown, expected);
+    let head = "The injected library reads these variables, which the flags set (each takes what its flag takes):";
+    let start = help.iter().position(|l| l == head).unwrap() + 1;
+    let listed: Vec<&str> =
+        help[start..].iter().map(|l| l.split_whitespace().next().unwrap().split('=').next().unwrap()).collect();
+    assert_eq!(listed, OPTIONS.iter().map(|o| o.var).collect::<Vec<_>>());
+    let vars = &help[start..];
+    assert_eq!(vars[0], format!("  {:<30} --output", "CUTR_OUTPUT"));
+    assert!(vars.contains(&format!("  {:<30} --keep-noisy-api", "CUTR_FILTER_NOISY_API=0")));
+    assert!(
+        vars.contains(&format!("  {:<30} Activity buffers allocated at start [default: 4]", "CUTR_INITIAL_BUFFERS"))
+    );
+}
+
+/// A bad value: exit status 2, and one line naming the flag (or the setting `validate` refuses).
+#[test]
+fn bad_values_exit_2_naming_the_flag() {
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["-o", ""], "--output: empty output path".into()),
+        (vec!["--kinds", "kernal"], format!("--kinds: {}", config::parse_kinds("kernal").unwrap_err())),
+        (vec!["--buffer-size", "4X"], "--buffer-size: unknown size unit in '4X' (use K, M or G)".into()),
+        (vec!["--buffer-size", "12"], "buffer size: 12 bytes: use a multiple of 8 between 64K and 1G".into()),
+        (vec!["--duration", "soon"], "--duration: not a duration: 'soon'".into()),
+        (
+            vec!["--capture-range", "nvtx:"],
+            "--capture-range: 'nvtx:': the range name and domain must not be empty".into(),
+        ),
+        (vec!["--ring", "1K"], "--ring: ring size '1K' is under 1M".into()),
+        (vec!["--device-buffer-pool-limit=-1"], "--device-buffer-pool-limit: not a number: '-1'".into()),
+        (vec!["--pc-sampling", "--pc-period", "x"], "--pc-period: not a number: 'x'".into()),
+        (
+            vec!["--pc-sampling", "--pc-period", "40"],
+            "PC sampling period: 2^40 cycles: use an exponent from 5 to 31".into(),
+        ),
+        (
+            vec!["--counters", "--counter-interval", "5us"],
+            "--counter-interval: counter interval 5µs is shorter than 10µs, the fastest PM sampling rate (100 kHz)"
+                .into(),
+        ),
+        (vec!["--counters", "--nvml-interval", "0"], "NVML interval: 0ns is shorter than 1ms".into()),
+    ];
+    for (flags, why) in cases {
+        let o = Command::new(env!("CARGO_BIN_EXE_cupti-record")).args(&flags).args(["--", "true"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{flags:?}");
+        assert_eq!(lines(&o.stderr), [format!("cupti-record: error: {why}")], "{flags:?}");
+    }
+    // A flag without the one it refines is clap's usage error, status 2 too.
+    let o = Command::new(env!("CARGO_BIN_EXE_cupti-record"))
+        .args(["--capture-range-end", "repeat", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(lines(&o.stderr)[0], "error: the following required arguments were not provided:");
 }

@@ -8,113 +8,24 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use clap::Parser;
-use cutr_recorder::config::{self, Config, KIND_GROUPS};
-use cutr_recorder::units;
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, ArgMatches, Parser};
+use cutr_recorder::config::{Config, KIND_GROUPS, OPTIONS, Opt, Takes};
 
 #[derive(Parser, Debug)]
 #[command(
     name = "cupti-record",
     version,
     about = "Record the CUDA activity of a command into a .cutr file",
-    after_help = "Activity kinds (--kinds, comma-separated; 'default', 'all', a CUPTI kind number, '-name' removes):\n".to_string()
-        + &KIND_GROUPS.iter().map(|g| format!("  {:<12} {}", g.0, g.2)).collect::<Vec<_>>().join("\n")
-        + "\n\nThe injected library also reads these variables (flags set them):\n"
-        + &config::ENV_VARS.iter().map(|(k, v)| format!("  {k:<30} {v}")).collect::<Vec<_>>().join("\n")
+    after_help = after_help()
 )]
 struct Args {
-    /// Output file; %p becomes the process id (one file per process), %h the host name.
-    #[arg(short, long, default_value = "cutr-%p.cutr")]
-    output: String,
-    /// Activity kinds to record.
-    #[arg(long, default_value = "default")]
-    kinds: String,
-    /// Bytes per CUPTI activity buffer.
-    #[arg(long, default_value = "4M")]
-    buffer_size: String,
-    /// Most host memory for activity buffers; when reached, buffers are refused and the loss is counted.
-    #[arg(long, default_value = "256M")]
-    memory_cap: String,
-    /// Seconds between collections of completed buffers (and clock samples).
-    #[arg(long, default_value = "1")]
-    flush_period: String,
-    /// Start recording this many seconds after CUDA starts.
-    #[arg(long)]
-    start_delay: Option<String>,
-    /// Record for this many seconds.
-    #[arg(long)]
-    duration: Option<String>,
-    /// Accept control of the running recording: `cupti-record ctl PID start|stop|dump|status`, or SIGUSR1 to
-    /// turn recording off and on (each process prints how at start).
-    #[arg(long)]
-    control: bool,
-    /// Start with recording off; turn it on with `cupti-record ctl PID start` or SIGUSR1 (implies --control).
-    #[arg(long)]
-    start_paused: bool,
-    /// Record only inside ranges: `cuda-profiler-api` (between cudaProfilerStart and cudaProfilerStop) or
-    /// `nvtx:NAME[@DOMAIN]` (inside NVTX ranges of that name); CUPTI's kinds are off outside.
-    #[arg(long, value_name = "RANGE")]
-    capture_range: Option<String>,
-    /// After a capture range: `stop` (record nothing more), `repeat` (every range), `repeat:N` (the first N).
-    #[arg(long, value_name = "END", requires = "capture_range", default_value = "stop")]
-    capture_range_end: String,
-    /// Flight recorder: keep only the most recent window (a time, `5s`, or a size, `512M`) in memory; write it at
-    /// `cupti-record ctl PID dump` (STEM.dumpN.cutr beside the output), and at exit or on a crash (the output).
-    #[arg(long, value_name = "WINDOW")]
-    ring: Option<String>,
-    /// With --ring, also write the window (STEM.dumpN.cutr) when the records show one of these (comma-separated):
-    /// `nvtx:NAME` (an NVTX marker or range named NAME), `cuda-profiler-stop` (cudaProfilerStop or
-    /// cuProfilerStop). Found in the records at each flush, so the dump follows within --flush-period.
-    #[arg(long, value_name = "LIST", requires = "ring")]
-    ring_trigger: Option<String>,
-    /// On a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT), wait at most this long for the file to be closed,
-    /// then let the signal through (the process dies of it as it would have, core dump included). 0 leaves those
-    /// signals alone (for runtimes such as the JVM that take SIGSEGV in normal operation).
-    #[arg(long, value_name = "T", default_value = "2s")]
-    crash_timeout: String,
-    /// CUPTI's device buffer size (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE).
-    #[arg(long)]
-    device_buffer_size: Option<String>,
-    /// CUPTI's device buffer pool limit (CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT).
-    #[arg(long)]
-    device_buffer_pool_limit: Option<usize>,
-    /// The libcupti to use (default: the application's own, else the CUDA toolkit's or the nvidia wheels').
-    #[arg(long)]
-    cupti_lib: Option<PathBuf>,
+    /// The injected library's options, as the table `config::OPTIONS` declares them.
+    #[command(flatten)]
+    options: OptionFlags,
     /// The cutr injection library (default: libcutr_recorder.so next to this program).
     #[arg(long, env = "CUTR_INJECTION_LIB")]
     injection_lib: Option<PathBuf>,
-    /// Keep API calls that launch nothing (cudaGetDevice, cuCtxGetCurrent...).
-    #[arg(long)]
-    keep_noisy_api: bool,
-    /// Print nothing but errors.
-    #[arg(short, long)]
-    quiet: bool,
-    /// Sample the PCs of running kernels continuously (CUPTI's PC Sampling API; kernels are not serialized) and
-    /// keep every cubin the program loads, for `cupti-convert source` (file:line and stall reasons).
-    #[arg(long)]
-    pc_sampling: bool,
-    /// PC sampling period: one sample per SM every 2^N cycles, N from 5 to 31 (default: CUPTI's, by SM count).
-    #[arg(long, value_name = "N", requires = "pc_sampling")]
-    pc_period: Option<u32>,
-    /// Stall reasons counted per PC: `default` (every reason but the `*_not_issued` twins), `all`, or a
-    /// comma-separated list of names (`long_scoreboard,wait`); `cupti-record` reports names the GPU lacks.
-    #[arg(long, value_name = "SET", requires = "pc_sampling", default_value = "default",
-          value_parser = cutr_recorder::pc_sampling::StallReasons::parse)]
-    stall_reasons: cutr_recorder::pc_sampling::StallReasons,
-    /// Sample counters over time into the file, shown as counter tracks and per-kernel averages by
-    /// `cupti-convert`: hardware counters through CUPTI's PM sampling (`default`: GR and SM activity, DRAM read
-    /// and write bytes/s, warps active, tensor pipe, PCIe and NVLink bytes/s, where the chip has them; or a
-    /// comma-separated list of metric names), and NVML's power, clocks, temperature, utilization and throttle
-    /// reasons; `nvml` for NVML only.
-    #[arg(long, value_name = "SET", num_args = 0..=1, default_missing_value = "default")]
-    counters: Option<String>,
-    /// PM sampling interval with --counters (`100us` = 10 kHz; at least 10us).
-    #[arg(long, value_name = "T", requires = "counters", default_value = "100us")]
-    counter_interval: String,
-    /// How often NVML is read with --counters (`10ms` = 100 Hz; at least 1ms), or `off`.
-    #[arg(long, value_name = "T", requires = "counters", default_value = "10ms")]
-    nvml_interval: String,
     /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
     #[arg(long, value_name = "SHELL", hide = true, exclusive = true)]
     completions: Option<clap_complete::Shell>,
@@ -124,6 +35,99 @@ struct Args {
     /// The command to record, after `--`.
     #[arg(last = true, required_unless_present_any = ["completions", "manpage"])]
     command: Vec<String>,
+}
+
+/// The flags of `config::OPTIONS` given on the command line, in the table's order: each with its long name and
+/// the variable's text it stands for.
+#[derive(Debug)]
+struct OptionFlags(Vec<(&'static Opt, &'static str, String)>);
+
+impl clap::Args for OptionFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        OPTIONS.iter().filter_map(option_arg).fold(cmd, clap::Command::arg)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The clap argument of an option's flag, if it has one.
+fn option_arg(o: &Opt) -> Option<Arg> {
+    let f = o.flag?;
+    // Each help under its flag (for the whole list of options, as it always was): several are a few lines long.
+    let mut a = Arg::new(f.long).long(f.long).help(o.help).next_line_help(true);
+    if let Some(s) = f.short {
+        a = a.short(s);
+    }
+    if let Some(d) = f.default {
+        a = a.default_value(d);
+    }
+    if let Some(r) = f.requires {
+        a = a.requires(r);
+    }
+    Some(match f.takes {
+        Takes::Value(name) => a.value_name(name).action(ArgAction::Set),
+        Takes::OptionalValue(name, missing) => {
+            a.value_name(name).action(ArgAction::Set).num_args(0..=1).default_missing_value(missing)
+        }
+        Takes::Switch(_) => a.action(ArgAction::SetTrue),
+    })
+}
+
+impl clap::FromArgMatches for OptionFlags {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        // Only what the user typed: a default shown in --help is Config::default()'s already, and applying it
+        // would make a wrong one change the recording instead of only the help.
+        let typed = |long: &str| m.value_source(long) == Some(ValueSource::CommandLine);
+        let flags = || OPTIONS.iter().filter_map(|o| Some((o, o.flag?)));
+        let implied: Vec<&str> = flags().filter(|(_, f)| typed(f.long)).filter_map(|(_, f)| f.implies).collect();
+        let mut given = Vec::new();
+        for (o, f) in flags() {
+            let value = match f.takes {
+                Takes::Switch(sets) if typed(f.long) || implied.contains(&f.long) => sets.to_string(),
+                Takes::Value(_) | Takes::OptionalValue(..) if typed(f.long) => {
+                    m.get_one::<String>(f.long).cloned().unwrap_or_default()
+                }
+                _ => continue,
+            };
+            given.push((o, f.long, value));
+        }
+        Ok(OptionFlags(given))
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// What `--help` shows after the flags: the activity kinds, and the variables with the flags that set them.
+fn after_help() -> String {
+    let kinds: Vec<String> = KIND_GROUPS.iter().map(|g| format!("  {:<12} {}", g.0, g.2)).collect();
+    let defaults = Config::default();
+    let vars: Vec<String> = OPTIONS
+        .iter()
+        .map(|o| {
+            let (var, what) = match o.flag {
+                Some(f) => match f.takes {
+                    Takes::Switch(sets) => (format!("{}={sets}", o.var), format!("--{}", f.long)),
+                    _ => (o.var.to_string(), format!("--{}", f.long)),
+                },
+                None => {
+                    let default = (o.format)(&defaults).unwrap_or_default();
+                    (o.var.to_string(), format!("{} [default: {default}]", o.help))
+                }
+            };
+            format!("  {var:<30} {what}")
+        })
+        .collect();
+    format!(
+        "Activity kinds (--kinds, comma-separated; 'default', 'all', a CUPTI kind number, '-name' removes):\n{}\n\n\
+         The injected library reads these variables, which the flags set (each takes what its flag takes):\n{}",
+        kinds.join("\n"),
+        vars.join("\n")
+    )
 }
 
 /// The completion script or man page asked for, on stdout.
@@ -162,64 +166,12 @@ fn injection_library(arg: Option<PathBuf>) -> Result<PathBuf, String> {
     ))
 }
 
+/// The configuration the flags give: each flag's text read as its variable's would be.
 fn config(a: &Args) -> Result<Config, String> {
-    let mut c = Config {
-        output: a.output.clone(),
-        kinds: config::parse_kinds(&a.kinds).map_err(|e| format!("--kinds: {e}"))?,
-        buffer_bytes: units::parse_size(&a.buffer_size).map_err(|e| format!("--buffer-size: {e}"))?,
-        memory_cap_bytes: units::parse_size(&a.memory_cap).map_err(|e| format!("--memory-cap: {e}"))?,
-        flush_period: units::parse_duration(&a.flush_period).map_err(|e| format!("--flush-period: {e}"))?,
-        cupti_library: a.cupti_lib.clone(),
-        filter_noisy_api: !a.keep_noisy_api,
-        quiet: a.quiet,
-        pc_sampling: a.pc_sampling.then(|| cutr_recorder::pc_sampling::PcSamplingConfig {
-            period_log2: a.pc_period,
-            stall_reasons: a.stall_reasons.clone(),
-        }),
-        counters: match &a.counters {
-            Some(set) => {
-                let nvml_interval = match a.nvml_interval.as_str() {
-                    "off" => None,
-                    t => Some(units::parse_duration(t).map_err(|e| format!("--nvml-interval: {e}"))?),
-                };
-                let interval =
-                    units::parse_duration(&a.counter_interval).map_err(|e| format!("--counter-interval: {e}"))?;
-                Some(
-                    cutr_recorder::counters::CountersConfig::parse(set, interval, nvml_interval)
-                        .map_err(|e| format!("--counters: {e}"))?,
-                )
-            }
-            None => None,
-        },
-        ..Config::default()
-    };
-    c.crash_timeout = units::parse_duration(&a.crash_timeout).map_err(|e| format!("--crash-timeout: {e}"))?;
-    c.control = a.control || a.start_paused;
-    c.start_paused = a.start_paused;
-    if let Some(r) = &a.capture_range {
-        let range =
-            cutr_recorder::controls::capture::CaptureRange::parse(r).map_err(|e| format!("--capture-range: {e}"))?;
-        let end = cutr_recorder::controls::capture::CaptureEnd::parse(&a.capture_range_end)
-            .map_err(|e| format!("--capture-range-end: {e}"))?;
-        c.capture = Some((range, end));
+    let mut c = Config::default();
+    for (o, long, value) in &a.options.0 {
+        (o.parse)(&mut c, value).map_err(|e| format!("--{long}: {e}"))?;
     }
-    if let Some(r) = &a.ring {
-        c.ring = Some(cutr_recorder::controls::ring::RingLimit::parse(r).map_err(|e| format!("--ring: {e}"))?);
-    }
-    if let Some(t) = &a.ring_trigger {
-        c.ring_triggers = cutr_recorder::controls::triggers::RingTrigger::parse_list(t)
-            .map_err(|e| format!("--ring-trigger: {e}"))?;
-    }
-    if let Some(s) = &a.start_delay {
-        c.start_delay = units::parse_duration(s).map_err(|e| format!("--start-delay: {e}"))?;
-    }
-    if let Some(s) = &a.duration {
-        c.duration = Some(units::parse_duration(s).map_err(|e| format!("--duration: {e}"))?);
-    }
-    if let Some(s) = &a.device_buffer_size {
-        c.device_buffer_bytes = Some(units::parse_size(s).map_err(|e| format!("--device-buffer-size: {e}"))?);
-    }
-    c.device_buffer_pool_limit = a.device_buffer_pool_limit;
     if let Some(p) = &c.cupti_library
         && !p.exists()
     {
