@@ -267,6 +267,15 @@ fn every_flag_reaches_the_recorder_through_the_environment() {
             },
         ),
         (vec!["--crash-timeout", "0"], Config { crash_timeout: Duration::ZERO, ..d() }),
+        (vec!["--control-wait", "500ms"], Config { control_wait: ms(500), ..d() }),
+        (
+            vec!["--counters", "nvml", "--counters-whole-run"],
+            Config {
+                counters: Some(CountersConfig { pm: None, ..CountersConfig::default() }),
+                counters_whole_run: true,
+                ..d()
+            },
+        ),
         (vec!["--device-buffer-size", "16M"], Config { device_buffer_bytes: Some(16 << 20), ..d() }),
         (vec!["--device-buffer-pool-limit", "8"], Config { device_buffer_pool_limit: Some(8), ..d() }),
         (vec!["--cupti-lib", lib.to_str().unwrap()], Config { cupti_library: Some(lib.clone()), ..d() }),

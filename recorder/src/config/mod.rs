@@ -98,6 +98,8 @@ pub fn parse_kinds(spec: &str) -> Result<Vec<u32>, String> {
     Ok(out)
 }
 
+/// Longest a control action waits for the records of work in flight by default (`Config::control_wait`).
+pub const DEFAULT_CONTROL_WAIT: Duration = Duration::from_secs(2);
 /// Longest a crash handler waits for the file to be closed by default (`Config::crash_timeout`).
 pub const DEFAULT_CRASH_TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{DEFAULT_CRASH_TIMEOUT, parse_kinds};
+use super::{DEFAULT_CONTROL_WAIT, DEFAULT_CRASH_TIMEOUT, parse_kinds};
 use crate::controls::capture::{CaptureEnd, CaptureRange};
 use crate::controls::ring::RingLimit;
 use crate::controls::triggers::RingTrigger;
@@ -275,6 +275,23 @@ options! {
             |c| bit(c.control),
         )
         .flag(Flag::switch("control", "1")),
+    ],
+    /// Longest a control action (`ctl stop`, `ctl dump`, SIGUSR1, `--duration`) waits for the records of work in
+    /// flight to complete before it answers.
+    control_wait: Duration = DEFAULT_CONTROL_WAIT => [
+        Opt::new(
+            "CUTR_CONTROL_WAIT",
+            "When recording is turned off (ctl stop, SIGUSR1, --duration) or dumped while off, wait at most this \
+             long for the kernels still running to finish, so their records land complete (a dump while \
+             recording waits 20 ms at most; what still runs then lands when it is done). Nothing is forced out \
+             before the end of the recording",
+            |c, v| {
+                c.control_wait = parse_duration(v)?;
+                Ok(())
+            },
+            |c| Some(secs(c.control_wait)),
+        )
+        .flag(Flag::value("control-wait", "T").default("2s")),
     ],
     /// Start with recording off (with `control`, or the API, to turn it on).
     start_paused: bool = false => [
@@ -548,5 +565,19 @@ options! {
             |c| Some(c.counters.as_ref()?.nvml_interval.map_or("off".into(), |d| format!("{}s", d.as_secs_f64()))),
         )
         .flag(Flag::value("nvml-interval", "T").default("10ms").requires("counters")),
+    ],
+    /// Keep counter samples all along, not only while recording is on (capture ranges, pauses, a start delay).
+    counters_whole_run: bool = false => [
+        Opt::new(
+            "CUTR_COUNTERS_WHOLE_RUN",
+            "With --counters: keep the counter samples of the whole run; by default only those taken while \
+             recording is on are kept (inside capture ranges, outside pauses), as for activity",
+            |c, v| {
+                c.counters_whole_run = on(v);
+                Ok(())
+            },
+            |c| bit(c.counters_whole_run),
+        )
+        .flag(Flag::switch("counters-whole-run", "1").requires("counters")),
     ],
 }

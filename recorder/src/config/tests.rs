@@ -64,6 +64,7 @@ fn all_changed() -> Config {
         start_delay: Duration::from_millis(1500),
         duration: Some(Duration::from_secs(30)),
         control: true,
+        control_wait: Duration::from_millis(500),
         start_paused: true,
         capture: Some((
             CaptureRange::Nvtx { name: "step".into(), domain: Some("train".into()) },
@@ -87,6 +88,7 @@ fn all_changed() -> Config {
             nvml_interval: Some(Duration::from_millis(20)),
             pm: Some(PmConfig { metrics: vec!["a__b.sum".into()], interval: Duration::from_micros(50) }),
         }),
+        counters_whole_run: true,
     }
 }
 
@@ -133,6 +135,7 @@ fn every_field_has_a_variable_and_is_changed_by_the_round_trip() {
         start_delay,
         duration,
         control,
+        control_wait,
         start_paused,
         capture,
         ring,
@@ -147,6 +150,7 @@ fn every_field_has_a_variable_and_is_changed_by_the_round_trip() {
         quiet,
         pc_sampling,
         counters,
+        counters_whole_run,
     );
     let in_table: HashSet<&str> = OPTIONS.iter().map(|o| o.field).collect();
     assert_eq!(in_table, fields.into_iter().collect());
@@ -168,6 +172,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
             "flush_period=1".into(),
             "start_delay=0".into(),
             "control=0".into(),
+            "control_wait=2".into(),
             "start_paused=0".into(),
             "capture_range=".into(),
             "capture_range_end=stop".into(),
@@ -177,6 +182,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
             "zstd_level=3".into(),
             "filter_noisy_api=1".into(),
             "overwrite=0".into(),
+            "counters_whole_run=0".into(),
         ]
     );
     assert_eq!(
@@ -191,6 +197,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
             "start_delay=1.5",
             "duration=30",
             "control=1",
+            "control_wait=0.5",
             "start_paused=1",
             "capture_range=nvtx:step@train",
             "capture_range_end=repeat:3",
@@ -209,6 +216,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
             "counters=a__b.sum",
             "counter_interval=50us",
             "nvml_interval=0.02s",
+            "counters_whole_run=1",
         ]
     );
 }
@@ -233,7 +241,7 @@ fn flag_defaults_are_the_configuration_defaults() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 2 * 10);
+    assert_eq!(checked, 2 * 11);
 }
 
 /// Names are unique; a flag's `requires` names an earlier variable's flag (read first, so that a variable
@@ -260,5 +268,5 @@ fn the_table_is_consistent() {
             assert!(matches!(longs[r].1.flag.unwrap().takes, Takes::Switch(_)), "--{} implies --{r}", f.long);
         }
     }
-    assert_eq!((OPTIONS.len(), longs.len()), (28, 25));
+    assert_eq!((OPTIONS.len(), longs.len()), (30, 27));
 }

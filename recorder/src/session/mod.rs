@@ -160,10 +160,6 @@ fn create_output(config: &Config, pid: u32) -> Result<(PathBuf, File), RecorderE
     }
 }
 
-/// Longest a control action (`ctl stop`, `ctl dump`, SIGUSR1, the end of a capture range's wait) waits for the
-/// records of work in flight to complete.
-const CONTROL_WAIT: Duration = Duration::from_secs(2);
-
 /// How long a dump made while recording is on waits for records still in flight to complete.
 const DUMP_SETTLE: Duration = Duration::from_millis(20);
 
@@ -409,7 +405,7 @@ impl Session {
         }
         self.mark(now, on);
         if !on && collect {
-            self.collect_completed(CONTROL_WAIT);
+            self.collect_completed(self.config.control_wait);
         }
         Ok(on)
     }
@@ -437,7 +433,7 @@ impl Session {
         }
         // What completed until now; while recording is on, CUPTI keeps filling its current buffer, so the wait
         // is short then (the records still running land in the file, or in the ring's later window, when done).
-        let wait = if self.recording() { DUMP_SETTLE.min(CONTROL_WAIT) } else { CONTROL_WAIT };
+        let wait = if self.recording() { DUMP_SETTLE.min(self.config.control_wait) } else { self.config.control_wait };
         self.collect_completed(wait);
         if self.config.ring.is_none() {
             let _ = self.tx.send(Msg::Tick);
@@ -454,7 +450,7 @@ impl Session {
 
     /// Whether counter samples are kept all along, not only while recording is on.
     fn counters_whole_run(&self) -> bool {
-        false
+        self.config.counters_whole_run
     }
 
     /// Whether recording is on.
