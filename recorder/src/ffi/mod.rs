@@ -3,3 +3,4 @@
 
 pub mod cupti;
 pub mod driver;
+pub mod pm;

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use cudarc::cupti::sys as cs;
 use cutr_format::CounterSamples;
 
-use super::{Api, Shared};
+use super::Shared;
+use crate::ffi::pm::{Api, params};
 
 /// Images in use at most per device (the one being decoded into, those queued or being evaluated, spares): past
 /// it a batch that finds no spare within [`SPARE_WAIT`] is not evaluated and its samples are counted as lost. The
@@ -322,5 +323,90 @@ impl Evaluation {
         batch.samples.values.extend_from_slice(&values);
         batch.evaluated += 1;
         failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::super::device::empty;
+    use super::super::tests::shared_collecting;
+    use super::*;
+
+    fn batch(device: u32, indices: Vec<usize>, lost: u64) -> Batch {
+        Batch::new(vec![1u8; 16], indices, CounterSamples { lost_samples: lost, ..empty(device, &[]) })
+    }
+
+    /// Images go round: each handed-over image comes back reset as a spare, and the batches are sent in order
+    /// (batches without samples to evaluate: no CUPTI call is made).
+    #[test]
+    fn evaluation_sends_batches_in_order_and_recycles_images() {
+        let (shared, notes, sent) = shared_collecting();
+        let pristine = std::sync::Arc::new(vec![7u8; 16]);
+        let eval = Evaluation::start(shared, 3, std::ptr::null_mut(), Vec::new(), pristine).unwrap();
+        for k in 1..=6 {
+            let (image, lost) = eval.hand_over(batch(3, Vec::new(), k), &|| false);
+            assert_eq!((image, lost), (vec![7u8; 16], 0), "a reset spare or a fresh image");
+        }
+        let t0 = Instant::now();
+        while sent.lock().unwrap().len() < 6 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let lost: Vec<u64> = sent.lock().unwrap().iter().map(|c| c.lost_samples).collect();
+        assert_eq!(lost, [1, 2, 3, 4, 5, 6]);
+        let (left, lost) = eval.stop();
+        assert!(left.is_empty() && lost == 0);
+        assert!(notes.lock().unwrap().is_empty());
+    }
+
+    /// An evaluating thread that cannot go on (a finisher holds the gate) keeps its batches for the finisher;
+    /// once MAX_IMAGES are in use a further batch waits SPARE_WAIT for a spare, then is counted as lost (its
+    /// samples and the losses it carried) and its image reused; once a context ended, at once.
+    #[test]
+    fn evaluation_behind_counts_a_batch_without_a_spare_as_lost() {
+        let (shared, _notes, sent) = shared_collecting();
+        let pristine = std::sync::Arc::new(vec![7u8; 16]);
+        let eval = Evaluation::start(shared, 0, std::ptr::null_mut(), Vec::new(), pristine).unwrap();
+        let finisher = shared.gate.write().unwrap();
+        for k in 0..3 {
+            assert_eq!(eval.hand_over(batch(0, vec![0], k), &|| false).1, 0, "images 2, 3, 4");
+        }
+        let t0 = Instant::now();
+        let (image, lost) = eval.hand_over(batch(0, vec![0, 1], 5), &|| false);
+        assert!(t0.elapsed() >= SPARE_WAIT, "{:?}", t0.elapsed());
+        assert_eq!((image, lost), (vec![7u8; 16], 2 + 5));
+        let t0 = Instant::now();
+        assert_eq!(eval.hand_over(batch(0, vec![0; 4], 1), &|| true).1, 5);
+        assert!(t0.elapsed() < SPARE_WAIT);
+        let (left, lost) = eval.stop();
+        let left: Vec<u64> = left.iter().map(|b| b.samples.lost_samples).collect();
+        assert_eq!((left, lost), (vec![0, 1, 2], 0), "queued, in order, for the finisher");
+        assert!(sent.lock().unwrap().is_empty());
+        drop(finisher);
+    }
+
+    /// A halted evaluation (the device's context is ending) takes no more batches: a hand-over is refused at
+    /// once and counted; the finisher, interrupted, evaluates nothing and counts the batch's samples as lost,
+    /// sending only timestamps that have values.
+    #[test]
+    fn a_halted_or_interrupted_evaluation_counts_its_samples_as_lost() {
+        let (shared, notes, sent) = shared_collecting();
+        let pristine = std::sync::Arc::new(vec![7u8; 16]);
+        let eval = Evaluation::start(shared, 0, std::ptr::null_mut(), Vec::new(), pristine).unwrap();
+        eval.halt();
+        let t0 = Instant::now();
+        assert_eq!(eval.hand_over(batch(0, vec![0, 1, 2], 4), &|| false), (vec![7u8; 16], 7));
+        assert!(t0.elapsed() < SPARE_WAIT);
+        let (left, lost) = eval.stop();
+        assert!(left.is_empty() && lost == 0);
+
+        let mut b = batch(0, vec![5, 6, 7], 2);
+        b.samples.t_start = vec![10, 20, 30];
+        b.samples.t_end = vec![20, 30, 40];
+        assert!(!eval.evaluate_all(&shared.api, &mut b, &|_| {}, &|| true), "interrupted before the first");
+        let (_, samples) = b.into_parts();
+        assert_eq!((samples.len(), samples.values.len(), samples.lost_samples), (0, 0, 5));
+        assert!(sent.lock().unwrap().is_empty() && notes.lock().unwrap().is_empty());
     }
 }
