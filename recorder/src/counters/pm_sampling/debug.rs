@@ -1,10 +1,9 @@
-//! `CUTR_PM_DEBUG=1`: each step of PM sampling's set-up, each decode and a context's end timed on stderr.
+//! `CUTR_PM_DEBUG=1`: each step of PM sampling's set-up, each decode and evaluation, and a context's end timed on
+//! stderr (how set-up races an application that ends its context early is only visible on a GPU).
 
 use std::time::{Duration, Instant};
 
-/// When `CUTR_PM_DEBUG=1`, the instant the first debug line was asked for: each step of PM sampling's set-up, each
-/// decode and a context's end are then timed on stderr (how set-up races an application that ends its context
-/// early is only visible on a GPU).
+/// When `CUTR_PM_DEBUG=1`, the instant the first debug line was asked for; `None` when debugging is off.
 pub(super) fn debug_start() -> Option<Instant> {
     static ON: std::sync::OnceLock<Option<Instant>> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("CUTR_PM_DEBUG").is_ok_and(|v| v == "1").then(Instant::now))

@@ -1,164 +1,99 @@
-//! One device's PM sampling session: set-up, decoding, hand-over to evaluation, finish.
+//! One device's PM sampling session: set-up (metrics fitted, sampling enabled, configured and started), each
+//! decode (the hardware's new samples into a counter-data image, their times collected), the hand-over of a
+//! nearly full image to evaluation, and the finish (Stop, drain, Disable). Every function here that calls CUPTI
+//! for the device runs under the gate's shared side or, finishing, its exclusive side ([`super::gate`]).
 
-use std::ffi::{CString, c_char};
-use std::sync::Mutex;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cudarc::cupti::sys as cs;
 use cutr_format::{CounterMetric, CounterSamples};
 
 use super::debug::thread_cpu_time;
 use super::evaluation::{Batch, Evaluation};
-use super::host::{chip_and_availability, deinit_host, fit_metrics, host_with, properties};
-use super::{BUSY_NOTE_FRACTION, DECODE_PERIOD, PmConfig, Shared, buffer_and_period, image_samples, reset_room};
-use crate::ffi::pm::{Api, CUPTI_ERROR_OUT_OF_MEMORY, CUPTI_SUCCESS, DecodeParams, STOP_END_OF_RECORDS, params};
+use super::gate::Gate;
+use super::{BUSY_NOTE_FRACTION, DECODE_PERIOD, PmConfig, buffer_and_period, host, image_samples, reset_room};
+use crate::ffi::pm::{Api, ConfigImage, CounterDataImage, DecodeError, Decoded, HostObject, SamplerObject};
 
-/// Decodes after Stop, at most, to drain what the hardware still holds.
-const MAX_DRAIN_DECODES: usize = 64;
 /// Set-up's error when a context ended under it.
 const ENDED: &str = "the CUDA context ended while sampling was being set up";
+/// A session's CUPTI object is asked for where it has none (never enabled, or disabled at finish).
+const NO_OBJECT: &str = "PM sampling is not enabled on the device";
+/// Decodes after Stop, at most, to drain what the hardware still holds.
+const MAX_DRAIN_DECODES: usize = 64;
+
+/// A device's host object, shared by its session (which releases it at finish) and its evaluating thread.
+pub(super) type SharedHost = Arc<Mutex<Option<HostObject>>>;
+
+/// A device's session, shared by its decoding thread and whoever finishes sampling (Stop, a context's end).
+pub(super) type SessionRef = Arc<Mutex<DeviceSession>>;
+
+/// Starts a device's evaluating thread, given the host object, the metric names and the pristine image.
+pub(super) type StartEvaluation<'a> =
+    &'a dyn Fn(SharedHost, Vec<CString>, Arc<CounterDataImage>) -> Result<Arc<Evaluation>, String>;
 
 /// One device's PM sampling session: everything CUPTI points into lives here until it is disabled.
 pub(super) struct DeviceSession {
     pub(super) device: u32,
     /// When the last decode succeeded, and whether sampling stopped since on a full hardware buffer: the samples
     /// from then to the end are lost, and counted at `finish` (CUPTI refuses every decode after an overflow).
-    pub(super) last_decode: Instant,
-    pub(super) overflowed: bool,
-    pub(super) host: *mut cs::CUpti_Profiler_Host_Object,
-    pub(super) object: *mut cs::CUpti_PmSampling_Object,
-    /// CUPTI keeps a pointer to the config image: it must outlive the session.
-    pub(super) _config: Vec<u8>,
-    /// The host object was made with pointers to these: kept as long as the host object.
-    pub(super) _availability: Vec<u8>,
-    pub(super) _chip: CString,
-    pub(super) names: Vec<CString>,
-    pub(super) metrics: Vec<CounterMetric>,
+    last_decode: Instant,
+    overflowed: bool,
+    host: SharedHost,
+    /// From Enable to Disable.
+    object: Option<SamplerObject>,
+    names: Vec<CString>,
+    metrics: Vec<CounterMetric>,
     /// The image being decoded into.
-    pub(super) image: Vec<u8>,
+    image: CounterDataImage,
     /// The image as initialized: copied over an image to reset it.
-    pub(super) pristine: std::sync::Arc<Vec<u8>>,
+    pristine: Arc<CounterDataImage>,
     /// Samples of the current image already collected (their timestamps in `pending`, their indices in `indices`).
-    pub(super) done: usize,
-    pub(super) indices: Vec<usize>,
+    done: usize,
+    indices: Vec<usize>,
     /// The session's first sample is dropped (it starts before Start and carries garbage).
-    pub(super) first_dropped: bool,
-    pub(super) interval: Duration,
+    first_dropped: bool,
+    interval: Duration,
     /// The last sample's start: a later one more than 1.5 intervals after it means samples were lost.
-    pub(super) last_start: u64,
+    last_start: u64,
     /// The device's primary context was active when sampling started: its end (`cudaDeviceReset`) stops sampling.
     /// (An application with contexts of its own leaves the primary one inactive throughout.)
-    pub(super) primary_context: bool,
+    primary_context: bool,
     /// The current image's samples (timestamps, losses counted), values still to come.
-    pub(super) pending: CounterSamples,
+    pending: CounterSamples,
     /// The evaluating thread (from the first successful configure on).
-    pub(super) eval: Option<std::sync::Arc<Evaluation>>,
+    eval: Option<Arc<Evaluation>>,
     /// Stopping: a full image is evaluated on the finishing thread (the evaluating thread is stopped), into `ready`.
-    pub(super) finishing: bool,
-    pub(super) ready: Vec<CounterSamples>,
+    finishing: bool,
+    ready: Vec<CounterSamples>,
     pub(super) failed: bool,
     /// Time spent decoding and evaluating since the first decode (`busy_since`): the note of a thread that cannot
     /// keep up is given once.
-    pub(super) busy: Duration,
-    pub(super) busy_since: Option<Instant>,
-    pub(super) busy_noted: bool,
+    busy: Duration,
+    busy_since: Option<Instant>,
+    busy_noted: bool,
 }
 
-// SAFETY: the raw pointers are CUPTI's objects, which CUPTI lets any thread use; a session is only touched under
-// its own lock.
-unsafe impl Send for DeviceSession {}
-
-/// A device's session, shared by its decoding thread and whoever finishes sampling (Stop, a context's end).
-pub(super) type SessionRef = std::sync::Arc<Mutex<DeviceSession>>;
-
-/// What a finished session holds to send: its evaluated batches and the rest (samples, losses).
-pub(super) fn finished_chunks(s: &mut DeviceSession) -> Vec<CounterSamples> {
-    let mut chunks = std::mem::take(&mut s.ready);
-    if !s.pending.is_empty() || s.pending.lost_samples > 0 {
-        chunks.push(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
-    }
-    chunks
-}
-
-pub(super) fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
-    CounterSamples { source: "pm_sampling".into(), device, metrics: metrics.to_vec(), ..Default::default() }
-}
-
-/// Host configuration, then PM sampling enabled, configured and started on device `d`.
-/// Device calls are made under the gate and not at all once a context has ended ([`ENDED`]); host calls (fitting
-/// the metrics, the config image: most of the time) outside it.
-pub(super) fn setup(
-    shared: &'static Shared,
-    d: u32,
-    config: &PmConfig,
-    note: &dyn Fn(String),
-) -> Result<DeviceSession, String> {
-    let api = &shared.api;
-    // SAFETY: every call below gets params zeroed with their size, out-pointers to live locals, and buffers
-    // allocated with the sizes CUPTI asked for that outlive the calls; CUPTI's objects are used only while live
-    // (disabled and deinitialized in `finish`).
-    unsafe {
-        let (chip, availability) = {
-            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
-            chip_and_availability(api, d)?
-        };
-        debug!("chip and availability");
-        let chip_name = chip.as_ptr();
-        let names = {
-            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
-            fit_metrics(api, chip_name, &availability, &config.metrics, note, d)
-        };
-        debug!("metrics fitted");
-        if names.is_empty() {
-            return Err("none of the metrics can be sampled".into());
-        }
-        let (host, config_image, metrics) = {
-            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
-            let (host, config_image, _) = host_with(api, chip_name, &availability, &names)?;
-            let metrics: Vec<CounterMetric> = names
-                .iter()
-                .map(|n| {
-                    properties(api, host, n).unwrap_or_else(|| CounterMetric {
-                        name: n.to_string_lossy().into_owned(),
-                        ..Default::default()
-                    })
-                })
-                .collect();
-            (host, config_image, metrics)
-        };
-        let mut en = params!(cs::CUpti_PmSampling_Enable_Params, pPmSamplingObject);
-        en.deviceIndex = d as usize;
-        debug!("enable");
-        // Once a context has ended nothing of CUPTI's is called, host objects included (a host call after
-        // `cudaDeviceReset` also crashed inside libnvperf_host): what was made is left, at most once per device.
-        {
-            let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
-            if let Err(e) = api.check("cuptiPmSamplingEnable", (api.enable)(&mut en)) {
-                deinit_host(api, host);
-                return Err(e);
-            }
-        }
-        let object = en.pPmSamplingObject;
-        let mut s = DeviceSession {
-            device: d,
+impl DeviceSession {
+    /// A session of device `device` without CUPTI objects yet.
+    fn new(device: u32, interval: Duration, names: Vec<CString>, metrics: Vec<CounterMetric>) -> Self {
+        DeviceSession {
+            device,
             last_decode: Instant::now(),
             overflowed: false,
-            host,
-            object,
-            _config: config_image,
-            _availability: availability,
-            _chip: chip,
+            host: Arc::new(Mutex::new(None)),
+            object: None,
             names,
-            metrics: metrics.clone(),
-            image: Vec::new(),
+            pending: empty(device, &metrics),
+            metrics,
+            image: CounterDataImage::default(),
             pristine: Default::default(),
             done: 0,
             indices: Vec::new(),
             first_dropped: false,
-            interval: config.interval,
+            interval,
             last_start: 0,
-            primary_context: crate::ffi::driver::primary_context_active(d) == Some(true),
-            pending: empty(d, &metrics),
+            primary_context: false,
             eval: None,
             finishing: false,
             ready: Vec::new(),
@@ -166,84 +101,156 @@ pub(super) fn setup(
             busy: Duration::ZERO,
             busy_since: None,
             busy_noted: false,
-        };
-        // A context that ended while Enable waited for it: the object belongs to a dead context, left alone.
-        let Some(_gate) = shared.device_gate() else { return Err(ENDED.into()) };
-        let started = configure(api, &mut s, config)
-            .and_then(|()| Evaluation::start(shared, d, s.host, s.names.clone(), std::sync::Arc::clone(&s.pristine)));
-        match started {
-            Ok(eval) => s.eval = Some(eval),
+        }
+    }
+
+    /// A session without CUPTI objects (nothing may reach CUPTI with it) whose first sample is already dropped.
+    #[cfg(test)]
+    pub(super) fn for_test(device: u32, interval: Duration) -> DeviceSession {
+        DeviceSession { first_dropped: true, ..DeviceSession::new(device, interval, Vec::new(), Vec::new()) }
+    }
+
+    /// Nothing more is decoded or evaluated on this device (its context is ending, or its decoding thread
+    /// failed): what is queued is counted as lost at finish.
+    pub(super) fn halt(&mut self) {
+        self.failed = true;
+        if let Some(e) = &self.eval {
+            e.halt();
+        }
+    }
+}
+
+/// Host configuration, then PM sampling enabled, configured and started on device `d`, and its evaluating thread
+/// started. Device calls are made under the gate and not at all once a context has ended ([`ENDED`]); host calls
+/// (fitting the metrics, the config image: most of the time) outside it.
+pub(super) fn setup(
+    api: &Api,
+    gate: &Gate,
+    d: u32,
+    config: &PmConfig,
+    note: &dyn Fn(String),
+    start_evaluation: StartEvaluation<'_>,
+) -> Result<DeviceSession, String> {
+    let chip = {
+        let Some(_gate) = gate.device_calls() else { return Err(ENDED.into()) };
+        host::chip(api, d)?
+    };
+    debug!("chip and availability");
+    let names = {
+        let Some(_gate) = gate.device_calls() else { return Err(ENDED.into()) };
+        host::fit_metrics(api, &chip, &config.metrics, note, d)
+    };
+    debug!("metrics fitted");
+    if names.is_empty() {
+        return Err("none of the metrics can be sampled".into());
+    }
+    let (host, config_image, metrics) = {
+        let Some(_gate) = gate.device_calls() else { return Err(ENDED.into()) };
+        let (host, config_image, _) = host::host_with(api, &chip, &names)?;
+        let metrics: Vec<CounterMetric> = names
+            .iter()
+            .map(|n| {
+                host::properties(api, &host, n)
+                    .unwrap_or_else(|| CounterMetric { name: n.to_string_lossy().into_owned(), ..Default::default() })
+            })
+            .collect();
+        (host, config_image, metrics)
+    };
+    debug!("enable");
+    // Once a context has ended nothing of CUPTI's is called, host objects included (a host call after
+    // `cudaDeviceReset` also crashed inside libnvperf_host): what was made is left, at most once per device.
+    let object = {
+        let Some(_gate) = gate.device_calls() else { return Err(ENDED.into()) };
+        match api.enable(d) {
+            Ok(object) => object,
             Err(e) => {
-                finish(api, &mut s, true, &|| false, note);
+                api.host_deinitialize(host);
                 return Err(e);
             }
         }
-        Ok(s)
+    };
+    let mut s = DeviceSession {
+        host: Arc::new(Mutex::new(Some(host))),
+        object: Some(object),
+        primary_context: crate::ffi::driver::primary_context_active(d) == Some(true),
+        ..DeviceSession::new(d, config.interval, names, metrics)
+    };
+    // A context that ended while Enable waited for it: the object belongs to a dead context, left alone.
+    let Some(_gate) = gate.device_calls() else { return Err(ENDED.into()) };
+    let started = configure(api, &mut s, config_image, config)
+        .and_then(|()| start_evaluation(Arc::clone(&s.host), s.names.clone(), Arc::clone(&s.pristine)));
+    match started {
+        Ok(eval) => s.eval = Some(eval),
+        Err(e) => {
+            finish(api, &mut s, true, &|| false, note);
+            return Err(e);
+        }
     }
+    Ok(s)
 }
 
-/// Sets the sampling configuration, sizes and initializes the counter-data image, and starts sampling.
-///
-/// # Safety
-/// `s.object` and `s.host` are live.
-pub(super) unsafe fn configure(api: &Api, s: &mut DeviceSession, config: &PmConfig) -> Result<(), String> {
-    // SAFETY: the caller's; the config image and the counter-data images live in `s` while sampling runs.
-    unsafe {
-        let mut set = params!(cs::CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode);
-        set.pPmSamplingObject = s.object;
-        set.configSize = s._config.len();
-        set.pConfig = s._config.as_ptr();
-        set.hardwareBufferSize = buffer_and_period(config.interval).0;
-        set.samplingInterval = config.interval.as_nanos() as u64;
-        set.triggerMode = cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-        debug!("set config");
-        api.check("cuptiPmSamplingSetConfig", (api.set_config)(&mut set))?;
-        debug!("config set");
-        let mut ptrs: Vec<*const c_char> = s.names.iter().map(|n| n.as_ptr()).collect();
-        let mut size = params!(cs::CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
-        size.pPmSamplingObject = s.object;
-        size.pMetricNames = ptrs.as_mut_ptr();
-        size.numMetrics = ptrs.len();
-        size.maxSamples = image_samples(config.interval) as u32;
-        api.check("cuptiPmSamplingGetCounterDataSize", (api.data_size)(&mut size))?;
-        s.image = vec![0u8; size.counterDataSize];
-        let mut init = params!(cs::CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData);
-        init.pPmSamplingObject = s.object;
-        init.counterDataSize = s.image.len();
-        init.pCounterData = s.image.as_mut_ptr();
-        api.check("cuptiPmSamplingCounterDataImageInitialize", (api.image_initialize)(&mut init))?;
-        s.pristine = std::sync::Arc::new(s.image.clone());
-        let mut start = params!(cs::CUpti_PmSampling_Start_Params, pPmSamplingObject);
-        start.pPmSamplingObject = s.object;
-        debug!("start");
-        api.check("cuptiPmSamplingStart", (api.start)(&mut start))
-    }
+/// Sets the sampling configuration (the object keeps the config image), sizes and initializes the counter-data
+/// image, and starts sampling.
+fn configure(api: &Api, s: &mut DeviceSession, config_image: ConfigImage, config: &PmConfig) -> Result<(), String> {
+    let object = s.object.as_mut().ok_or(NO_OBJECT)?;
+    debug!("set config");
+    api.set_config(object, config_image, buffer_and_period(config.interval).0, config.interval)?;
+    debug!("config set");
+    let size = api.counter_data_size(object, &s.names, image_samples(config.interval) as u32)?;
+    s.image = api.initialize_counter_data(object, size)?;
+    s.pristine = Arc::new(s.image.clone());
+    debug!("start");
+    api.start(object)
 }
 
-/// One decode: the hardware's new samples into the image, collected ([`collect_new`]). Returns the stop reason.
-pub(super) fn decode(
+/// Decodes one device's new samples (its evaluating thread sends the chunks); false once the device's sampling
+/// is over (failed, finished, or a context ended), when its decoding thread ends.
+pub(super) fn decode_device(api: &Api, gate: &Gate, session: &Mutex<DeviceSession>, note: &dyn Fn(String)) -> bool {
+    // The gate first, then the session: a finisher holding the gate's exclusive side may lock every session.
+    let Some(_gate) = gate.device_calls() else { return false };
+    let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+    if s.failed {
+        return false;
+    }
+    if s.primary_context && crate::ffi::driver::primary_context_active(s.device) == Some(false) {
+        // The context is ending (cudaDeviceReset): nothing of CUPTI's is touched again for it, evaluation
+        // included (what is queued is counted as lost at finish).
+        s.halt();
+        return false;
+    }
+    if let Err(e) = decode(api, &mut s, &|| gate.ended(), note) {
+        s.failed = true;
+        note(format!("PM sampling on device {} stopped: {e}", s.device));
+        return false;
+    }
+    true
+}
+
+/// One decode: the hardware's new samples into the image, collected ([`collect_new`]).
+fn decode(
     api: &Api,
     s: &mut DeviceSession,
     ended: &dyn Fn() -> bool,
     note: &dyn Fn(String),
-) -> Result<u32, String> {
-    let mut p = params!(DecodeParams, overflow);
-    p.object = s.object;
-    p.image = s.image.as_mut_ptr();
-    p.image_size = s.image.len();
+) -> Result<Decoded, String> {
+    let object = s.object.as_ref().ok_or(NO_OBJECT)?;
     let t0 = Instant::now();
     let cpu0 = thread_cpu_time();
-    // SAFETY: the object is live; the image is the one initialized for it.
-    let code = unsafe { (api.decode)(&mut p) };
+    let result = api.decode(object, &mut s.image);
     let decoded = t0.elapsed();
     let decoded_cpu = thread_cpu_time().saturating_sub(cpu0);
-    if code == CUPTI_ERROR_OUT_OF_MEMORY {
-        // The hardware buffer filled (KEEP_OLDEST): CUPTI refuses every later decode.
-        s.overflowed = true;
-        return Err("the hardware buffer overflowed (samples after it are lost); a longer interval samples less".into());
-    }
-    api.check("cuptiPmSamplingDecodeData", code)?;
-    if p.overflow != 0 {
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(DecodeError::HardwareBufferFull) => {
+            // CUPTI refuses every later decode.
+            s.overflowed = true;
+            return Err(
+                "the hardware buffer overflowed (samples after it are lost); a longer interval samples less".into()
+            );
+        }
+        Err(DecodeError::Failed(e)) => return Err(e),
+    };
+    if outcome.overflow {
         s.pending.lost_samples += 1;
         note(format!("PM sampling on device {}: the hardware buffer overflowed; samples were lost", s.device));
     }
@@ -258,13 +265,13 @@ pub(super) fn decode(
         thread_cpu_time().saturating_sub(cpu0).saturating_sub(decoded_cpu).as_secs_f64() * 1e3,
         collected
     );
-    Ok(p.stop_reason)
+    Ok(outcome)
 }
 
 /// Adds this decode's time to the decoding thread's busy time; once at least a second has passed and more than
 /// [`BUSY_NOTE_FRACTION`] of it went on decoding, or on evaluating on the evaluating thread, says (once) that
 /// samples will be lost and why.
-pub(super) fn note_if_behind(s: &mut DeviceSession, decode_began: Instant, note: &dyn Fn(String)) {
+fn note_if_behind(s: &mut DeviceSession, decode_began: Instant, note: &dyn Fn(String)) {
     let since = *s.busy_since.get_or_insert(decode_began);
     s.busy += decode_began.elapsed();
     let elapsed = since.elapsed();
@@ -293,44 +300,35 @@ pub(super) fn note_if_behind(s: &mut DeviceSession, decode_began: Instant, note:
 /// Collects the image's new samples: their timestamps (a gap between two counted as lost samples) into
 /// `s.pending` and their indices into `s.indices`. A nearly full image goes, with them, to the evaluating thread
 /// (or, while finishing, is evaluated here) and decoding goes on in a spare image.
-pub(super) fn collect_new(
+fn collect_new(
     api: &Api,
     s: &mut DeviceSession,
     ended: &dyn Fn() -> bool,
     note: &dyn Fn(String),
 ) -> Result<usize, String> {
-    let mut info = params!(cs::CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples);
-    info.pCounterDataImage = s.image.as_ptr();
-    info.counterDataImageSize = s.image.len();
-    // SAFETY: the image is an initialized counter-data image.
-    api.check("cuptiPmSamplingGetCounterDataInfo", unsafe { (api.data_info)(&mut info) })?;
-    for i in s.done..info.numCompletedSamples {
-        let mut si = params!(cs::CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp);
-        si.pPmSamplingObject = s.object;
-        si.pCounterDataImage = s.image.as_ptr();
-        si.counterDataImageSize = s.image.len();
-        si.sampleIndex = i;
-        // SAFETY: i is below the completed samples of this image.
-        api.check("cuptiPmSamplingCounterDataGetSampleInfo", unsafe { (api.sample_info)(&mut si) })?;
+    let info = api.counter_data_info(&s.image)?;
+    let object = s.object.as_ref().ok_or(NO_OBJECT)?;
+    for i in s.done..info.completed {
+        let times = api.sample_info(object, &s.image, i)?;
         if !s.first_dropped {
             s.first_dropped = true;
             continue;
         }
         let interval_ns = s.interval.as_nanos() as u64;
-        if s.last_start != 0 && si.startTimestamp > s.last_start + interval_ns * 3 / 2 {
+        if s.last_start != 0 && times.start > s.last_start + interval_ns * 3 / 2 {
             // The hardware sampled at a fixed interval: a longer step is samples lost (counted, not hidden).
-            let missing = (si.startTimestamp - s.last_start + interval_ns / 2) / interval_ns - 1;
+            let missing = (times.start - s.last_start + interval_ns / 2) / interval_ns - 1;
             s.pending.lost_samples += missing;
         }
-        s.last_start = si.startTimestamp;
-        s.pending.t_start.push(si.startTimestamp);
-        s.pending.t_end.push(si.endTimestamp);
+        s.last_start = times.start;
+        s.pending.t_start.push(times.start);
+        s.pending.t_end.push(times.end);
         s.indices.push(i);
     }
-    let collected = info.numCompletedSamples.saturating_sub(s.done);
-    s.done = info.numCompletedSamples;
-    let capacity = info.numTotalSamples.min(image_samples(s.interval));
-    if info.numCompletedSamples + reset_room(s.interval) >= capacity {
+    let collected = info.completed.saturating_sub(s.done);
+    s.done = info.completed;
+    let capacity = info.total.min(image_samples(s.interval));
+    if info.completed + reset_room(s.interval) >= capacity {
         hand_over(api, s, ended, note);
     }
     Ok(collected)
@@ -338,14 +336,14 @@ pub(super) fn collect_new(
 
 /// The current image and its collected samples go to be evaluated; decoding goes on in a fresh image. `ended`:
 /// a context began to end (nothing more is evaluated; while finishing, what is left is counted as lost).
-pub(super) fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &dyn Fn(String)) {
+fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bool, note: &dyn Fn(String)) {
     let samples = std::mem::replace(&mut s.pending, empty(s.device, &s.metrics));
     let mut batch = Batch::new(std::mem::take(&mut s.image), std::mem::take(&mut s.indices), samples);
     s.done = 0;
     let Some(eval) = s.eval.clone() else {
         // Never started (configure failed): nothing to evaluate with.
         s.pending.lost_samples += batch.indices.len() as u64 + batch.samples.lost_samples;
-        batch.image.copy_from_slice(&s.pristine);
+        batch.image.reset_from(&s.pristine);
         s.image = batch.image;
         return;
     };
@@ -354,7 +352,7 @@ pub(super) fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bo
         let (image, samples) = batch.into_parts();
         s.ready.push(samples);
         s.image = image;
-        s.image.copy_from_slice(&s.pristine);
+        s.image.reset_from(&s.pristine);
         return;
     }
     let (image, lost) = eval.hand_over(batch, ended);
@@ -369,19 +367,19 @@ pub(super) fn hand_over(api: &Api, s: &mut DeviceSession, ended: &dyn Fn() -> bo
     s.image = image;
 }
 
-/// Stops sampling, drains the hardware (bounded), evaluates what is left, disables, and releases the host
-/// object. Where the device's CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran
-/// first), CUPTI's PM sampling object is left alone: stopping or disabling it then corrupted the heap (the H100,
-/// CUDA 13.0). `interrupted`: a context began to end meanwhile (see [`Shared::finish_all`]).
 /// After a hardware-buffer overflow, every interval since the last good decode is lost (on the host's clock:
 /// CUPTI's is not asked after a failure); counted once.
-pub(super) fn count_overflow(s: &mut DeviceSession) {
+fn count_overflow(s: &mut DeviceSession) {
     if s.overflowed {
         s.pending.lost_samples += (s.last_decode.elapsed().as_nanos() / s.interval.as_nanos().max(1)).max(1) as u64;
         s.overflowed = false;
     }
 }
 
+/// Stops sampling, drains the hardware (bounded), evaluates what is left, disables, and releases the host
+/// object. Where the device's CUDA context is already gone (`cudaDeviceReset`, or the runtime's teardown ran
+/// first), CUPTI's PM sampling object is left alone: stopping or disabling it then corrupted the heap (the H100,
+/// CUDA 13.0). `interrupted`: a context began to end meanwhile (see `Shared::finish_all`).
 pub(super) fn finish(
     api: &Api,
     s: &mut DeviceSession,
@@ -395,38 +393,14 @@ pub(super) fn finish(
     s.pending.lost_samples += lost_there;
     let context_ended = s.primary_context && crate::ffi::driver::primary_context_active(s.device) == Some(false);
     if !context_alive || context_ended {
-        // Nothing of CUPTI's is called after a context ended (see `setup`), evaluation included: what was decoded
-        // and not evaluated is counted as lost, and the objects are left as they are.
-        let unevaluated = queued.iter().map(|b| b.indices.len() as u64).sum::<u64>() + s.indices.len() as u64;
-        s.pending.lost_samples += unevaluated + queued.iter().map(|b| b.samples.lost_samples).sum::<u64>();
-        s.pending.t_start.clear();
-        s.pending.t_end.clear();
-        s.indices.clear();
-        if context_ended {
-            note(format!(
-                "PM sampling on device {}: the CUDA context ended before sampling was stopped: samples since the \
-                 last decode (at most {} ms) are not in the file",
-                s.device,
-                DECODE_PERIOD.as_millis()
-            ));
-        }
-        if unevaluated > 0 {
-            note(format!(
-                "PM sampling on device {}: {unevaluated} samples decoded before the CUDA context ended could not be \
-                 evaluated (counted as lost)",
-                s.device
-            ));
-        }
-        s.failed = true;
+        finish_without_cupti(s, &queued, context_ended, note);
         return;
     }
-    let mut stop = params!(cs::CUpti_PmSampling_Stop_Params, pPmSamplingObject);
-    stop.pPmSamplingObject = s.object;
-    let mut stopped_at = 0u64;
-    // SAFETY: a valid out-pointer.
-    let clock = unsafe { (api.timestamp)(&mut stopped_at) } == CUPTI_SUCCESS;
-    // SAFETY: the object is live (stopping one never started returns an error, ignored).
-    let _ = unsafe { (api.stop)(&mut stop) };
+    let stopped_at = api.timestamp();
+    if let Some(object) = &s.object {
+        // Stopping one never started returns an error, ignored.
+        let _ = api.stop(object);
+    }
     // Then what was queued (in order, before what the hardware still holds), what the hardware holds, and the
     // current image: each stops at `interrupted`, the rest counted as lost.
     if let Some(eval) = s.eval.clone() {
@@ -436,37 +410,90 @@ pub(super) fn finish(
         }
     }
     s.finishing = true;
-    let mut drained = false;
-    if !s.failed {
-        for _ in 0..MAX_DRAIN_DECODES {
-            if interrupted() {
-                break;
-            }
-            match decode(api, s, interrupted, note) {
-                Ok(STOP_END_OF_RECORDS) => {
-                    drained = true;
-                    break;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    note(format!("PM sampling on device {}: draining: {e}", s.device));
-                    break;
-                }
-            }
-        }
-    }
+    let drained = drain(api, s, interrupted, note);
     // An overflow the drain met (a decode late by more than the hardware buffer holds) is counted too.
     count_overflow(s);
     if !s.indices.is_empty() || s.pending.lost_samples > 0 {
         hand_over(api, s, interrupted, note);
     }
-    // The hardware's last samples before Stop do not always come, the more often the further the decoding
-    // thread is behind (18-112 ms missing in 4 of 7 recordings at 10-25 kHz, `bench/gpu/run27.sh`; one more
-    // decode before Stop did not shorten it): intervals from the last sample to Stop are counted as lost.
-    // Draining cut short by a context's end leaves the same kind of tail, counted the same way.
+    count_lost_tail(s, drained, stopped_at, interrupted, note);
+    if let Some(object) = s.object.take() {
+        api.disable(object);
+    }
+    // An evaluating thread left stuck in a call keeps the host object: leaked rather than released under it.
+    if !s.eval.as_ref().is_some_and(|e| e.left_running()) {
+        let host = s.host.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(host) = host {
+            api.host_deinitialize(host);
+        }
+    }
+    s.failed = true;
+}
+
+/// The finish of a session whose context is gone: nothing of CUPTI's is called after a context ended (see
+/// `setup`), evaluation included. What was decoded and not evaluated is counted as lost, and the objects are
+/// left as they are.
+fn finish_without_cupti(s: &mut DeviceSession, queued: &[Batch], context_ended: bool, note: &dyn Fn(String)) {
+    let unevaluated = queued.iter().map(|b| b.indices.len() as u64).sum::<u64>() + s.indices.len() as u64;
+    s.pending.lost_samples += unevaluated + queued.iter().map(|b| b.samples.lost_samples).sum::<u64>();
+    s.pending.t_start.clear();
+    s.pending.t_end.clear();
+    s.indices.clear();
+    if context_ended {
+        note(format!(
+            "PM sampling on device {}: the CUDA context ended before sampling was stopped: samples since the last \
+             decode (at most {} ms) are not in the file",
+            s.device,
+            DECODE_PERIOD.as_millis()
+        ));
+    }
+    if unevaluated > 0 {
+        note(format!(
+            "PM sampling on device {}: {unevaluated} samples decoded before the CUDA context ended could not be \
+             evaluated (counted as lost)",
+            s.device
+        ));
+    }
+    s.failed = true;
+}
+
+/// Decodes after Stop until the hardware has no more records ([`MAX_DRAIN_DECODES`] at most, and not once
+/// `interrupted`); whether it got there.
+fn drain(api: &Api, s: &mut DeviceSession, interrupted: &dyn Fn() -> bool, note: &dyn Fn(String)) -> bool {
+    if s.failed {
+        return false;
+    }
+    for _ in 0..MAX_DRAIN_DECODES {
+        if interrupted() {
+            break;
+        }
+        match decode(api, s, interrupted, note) {
+            Ok(outcome) if outcome.end_of_records => return true,
+            Ok(_) => {}
+            Err(e) => {
+                note(format!("PM sampling on device {}: draining: {e}", s.device));
+                break;
+            }
+        }
+    }
+    false
+}
+
+/// The hardware's last samples before Stop do not always come, the more often the further the decoding thread is
+/// behind (18-112 ms missing in 4 of 7 recordings at 10-25 kHz, `bench/gpu/run27.sh`; one more decode before
+/// Stop did not shorten it): intervals from the last sample to Stop (`stopped_at`, CUPTI's clock) are counted as
+/// lost. Draining cut short by a context's end leaves the same kind of tail, counted the same way.
+fn count_lost_tail(
+    s: &mut DeviceSession,
+    drained: bool,
+    stopped_at: Option<u64>,
+    interrupted: &dyn Fn() -> bool,
+    note: &dyn Fn(String),
+) {
     let cut_short = !drained && !s.failed && interrupted();
     let interval_ns = s.interval.as_nanos().max(1) as u64;
-    if (drained || cut_short) && clock && s.last_start != 0 && stopped_at > s.last_start + 2 * interval_ns {
+    let Some(stopped_at) = stopped_at else { return };
+    if (drained || cut_short) && s.last_start != 0 && stopped_at > s.last_start + 2 * interval_ns {
         let missing = (stopped_at - s.last_start) / interval_ns - 1;
         s.pending.lost_samples += missing;
         note(format!(
@@ -477,70 +504,42 @@ pub(super) fn finish(
             if cut_short { "; not drained: a CUDA context began to end" } else { "" }
         ));
     }
-    let mut dis = params!(cs::CUpti_PmSampling_Disable_Params, pPmSamplingObject);
-    dis.pPmSamplingObject = s.object;
-    // SAFETY: the object is live and not used after this.
-    let _ = unsafe { (api.disable)(&mut dis) };
-    // An evaluating thread left stuck in a call keeps the host object: leaked rather than released under it.
-    if !s.eval.as_ref().is_some_and(|e| e.left_running()) {
-        // SAFETY: the host object is live and not used after this (the evaluating thread is stopped).
-        unsafe { deinit_host(api, s.host) };
+}
+
+/// What a finished session holds to send: its evaluated batches and the rest (samples, losses).
+pub(super) fn finished_chunks(s: &mut DeviceSession) -> Vec<CounterSamples> {
+    let mut chunks = std::mem::take(&mut s.ready);
+    if !s.pending.is_empty() || s.pending.lost_samples > 0 {
+        chunks.push(std::mem::replace(&mut s.pending, empty(s.device, &s.metrics)));
     }
-    s.failed = true;
+    chunks
+}
+
+/// A chunk of device `device`'s samples with no samples yet.
+pub(super) fn empty(device: u32, metrics: &[CounterMetric]) -> CounterSamples {
+    CounterSamples { source: "pm_sampling".into(), device, metrics: metrics.to_vec(), ..Default::default() }
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
-    use crate::counters::pm_sampling::tests::shared_for_test;
-
-    /// A session with no CUPTI objects (null pointers: nothing here may reach CUPTI with it).
-    pub(in crate::counters::pm_sampling) fn session_for_test(device: u32, interval: Duration) -> DeviceSession {
-        DeviceSession {
-            device,
-            last_decode: Instant::now(),
-            overflowed: false,
-            host: std::ptr::null_mut(),
-            object: std::ptr::null_mut(),
-            _config: Vec::new(),
-            _availability: Vec::new(),
-            _chip: CString::default(),
-            names: Vec::new(),
-            metrics: Vec::new(),
-            image: Vec::new(),
-            pristine: Default::default(),
-            done: 0,
-            indices: Vec::new(),
-            first_dropped: true,
-            interval,
-            last_start: 0,
-            primary_context: false,
-            pending: empty(device, &[]),
-            eval: None,
-            finishing: false,
-            ready: Vec::new(),
-            failed: false,
-            busy: Duration::ZERO,
-            busy_since: None,
-            busy_noted: false,
-        }
-    }
 
     /// Sampling that stopped on a full hardware buffer counts every interval from its last good decode to the
     /// end as lost (it counted 1 before: a 2 s run at 50 kHz reported "1 sample lost").
     #[test]
     fn an_overflow_counts_every_interval_until_the_end_as_lost() {
-        let (shared, notes) = shared_for_test();
+        let api = Api::load(&crate::ffi::pm::real_libcupti_for_test()).unwrap();
+        let notes = Mutex::new(Vec::new());
         let mut s = DeviceSession {
             last_decode: Instant::now() - Duration::from_millis(50),
             overflowed: true,
             failed: true,
-            ..session_for_test(0, Duration::from_micros(100))
+            ..DeviceSession::for_test(0, Duration::from_micros(100))
         };
-        // A context already gone: no CUPTI call is made (the objects here are null).
-        finish(&shared.api, &mut s, false, &|| false, &|m| notes.lock().unwrap().push(m));
+        // A context already gone: no CUPTI call is made (the session has no CUPTI objects).
+        finish(&api, &mut s, false, &|| false, &|m| notes.lock().unwrap().push(m));
         assert!((500..550).contains(&s.pending.lost_samples), "{}", s.pending.lost_samples);
-        finish(&shared.api, &mut s, false, &|| false, &|_| {});
+        finish(&api, &mut s, false, &|| false, &|_| {});
         assert!((500..550).contains(&s.pending.lost_samples), "counted once: {}", s.pending.lost_samples);
     }
 
@@ -548,13 +547,13 @@ pub(super) mod tests {
     /// 100% of less than a second, is not.
     #[test]
     fn a_thread_that_cannot_keep_up_is_noted_once() {
-        let notes = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+        let notes = Mutex::new(Vec::<String>::new());
         let push = |m: String| notes.lock().unwrap().push(m);
         let mut s = DeviceSession {
             names: vec![CString::new("a").unwrap(), CString::new("b").unwrap()],
             busy: Duration::from_millis(1000),
             busy_since: Some(Instant::now() - Duration::from_secs(2)),
-            ..session_for_test(1, Duration::from_micros(10))
+            ..DeviceSession::for_test(1, Duration::from_micros(10))
         };
         note_if_behind(&mut s, Instant::now(), &push);
         assert!(notes.lock().unwrap().is_empty(), "50% busy");

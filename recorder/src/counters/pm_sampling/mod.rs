@@ -11,27 +11,33 @@
 //! CUPTI_ERROR_OUT_OF_MEMORY from every later decode (counted as loss, and sampling stops with a note); a small
 //! counter-data image, reset by copying a pristine one (re-initializing a large image took 30-50 ms); the config
 //! image kept alive while sampling.
+//!
+//! The rooms: this module holds the options, the state the threads share and the threads themselves; `device`
+//! one device's session (set-up, decoding, finishing), `host` the choice of metrics, `evaluation` the
+//! evaluating threads, `gate` when CUPTI may be called (and the lock order), and `debug` the
+//! `CUTR_PM_DEBUG` timing. The CUPTI calls themselves are in [`crate::ffi::pm`].
 
-use std::ffi::c_void;
 use std::path::Path;
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cudarc::cupti::sys as cs;
 use cutr_format::CounterSamples;
 
-use crate::ffi::pm::{Api, CUPTI_SUCCESS, params};
+use crate::ffi::pm::{Api, ContextEvents, ContextSubscription};
 
 #[macro_use]
 mod debug;
 mod device;
 mod evaluation;
+mod gate;
 mod host;
 #[cfg(test)]
 mod tests;
 
-use device::{DeviceSession, SessionRef, decode, finish, finished_chunks, setup};
+use device::SessionRef;
+use evaluation::Evaluation;
+use gate::{ExclusiveSide, GATE_WAIT, Gate};
 
 /// Metrics sampled by default, by what a user asks first: is the GPU busy, memory- or compute-bound, how full,
 /// using its tensor cores, moving data over PCIe or NVLink. `a|b` takes the first of the names the chip has (the
@@ -104,10 +110,10 @@ fn image_samples(interval: Duration) -> usize {
 }
 
 /// The room under which the image is reset (after its samples are evaluated): all the hardware buffer can hold,
-/// plus a quarter for the estimate of its bytes per sample (up to half the largest image). A decode that fills the image loses what else it took from the hardware buffer (on the
-/// H100 each full image left a gap of 1-95 ms), and a decode late by a stall of the decoding thread brings up to a
-/// whole buffer (1,073 samples at 10 kHz beside the PyTorch loop, `bench/gpu/run25.sh`): with this much room no
-/// decode can fill the image.
+/// plus a quarter for the estimate of its bytes per sample (up to half the largest image). A decode that fills
+/// the image loses what else it took from the hardware buffer (on the H100 each full image left a gap of 1-95
+/// ms), and a decode late by a stall of the decoding thread brings up to a whole buffer (1,073 samples at 10 kHz
+/// beside the PyTorch loop, `bench/gpu/run25.sh`): with this much room no decode can fill the image.
 fn reset_room(interval: Duration) -> usize {
     (hardware_samples(interval) * 5 / 4).min(IMAGE_SAMPLES_MAX / 2)
 }
@@ -117,11 +123,11 @@ fn hardware_samples(interval: Duration) -> usize {
     buffer_and_period(interval).0 / HARDWARE_BYTES_PER_SAMPLE
 }
 
-/// How long a context that ends waits for a device call of PM sampling under way (the longest seen: ~230 ms).
-const GATE_WAIT: Duration = Duration::from_millis(1000);
+/// How often the set-up thread looks for a device that got its first context.
+const DEVICE_POLL: Duration = Duration::from_millis(10);
 
 /// What the set-up thread (`cutr-pm`), each device's decoding and evaluating threads and CUPTI's context
-/// callback share.
+/// callbacks share.
 struct Shared {
     api: Api,
     /// Every device's session, in set-up order; emptied by `finish_all`.
@@ -131,39 +137,24 @@ struct Shared {
     /// Notes wait here until no gate is held ([`Shared::flush_notes`]): the note callback may block (it also
     /// writes to stderr), and a thread blocked under the gate would hold up a context's end.
     notes_pending: Mutex<Vec<String>>,
-    subscriber: Mutex<usize>,
-    /// Held around every CUPTI call that touches a device (set-up's, decoding), checked against `ended` once taken:
-    /// see [`Shared::device_gate`] and [`on_callback`].
-    gate: std::sync::RwLock<()>,
-    /// A context ended: no CUPTI call touches a device's PM sampling any more.
-    ended: std::sync::atomic::AtomicBool,
+    /// Held around every CUPTI call that touches a device: see [`gate`].
+    gate: Gate,
     /// The devices this process made a CUDA context on, in order: the ones sampled (a rank of a job sees every
     /// GPU of its node but uses one; sampling the others would contend with their own ranks).
     devices: Mutex<Vec<u32>>,
 }
 
 impl Shared {
-    /// The right to make device calls now: `None` once a context has ended (the calls would use a dead context:
-    /// `cuptiPmSamplingSetConfig` after `cudaDeviceReset` dereferenced null inside libnvperf_host on the H100).
-    /// Shared by set-up, decoding and evaluation (each device's own threads): they may run at once.
-    fn device_gate(&self) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
-        let g = self.gate.read().unwrap_or_else(|e| e.into_inner());
-        (!self.ended.load(std::sync::atomic::Ordering::Acquire)).then_some(g)
-    }
-
-    /// The evaluating threads' side of the gate: refused, not waited for, while a finisher holds or awaits the
-    /// exclusive side (the finisher then evaluates what is left itself) and once a context ended.
-    fn evaluation_gate(&self) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
-        let g = match self.gate.try_read() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
-        (!self.ended.load(std::sync::atomic::Ordering::Acquire)).then_some(g)
-    }
-
-    fn ended(&self) -> bool {
-        self.ended.load(std::sync::atomic::Ordering::Acquire)
+    fn new(api: Api, send: Box<dyn Fn(CounterSamples) + Send>, note: Box<dyn Fn(String) + Send>) -> Shared {
+        Shared {
+            api,
+            sessions: Mutex::new(Vec::new()),
+            send: Mutex::new(send),
+            note: Mutex::new(note),
+            notes_pending: Mutex::new(Vec::new()),
+            gate: Gate::new(),
+            devices: Mutex::new(Vec::new()),
+        }
     }
 
     fn note(&self, msg: String) {
@@ -184,12 +175,17 @@ impl Shared {
     }
 
     /// Stops, drains and disables every device's sampling and returns the chunks left to send (the caller sends
-    /// them once it has let go of the gate); with `context_alive` false (a context ended without the callback
-    /// stopping sampling) only the host side is released and CUPTI's PM sampling objects are left alone.
-    /// `interrupted`: a context began to end meanwhile (its callback waits for the gate, a bounded time), so what
-    /// is left to evaluate or drain is counted as lost and sampling stopped at once. Idempotent (the sessions are
-    /// taken out). The caller holds the gate's exclusive side.
-    fn finish_all(&self, context_alive: bool, interrupted: &dyn Fn() -> bool) -> (usize, Vec<CounterSamples>) {
+    /// them once it has let go of the gate's exclusive side, which it holds); with `context_alive` false (a
+    /// context ended without the callback stopping sampling) only the host side is released and CUPTI's PM
+    /// sampling objects are left alone. `interrupted`: a context began to end meanwhile (its callback waits for
+    /// the gate, a bounded time), so what is left to evaluate or drain is counted as lost and sampling stopped at
+    /// once. Idempotent (the sessions are taken out).
+    fn finish_all(
+        &self,
+        _held: &ExclusiveSide<'_>,
+        context_alive: bool,
+        interrupted: &dyn Fn() -> bool,
+    ) -> (usize, Vec<CounterSamples>) {
         let sessions: Vec<SessionRef> = std::mem::take(&mut *self.sessions.lock().unwrap_or_else(|e| e.into_inner()));
         let n = sessions.len();
         let mut chunks = Vec::new();
@@ -198,113 +194,76 @@ impl Shared {
             let mut guard = session.lock().unwrap_or_else(|e| e.into_inner());
             let s = &mut *guard;
             // Afterwards `failed` is set: the device's decoding thread, seeing it, ends.
-            finish(&self.api, s, context_alive, interrupted, &|m| self.note(m));
-            chunks.append(&mut finished_chunks(s));
+            device::finish(&self.api, s, context_alive, interrupted, &|m| self.note(m));
+            chunks.append(&mut device::finished_chunks(s));
         }
         (n, chunks)
     }
+}
 
-    /// Decodes one device's new samples (its evaluating thread sends the chunks); false once the device's
-    /// sampling is over (failed, finished, or a context ended), when its decoding thread ends.
-    fn decode_device(&self, session: &Mutex<DeviceSession>) -> bool {
-        // The gate first, then the session: a finisher holding the gate's exclusive side may lock every session.
-        let Some(_gate) = self.device_gate() else { return false };
-        let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-        if s.failed {
-            return false;
-        }
-        if s.primary_context && crate::ffi::driver::primary_context_active(s.device) == Some(false) {
-            // The context is ending (cudaDeviceReset): nothing of CUPTI's is touched again for it, evaluation
-            // included (what is queued is counted as lost at finish).
-            s.failed = true;
-            if let Some(e) = &s.eval {
-                e.halt();
-            }
-            return false;
-        }
-        if let Err(e) = decode(&self.api, &mut s, &|| self.ended(), &|m| self.note(m)) {
-            s.failed = true;
-            self.note(format!("PM sampling on device {} stopped: {e}", s.device));
-            return false;
-        }
-        true
+// CUDA contexts: PM sampling's own subscription to CUPTI's context callbacks, all of it here (and in
+// `crate::ffi::pm`'s `context_callbacks`), to be swapped for a subscriber the recorder shares.
+
+/// Subscribes `shared` to CUPTI's context callbacks (it fails where another subscriber holds them).
+fn subscribe_context_callbacks(shared: &'static Shared) -> Result<ContextSubscription, String> {
+    shared.api.subscribe_context_callbacks(shared)
+}
+
+impl ContextEvents for Shared {
+    fn context_created(&self, device: u32) {
+        self.on_context_created(device);
+    }
+
+    fn context_ending(&self) {
+        self.on_context_ending();
     }
 }
 
-/// CUPTI's resource callback. A context created names a device to sample (set up by the set-up thread). A
-/// context about to be destroyed (`cudaDeviceReset`, `cuCtxDestroy`, the runtime's teardown) stops PM sampling
-/// first, on the destroying thread, while the context still lives; after it, stopping or decoding corrupted the
-/// heap on the H100. Never unwinds into CUPTI.
-unsafe extern "C" fn on_callback(user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    use cs::CUpti_CallbackIdResource as R;
-    if user.is_null() || domain != cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32 {
-        return;
+impl Shared {
+    /// A context was made on `device`: a device to sample (set up by the set-up thread).
+    fn on_context_created(&self, device: u32) {
+        let mut devices = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        if !devices.contains(&device) {
+            devices.push(device);
+        }
     }
-    if cbid == R::CUPTI_CBID_RESOURCE_CONTEXT_CREATED as u32 {
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            // SAFETY: `user` is the leaked 'static `Shared` given at subscribe.
-            let shared = unsafe { &*(user as *const Shared) };
-            if data.is_null() {
-                return;
-            }
-            let mut device = 0u32;
-            // SAFETY: for resource callbacks `data` is a CUpti_ResourceData whose context lives during the callback.
-            let code = unsafe { (shared.api.device_id)((*data.cast::<cs::CUpti_ResourceData>()).context, &mut device) };
-            if code != CUPTI_SUCCESS {
-                return;
-            }
-            let mut devices = shared.devices.lock().unwrap_or_else(|e| e.into_inner());
-            if !devices.contains(&device) {
-                devices.push(device);
-            }
-        }));
-        return;
-    }
-    if cbid != R::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32 {
-        return;
-    }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: `user` is the leaked 'static `Shared` given at subscribe.
-        let shared = unsafe { &*(user as *const Shared) };
+
+    /// A context is about to be destroyed (`cudaDeviceReset`, `cuCtxDestroy`, the runtime's teardown): PM sampling
+    /// stops first, on the destroying thread, while the context still lives; after it, stopping or decoding
+    /// corrupted the heap on the H100.
+    fn on_context_ending(&self) {
         debug!("context destroy starting");
-        shared.ended.store(true, std::sync::atomic::Ordering::Release);
+        self.gate.end();
         // Stopping sampling needs the gate: no device call of set-up or decoding may be under way. One that
         // began before the context started ending finishes (chip queries, SetConfig: up to ~250 ms), but one
         // that waits for the driver lock this thread holds (cuptiPmSamplingEnable does, on the H100) never
-        // would: after GATE_WAIT the context ends with sampling unstopped, and set-up, finding `ended`, leaves
-        // the object it got alone. Never a hang; never a call into a dead context.
+        // would: after GATE_WAIT the context ends with sampling unstopped, and set-up, finding the gate ended,
+        // leaves the object it got alone. Never a hang; never a call into a dead context.
         let t0 = Instant::now();
-        let gate = loop {
-            match shared.gate.try_write() {
-                Ok(g) => break Some(g),
-                Err(std::sync::TryLockError::Poisoned(e)) => break Some(e.into_inner()),
-                Err(_) if t0.elapsed() > GATE_WAIT => break None,
-                Err(_) => std::thread::sleep(Duration::from_millis(1)),
-            }
-        };
+        let gate = self.gate.exclusive_within(GATE_WAIT);
         debug!(
             "context destroy: gate {} after {:.1} ms",
             if gate.is_some() { "taken" } else { "NOT taken" },
             t0.elapsed().as_secs_f64() * 1e3
         );
-        if gate.is_some() {
-            let (finished, chunks) = shared.finish_all(true, &|| false);
+        if let Some(gate) = gate {
+            let (finished, chunks) = self.finish_all(&gate, true, &|| false);
             drop(gate);
             for c in chunks {
-                shared.send(c);
+                self.send(c);
             }
             if finished > 0 {
-                shared.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
+                self.note("PM sampling stopped when a CUDA context ended (cudaDeviceReset or cuCtxDestroy)".into());
             }
         } else {
-            shared.note(format!(
+            self.note(format!(
                 "PM sampling: a CUDA context ended while sampling was being set up (a CUPTI call waited for the \
                  ending context for {} ms); not sampling",
                 GATE_WAIT.as_millis()
             ));
         }
-        shared.flush_notes();
-    }));
+        self.flush_notes();
+    }
 }
 
 /// The running sampler.
@@ -312,12 +271,14 @@ pub(crate) struct PmSampler {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<()>,
     shared: &'static Shared,
+    subscription: ContextSubscription,
 }
 
 impl PmSampler {
     /// Starts a thread that sets PM sampling up on each device this process makes a CUDA context on (CUPTI's
     /// context-created callback; `devices()`: those that already have one) and samples until stopped. `send`
-    /// takes each chunk, `note` each problem; `started` is called once sampling runs. Subscribes to CUPTI's context callbacks (it fails where another subscriber holds them).
+    /// takes each chunk, `note` each problem; `started` is called once sampling runs. Subscribes to CUPTI's
+    /// context callbacks (it fails where another subscriber holds them).
     pub fn start(
         library: &Path,
         config: PmConfig,
@@ -327,36 +288,8 @@ impl PmSampler {
         started: Box<dyn Fn() + Send>,
     ) -> Result<PmSampler, String> {
         let api = Api::load(library)?;
-        let shared: &'static Shared = Box::leak(Box::new(Shared {
-            api,
-            sessions: Mutex::new(Vec::new()),
-            send: Mutex::new(send),
-            note: Mutex::new(note),
-            notes_pending: Mutex::new(Vec::new()),
-            subscriber: Mutex::new(0),
-            gate: std::sync::RwLock::new(()),
-            ended: std::sync::atomic::AtomicBool::new(false),
-            devices: Mutex::new(Vec::new()),
-        }));
-        let mut sub: cs::CUpti_SubscriberHandle = std::ptr::null_mut();
-        let user = shared as *const Shared as *mut c_void;
-        // SAFETY: a valid out-pointer; the callback never unwinds; `user` is 'static.
-        let code = unsafe { (shared.api.subscribe)(&mut sub, on_callback, user) };
-        shared.api.check("cuptiSubscribe (another CUPTI subscriber?)", code)?;
-        *shared.subscriber.lock().unwrap() = sub as usize;
-        let domain = cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
-        let enable = |cbid: cs::CUpti_CallbackIdResource| {
-            // SAFETY: `sub` is the live subscriber just made.
-            let code = unsafe { (shared.api.enable_callback)(1, sub, domain, cbid as u32) };
-            shared.api.check("cuptiEnableCallback", code)
-        };
-        let enabled = enable(cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
-            .and_then(|()| enable(cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_CREATED));
-        if let Err(e) = enabled {
-            // SAFETY: as above; not used again.
-            unsafe { (shared.api.unsubscribe)(sub) };
-            return Err(e);
-        }
+        let shared: &'static Shared = Box::leak(Box::new(Shared::new(api, send, note)));
+        let subscription = subscribe_context_callbacks(shared)?;
         let (stop, stop_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cutr-pm".into())
@@ -367,13 +300,13 @@ impl PmSampler {
                 if r.is_err() {
                     // Nothing of CUPTI's is called any more (the evaluating threads stop at their next sample);
                     // a context's end still stops sampling in its callback.
-                    shared.ended.store(true, std::sync::atomic::Ordering::Release);
+                    shared.gate.end();
                     shared.note("PM sampling stopped on an internal error".into());
                     shared.flush_notes();
                 }
             })
             .map_err(|e| e.to_string())?;
-        Ok(PmSampler { stop, thread, shared })
+        Ok(PmSampler { stop, thread, shared, subscription })
     }
 
     /// Whether the process made a CUDA context on device `d` (one of its own included) since sampling started.
@@ -385,14 +318,12 @@ impl PmSampler {
     pub fn finish(self) {
         let _ = self.stop.send(());
         let _ = self.thread.join();
-        let sub = std::mem::take(&mut *self.shared.subscriber.lock().unwrap());
-        if sub != 0 {
-            // SAFETY: the subscriber made in `start`, unsubscribed once.
-            unsafe { (self.shared.api.unsubscribe)(sub as cs::CUpti_SubscriberHandle) };
-        }
+        self.shared.api.unsubscribe(self.subscription);
     }
 }
 
+/// The set-up thread: sets each device up when the process first makes a context on it, until told to stop;
+/// then stops the decoding threads and finishes every device's sampling.
 fn run(
     shared: &'static Shared,
     config: &PmConfig,
@@ -400,7 +331,6 @@ fn run(
     started: &dyn Fn(),
     stop: &mpsc::Receiver<()>,
 ) {
-    let api = &shared.api;
     let note = |m: String| shared.note(m);
     // Contexts made before we subscribed (none when the recorder is injected at cuInit) count too.
     for d in devices() {
@@ -411,13 +341,7 @@ fn run(
     }
     let mut initialized = false;
     let mut tried: Vec<u32> = Vec::new();
-    // CUTR_PM_DECODE_MS (a measuring knob, like CUTR_PM_DEBUG): decode this often instead, up to 50 ms (half of
-    // what the hardware buffer holds).
-    let period = std::env::var("CUTR_PM_DECODE_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(|ms| Duration::from_millis(ms.clamp(1, 50)))
-        .unwrap_or(buffer_and_period(config.interval).1);
+    let period = decode_period(config);
     // Each device is decoded by a thread of its own: decoding the default set costs 33-67 us a sample, so one
     // thread for two GPUs at 10 kHz would be 66-134% busy. This thread sets devices up, one after the other, and
     // waits. (Set-up on each device's own thread, tried on two H200s, `bench/gpu/run36.sh`: CUPTI's set-up calls
@@ -428,73 +352,30 @@ fn run(
         let new: Vec<u32> = shared.devices.lock().unwrap().iter().filter(|d| !tried.contains(d)).copied().collect();
         for d in new {
             tried.push(d);
-            if shared.ended.load(std::sync::atomic::Ordering::Acquire) {
-                note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
+            let ended_first =
+                || format!("PM sampling on device {d}: the CUDA context ended before sampling could start");
+            if shared.gate.ended() {
+                note(ended_first());
                 continue;
             }
             if !initialized {
-                let mut init = params!(cs::CUpti_Profiler_Initialize_Params, pPriv);
-                // Under the gate like every set-up call: it loads NVIDIA's perf driver, which crashed (SIGSEGV in
-                // NVPW_CUDA_LoadDriver, `bench/gpu/run31.sh` on the H100) when a cudaDeviceReset ran meanwhile.
-                // Only once a context exists: called as soon as the sampler started (inside cuInit, before any
-                // context) it crashed the application in libcuda in 7 of 17 runs (`bench/gpu/run39.sh`).
-                let Some(gate) = shared.device_gate() else {
-                    note(format!("PM sampling on device {d}: the CUDA context ended before sampling could start"));
-                    continue;
-                };
-                debug!("profiler initialize");
-                // SAFETY: valid params.
-                let initialize = api.check("cuptiProfilerInitialize", unsafe { (api.profiler_initialize)(&mut init) });
-                drop(gate);
-                debug!("profiler initialized");
-                if let Err(e) = initialize {
-                    note(format!("PM sampling: {e}; not sampling"));
-                    shared.flush_notes();
-                    return;
-                }
-                initialized = true;
-            }
-            debug!("set-up of device {d} begins");
-            let r = setup(shared, d, config, &note);
-            debug!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" });
-            match r {
-                Ok(s) => {
-                    let session: SessionRef = std::sync::Arc::new(Mutex::new(s));
-                    let (tx, rx) = mpsc::channel();
-                    let spawned = std::thread::Builder::new().name(format!("cutr-pm-dec{d}")).spawn({
-                        let session = std::sync::Arc::clone(&session);
-                        move || decode_loop(shared, &session, period, &rx)
-                    });
-                    match spawned {
-                        Ok(handle) => {
-                            decoders.push((tx, handle));
-                            let mut sessions = shared.sessions.lock().unwrap_or_else(|e| e.into_inner());
-                            sessions.push(session);
-                            if sessions.len() == 1 {
-                                drop(sessions);
-                                started();
-                            }
-                        }
-                        Err(e) => {
-                            // Undecoded, its hardware buffer would overflow: sampling on it stops now.
-                            note(format!("PM sampling on device {d}: no decoding thread ({e}); not sampling it"));
-                            let gate = shared.gate.write().unwrap_or_else(|e| e.into_inner());
-                            let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-                            finish(api, &mut s, !shared.ended(), &|| shared.ended(), &note);
-                            let chunks = finished_chunks(&mut s);
-                            drop(s);
-                            drop(gate);
-                            for c in chunks {
-                                shared.send(c);
-                            }
-                        }
+                match initialize_profiler(shared) {
+                    Some(Ok(())) => initialized = true,
+                    Some(Err(e)) => {
+                        note(format!("PM sampling: {e}; not sampling"));
+                        shared.flush_notes();
+                        return;
+                    }
+                    None => {
+                        note(ended_first());
+                        continue;
                     }
                 }
-                Err(e) => note(format!("PM sampling on device {d}: {e}")),
             }
+            decoders.extend(start_device(shared, d, config, period, started));
             shared.flush_notes();
         }
-        // A device's first context is noticed within this long (set-up itself takes ~0.5 s).
+        // A device's first context is noticed within DEVICE_POLL (set-up itself takes ~0.5 s).
         match stop.recv_timeout(DEVICE_POLL) {
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -509,8 +390,8 @@ fn run(
     if tried.is_empty() {
         note("PM sampling: the process made no CUDA context; nothing was sampled".into());
     }
-    let gate = shared.gate.write().unwrap_or_else(|e| e.into_inner());
-    let (_, chunks) = shared.finish_all(!shared.ended(), &|| shared.ended());
+    let gate = shared.gate.exclusive();
+    let (_, chunks) = shared.finish_all(&gate, !shared.gate.ended(), &|| shared.gate.ended());
     drop(gate);
     for c in chunks {
         shared.send(c);
@@ -518,12 +399,91 @@ fn run(
     shared.flush_notes();
 }
 
-/// How often the set-up thread looks for a device that got its first context.
-const DEVICE_POLL: Duration = Duration::from_millis(10);
+/// How often each device is decoded: [`buffer_and_period`]'s, or `CUTR_PM_DECODE_MS` (a measuring knob, like
+/// `CUTR_PM_DEBUG`), up to 50 ms (half of what the hardware buffer holds).
+fn decode_period(config: &PmConfig) -> Duration {
+    std::env::var("CUTR_PM_DECODE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|ms| Duration::from_millis(ms.clamp(1, 50)))
+        .unwrap_or(buffer_and_period(config.interval).1)
+}
+
+/// `cuptiProfilerInitialize`, under the gate like every set-up call: it loads NVIDIA's perf driver, which crashed
+/// (SIGSEGV in NVPW_CUDA_LoadDriver, `bench/gpu/run31.sh` on the H100) when a cudaDeviceReset ran meanwhile.
+/// Called only once a context exists: called as soon as the sampler started (inside cuInit, before any context)
+/// it crashed the application in libcuda in 7 of 17 runs (`bench/gpu/run39.sh`). `None` once a context ended.
+fn initialize_profiler(shared: &Shared) -> Option<Result<(), String>> {
+    let gate = shared.gate.device_calls()?;
+    debug!("profiler initialize");
+    let initialized = shared.api.profiler_initialize();
+    drop(gate);
+    debug!("profiler initialized");
+    Some(initialized)
+}
+
+/// Sets device `d` up and starts its decoding thread: that thread's stop channel and handle, or `None` (noted)
+/// where set-up failed or no thread could be started (sampling on the device is then stopped at once).
+fn start_device(
+    shared: &'static Shared,
+    d: u32,
+    config: &PmConfig,
+    period: Duration,
+    started: &dyn Fn(),
+) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
+    let note = |m: String| shared.note(m);
+    debug!("set-up of device {d} begins");
+    let r = device::setup(&shared.api, &shared.gate, d, config, &note, &|host, names, pristine| {
+        Evaluation::start(shared, d, host, names, pristine)
+    });
+    debug!("set-up ends: {}", if r.is_ok() { "sampling" } else { "failed" });
+    let session: SessionRef = match r {
+        Ok(s) => Arc::new(Mutex::new(s)),
+        Err(e) => {
+            note(format!("PM sampling on device {d}: {e}"));
+            return None;
+        }
+    };
+    let (tx, rx) = mpsc::channel();
+    let spawned = std::thread::Builder::new().name(format!("cutr-pm-dec{d}")).spawn({
+        let session = Arc::clone(&session);
+        move || decode_loop(shared, &session, period, &rx)
+    });
+    match spawned {
+        Ok(handle) => {
+            let mut sessions = shared.sessions.lock().unwrap_or_else(|e| e.into_inner());
+            sessions.push(session);
+            if sessions.len() == 1 {
+                drop(sessions);
+                started();
+            }
+            Some((tx, handle))
+        }
+        Err(e) => {
+            // Undecoded, its hardware buffer would overflow: sampling on it stops now.
+            note(format!("PM sampling on device {d}: no decoding thread ({e}); not sampling it"));
+            let gate = shared.gate.exclusive();
+            let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
+            device::finish(&shared.api, &mut s, !shared.gate.ended(), &|| shared.gate.ended(), &note);
+            let chunks = device::finished_chunks(&mut s);
+            drop(s);
+            drop(gate);
+            for c in chunks {
+                shared.send(c);
+            }
+            None
+        }
+    }
+}
 
 /// A device's decoding thread: decodes every `period` until told to stop or the device's sampling is over. A
 /// panic ends that device's sampling alone.
-fn decode_loop(shared: &'static Shared, session: &Mutex<DeviceSession>, period: Duration, stop: &mpsc::Receiver<()>) {
+fn decode_loop(
+    shared: &'static Shared,
+    session: &Mutex<device::DeviceSession>,
+    period: Duration,
+    stop: &mpsc::Receiver<()>,
+) {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut next = Instant::now();
         loop {
@@ -532,7 +492,7 @@ fn decode_loop(shared: &'static Shared, session: &Mutex<DeviceSession>, period: 
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
-            let going = shared.decode_device(session);
+            let going = device::decode_device(&shared.api, &shared.gate, session, &|m| shared.note(m));
             shared.flush_notes();
             if !going {
                 break;
@@ -548,10 +508,7 @@ fn decode_loop(shared: &'static Shared, session: &Mutex<DeviceSession>, period: 
         // That device only: it is not decoded again (its evaluation halted); `finish_all` still stops and disables
         // it while its context lives, and the other devices go on.
         let mut s = session.lock().unwrap_or_else(|e| e.into_inner());
-        s.failed = true;
-        if let Some(e) = &s.eval {
-            e.halt();
-        }
+        s.halt();
         let device = s.device;
         drop(s);
         shared.note(format!("PM sampling on device {device} stopped on an internal error (decoding)"));

@@ -1,52 +1,40 @@
 //! Tests of the shared state and the threads, and helpers for the rooms' own tests.
 
-use std::ffi::c_void;
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use cudarc::cupti::sys as cs;
 use cutr_format::CounterSamples;
 
-use super::device::tests::session_for_test;
+use super::device::{self, DeviceSession, SessionRef};
+use super::gate::GATE_WAIT;
 use super::*;
 
 /// A `Shared` over NVIDIA's real libcupti (from the CUPTI wheel), collecting notes.
-pub(super) fn shared_for_test() -> (&'static Shared, std::sync::Arc<Mutex<Vec<String>>>) {
+pub(super) fn shared_for_test() -> (&'static Shared, Arc<Mutex<Vec<String>>>) {
     let (shared, notes, _) = shared_collecting();
     (shared, notes)
 }
 
-pub(super) type Collected<T> = std::sync::Arc<Mutex<Vec<T>>>;
+pub(super) type Collected<T> = Arc<Mutex<Vec<T>>>;
 
 /// [`shared_for_test`], also collecting the chunks sent.
 pub(super) fn shared_collecting() -> (&'static Shared, Collected<String>, Collected<CounterSamples>) {
-    let cache = std::env::var_os("CUTR_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cache"));
-    let api = Api::load(&cache.join("cupti/cupti-13.0/lib/libcupti.so.13")).unwrap();
-    let notes = std::sync::Arc::new(Mutex::new(Vec::new()));
-    let sent = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let api = Api::load(&crate::ffi::pm::real_libcupti_for_test()).unwrap();
+    let notes = Arc::new(Mutex::new(Vec::new()));
+    let sent = Arc::new(Mutex::new(Vec::new()));
     let (n, c) = (notes.clone(), sent.clone());
-    let shared = Box::leak(Box::new(Shared {
+    let shared = Box::leak(Box::new(Shared::new(
         api,
-        sessions: Mutex::new(Vec::new()),
-        send: Mutex::new(Box::new(move |s| c.lock().unwrap().push(s))),
-        note: Mutex::new(Box::new(move |m| n.lock().unwrap().push(m))),
-        notes_pending: Mutex::new(Vec::new()),
-        subscriber: Mutex::new(0),
-        gate: std::sync::RwLock::new(()),
-        ended: std::sync::atomic::AtomicBool::new(false),
-        devices: Mutex::new(Vec::new()),
-    }));
+        Box::new(move |s| c.lock().unwrap().push(s)),
+        Box::new(move |m| n.lock().unwrap().push(m)),
+    )));
     (shared, notes, sent)
 }
 
+/// A context's end as CUPTI's callback reports it; how long it took.
 fn end_context(shared: &'static Shared) -> Duration {
     let t0 = Instant::now();
-    let cbid = cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32;
-    let domain = cs::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32;
-    // SAFETY: `user` is a leaked 'static Shared, as `start` gives CUPTI.
-    unsafe { on_callback(shared as *const Shared as *mut c_void, domain, cbid, std::ptr::null()) };
+    shared.on_context_ending();
     t0.elapsed()
 }
 
@@ -56,11 +44,11 @@ fn end_context(shared: &'static Shared) -> Duration {
 #[test]
 fn a_context_end_waits_for_the_gate_bounded_then_closes_it() {
     let (shared, notes) = shared_for_test();
-    assert!(shared.device_gate().is_some());
+    assert!(shared.gate.device_calls().is_some());
     // A device call of 150 ms under way.
     let held = mpsc::channel();
     let holder = std::thread::spawn(move || {
-        let _g = shared.gate.read().unwrap();
+        let _g = shared.gate.device_calls().unwrap();
         held.0.send(()).unwrap();
         std::thread::sleep(Duration::from_millis(150));
     });
@@ -68,14 +56,14 @@ fn a_context_end_waits_for_the_gate_bounded_then_closes_it() {
     let waited = end_context(shared);
     holder.join().unwrap();
     assert!(waited >= Duration::from_millis(100) && waited < GATE_WAIT, "{waited:?}");
-    assert!(shared.device_gate().is_none(), "closed once the context ended");
+    assert!(shared.gate.device_calls().is_none(), "closed once the context ended");
     assert!(notes.lock().unwrap().is_empty(), "{:?}", notes.lock().unwrap());
 
     // A device call that returns only after the context ended.
     let (shared, notes) = shared_for_test();
     let (held, release) = (mpsc::channel(), mpsc::channel::<()>());
     let holder = std::thread::spawn(move || {
-        let _g = shared.gate.read().unwrap();
+        let _g = shared.gate.device_calls().unwrap();
         held.0.send(()).unwrap();
         let _ = release.1.recv();
     });
@@ -84,7 +72,7 @@ fn a_context_end_waits_for_the_gate_bounded_then_closes_it() {
     assert!(waited >= GATE_WAIT && waited < GATE_WAIT + Duration::from_millis(500), "{waited:?}");
     drop(release.0);
     holder.join().unwrap();
-    assert!(shared.device_gate().is_none());
+    assert!(shared.gate.device_calls().is_none());
     assert_eq!(
         *notes.lock().unwrap(),
         ["PM sampling: a CUDA context ended while sampling was being set up (a CUPTI call waited for the \
@@ -97,11 +85,11 @@ fn a_context_end_waits_for_the_gate_bounded_then_closes_it() {
 #[test]
 fn a_devices_decoding_thread_ends_with_its_session_or_when_told() {
     let (shared, _) = shared_for_test();
-    let session: SessionRef = std::sync::Arc::new(Mutex::new(session_for_test(1, Duration::from_micros(100))));
+    let session: SessionRef = Arc::new(Mutex::new(DeviceSession::for_test(1, Duration::from_micros(100))));
     // Told to stop long before its first decode (a 60 s period): it ends at once, having decoded nothing.
     let (tx, rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel();
-    let s1 = std::sync::Arc::clone(&session);
+    let s1 = Arc::clone(&session);
     std::thread::spawn(move || {
         decode_loop(shared, &s1, Duration::from_secs(60), &rx);
         done_tx.send(()).unwrap();
@@ -110,27 +98,28 @@ fn a_devices_decoding_thread_ends_with_its_session_or_when_told() {
     done_rx.recv_timeout(Duration::from_secs(5)).expect("ends when told");
     assert!(!session.lock().unwrap().failed);
 
-    // Finished (a context already gone: no CUPTI call with the null objects): taken out, marked, and the
+    // Finished (a context already gone: no CUPTI call with the missing objects): taken out, marked, and the
     // device's thread, still waiting for nothing from its channel, ends at its next period.
     // The gate is taken first: the thread's first decode waits for it, and then finds the session finished
-    // (a decode would call CUPTI with the null objects).
-    shared.sessions.lock().unwrap().push(std::sync::Arc::clone(&session));
-    let gate = shared.gate.write().unwrap();
+    // (a decode would need CUPTI objects the session lacks).
+    shared.sessions.lock().unwrap().push(Arc::clone(&session));
+    let gate = shared.gate.exclusive();
     let (_keep, rx) = mpsc::channel::<()>();
     let (done_tx, done_rx) = mpsc::channel();
-    let s2 = std::sync::Arc::clone(&session);
+    let s2 = Arc::clone(&session);
     std::thread::spawn(move || {
         decode_loop(shared, &s2, Duration::from_millis(5), &rx);
         done_tx.send(()).unwrap();
     });
     std::thread::sleep(Duration::from_millis(20));
-    let (n, chunks) = shared.finish_all(false, &|| false);
+    let (n, chunks) = shared.finish_all(&gate, false, &|| false);
     drop(gate);
     assert_eq!((n, chunks.len()), (1, 0));
     assert!(session.lock().unwrap().failed);
     done_rx.recv_timeout(Duration::from_secs(5)).expect("ends with its session");
-    assert!(!shared.decode_device(&session), "a finished session is not decoded");
-    assert_eq!(shared.finish_all(false, &|| false).0, 0, "finished once");
+    let decoded = device::decode_device(&shared.api, &shared.gate, &session, &|m| shared.note(m));
+    assert!(!decoded, "a finished session is not decoded");
+    assert_eq!(shared.finish_all(&shared.gate.exclusive(), false, &|| false).0, 0, "finished once");
 }
 
 /// Notes wait until whoever holds the gate has let go of it (the note callback may block on stderr).
