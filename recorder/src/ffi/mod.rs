@@ -3,4 +3,5 @@
 
 pub mod cupti;
 pub mod driver;
+pub mod pm;
 pub mod subscriber;
