@@ -9,6 +9,7 @@
 //! which is what PM sampling wants once the object's CUDA context has ended. When a call may be made (never into
 //! a context that ended) is the caller's rule, not this module's.
 
+use super::subscriber::ContextHandle;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::Path;
 use std::sync::Arc;
@@ -17,9 +18,6 @@ use std::time::Duration;
 use cudarc::cupti::sys as cs;
 
 use crate::ffi::cupti::{FnResultString, result_name};
-
-mod context_callbacks;
-pub(crate) use context_callbacks::{ContextEvents, ContextSubscription};
 
 const CUPTI_SUCCESS: u32 = 0;
 /// cupti_result.h: 8 (13 is CUPTI_ERROR_NOT_READY).
@@ -68,8 +66,6 @@ macro_rules! params {
 }
 
 type F<P> = unsafe extern "C" fn(*mut P) -> u32;
-/// CUPTI's callback signature (`CUpti_CallbackFunc`).
-type Callback = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
 /// `cuptiGetDeviceId(CUcontext, uint32_t*)`.
 type FnDeviceId = unsafe extern "C" fn(cudarc::driver::sys::CUcontext, *mut u32) -> u32;
 
@@ -100,9 +96,6 @@ pub(crate) struct Api {
     /// `cuptiGetTimestamp(uint64_t*)`: the clock of the samples' times.
     timestamp: unsafe extern "C" fn(*mut u64) -> u32,
     device_id: FnDeviceId,
-    subscribe: unsafe extern "C" fn(*mut cs::CUpti_SubscriberHandle, Callback, *mut c_void) -> u32,
-    enable_callback: unsafe extern "C" fn(u32, cs::CUpti_SubscriberHandle, u32, u32) -> u32,
-    unsubscribe: unsafe extern "C" fn(cs::CUpti_SubscriberHandle) -> u32,
 }
 
 /// A chip's name and counter-availability image: what a host object is made for. CUPTI may keep pointers to
@@ -243,9 +236,6 @@ impl Api {
                 result_string: sym!("cuptiGetResultString"),
                 timestamp: sym!("cuptiGetTimestamp"),
                 device_id: sym!("cuptiGetDeviceId"),
-                subscribe: sym!("cuptiSubscribe"),
-                enable_callback: sym!("cuptiEnableCallback"),
-                unsubscribe: sym!("cuptiUnsubscribe"),
             };
             std::mem::forget(lib);
             Ok(api)
@@ -258,6 +248,15 @@ impl Api {
             return Ok(());
         }
         Err(format!("{call}: {}", result_name(self.result_string, code)))
+    }
+
+    /// `cuptiGetDeviceId`: the device of a context CUPTI named in a callback (alive during it).
+    pub fn context_device(&self, context: ContextHandle) -> Result<u32, String> {
+        let mut device = 0u32;
+        // SAFETY: the context comes from a callback that is still running, so it lives; valid out-pointer.
+        let code = unsafe { (self.device_id)(context.0 as cudarc::driver::sys::CUcontext, &mut device) };
+        self.check("cuptiGetDeviceId", code)?;
+        Ok(device)
     }
 
     /// `cuptiProfilerInitialize`.

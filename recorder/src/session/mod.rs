@@ -270,12 +270,12 @@ fn start_subscribed(
     if let Some((range, end)) = cfg.capture.clone() {
         sources::start_capture(session, range, end)?;
     }
+    if let Some(c) = cfg.counters.clone() {
+        sources::start_counters(session, c);
+    }
     if !session.subscriber.has_users() {
         // Nobody needs callbacks: leave the callback API to others, as a recorder of activity alone.
         session.subscriber.unsubscribe();
-    }
-    if let Some(c) = cfg.counters.clone() {
-        sources::start_counters(session, c);
     }
     let writer_thread = std::thread::Builder::new()
         .name("cutr-writer".into())

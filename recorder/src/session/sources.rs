@@ -128,7 +128,8 @@ pub(super) fn start_pm_sampling(session: &'static Session, pm: crate::counters::
     // Sampling must stop while the CUDA contexts live: an exit hook registered now, after the CUDA runtime
     // registered its own teardown, runs before it.
     let started = Box::new(stop_counters_before_cuda_teardown);
-    match crate::counters::pm_sampling::PmSampler::start(&library, pm, devices, send, note, started) {
+    match crate::counters::pm_sampling::PmSampler::start(&library, session.subscriber, pm, devices, send, note, started)
+    {
         Ok(s) => *session.pm.lock().unwrap() = Some(s),
         Err(e) => session.note(format!("not sampling hardware counters: {e}")),
     }

@@ -480,7 +480,7 @@ fn drain(api: &Api, s: &mut DeviceSession, interrupted: &dyn Fn() -> bool, note:
 }
 
 /// The hardware's last samples before Stop do not always come, the more often the further the decoding thread is
-/// behind (18-112 ms missing in 4 of 7 recordings at 10-25 kHz, `bench/gpu/run27.sh`; one more decode before
+/// behind (18-112 ms missing in 4 of 7 recordings at 10-25 kHz, `bench/gpu/pm_completeness_fast_rates.sh`; one more decode before
 /// Stop did not shorten it): intervals from the last sample to Stop (`stopped_at`, CUPTI's clock) are counted as
 /// lost. Draining cut short by a context's end leaves the same kind of tail, counted the same way.
 fn count_lost_tail(

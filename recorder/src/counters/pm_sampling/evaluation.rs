@@ -1,7 +1,7 @@
 //! Evaluation of decoded PM samples to metric values, on a thread of its own per device. Decoding
 //! (`cuptiPmSamplingDecodeData`, one call at a time per device) and evaluation
 //! (`cuptiProfilerHostEvaluateToGpuValues`, host-only) each cost ~4-5 us per metric per sample on the H100
-//! (`bench/gpu/run30.sh`: the default set's 10 metrics took 93% of one thread at 10 kHz doing both): with
+//! (`bench/gpu/pm_cpu_time_vs_decode_period.sh`: the default set's 10 metrics took 93% of one thread at 10 kHz doing both): with
 //! evaluation here the decoding thread has the rest, and a rate whose decoding fits one thread is kept.
 //!
 //! Images travel: the decoding thread fills one, hands it over with its samples' timestamps when it is nearly

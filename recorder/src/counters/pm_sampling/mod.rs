@@ -18,13 +18,17 @@
 //! `CUTR_PM_DEBUG` timing. The CUPTI calls themselves are in [`crate::ffi::pm`].
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cutr_format::CounterSamples;
 
-use crate::ffi::pm::{Api, ContextEvents, ContextSubscription};
+use crate::ffi::pm::Api;
+use crate::ffi::subscriber::{
+    CBID_CONTEXT_CREATED, CBID_CONTEXT_DESTROY_STARTING, DOMAIN_RESOURCE, Event, EventUser, Subscriber,
+};
 
 #[macro_use]
 mod debug;
@@ -76,7 +80,8 @@ impl Default for PmConfig {
 /// 10 kHz, Nsight Systems' default rate.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_micros(100);
 /// The fastest accepted (100 kHz). What a sample costs depends on its metrics, not on the rate (the H100,
-/// `bench/gpu/run29.sh`..`run31.sh`): decoding one DRAM metric ~5-6 us, two (one per-SM) ~16-20 us, the default
+/// `bench/gpu/pm_decode_vs_evaluate_totals.sh`, `pm_cpu_time_vs_decode_period.sh`,
+/// `pm_evaluation_thread_rates_resets.sh`): decoding one DRAM metric ~5-6 us, two (one per-SM) ~16-20 us, the default
 /// set ~33-50 us, evaluation (on its own thread, module `evaluation`) about half that. Decoding is one call at a time
 /// per device (each device has its own decoding thread), so the fastest lossless rate is ~100 kHz for one metric,
 /// 50 kHz for two, 25 kHz for the default set; faster, the lost samples are counted and a note says which thread
@@ -113,7 +118,7 @@ fn image_samples(interval: Duration) -> usize {
 /// plus a quarter for the estimate of its bytes per sample (up to half the largest image). A decode that fills
 /// the image loses what else it took from the hardware buffer (on the H100 each full image left a gap of 1-95
 /// ms), and a decode late by a stall of the decoding thread brings up to a whole buffer (1,073 samples at 10 kHz
-/// beside the PyTorch loop, `bench/gpu/run25.sh`): with this much room no decode can fill the image.
+/// beside the PyTorch loop, `bench/gpu/pm_decode_thread_timing.sh`): with this much room no decode can fill the image.
 fn reset_room(interval: Duration) -> usize {
     (hardware_samples(interval) * 5 / 4).min(IMAGE_SAMPLES_MAX / 2)
 }
@@ -142,6 +147,8 @@ struct Shared {
     /// The devices this process made a CUDA context on, in order: the ones sampled (a rank of a job sees every
     /// GPU of its node but uses one; sampling the others would contend with their own ranks).
     devices: Mutex<Vec<u32>>,
+    /// Set when the sampler has finished: the subscriber's later context callbacks are ignored.
+    retired: AtomicBool,
 }
 
 impl Shared {
@@ -154,6 +161,7 @@ impl Shared {
             notes_pending: Mutex::new(Vec::new()),
             gate: Gate::new(),
             devices: Mutex::new(Vec::new()),
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -201,23 +209,28 @@ impl Shared {
     }
 }
 
-// CUDA contexts: PM sampling's own subscription to CUPTI's context callbacks, all of it here (and in
-// `crate::ffi::pm`'s `context_callbacks`), to be swapped for a subscriber the recorder shares.
-
-/// Subscribes `shared` to CUPTI's context callbacks (it fails where another subscriber holds them).
-fn subscribe_context_callbacks(shared: &'static Shared) -> Result<ContextSubscription, String> {
-    shared.api.subscribe_context_callbacks(shared)
+/// CUDA contexts, from the recorder's subscriber: a context made names a device to sample; one about to be
+/// destroyed stops sampling first. Nothing after the sampler finished.
+impl EventUser for Shared {
+    fn on_event(&self, event: &Event<'_>) {
+        if self.retired.load(Ordering::Acquire) {
+            return;
+        }
+        match *event {
+            Event::ContextCreated { context } => {
+                if let Ok(device) = self.api.context_device(context) {
+                    self.on_context_created(device);
+                }
+            }
+            Event::ContextDestroyStarting { .. } => self.on_context_ending(),
+            _ => {}
+        }
+    }
 }
 
-impl ContextEvents for Shared {
-    fn context_created(&self, device: u32) {
-        self.on_context_created(device);
-    }
-
-    fn context_ending(&self) {
-        self.on_context_ending();
-    }
-}
+/// The callbacks PM sampling registers for.
+const CONTEXT_CALLBACKS: [(u32, u32); 2] =
+    [(DOMAIN_RESOURCE, CBID_CONTEXT_DESTROY_STARTING), (DOMAIN_RESOURCE, CBID_CONTEXT_CREATED)];
 
 impl Shared {
     /// A context was made on `device`: a device to sample (set up by the set-up thread).
@@ -271,16 +284,16 @@ pub(crate) struct PmSampler {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<()>,
     shared: &'static Shared,
-    subscription: ContextSubscription,
 }
 
 impl PmSampler {
     /// Starts a thread that sets PM sampling up on each device this process makes a CUDA context on (CUPTI's
     /// context-created callback; `devices()`: those that already have one) and samples until stopped. `send`
-    /// takes each chunk, `note` each problem; `started` is called once sampling runs. Subscribes to CUPTI's
-    /// context callbacks (it fails where another subscriber holds them).
+    /// takes each chunk, `note` each problem; `started` is called once sampling runs. Registers for CUPTI's
+    /// context callbacks with the recorder's subscriber.
     pub fn start(
         library: &Path,
+        subscriber: &Subscriber,
         config: PmConfig,
         devices: Box<dyn Fn() -> Vec<u32> + Send>,
         send: Box<dyn Fn(CounterSamples) + Send>,
@@ -289,7 +302,7 @@ impl PmSampler {
     ) -> Result<PmSampler, String> {
         let api = Api::load(library)?;
         let shared: &'static Shared = Box::leak(Box::new(Shared::new(api, send, note)));
-        let subscription = subscribe_context_callbacks(shared)?;
+        subscriber.register(&CONTEXT_CALLBACKS, shared).map_err(|e| e.to_string())?;
         let (stop, stop_rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("cutr-pm".into())
@@ -306,7 +319,7 @@ impl PmSampler {
                 }
             })
             .map_err(|e| e.to_string())?;
-        Ok(PmSampler { stop, thread, shared, subscription })
+        Ok(PmSampler { stop, thread, shared })
     }
 
     /// Whether the process made a CUDA context on device `d` (one of its own included) since sampling started.
@@ -314,11 +327,11 @@ impl PmSampler {
         self.shared.devices.lock().unwrap_or_else(|e| e.into_inner()).contains(&d)
     }
 
-    /// Stops sampling, drains what the hardware holds and sends it, and unsubscribes.
+    /// Stops sampling, drains what the hardware holds and sends it; later context callbacks are ignored.
     pub fn finish(self) {
         let _ = self.stop.send(());
         let _ = self.thread.join();
-        self.shared.api.unsubscribe(self.subscription);
+        self.shared.retired.store(true, Ordering::Release);
     }
 }
 
@@ -344,7 +357,7 @@ fn run(
     let period = decode_period(config);
     // Each device is decoded by a thread of its own: decoding the default set costs 33-67 us a sample, so one
     // thread for two GPUs at 10 kHz would be 66-134% busy. This thread sets devices up, one after the other, and
-    // waits. (Set-up on each device's own thread, tried on two H200s, `bench/gpu/run36.sh`: CUPTI's set-up calls
+    // waits. (Set-up on each device's own thread, tried on two H200s, `bench/gpu/pm_setup_per_gpu_and_nvml_devices.sh`: CUPTI's set-up calls
     // then took turns: the first device's sampling began ~0.3 s later, medians of 3 runs, the second's no earlier.)
     let mut decoders: Vec<(mpsc::Sender<()>, JoinHandle<()>)> = Vec::new();
     loop {
@@ -410,9 +423,9 @@ fn decode_period(config: &PmConfig) -> Duration {
 }
 
 /// `cuptiProfilerInitialize`, under the gate like every set-up call: it loads NVIDIA's perf driver, which crashed
-/// (SIGSEGV in NVPW_CUDA_LoadDriver, `bench/gpu/run31.sh` on the H100) when a cudaDeviceReset ran meanwhile.
+/// (SIGSEGV in NVPW_CUDA_LoadDriver, `bench/gpu/pm_evaluation_thread_rates_resets.sh` on the H100) when a cudaDeviceReset ran meanwhile.
 /// Called only once a context exists: called as soon as the sampler started (inside cuInit, before any context)
-/// it crashed the application in libcuda in 7 of 17 runs (`bench/gpu/run39.sh`). `None` once a context ended.
+/// it crashed the application in libcuda in 7 of 17 runs (`bench/gpu/pm_early_profiler_init.sh`). `None` once a context ended.
 fn initialize_profiler(shared: &Shared) -> Option<Result<(), String>> {
     let gate = shared.gate.device_calls()?;
     debug!("profiler initialize");
