@@ -39,6 +39,4 @@ for f in "$out"/*.cutr; do
   "$conv" stats --json "$f" > "$b.stats.json" 2> "$b.stats.err"
 done
 "$conv" source --json "$out/nvtx_pc.cutr" > "$out/nvtx_pc.source.json" 2> "$out/nvtx_pc.source.err"
-"$conv" export --parquet "$out/profiler_counters.parquet" "$out/profiler_counters.cutr" \
-  > /dev/null 2> "$out/profiler_counters.export.err"
 python3 "$repo/bench/gpu/check_capture_and_controls.py" "$out" | tee "$out/checks.jsonl"
