@@ -5,13 +5,13 @@
 # Records:
 #   1. capture_workload nvtx under --capture-range nvtx:step --capture-range-end repeat --pc-sampling;
 #   2. capture_workload profiler under --capture-range cuda-profiler-api --counters;
-#   3. control_loop (10 rounds of ctl stop/start/dump from inside the program) plain and under --ring 1h;
+#   3. control_loop (10 rounds of ctl stop/start/dump from inside the program) plain and under --ring 600s;
 # and checks each with bench/gpu/check_capture_and_controls.py (one JSON line per check in OUT/checks.jsonl).
 set -uo pipefail
 out=${1:?usage: $0 OUT}
 mkdir -p "$out/bin"
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-rec=$repo/target/release/cupti-record
+rec=${CUTR_BIN:-$repo/target/release}/cupti-record
 conv=$repo/target/release/cupti-convert
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 flags=(-O2 -arch=${CUDA_ARCH:-sm_90} -lineinfo -std=c++17)
@@ -21,17 +21,17 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt
 
 run() { # NAME CMD...: the program's stdout to NAME.json, stderr to NAME.log
   local name=$1; shift
-  local t0=$(date +%s.%N)
+  local t0=$(date +%s%N)
   "$@" > "$out/$name.json" 2> "$out/$name.log"
-  echo "$name: exit $? in $(echo "$(date +%s.%N) - $t0" | bc) s" >> "$out/runs.txt"
+  echo "$name: exit $? in $(( ($(date +%s%N) - t0) / 1000000 )) ms" >> "$out/runs.txt"
 }
 
 run nvtx_pc "$rec" --capture-range nvtx:step --capture-range-end repeat --pc-sampling -o "$out/nvtx_pc.cutr" \
   -- "$out/bin/capture_workload" nvtx 5 20
 run profiler_counters "$rec" --capture-range cuda-profiler-api --counters -o "$out/profiler_counters.cutr" \
-  -- "$out/bin/capture_workload" profiler 300
+  -- "$out/bin/capture_workload" profiler 300 1500
 run ctl_plain "$rec" --control -o "$out/ctl_plain.cutr" -- "$out/bin/control_loop" "$rec" 10 2000
-run ctl_ring "$rec" --control --ring 1h -o "$out/ctl_ring.cutr" -- "$out/bin/control_loop" "$rec" 10 2000
+run ctl_ring "$rec" --control --ring 600s -o "$out/ctl_ring.cutr" -- "$out/bin/control_loop" "$rec" 10 2000
 
 for f in "$out"/*.cutr; do
   b=${f%.cutr}
