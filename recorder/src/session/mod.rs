@@ -804,6 +804,10 @@ impl crate::controls::control::Controlled for Session {
     fn ended(&self) -> bool {
         self.finishing.load(Ordering::Acquire)
     }
+
+    fn recording(&self) -> bool {
+        Session::recording(self)
+    }
 }
 
 /// Notes for the loss report (a kind that could not be enabled, a late failure).
