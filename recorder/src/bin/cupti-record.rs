@@ -181,10 +181,24 @@ fn config(a: &Args) -> Result<Config, String> {
     Ok(c)
 }
 
+const CTL_HELP: &str = "Sends one request to the recording of process PID, started with --control:
+  start   turn recording on
+  stop    turn recording off (what CUPTI holds is written first)
+  dump    write everything recorded so far into the file (with --ring: the window, to STEM.dumpN.cutr)
+  status  whether recording is on, and the file
+
+The socket is $CUTR_CONTROL_DIR/PID.sock, else $XDG_RUNTIME_DIR/cutr/PID.sock, else /tmp/cutr-UID/PID.sock.
+Its directory must be yours, mode 0700, and not a symbolic link; the recording must run as your user.
+Exit status: 0 on an ok reply, 1 on an error, 2 on wrong arguments.";
+
 /// `cupti-record ctl PID start|stop|dump|status`: one request to a recording started with `--control`.
 fn ctl(args: &[String]) -> ExitCode {
     use cutr_recorder::controls::control::{Request, send};
     let usage = "usage: cupti-record ctl PID start|stop|dump|status";
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{usage}\n\n{CTL_HELP}");
+        return ExitCode::SUCCESS;
+    }
     let (Some(pid), Some(req), None) = (args.first(), args.get(1), args.get(2)) else {
         eprintln!("cupti-record: error: {usage}");
         return ExitCode::from(2);

@@ -560,4 +560,8 @@ impl crate::controls::control::Controlled for Session {
     fn ended(&self) -> bool {
         self.finishing.load(Ordering::Acquire)
     }
+
+    fn recording(&self) -> bool {
+        Session::recording(self)
+    }
 }
