@@ -18,6 +18,7 @@ use std::ffi::{CStr, c_char};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use cudarc::cupti::sys as cs;
 use cudarc::driver::sys::CUcontext;
@@ -145,8 +146,7 @@ struct Api {
     enable: FnCtxParams<cs::CUpti_PCSamplingEnableParams>,
     disable: FnCtxParams<cs::CUpti_PCSamplingDisableParams>,
     get_data: FnCtxParams<cs::CUpti_PCSamplingGetDataParams>,
-    start: FnCtxParams<cs::CUpti_PCSamplingStartParams>,
-    stop: FnCtxParams<cs::CUpti_PCSamplingStopParams>,
+
     set_config: FnCtxParams<cs::CUpti_PCSamplingConfigurationInfoParams>,
     num_stall_reasons: FnCtxParams<cs::CUpti_PCSamplingGetNumStallReasonsParams>,
     stall_reasons: FnCtxParams<cs::CUpti_PCSamplingGetStallReasonsParams>,
@@ -175,8 +175,7 @@ impl Api {
                 enable: sym!("cuptiPCSamplingEnable"),
                 disable: sym!("cuptiPCSamplingDisable"),
                 get_data: sym!("cuptiPCSamplingGetData"),
-                start: sym!("cuptiPCSamplingStart"),
-                stop: sym!("cuptiPCSamplingStop"),
+
                 set_config: sym!("cuptiPCSamplingSetConfigurationAttribute"),
                 num_stall_reasons: sym!("cuptiPCSamplingGetNumStallReasons"),
                 stall_reasons: sym!("cuptiPCSamplingGetStallReasons"),
@@ -303,16 +302,17 @@ struct Context {
 pub(crate) struct PcSampler {
     api: Api,
     config: PcSamplingConfig,
-    /// Sampling only between `cuptiPCSamplingStart` and `Stop` (capture ranges): the hardware samples nothing
-    /// outside, so every sample is of a kernel that ran inside a range.
+    /// Sampling only while recording is on (capture ranges): enabled on every context when a range begins, and
+    /// disabled (its samples collected) when it ends. CUPTI refuses to enable the kernel activity kind on a
+    /// context with PC sampling enabled (CUPTI_ERROR_NOT_COMPATIBLE), so the two are switched in that order.
     range_control: bool,
     /// With `range_control`: whether sampling is wanted now (a range is open).
     wanted: AtomicBool,
-    /// Every context sampling is enabled on, for starting and stopping it without waiting for a collection.
+    /// Every context the process has made, to enable sampling on when a range begins.
     live: Mutex<Vec<usize>>,
     contexts: Mutex<Vec<Context>>,
-    /// Contexts enabled by the application's threads, not yet taken by a collection: a callback never waits for
-    /// a collection in progress (which calls into CUPTI while holding `contexts`).
+    /// Contexts enabled by the application's threads, not yet taken by a collection: a callback never waits long
+    /// for a collection in progress (which calls into CUPTI while holding `contexts`).
     pending: Mutex<Vec<Context>>,
     cubins_seen: Mutex<HashSet<u64>>,
     send: Box<dyn Fn(Collected) + Send + Sync>,
@@ -320,9 +320,12 @@ pub(crate) struct PcSampler {
     note: Box<dyn Fn(String) + Send + Sync>,
 }
 
+/// Longest a range's end waits for a collection in progress before its contexts are disabled.
+const RANGE_END_WAIT: Duration = Duration::from_millis(500);
+
 impl PcSampler {
-    /// Registers for the resource callbacks; sampling is enabled on each context as it is created. With
-    /// `range_control`, the hardware samples only while [`PcSampler::set_sampling`] says so (`sampling` at first).
+    /// Registers for the resource callbacks; sampling is enabled on each context as it is created, or with
+    /// `range_control` only while [`PcSampler::set_sampling`] says so (`sampling` at first).
     pub fn start(
         library: &Path,
         api_version: u32,
@@ -369,52 +372,37 @@ impl PcSampler {
         }
     }
 
-    /// With range control, starts (`on`) or stops sampling on every context; a stopped context's samples are
-    /// collected now when no collection is running (CUPTI asks for a collection after each range), else by the
-    /// running one or the next. Without range control, sampling runs all along and this does nothing.
+    /// With range control, enables (`on`) or disables sampling on every context, after the activity kinds were
+    /// enabled or before they are disabled. Without range control, sampling runs all along and this does nothing.
     pub fn set_sampling(&self, on: bool) {
         if !self.range_control || self.wanted.swap(on, Ordering::AcqRel) == on {
             return;
         }
-        let live = self.live.lock().unwrap().clone();
-        for &ctx in &live {
-            if let Err(e) = self.start_stop(ctx as CUcontext, on) {
-                self.note(format!("PC sampling: {e}"));
+        if on {
+            let live = self.live.lock().unwrap().clone();
+            for ctx in live {
+                self.enable_context(ctx as CUcontext);
             }
+            return;
         }
-        if !on && let Ok(mut contexts) = self.contexts.try_lock() {
-            contexts.append(&mut self.pending.lock().unwrap());
-            for c in contexts.iter_mut() {
-                self.collect(c);
-            }
-        }
-    }
-
-    fn start_stop(&self, ctx: CUcontext, on: bool) -> Result<(), String> {
-        // SAFETY: zeroed params structs with their size and a context sampling is enabled on.
-        let code = unsafe {
-            if on {
-                let mut p: cs::CUpti_PCSamplingStartParams = std::mem::zeroed();
-                p.size = std::mem::size_of_val(&p);
-                p.ctx = ctx;
-                (self.api.start)(&mut p)
-            } else {
-                let mut p: cs::CUpti_PCSamplingStopParams = std::mem::zeroed();
-                p.size = std::mem::size_of_val(&p);
-                p.ctx = ctx;
-                (self.api.stop)(&mut p)
+        // On the application's thread: a collection in progress is waited for, bounded; after that the sampling
+        // goes on until the next collection, which disables it.
+        let t0 = Instant::now();
+        let mut contexts = loop {
+            match self.contexts.try_lock() {
+                Ok(c) => break Some(c),
+                Err(_) if t0.elapsed() < RANGE_END_WAIT => std::thread::sleep(Duration::from_millis(1)),
+                Err(_) => break None,
             }
         };
-        if code == CUPTI_SUCCESS {
-            Ok(())
-        } else {
-            Err(self.api.error(if on { "cuptiPCSamplingStart" } else { "cuptiPCSamplingStop" }, code))
+        match contexts.as_deref_mut() {
+            Some(contexts) => self.disable_all(contexts),
+            None => self.note("PC sampling: a range ended during a long collection; disabled at the next".into()),
         }
     }
 
-    /// Collects and disables every context (the end of the session).
-    pub fn finish(&self) {
-        let mut contexts = self.contexts.lock().unwrap();
+    /// Collects and disables every enabled context (`contexts` locked by the caller).
+    fn disable_all(&self, contexts: &mut Vec<Context>) {
         contexts.append(&mut self.pending.lock().unwrap());
         for mut c in contexts.drain(..) {
             self.collect(&mut c);
@@ -422,19 +410,22 @@ impl PcSampler {
         }
     }
 
-    fn on_context_created(&self, ctx: CUcontext) {
+    /// Collects and disables every context (the end of the session).
+    pub fn finish(&self) {
+        self.disable_all(&mut self.contexts.lock().unwrap());
+    }
+
+    fn enable_context(&self, ctx: CUcontext) {
         match self.enable(ctx) {
-            Ok(c) => {
-                self.live.lock().unwrap().push(ctx as usize);
-                self.pending.lock().unwrap().push(c);
-                if self.range_control
-                    && self.wanted.load(Ordering::Acquire)
-                    && let Err(e) = self.start_stop(ctx, true)
-                {
-                    self.note(format!("PC sampling: {e}"));
-                }
-            }
+            Ok(c) => self.pending.lock().unwrap().push(c),
             Err(e) => self.note(format!("PC sampling not enabled on a context: {e}")),
+        }
+    }
+
+    fn on_context_created(&self, ctx: CUcontext) {
+        self.live.lock().unwrap().push(ctx as usize);
+        if self.wanted.load(Ordering::Acquire) {
+            self.enable_context(ctx);
         }
     }
 
@@ -540,11 +531,6 @@ impl PcSampler {
             a.attributeData.samplingDataBufferData.samplingDataBuffer =
                 (&mut *config_buffer.data as *mut cs::CUpti_PCSamplingData).cast();
             attrs.push(a);
-            if self.range_control {
-                let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL);
-                a.attributeData.enableStartStopControlData.enableStartStopControl = 1;
-                attrs.push(a);
-            }
             if let Some(period) = self.config.period_log2 {
                 let mut a = attr(T::CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
                 a.attributeData.samplingPeriodData.samplingPeriod = period;

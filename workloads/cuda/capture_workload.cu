@@ -2,14 +2,15 @@
 // together with `--pc-sampling` (NVTX ranges) and `--counters` (the CUDA profiler API).
 //
 //   capture_workload nvtx     [STEPS [PER_STEP]]   (default 5 steps of 20 kernels)
-//   capture_workload profiler [MS]                 (default 300 ms inside the range)
+//   capture_workload profiler [MS [BEFORE_MS]]     (default 300 ms inside the range, 1500 ms before it)
 //
 // nvtx: for each step, `outside` kernels run and finish, then an NVTX range "step" holds PER_STEP `inside` kernels
 // and a synchronize, then more `outside` kernels finish; a range "other" holds `outside` kernels too. So every
 // `inside` kernel runs inside a "step" range and no `outside` kernel does: recorded with --capture-range nvtx:step,
 // the file holds STEPS * PER_STEP `inside` kernels and no `outside` one, and PC samples only of `inside`.
 //
-// profiler: `outside` kernels for MS ms, then cudaProfilerStart, `inside` kernels for MS ms, cudaProfilerStop, then
+// profiler: `outside` kernels for BEFORE_MS ms (PM sampling is set up within ~0.5 s of the first context), then
+// cudaProfilerStart, `inside` kernels for MS ms, cudaProfilerStop, then
 // `outside` kernels for MS ms (each phase synchronized). Counter samples belong inside the middle phase only.
 //
 // Prints one JSON line on stdout: {"mode": ..., "inside": N, "outside": M}.
@@ -58,7 +59,7 @@ static long run_for(void (*k)(float*, int), float* buf, double ms) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || (std::strcmp(argv[1], "nvtx") != 0 && std::strcmp(argv[1], "profiler") != 0)) {
-    std::fprintf(stderr, "usage: %s nvtx [STEPS [PER_STEP]] | profiler [MS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s nvtx [STEPS [PER_STEP]] | profiler [MS [BEFORE_MS]]\n", argv[0]);
     return 2;
   }
   float* buf = nullptr;
@@ -79,8 +80,8 @@ int main(int argc, char** argv) {
       nvtxRangePop();
     }
   } else {
-    double ms = argc > 2 ? std::atof(argv[2]) : 300.0;
-    out += run_for(outside, buf, ms);
+    double ms = argc > 2 ? std::atof(argv[2]) : 300.0, before = argc > 3 ? std::atof(argv[3]) : 1500.0;
+    out += run_for(outside, buf, before);
     CK(cudaProfilerStart());
     in += run_for(inside, buf, ms);
     CK(cudaProfilerStop());

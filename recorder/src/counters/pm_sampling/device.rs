@@ -12,8 +12,9 @@ use cutr_format::{CounterMetric, CounterSamples};
 use super::debug::thread_cpu_time;
 use super::evaluation::{Batch, Evaluation};
 use super::gate::Gate;
+use super::host::SharedHost;
 use super::{BUSY_NOTE_FRACTION, DECODE_PERIOD, PmConfig, buffer_and_period, host, image_samples, reset_room};
-use crate::ffi::pm::{Api, ConfigImage, CounterDataImage, DecodeError, Decoded, HostObject, SamplerObject};
+use crate::ffi::pm::{Api, ConfigImage, CounterDataImage, DecodeError, Decoded, SamplerObject};
 
 /// Set-up's error when a context ended under it.
 const ENDED: &str = "the CUDA context ended while sampling was being set up";
@@ -21,9 +22,6 @@ const ENDED: &str = "the CUDA context ended while sampling was being set up";
 const NO_OBJECT: &str = "PM sampling is not enabled on the device";
 /// Decodes after Stop, at most, to drain what the hardware still holds.
 const MAX_DRAIN_DECODES: usize = 64;
-
-/// A device's host object, shared by its session (which releases it at finish) and its evaluating thread.
-pub(super) type SharedHost = Arc<Mutex<Option<HostObject>>>;
 
 /// A device's session, shared by its decoding thread and whoever finishes sampling (Stop, a context's end).
 pub(super) type SessionRef = Arc<Mutex<DeviceSession>>;

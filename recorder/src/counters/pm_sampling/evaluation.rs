@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use cutr_format::CounterSamples;
 
 use super::Shared;
-use super::device::SharedHost;
+use super::host::SharedHost;
 use crate::ffi::pm::{Api, CounterDataImage};
 
 /// Images in use at most per device (the one being decoded into, those queued or being evaluated, spares): past

@@ -2,11 +2,14 @@
 //! fit one pass together (PM sampling takes one), their config image, and their descriptions and units.
 
 use std::ffi::{CStr, CString};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cutr_format::CounterMetric;
 
 use crate::ffi::pm::{Api, Chip, ConfigImage, HostObject};
+
+/// A device's host object, shared by its session (which releases it at finish) and its evaluating thread.
+pub(super) type SharedHost = Arc<Mutex<Option<HostObject>>>;
 
 /// Device `d`'s chip: its name and counter-availability image (two device calls: the caller holds the gate).
 pub(super) fn chip(api: &Api, d: u32) -> Result<Arc<Chip>, String> {
