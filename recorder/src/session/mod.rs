@@ -242,27 +242,7 @@ fn start_subscribed(
     }));
 
     let cfg = &session.config;
-    if let Some(v) = cfg.device_buffer_bytes {
-        cupti.set_attribute(crate::ffi::cupti::ATTR_DEVICE_BUFFER_SIZE, v).map_err(RecorderError::Cupti)?;
-    }
-    if let Some(v) = cfg.device_buffer_pool_limit {
-        cupti.set_attribute(crate::ffi::cupti::ATTR_DEVICE_BUFFER_POOL_LIMIT, v).map_err(RecorderError::Cupti)?;
-    }
-    let _ = cupti.set_thread_id_type_system();
-    CURRENT.store(session as *const Session as *mut Session, Ordering::Release);
-    cupti.register_callbacks(on_request, on_complete).map_err(RecorderError::Cupti)?;
-    // The API calls to keep out, by cbid, as this libcupti names them.
-    if cfg.filter_noisy_api {
-        let mut quiet = session.quiet_api.lock().unwrap();
-        for (domain, names) in [(2u32, NOISY_RUNTIME), (1u32, NOISY_DRIVER)] {
-            for (d, cbid, name) in &meta.callback_names {
-                if *d == domain && names.contains(&cutr_schema::callbacks::display_name(name)) {
-                    quiet.push((domain, *cbid));
-                }
-            }
-        }
-    }
-
+    session.set_up_cupti(&meta)?;
     // Every callback user registers before recording can begin (and before CUDA makes a context).
     if let Some(pc) = cfg.pc_sampling.clone() {
         sources::start_pc_sampling(session, api, pc);
@@ -308,6 +288,32 @@ fn start_subscribed(
 }
 
 impl Session {
+    /// CUPTI's attributes, the buffer callbacks (this session becomes the one they serve), and the API functions
+    /// to keep out, by cbid as this libcupti names them.
+    fn set_up_cupti(&'static self, meta: &cutr_format::SessionMetadata) -> Result<(), RecorderError> {
+        let (cupti, cfg) = (self.cupti, &self.config);
+        if let Some(v) = cfg.device_buffer_bytes {
+            cupti.set_attribute(crate::ffi::cupti::ATTR_DEVICE_BUFFER_SIZE, v).map_err(RecorderError::Cupti)?;
+        }
+        if let Some(v) = cfg.device_buffer_pool_limit {
+            cupti.set_attribute(crate::ffi::cupti::ATTR_DEVICE_BUFFER_POOL_LIMIT, v).map_err(RecorderError::Cupti)?;
+        }
+        let _ = cupti.set_thread_id_type_system();
+        CURRENT.store(self as *const Session as *mut Session, Ordering::Release);
+        cupti.register_callbacks(on_request, on_complete).map_err(RecorderError::Cupti)?;
+        if cfg.filter_noisy_api {
+            let mut quiet = self.quiet_api.lock().unwrap();
+            for (domain, names) in [(2u32, NOISY_RUNTIME), (1u32, NOISY_DRIVER)] {
+                for (d, cbid, name) in &meta.callback_names {
+                    if *d == domain && names.contains(&cutr_schema::callbacks::display_name(name)) {
+                        quiet.push((domain, *cbid));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn enable_kinds(&self) -> Result<(), RecorderError> {
         let mut enabled = self.enabled.lock().unwrap();
         for &k in &self.config.kinds {
