@@ -73,7 +73,7 @@ pub struct ExportSummary {
 }
 
 /// Slices per shard for a trace of about `slices` slices. The cut depends on the trace alone, never on the
-/// machine, so a recording converts to the same bytes on any number of cores. At least [`SPREAD_SHARDS`] shards,
+/// machine, so a recording converts to the same bytes on any number of cores. At least `SPREAD_SHARDS` shards,
 /// so that small traces spread over 16 workers (one track's shard is written by one thread, and on 16 cores a
 /// 20k-slice recording cut at 50,000 was written by its largest track's thread alone), but no fewer than 2,000
 /// slices (each shard repeats its interned names and clock snapshot) and no more than 50,000, or 4,000 for Chrome

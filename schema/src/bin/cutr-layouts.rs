@@ -1,8 +1,10 @@
 //! Prints the built-in CUPTI layout tables, or a C file that checks them against NVIDIA's headers.
 //!
-//!   cutr-layouts list [API]      the tables as text
-//!   cutr-layouts c-check API     C source with one _Static_assert per size and offset; compiling it with gcc
-//!                                against that release's cupti.h proves the table (tools/check-layouts.sh)
+//! ```text
+//! cutr-layouts list [API]      the tables as text
+//! cutr-layouts c-check API     C source with one _Static_assert per size and offset; compiling it with gcc
+//!                              against that release's cupti.h proves the table (tools/check-layouts.sh)
+//! ```
 
 use std::process::ExitCode;
 

@@ -2613,7 +2613,7 @@ impl ::core::fmt::Debug for ClockSamples<'_> {
 pub enum ThreadNameOffset {}
 #[derive(Copy, Clone, PartialEq)]
 
-/// The OS name of a thread of the recorded process (/proc/self/task/<tid>/comm, what pthread_setname_np sets), as
+/// The OS name of a thread of the recorded process (`/proc/self/task/TID/comm`, what pthread_setname_np sets), as
 /// the recorder saw it at a flush. A later entry for the same tid (a renamed thread, or a tid reused) supersedes an
 /// earlier one.
 pub struct ThreadName<'a> {

@@ -1,10 +1,10 @@
 //! The trace model laid out for viewers: tracks (host process -> thread, GPU -> context -> stream), the slices on
 //! each track, the CPU->GPU arrows, and the split of all slices into shards that are written in parallel.
 //!
-//! Rows are placed on their tracks ([`placement`]), grouped by track in time order ([`grouping`]); slices that
-//! overlap without nesting move to overflow lanes ([`lanes`]); each track's slices are cut into shards
-//! ([`shards`]); the arrows are counted per launch ([`flows`]); the names that are not in the model are resolved
-//! once ([`labels`]).
+//! Rows are placed on their tracks (`placement`), grouped by track in time order (`grouping`); slices that
+//! overlap without nesting move to overflow lanes (`lanes`); each track's slices are cut into shards
+//! (`shards`); the arrows are counted per launch (`flows`); the names that are not in the model are resolved
+//! once (`labels`).
 
 mod flows;
 mod grouping;

@@ -4,7 +4,7 @@
 //! Each side is one or more recordings of the same program (runs). A row is a kernel name, an NVTX range name
 //! (compared by the GPU time of the work launched inside it) or the total GPU time. Within a run, the instances of
 //! a row are samples (a kernel launched 20 times is 20 measurements); across runs, the runs are. Each row's
-//! change of mean instance duration gets a 99% interval from them ([`judge`]), and the row is
+//! change of mean instance duration gets a 99% interval from them (`judge`), and the row is
 //! - **regression** / **improvement** when the change exceeds the threshold, the floors (per run, per instance)
 //!   and its interval excludes no change;
 //! - **inconclusive** when it exceeds them but the interval includes no change, or there is no evidence (one
