@@ -46,8 +46,6 @@ fn start_from_env() -> Result<String, RecorderError> {
     Ok(rec.path().display().to_string())
 }
 
-type NvtxInit = unsafe extern "C" fn(*mut c_void) -> c_int;
-
 /// Hands NVTX to CUPTI: NVTX calls this when `NVTX_INJECTION64_PATH` names this library (as `cupti-record`
 /// sets it), and CUPTI's own `InitializeInjectionNvtx2` turns NVTX ranges into MARKER records. Forwarding from
 /// here lets the same libcupti the recorder uses (the application's own, when it has one) serve NVTX.
@@ -67,15 +65,11 @@ fn forward_nvtx(symbol: &[u8], arg: *mut c_void) -> c_int {
     catch_unwind(|| {
         let over = std::env::var_os("CUTR_CUPTI_LIB").map(std::path::PathBuf::from);
         let path = cupti::locate(over.as_deref()).ok()?;
-        // Loads the library for good (LibCupti::load never unloads it) and checks it is a real libcupti.
+        // Loads the library for good (it is never unloaded) and checks it is a real libcupti.
         LibCupti::load(&path).ok()?;
-        // SAFETY: the library is loaded and stays loaded; the symbol has NVTX's injection signature.
-        unsafe {
-            let lib = libloading::os::unix::Library::open(Some(&path), libc::RTLD_NOW | libc::RTLD_NOLOAD).ok()?;
-            let f = *lib.get::<NvtxInit>(symbol).ok()?;
-            std::mem::forget(lib);
-            Some(f(arg as *mut c_void))
-        }
+        let f = cupti::nvtx_injection(&path, symbol).ok()?;
+        // SAFETY: CUPTI's NVTX injection entry point, given the argument NVTX passed us.
+        Some(unsafe { f(arg as *mut c_void) })
     })
     .ok()
     .flatten()

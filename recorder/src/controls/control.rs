@@ -228,7 +228,7 @@ pub fn send(pid: u32, r: Request) -> Result<String, String> {
     Ok(String::from_utf8_lossy(line).into_owned())
 }
 
-/// Whether a recording's control runs in this process: from [`start`] until its threads have seen the recording
+/// Whether a recording's control runs in this process: from `start` until its threads have seen the recording
 /// end (within 20 ms), put the signals back and removed the socket.
 pub fn active() -> bool {
     STARTED.load(Ordering::Acquire)

@@ -125,20 +125,65 @@ fn loader_detail(e: &libloading::Error) -> String {
     std::error::Error::source(e).map_or_else(|| e.to_string(), |s| s.to_string())
 }
 
-impl LibCupti {
-    /// Loads `path` (kept loaded for the life of the process: CUPTI registers thread-exit destructors) and
-    /// resolves every function the recorder uses.
-    pub fn load(path: &Path) -> Result<LibCupti, String> {
+/// The one loader of libcupti: each file is opened once per process and kept loaded (CUPTI registers thread-exit
+/// destructors), and every room of `ffi` (activity and callbacks here, PC sampling, PM sampling) resolves its
+/// functions from it.
+pub(crate) struct Library {
+    lib: libloading::os::unix::Library,
+    path: PathBuf,
+}
+
+/// The libraries opened so far (one, in practice).
+static OPENED: std::sync::Mutex<Vec<&'static Library>> = std::sync::Mutex::new(Vec::new());
+
+impl Library {
+    /// The libcupti at `path`, opened on first use.
+    pub(crate) fn open(path: &Path) -> Result<&'static Library, String> {
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = opened.iter().find(|l| l.path == path) {
+            return Ok(l);
+        }
         // SAFETY: loading libcupti runs only its own initializers.
         let lib = unsafe { libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_GLOBAL) }
             .map_err(|e| format!("cannot load {}: {}", path.display(), loader_detail(&e)))?;
+        let l: &'static Library = Box::leak(Box::new(Library { lib, path: path.to_path_buf() }));
+        opened.push(l);
+        Ok(l)
+    }
+
+    /// The function `name` (NUL-terminated); `lacks` says what its absence means.
+    ///
+    /// # Safety
+    /// `T` must be the function's C signature as NVIDIA's header declares it.
+    pub(crate) unsafe fn function<T: Copy>(&self, name: &str, lacks: &str) -> Result<T, String> {
+        // SAFETY: the caller's: `T` is the symbol's type.
+        unsafe { self.lib.get::<T>(name.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|_| format!("{} lacks {}{lacks}", self.path.display(), name.trim_end_matches('\0')))
+    }
+}
+
+/// CUPTI's NVTX injection entry point `symbol` (NUL-terminated: `InitializeInjectionNvtx2`, ...), to which the
+/// recorder forwards NVTX's own call.
+pub type NvtxInit = unsafe extern "C" fn(*mut c_void) -> std::ffi::c_int;
+
+/// The NVTX injection entry point `symbol` of the libcupti at `path`.
+pub fn nvtx_injection(path: &Path, symbol: &[u8]) -> Result<NvtxInit, String> {
+    let name = std::str::from_utf8(symbol).map_err(|e| e.to_string())?;
+    // SAFETY: CUPTI's NVTX injection entry points all take one pointer and return an int (nvtxInjection docs).
+    unsafe { Library::open(path)?.function::<NvtxInit>(name, "") }
+}
+
+impl LibCupti {
+    /// Opens `path` (once per process) and resolves every function the recorder's activity recording and
+    /// callback subscriber use.
+    pub fn load(path: &Path) -> Result<LibCupti, String> {
+        let lib = Library::open(path)?;
         macro_rules! sym {
             ($name:literal) => {
-                // SAFETY: the symbol's C signature is the one declared by the field's type (cupti_activity.h).
-                unsafe {
-                    *lib.get(concat!($name, "\0").as_bytes())
-                        .map_err(|_| format!("{} lacks {}: it is not libcupti", path.display(), $name))?
-                }
+                // SAFETY: the symbol's C signature is the one declared by the field's type (cupti_activity.h,
+                // cupti_callbacks.h).
+                unsafe { lib.function(concat!($name, "\0"), ": it is not libcupti")? }
             };
         }
         let c = LibCupti {
@@ -160,7 +205,6 @@ impl LibCupti {
             enable_callback: sym!("cuptiEnableCallback"),
             unsubscribe: sym!("cuptiUnsubscribe"),
         };
-        std::mem::forget(lib);
         Ok(c)
     }
 

@@ -199,16 +199,13 @@ pub(crate) struct CounterDataInfo {
 
 impl Api {
     pub fn load(path: &Path) -> Result<Api, String> {
-        // SAFETY: the library is already loaded by the session (another reference, never dropped); each symbol's C
-        // signature is the one its field's type declares (cupti_pmsampling.h, cupti_profiler_host.h,
-        // cupti_profiler_target.h, cupti_callbacks.h).
+        let lib = super::cupti::Library::open(path)?;
+        // SAFETY: each symbol's C signature is the one its field's type declares (cupti_pmsampling.h,
+        // cupti_profiler_host.h, cupti_profiler_target.h).
         unsafe {
-            let lib = libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_GLOBAL)
-                .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
             macro_rules! sym {
                 ($name:literal) => {
-                    *lib.get(concat!($name, "\0").as_bytes())
-                        .map_err(|_| format!("{} lacks {} (PM sampling needs CUPTI 12.6+)", path.display(), $name))?
+                    lib.function(concat!($name, "\0"), " (PM sampling needs CUPTI 12.6+)")?
                 };
             }
             let api = Api {
@@ -237,7 +234,6 @@ impl Api {
                 timestamp: sym!("cuptiGetTimestamp"),
                 device_id: sym!("cuptiGetDeviceId"),
             };
-            std::mem::forget(lib);
             Ok(api)
         }
     }
