@@ -97,19 +97,16 @@ impl Configured {
 
 impl Api {
     pub fn load(path: &Path) -> Result<Api, String> {
-        // SAFETY: the library is already loaded by the session (this only takes another reference, never
-        // dropped); each symbol's C signature is the one its field's type declares (cupti_pcsampling.h,
+        let lib = super::cupti::Library::open(path)?;
+        // SAFETY: each symbol's C signature is the one its field's type declares (cupti_pcsampling.h,
         // cupti_callbacks.h, cupti_activity.h).
         unsafe {
-            let lib = libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_GLOBAL)
-                .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
             macro_rules! sym {
                 ($name:literal) => {
-                    *lib.get(concat!($name, "\0").as_bytes())
-                        .map_err(|_| format!("{} lacks {} (PC sampling needs CUPTI 12.4+)", path.display(), $name))?
+                    lib.function(concat!($name, "\0"), " (PC sampling needs CUPTI 12.4+)")?
                 };
             }
-            let api = Api {
+            Ok(Api {
                 enable: sym!("cuptiPCSamplingEnable"),
                 disable: sym!("cuptiPCSamplingDisable"),
                 get_data: sym!("cuptiPCSamplingGetData"),
@@ -121,9 +118,7 @@ impl Api {
                 device_id: sym!("cuptiGetDeviceId"),
                 timestamp: sym!("cuptiGetTimestamp"),
                 result_string: sym!("cuptiGetResultString"),
-            };
-            std::mem::forget(lib);
-            Ok(api)
+            })
         }
     }
 
