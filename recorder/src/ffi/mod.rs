@@ -3,5 +3,6 @@
 
 pub mod cupti;
 pub mod driver;
+pub mod pc;
 pub mod pm;
 pub mod subscriber;
