@@ -48,8 +48,7 @@ mod tests {
         let t = std::thread::Builder::new()
             .name("cutr-test-1".into())
             .spawn(move || {
-                // SAFETY: gettid has no preconditions.
-                tx.send(unsafe { libc::gettid() } as u32).unwrap();
+                tx.send(crate::ffi::os::thread_id()).unwrap();
                 let _ = wait.recv();
             })
             .unwrap();

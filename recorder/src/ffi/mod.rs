@@ -3,6 +3,7 @@
 
 pub mod cupti;
 pub mod driver;
+pub mod os;
 pub mod pc;
 pub mod pm;
 pub mod subscriber;

@@ -6,28 +6,14 @@ use cutr_schema::LayoutTable;
 use crate::config::Config;
 use crate::ffi::cupti::Cupti;
 use crate::ffi::driver;
+use crate::ffi::os;
+pub(super) use os::host_name;
 
 pub(super) fn clock_sample(cupti: &dyn Cupti) -> Option<ClockSample> {
-    let read = |clock| {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: valid out-pointer.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    };
-    let realtime_ns = read(libc::CLOCK_REALTIME);
+    let realtime_ns = os::clock_ns(libc::CLOCK_REALTIME)?;
     let cupti_ns = cupti.timestamp().ok()?;
-    let monotonic_ns = read(libc::CLOCK_MONOTONIC);
+    let monotonic_ns = os::clock_ns(libc::CLOCK_MONOTONIC)?;
     Some(ClockSample { cupti_ns, realtime_ns, monotonic_ns })
-}
-
-pub(super) fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is large enough for a host name and NUL-terminated by gethostname or zeroed.
-    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) } != 0 {
-        return "unknown".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 pub(super) fn metadata(
@@ -91,10 +77,9 @@ pub(super) fn metadata(
         cupti_api_version: api,
         cuda_driver_version: driver::driver_version().unwrap_or(0),
         cuda_runtime_version: driver::runtime_version().unwrap_or(0),
-        host: host_name(),
+        host: os::host_name(),
         pid,
-        // SAFETY: getppid has no preconditions.
-        ppid: unsafe { libc::getppid() } as u32,
+        ppid: std::os::unix::process::parent_id(),
         command_line: cmdline,
         start_unix_ns: start,
         thread_id_type: 1,

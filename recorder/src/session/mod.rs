@@ -491,8 +491,7 @@ impl Session {
 
     /// Ends the session: forced flush, footer, sync. Idempotent; only the process that started it acts.
     pub(crate) fn finish(&'static self, timeout: Duration) -> Option<Summary> {
-        // SAFETY: getpid has no preconditions.
-        if unsafe { libc::getpid() } as u32 != self.pid {
+        if std::process::id() != self.pid {
             return None; // a forked child: the file belongs to the parent
         }
         if self.finishing.swap(true, Ordering::AcqRel) {

@@ -1,0 +1,53 @@
+//! The operating-system calls the recorder makes outside its signal handlers, as safe functions: clocks, the host
+//! name, thread ids.
+
+use std::time::Duration;
+
+/// `clock`'s time in nanoseconds (`clock_gettime`), `None` where the clock does not exist.
+pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`); zero where it cannot be read.
+pub fn thread_cpu_time() -> Duration {
+    Duration::from_nanos(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0))
+}
+
+/// This machine's host name, or `unknown`.
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is large enough for a host name; one byte is kept back so it stays NUL-terminated.
+    if unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) } != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The calling thread's kernel id (`gettid`), the id CUPTI's records carry (`CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM`).
+pub fn thread_id() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clocks_host_and_thread_read_back() {
+        let a = clock_ns(libc::CLOCK_MONOTONIC).unwrap();
+        let b = clock_ns(libc::CLOCK_MONOTONIC).unwrap();
+        assert!(b >= a && a > 0);
+        assert_eq!(clock_ns(-12345), None);
+        assert!(!host_name().is_empty());
+        let here = thread_id();
+        assert!(std::path::Path::new(&format!("/proc/self/task/{here}")).exists(), "{here} is one of our threads");
+        assert_ne!(std::thread::spawn(thread_id).join().unwrap(), here);
+    }
+}
