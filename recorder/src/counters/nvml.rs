@@ -149,39 +149,10 @@ fn pcie_bytes(d: &Device<'_>) -> [Option<u64>; 2] {
     now
 }
 
-/// A device's NVLink data byte counters over all its links, through NVML's raw call (nvml-wrapper's
-/// `field_values_for` leaves the scope at 0: link 0 alone).
+/// A device's NVLink data byte counters over all its links (NVML counts KiB).
 fn nvlink_bytes(d: &Device<'_>) -> [Option<u64>; 2] {
-    use nvml_wrapper_sys::bindings as b;
-    let Ok(get) = d.nvml().lib().nvmlDeviceGetFieldValues.as_ref() else { return [None; 2] };
-    // SAFETY: nvmlFieldValue_t is plain C data: all-zero is valid.
-    let mut values: [b::nvmlFieldValue_t; 2] = unsafe { std::mem::zeroed() };
-    for (v, (id, ..)) in values.iter_mut().zip(NVLINK_FIELDS) {
-        v.fieldId = id;
-        v.scopeId = ALL_LINKS;
-    }
-    // SAFETY: a live device handle of this NVML; two field values to fill.
-    if unsafe { get(d.handle(), values.len() as i32, values.as_mut_ptr()) } != b::nvmlReturn_enum_NVML_SUCCESS {
-        return [None; 2];
-    }
-    values.map(|v| field_count(&v).map(|kib| kib.saturating_mul(1024)))
-}
-
-/// A field value's unsigned count, `None` when NVML failed it or gave another type.
-fn field_count(v: &nvml_wrapper_sys::bindings::nvmlFieldValue_t) -> Option<u64> {
-    use nvml_wrapper_sys::bindings as b;
-    if v.nvmlReturn != b::nvmlReturn_enum_NVML_SUCCESS {
-        return None;
-    }
-    // SAFETY: the union member `valueType` names.
-    unsafe {
-        match v.valueType {
-            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG => Some(v.value.ullVal),
-            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG => Some(v.value.ulVal),
-            b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT => Some(u64::from(v.value.uiVal)),
-            _ => None,
-        }
-    }
+    let ids = NVLINK_FIELDS.map(|(id, ..)| id);
+    crate::ffi::nvml::field_counts(d, ids, ALL_LINKS).map(|v| v.map(|kib| kib.saturating_mul(1024)))
 }
 
 /// One device's byte-counter rates: PCIe's and NVLink's.
@@ -454,25 +425,6 @@ mod tests {
         choose_devices(&mut sampled, &ask(&[0]));
         assert_eq!(sampled, [true, false, true, false]);
         assert_eq!(*asked.borrow(), [0, 1, 3]);
-    }
-
-    /// NVLink's counts come as whatever unsigned type NVML says (KiB), and a field NVML failed gives none.
-    #[test]
-    fn field_values_are_read_by_their_type() {
-        use nvml_wrapper_sys::bindings as b;
-        // SAFETY: plain C data.
-        let mut v: b::nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
-        v.value.ullVal = 5 << 40;
-        assert_eq!(field_count(&v), Some(5 << 40));
-        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
-        v.value = b::nvmlValue_t { uiVal: 7 };
-        assert_eq!(field_count(&v), Some(7));
-        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_DOUBLE;
-        assert_eq!(field_count(&v), None, "not a count");
-        v.valueType = b::nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
-        v.nvmlReturn = b::nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
-        assert_eq!(field_count(&v), None, "a GPU without NVLink");
     }
 
     #[test]
