@@ -150,6 +150,21 @@ fn launcher_errors_and_exit_codes() {
 
 /// Installed as tools/install.sh lays it out (bin/ and lib/), cupti-record finds its library; copied alone (what
 /// `cargo install` does) it says how to fix it, with status 125; its man page and completions print.
+/// Runs a program this test has just copied. Another test thread that forks meanwhile holds the copy's write
+/// descriptor until its child execs, and exec then fails with ETXTBSY ("text file busy"): a race of the test
+/// harness, not of the program, so the start is tried again for a while.
+fn output_of_fresh_copy(cmd: &mut Command) -> Output {
+    let t0 = std::time::Instant::now();
+    loop {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && t0.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
 #[test]
 fn the_injection_library_is_found_where_install_puts_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -159,7 +174,9 @@ fn the_injection_library_is_found_where_install_puts_it() {
     let exe = bin.join("cupti-record");
     std::fs::copy(env!("CARGO_BIN_EXE_cupti-record"), &exe).unwrap();
     let run = || {
-        Command::new(&exe).env_remove("CUTR_INJECTION_LIB").args(["-q", "--", "sh", "-c", "exit 4"]).output().unwrap()
+        output_of_fresh_copy(
+            Command::new(&exe).env_remove("CUTR_INJECTION_LIB").args(["-q", "--", "sh", "-c", "exit 4"]),
+        )
     };
     let o = run();
     assert_eq!(o.status.code(), Some(125));
@@ -176,9 +193,9 @@ fn the_injection_library_is_found_where_install_puts_it() {
     let o = run();
     assert_eq!(o.status.code(), Some(4), "{:?}", lines(&o.stderr));
     assert!(o.stderr.is_empty());
-    let man = Command::new(&exe).arg("--manpage").output().unwrap();
+    let man = output_of_fresh_copy(Command::new(&exe).arg("--manpage"));
     assert!(String::from_utf8_lossy(&man.stdout).contains("cupti\\-record \\- Record the CUDA activity of a command"));
-    let bash = Command::new(&exe).args(["--completions", "bash"]).output().unwrap();
+    let bash = output_of_fresh_copy(Command::new(&exe).args(["--completions", "bash"]));
     assert!(String::from_utf8_lossy(&bash.stdout).contains("--memory-cap"));
 }
 
