@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# NVML's NVLink throughput (recorder/src/nvml.rs: data bytes over all links) and a two-GPU fixture (issue 18):
+# NVML's NVLink throughput (recorder/src/counters/nvml.rs: data bytes over all links) and a two-GPU fixture (issue 18):
 # counter_workload on devices 0 and 1 with a peer-to-peer phase, recorded with NVML only and with the default
 # set (PM sampling + NVML); then the two-rank all-reduce with NVML only. Recordings copied to OUTDIR.
 #   bench/gpu/nvml_nvlink_two_gpus.sh OUTDIR     (a two-GPU kind; .dev/exp and .dev/bin carried)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set-up on each GPU's own thread (a variant of recorder/src/pm_sampling/mod.rs `run` measured here and not kept:
+# Set-up on each GPU's own thread (a variant of recorder/src/counters/pm_sampling/mod.rs `run` measured here and not kept:
 # it delayed the first GPU's sampling), and NVML sampling only the GPUs the process uses (issue 18), on two GPUs:
 # the counter workload on both GPUs (3 runs) and on device 0 alone (NVML must leave device 1 out); the two-rank
 # all-reduce with the default set and with NVML only (each rank: its own GPU); cudaDeviceReset on both GPUs 0 and
