@@ -1,7 +1,8 @@
 //! A fake CUPTI for testing the recorder without a GPU: it asks the recorder for buffers through the registered
 //! request callback, fills them with records the test supplies (real CUPTI layouts, from the synthetic
 //! generator), and hands them back through the completion callback, counting the records it had to drop when a
-//! buffer was refused, as CUPTI does.
+//! buffer was refused, as CUPTI does. It also fakes CUPTI's callback API (the application's side: contexts,
+//! modules, NVTX ranges, profiler calls) and its PC Sampling API (`pc`: every call recorded, no samples).
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_char, c_void};
@@ -14,7 +15,12 @@ use cutr_schema::LayoutTable;
 use crate::ffi::cupti::{
     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, Callback, CompleteFn, Cupti, CuptiError, RequestFn,
 };
+use crate::ffi::pc::PcCupti;
 use crate::ffi::subscriber as sub;
+
+mod pc;
+
+pub use pc::{FAKE_DEVICE, fake_cubin_crc, fake_stall_reasons};
 
 #[derive(Default)]
 struct State {
@@ -41,6 +47,10 @@ struct State {
     disabled_api: Mutex<Vec<(u32, u32)>>,
     /// C strings standing in for CUPTI's, by the fake address the records carried.
     strings: Mutex<HashMap<u64, CString>>,
+    /// Every PC Sampling API call, in order (`"enable 0x10"`).
+    pc_calls: Mutex<Vec<String>>,
+    /// Contexts with PC sampling enabled.
+    pc_sampling: Mutex<Vec<usize>>,
 }
 
 /// The CUPTI the recorder talks to in tests.
@@ -103,6 +113,12 @@ impl FakeHandle {
 
     pub fn dropped_total(&self) -> u64 {
         self.state.dropped_total.load(Ordering::Relaxed)
+    }
+
+    /// The PC Sampling API calls so far, in order: `"enable 0x10"`, `"configure 0x10 [0, 2, 3] None"` (the
+    /// stall-reason indices and the period), `"cubin_crc 3 bytes"`... (the clock is not logged).
+    pub fn pc_calls(&self) -> Vec<String> {
+        self.state.pc_calls.lock().unwrap().clone()
     }
 
     pub fn flushes(&self) -> (u64, u64) {
@@ -272,7 +288,11 @@ impl Cupti for FakeCupti {
     }
 
     fn enable(&self, kind: u32) -> Result<(), CuptiError> {
-        if self.state.refuse_kinds.lock().unwrap().contains(&kind) {
+        // As CUPTI: no kernel records on a context with PC sampling enabled (the session enables the kinds first).
+        let kernel = kind == cutr_schema::kinds::KERNEL || kind == cutr_schema::kinds::CONCURRENT_KERNEL;
+        if self.state.refuse_kinds.lock().unwrap().contains(&kind)
+            || (kernel && !self.state.pc_sampling.lock().unwrap().is_empty())
+        {
             return Err(CuptiError {
                 call: "cuptiActivityEnable",
                 code: 14,
@@ -347,6 +367,10 @@ impl Cupti for FakeCupti {
 
     fn origin(&self) -> String {
         format!("fake CUPTI (API {})", self.api)
+    }
+
+    fn pc_sampling(&self) -> Result<Box<dyn PcCupti>, String> {
+        Ok(Box::new(pc::FakePc { state: self.state.clone() }))
     }
 }
 

@@ -21,14 +21,14 @@
 //! The CUPTI calls and the memory CUPTI writes records into are `ffi::pc`'s; this module holds no `unsafe`.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use cutr_format::{CubinBlob, PcSamples};
 
-use crate::ffi::pc::{Api, ConfigRequest, Configured, PcError, SampleBuffer};
+use crate::ffi::cupti::Cupti;
+use crate::ffi::pc::{ConfigRequest, Configured, PcCupti, PcError, SampleBuffer};
 use crate::ffi::subscriber::{
     CBID_CONTEXT_CREATED, CBID_CONTEXT_DESTROY_STARTING, CBID_MODULE_LOADED, ContextHandle, DOMAIN_RESOURCE, Event,
     EventUser, Subscriber,
@@ -151,7 +151,8 @@ struct Context {
 
 /// The session's PC sampler and cubin collector.
 pub(crate) struct PcSampler {
-    api: Api,
+    /// The session's CUPTI's PC Sampling API (libcupti's, or the fake's in tests).
+    api: Box<dyn PcCupti>,
     config: PcSamplingConfig,
     /// Sampling only while recording is on (capture ranges): enabled on every context when a range begins, and
     /// disabled (its samples collected) when it ends. CUPTI refuses to enable the kernel activity kind on a
@@ -176,9 +177,10 @@ const RANGE_END_WAIT: Duration = Duration::from_millis(500);
 
 impl PcSampler {
     /// Registers for the resource callbacks; sampling is enabled on each context as it is created, or with
-    /// `range_control` only while [`PcSampler::set_sampling`] says so (`sampling` at first).
+    /// `range_control` only while [`PcSampler::set_sampling`] says so (`sampling` at first). The PC Sampling API
+    /// is `cupti`'s, asked for once the version is known to have it.
     pub fn start(
-        library: &Path,
+        cupti: &dyn Cupti,
         api_version: u32,
         config: PcSamplingConfig,
         range_control: Option<bool>,
@@ -191,7 +193,7 @@ impl PcSampler {
                 "PC sampling needs CUPTI 12.4 or later (API {MIN_API_VERSION}); this one is API {api_version}"
             ));
         }
-        let api = Api::load(library)?;
+        let api = cupti.pc_sampling()?;
         let sampler: &'static PcSampler = Box::leak(Box::new(PcSampler {
             api,
             config,

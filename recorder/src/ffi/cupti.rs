@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use cudarc::cupti::sys as cs;
 use thiserror::Error;
 
+use super::pc::PcCupti;
+
 /// CUPTI's buffer-request callback.
 pub type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 /// CUPTI's buffer-completed callback: (context, stream id, buffer, size, valid size).
@@ -66,9 +68,13 @@ pub trait Cupti: Send + Sync {
     fn enable_api_record(&self, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError>;
     /// Where this CUPTI comes from, for messages and metadata.
     fn origin(&self) -> String;
-    /// The library file, for the parts of the recorder that resolve more of its functions (PC sampling).
+    /// The library file, for the parts of the recorder that resolve more of its functions (PM sampling).
     fn library_path(&self) -> Option<PathBuf> {
         None
+    }
+    /// The PC Sampling API (CUPTI 12.4+) of this CUPTI; none unless the implementation has one.
+    fn pc_sampling(&self) -> Result<Box<dyn PcCupti>, String> {
+        Err("PC sampling needs a real libcupti".into())
     }
 }
 
@@ -316,6 +322,10 @@ impl Cupti for LibCupti {
 
     fn library_path(&self) -> Option<PathBuf> {
         Some(self.path.clone())
+    }
+
+    fn pc_sampling(&self) -> Result<Box<dyn PcCupti>, String> {
+        Ok(Box::new(super::pc::Api::load(&self.path)?))
     }
 }
 

@@ -1,6 +1,7 @@
-//! CUPTI's PC Sampling API (CUPTI 12.4+) as the PC sampler ([`crate::pc_sampling`]) calls it: the functions,
-//! resolved from the libcupti the session uses, and one safe, typed method per call (a count and the fill that
-//! follows it are one method).
+//! CUPTI's PC Sampling API (CUPTI 12.4+) as the PC sampler ([`crate::pc_sampling`]) calls it: the [`PcCupti`]
+//! trait, one safe, typed method per call (a count and the fill that follows it are one method), and its real
+//! implementation, the functions resolved from the libcupti the session uses. The trait lets the fake CUPTI
+//! ([`crate::fake`]) drive the sampler's state machine in tests without a GPU.
 //!
 //! The memory CUPTI writes PC records into is a `SampleBuffer` that only this module reaches into: a header, the
 //! records and each record's stall-reason array, at addresses that do not move while CUPTI may write them. The
@@ -48,7 +49,7 @@ pub(crate) struct Api {
 
 /// A collection that failed.
 #[derive(Debug)]
-pub(crate) enum PcError {
+pub enum PcError {
     /// CUPTI_ERROR_OUT_OF_MEMORY: the hardware buffer filled and its samples were lost.
     HardwareBufferFull,
     Failed(String),
@@ -56,7 +57,7 @@ pub(crate) enum PcError {
 
 /// What CUPTI wrote in a buffer's header at its last fill.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct BufferCounts {
+pub struct BufferCounts {
     pub total_samples: u64,
     pub dropped_samples: u64,
     pub non_user_samples: u64,
@@ -69,7 +70,7 @@ pub(crate) struct BufferCounts {
 
 /// A context's configuration: CUPTI's indices of the stall reasons to count, the sampling period (CUPTI's
 /// default when `None`), and the buffer CUPTI fills at disable.
-pub(crate) struct ConfigRequest {
+pub struct ConfigRequest {
     pub indices: Vec<u32>,
     pub period_log2: Option<u32>,
     pub buffer: SampleBuffer,
@@ -77,13 +78,19 @@ pub(crate) struct ConfigRequest {
 
 /// A context configured for sampling: what CUPTI was given, kept as long as it may point into it (until the
 /// context's sampling is disabled, when CUPTI copies what it still holds into the buffer).
-pub(crate) struct Configured {
+pub struct Configured {
     /// Given to CUPTI by pointer; kept so that pointer never outlives it.
     _indices: Vec<u32>,
     buffer: SampleBuffer,
 }
 
 impl Configured {
+    /// Holds the request's stall-reason indices and buffer, the memory a configuration points CUPTI at (a
+    /// CUPTI that writes nothing, as the fake's, leaves the buffer empty).
+    pub fn new(request: ConfigRequest) -> Configured {
+        Configured { _indices: request.indices, buffer: request.buffer }
+    }
+
     /// What CUPTI wrote in the buffer's header at disable.
     pub fn counts(&self) -> BufferCounts {
         self.buffer.counts()
@@ -93,6 +100,33 @@ impl Configured {
     pub fn take_records(&mut self) -> Vec<PcRecord> {
         self.buffer.take_records()
     }
+}
+
+/// The PC sampling calls the sampler makes, in the order it makes them; when a call may be made (never into a
+/// context that ended) is the caller's rule. The real one is libcupti's; the fake CUPTI's records the calls.
+pub trait PcCupti: Send + Sync {
+    /// `cuptiGetTimestamp`: now on CUPTI's clock (0 when CUPTI cannot say).
+    fn now(&self) -> u64;
+    /// `cuptiGetContextId` of a live context.
+    fn context_id(&self, ctx: ContextHandle) -> Result<u32, String>;
+    /// `cuptiGetDeviceId` of a live context.
+    fn device_id(&self, ctx: ContextHandle) -> Result<u32, String>;
+    /// `cuptiPCSamplingEnable`.
+    fn enable(&self, ctx: ContextHandle) -> Result<(), String>;
+    /// `cuptiPCSamplingGetNumStallReasons`, then `cuptiPCSamplingGetStallReasons`: the context's stall-reason
+    /// table, `(CUPTI's index, full name)`.
+    fn stall_reasons(&self, ctx: ContextHandle) -> Result<Vec<(u32, String)>, String>;
+    /// `cuptiPCSamplingSetConfigurationAttribute`: continuous collection (kernels are not serialized), the
+    /// stall reasons, the buffer filled at disable, and the period when one is given.
+    fn configure(&self, ctx: ContextHandle, request: ConfigRequest) -> Result<Configured, String>;
+    /// `cuptiPCSamplingGetData` into `buffer` (prepared for CUPTI first); its header's counts are read with
+    /// [`SampleBuffer::counts`] whether or not the call succeeded.
+    fn get_data(&self, ctx: ContextHandle, buffer: &mut SampleBuffer) -> Result<(), PcError>;
+    /// `cuptiPCSamplingDisable`: CUPTI copies into the configured buffer (prepared for it first) the samples not
+    /// yet collected, read back with [`Configured::counts`] and [`Configured::take_records`].
+    fn disable(&self, ctx: ContextHandle, configured: &mut Configured) -> Result<(), String>;
+    /// `cuptiGetCubinCrc`: CUPTI's name for a cubin, the one its PC records carry.
+    fn cubin_crc(&self, cubin: &[u8]) -> Result<u64, String>;
 }
 
 impl Api {
@@ -129,17 +163,17 @@ impl Api {
         }
         Err(format!("{call}: {}", result_name(self.result_string, code)))
     }
+}
 
-    /// `cuptiGetTimestamp`: now on CUPTI's clock (0 when CUPTI cannot say).
-    pub fn now(&self) -> u64 {
+impl PcCupti for Api {
+    fn now(&self) -> u64 {
         let mut t = 0;
         // SAFETY: a valid out-pointer.
         unsafe { (self.timestamp)(&mut t) };
         t
     }
 
-    /// `cuptiGetContextId` of a live context.
-    pub fn context_id(&self, ctx: ContextHandle) -> Result<u32, String> {
+    fn context_id(&self, ctx: ContextHandle) -> Result<u32, String> {
         let mut id = 0u32;
         // SAFETY: the caller's context lives (CUPTI named it in a callback and it was not destroyed since); valid
         // out-pointer.
@@ -148,8 +182,7 @@ impl Api {
         Ok(id)
     }
 
-    /// `cuptiGetDeviceId` of a live context.
-    pub fn device_id(&self, ctx: ContextHandle) -> Result<u32, String> {
+    fn device_id(&self, ctx: ContextHandle) -> Result<u32, String> {
         let mut device = 0u32;
         // SAFETY: as in `context_id`.
         let code = unsafe { (self.device_id)(ctx.0 as CUcontext, &mut device) };
@@ -157,8 +190,7 @@ impl Api {
         Ok(device)
     }
 
-    /// `cuptiPCSamplingEnable`.
-    pub fn enable(&self, ctx: ContextHandle) -> Result<(), String> {
+    fn enable(&self, ctx: ContextHandle) -> Result<(), String> {
         // SAFETY: CUPTI params structs are plain C data (integers and pointers): all-zero is a valid value.
         let mut p: cs::CUpti_PCSamplingEnableParams = unsafe { std::mem::zeroed() };
         p.size = std::mem::size_of_val(&p);
@@ -167,9 +199,7 @@ impl Api {
         self.check("cuptiPCSamplingEnable", unsafe { (self.enable)(&mut p) })
     }
 
-    /// `cuptiPCSamplingGetNumStallReasons`, then `cuptiPCSamplingGetStallReasons`: the context's stall-reason
-    /// table, `(CUPTI's index, full name)`.
-    pub fn stall_reasons(&self, ctx: ContextHandle) -> Result<Vec<(u32, String)>, String> {
+    fn stall_reasons(&self, ctx: ContextHandle) -> Result<Vec<(u32, String)>, String> {
         let mut n = 0usize;
         // SAFETY: plain C data, as in `enable`.
         let mut q: cs::CUpti_PCSamplingGetNumStallReasonsParams = unsafe { std::mem::zeroed() };
@@ -194,9 +224,7 @@ impl Api {
         Ok(indices.into_iter().zip(&names).map(|(i, name)| (i, name_text(name))).collect())
     }
 
-    /// `cuptiPCSamplingSetConfigurationAttribute`: continuous collection (kernels are not serialized), the
-    /// stall reasons, the buffer filled at disable, and the period when one is given.
-    pub fn configure(&self, ctx: ContextHandle, request: ConfigRequest) -> Result<Configured, String> {
+    fn configure(&self, ctx: ContextHandle, request: ConfigRequest) -> Result<Configured, String> {
         use cs::CUpti_PCSamplingConfigurationAttributeType as T;
         let ConfigRequest { mut indices, period_log2, mut buffer } = request;
         let attr = |t: T| {
@@ -234,9 +262,7 @@ impl Api {
         Ok(Configured { _indices: indices, buffer })
     }
 
-    /// `cuptiPCSamplingGetData` into `buffer` (prepared for CUPTI first); its header's counts are read with
-    /// [`SampleBuffer::counts`] whether or not the call succeeded.
-    pub fn get_data(&self, ctx: ContextHandle, buffer: &mut SampleBuffer) -> Result<(), PcError> {
+    fn get_data(&self, ctx: ContextHandle, buffer: &mut SampleBuffer) -> Result<(), PcError> {
         buffer.reset();
         // SAFETY: plain C data, as in `enable`.
         let mut p: cs::CUpti_PCSamplingGetDataParams = unsafe { std::mem::zeroed() };
@@ -252,9 +278,7 @@ impl Api {
         self.check("cuptiPCSamplingGetData", code).map_err(PcError::Failed)
     }
 
-    /// `cuptiPCSamplingDisable`: CUPTI copies into the configured buffer (prepared for it first) the samples not
-    /// yet collected, read back with [`Configured::counts`] and [`Configured::take_records`].
-    pub fn disable(&self, ctx: ContextHandle, configured: &mut Configured) -> Result<(), String> {
+    fn disable(&self, ctx: ContextHandle, configured: &mut Configured) -> Result<(), String> {
         configured.buffer.reset();
         // SAFETY: plain C data, as in `enable`.
         let mut p: cs::CUpti_PCSamplingDisableParams = unsafe { std::mem::zeroed() };
@@ -265,8 +289,7 @@ impl Api {
         self.check("cuptiPCSamplingDisable", unsafe { (self.disable)(&mut p) })
     }
 
-    /// `cuptiGetCubinCrc`: CUPTI's name for a cubin, the one its PC records carry.
-    pub fn cubin_crc(&self, cubin: &[u8]) -> Result<u64, String> {
+    fn cubin_crc(&self, cubin: &[u8]) -> Result<u64, String> {
         let mut p = cs::CUpti_GetCubinCrcParams {
             size: std::mem::size_of::<cs::CUpti_GetCubinCrcParams>(),
             cubinSize: cubin.len(),
@@ -287,7 +310,7 @@ fn name_text(buffer: &[u8]) -> String {
 
 /// A buffer CUPTI fills with PC records: the header, the records, and each record's stall-reason array, all on
 /// the heap, so moving the buffer leaves the addresses CUPTI was given where they are.
-pub(crate) struct SampleBuffer {
+pub struct SampleBuffer {
     data: Box<cs::CUpti_PCSamplingData>,
     pcs: Vec<cs::CUpti_PCSamplingPCData>,
     stalls: Vec<cs::CUpti_PCSamplingStallReason>,

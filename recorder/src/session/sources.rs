@@ -11,10 +11,6 @@ use crate::ffi::driver;
 
 /// Starts PC sampling and cubin capture; a failure is a note, and the activity recording goes on without them.
 pub(super) fn start_pc_sampling(session: &'static Session, api: u32, pc: crate::pc_sampling::PcSamplingConfig) {
-    let Some(library) = session.cupti.library_path() else {
-        session.note("PC sampling needs a real libcupti; not sampling".into());
-        return;
-    };
     let tx = session.tx.clone();
     // From the application's threads (cubins) and the ticker (samples): a full queue waits a moment, then the
     // item is dropped and counted as a note rather than stalling the application.
@@ -26,7 +22,7 @@ pub(super) fn start_pc_sampling(session: &'static Session, api: u32, pc: crate::
     let note = Box::new(move |n: String| session.note(n));
     // Under capture ranges the hardware samples only inside them (off at first: no range is open yet).
     let range_control = session.config.capture.is_some().then_some(false);
-    match crate::pc_sampling::PcSampler::start(&library, api, pc, range_control, session.subscriber, send, note) {
+    match crate::pc_sampling::PcSampler::start(session.cupti, api, pc, range_control, session.subscriber, send, note) {
         Ok(s) => {
             let _ = session.pc.set(s);
         }
