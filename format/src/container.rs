@@ -10,7 +10,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89CUTR\r\n\x1a";
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version written by this crate. Minor versions only add things older readers may skip.
 /// 1.1 added the `threads` chunk (OS thread names); 1.2 cubins in `blob` chunks and `pc_samples`.
-pub const FORMAT_MINOR: u16 = 3;
+pub const FORMAT_MINOR: u16 = 4;
 pub const FILE_HEADER_LEN: usize = 64;
 
 pub const CHUNK_MAGIC: [u8; 4] = *b"CHNK";

@@ -23,7 +23,7 @@ pub use codec::{BufferStats, CodecPlan, DecodedBuffer, RecordGroup};
 pub use container::{ChunkHeader, ChunkType, Codec, FORMAT_MAJOR, FORMAT_MINOR, FileHeader};
 pub use counters::{CounterMetric, CounterSamples};
 pub use error::{ChunkError, FormatError};
-pub use meta::{ClockSample, Device, LossCounters, SessionMetadata};
+pub use meta::{ClockSample, Device, LossCounters, Mapping, SessionMetadata};
 pub use reader::{ChunkInfo, Problem, Reader, Recovery, StringTable, Verification};
 pub use source::{CubinBlob, PcRecord, PcSamples};
 pub use writer::{ActivityEncoder, EncodedActivity, Writer, WriterOptions};

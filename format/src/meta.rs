@@ -19,6 +19,26 @@ pub struct Device {
     pub properties: Vec<(String, String)>,
 }
 
+/// One executable mapping of the recorded process (a `/proc/self/maps` line with `x` permission), kept so that
+/// converters can name host code addresses offline (format 1.4).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    /// Offset in the file of the mapping's first byte.
+    pub file_offset: u64,
+    pub path: String,
+    /// The file's GNU build id; empty when it has none or could not be read.
+    pub build_id: Vec<u8>,
+}
+
+impl Mapping {
+    /// The offset in the mapped file of a code address inside this mapping.
+    pub fn file_offset_of(&self, address: u64) -> Option<u64> {
+        (self.start..self.end).contains(&address).then(|| address - self.start + self.file_offset)
+    }
+}
+
 /// Who wrote the file and how: what a converter needs besides the records.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SessionMetadata {
@@ -41,6 +61,8 @@ pub struct SessionMetadata {
     pub callback_names: Vec<(u32, u32, String)>,
     pub environment: Vec<(String, String)>,
     pub synthetic: bool,
+    /// The process's executable mappings when the metadata was written (empty before format 1.4).
+    pub mappings: Vec<Mapping>,
 }
 
 fn kv_vec<'b>(
@@ -118,6 +140,25 @@ impl SessionMetadata {
             })
             .collect();
         let callback_names = b.create_vector(&cbs);
+        let maps: Vec<_> = self
+            .mappings
+            .iter()
+            .map(|m| {
+                let path = b.create_string(&m.path);
+                let build_id = b.create_vector(&m.build_id);
+                fb::Mapping::create(
+                    &mut b,
+                    &fb::MappingArgs {
+                        start: m.start,
+                        end: m.end,
+                        file_offset: m.file_offset,
+                        path: Some(path),
+                        build_id: Some(build_id),
+                    },
+                )
+            })
+            .collect();
+        let mappings = b.create_vector(&maps);
         let root = fb::SessionMetadata::create(
             &mut b,
             &fb::SessionMetadataArgs {
@@ -138,6 +179,7 @@ impl SessionMetadata {
                 callback_names: Some(callback_names),
                 environment: Some(environment),
                 synthetic: self.synthetic,
+                mappings: Some(mappings),
             },
         );
         b.finish(root, None);
@@ -192,6 +234,20 @@ impl SessionMetadata {
                 .unwrap_or_default(),
             environment: kv_read(m.environment()),
             synthetic: m.synthetic(),
+            mappings: m
+                .mappings()
+                .map(|v| {
+                    v.iter()
+                        .map(|x| Mapping {
+                            start: x.start(),
+                            end: x.end(),
+                            file_offset: x.file_offset(),
+                            path: x.path().unwrap_or("").to_string(),
+                            build_id: x.build_id().map(|b| b.bytes().to_vec()).unwrap_or_default(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 

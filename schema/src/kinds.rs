@@ -14,6 +14,7 @@ pub const MARKER_DATA: u32 = 13;
 pub const SOURCE_LOCATOR: u32 = 14;
 pub const OVERHEAD: u32 = 17;
 pub const MEMCPY2: u32 = 22;
+pub const UNIFIED_MEMORY_COUNTER: u32 = 25;
 pub const FUNCTION: u32 = 26;
 pub const MODULE: u32 = 27;
 pub const CUDA_EVENT: u32 = 36;

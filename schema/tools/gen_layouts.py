@@ -32,6 +32,7 @@ COMMON = [
     (12, "MARKER", "CUpti_ActivityMarker2"),
     (17, "OVERHEAD", "CUpti_ActivityOverhead3"),
     (22, "MEMCPY2", "CUpti_ActivityMemcpyPtoP4"),
+    (25, "UNIFIED_MEMORY_COUNTER", "CUpti_ActivityUnifiedMemoryCounter3"),
     (26, "FUNCTION", "CUpti_ActivityFunction"),
     (27, "MODULE", "CUpti_ActivityModule"),
     (36, "CUDA_EVENT", "CUpti_ActivityCudaEvent2"),

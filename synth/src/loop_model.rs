@@ -623,6 +623,7 @@ impl Synth {
                 None => Vec::new(),
             },
             synthetic: true,
+            mappings: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::load::Filter;
-use crate::rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, Overhead, Sync};
+use crate::rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, Overhead, Sync, UmEvent, UmKind};
 use crate::timebase::TimeBase;
 use crate::timing;
 
@@ -42,6 +42,7 @@ pub(crate) struct ChunkRows {
     pub markers: Vec<RawMarker>,
     pub overheads: Vec<Overhead>,
     pub memory: Vec<MemoryOp>,
+    pub um: Vec<UmEvent>,
     /// Records per CUPTI kind (every record of the chunk, decoded or not).
     pub per_kind: Vec<(u32, u64)>,
     pub counts: ChunkCounts,
@@ -60,6 +61,8 @@ pub(crate) struct ChunkCounts {
     pub unresolved: u64,
     /// Bytes after the last whole record group.
     pub unparsed: u64,
+    /// Unified memory records whose counter kind is outside CUDA 13's (unknown, or damaged).
+    pub um_unknown_kind: u64,
 }
 
 impl ChunkCounts {
@@ -69,6 +72,7 @@ impl ChunkCounts {
         self.unmodelled += o.unmodelled;
         self.unresolved += o.unresolved;
         self.unparsed += o.unparsed;
+        self.um_unknown_kind += o.um_unknown_kind;
     }
 }
 
@@ -93,6 +97,7 @@ impl ChunkRows {
         take_over(&mut self.markers, &mut other.markers);
         take_over(&mut self.overheads, &mut other.overheads);
         take_over(&mut self.memory, &mut other.memory);
+        take_over(&mut self.um, &mut other.um);
         self.per_kind.append(&mut other.per_kind);
         self.counts.add(&other.counts);
     }
@@ -172,6 +177,7 @@ impl FileDecoder<'_> {
             kinds::MARKER => g.markers(ff.marker.as_ref(), records),
             kinds::OVERHEAD => g.overheads(ff.overhead.as_ref(), records),
             kinds::MEMORY2 => g.memory(ff.memory.as_ref(), records),
+            kinds::UNIFIED_MEMORY_COUNTER => g.um(ff.um.as_ref(), records),
             _ => g.out.counts.unmodelled += n as u64,
         }
         g.out
@@ -449,6 +455,47 @@ impl GroupDecoder<'_> {
                 bytes: f.bytes(rec),
                 free: f.operation(rec) == RELEASE,
                 memory_kind: f.memory_kind(rec),
+            });
+        }
+    }
+
+    /// Unified memory events. A kind CUPTI gives no end gets `end == start`; one whose end is before its start is
+    /// counted as inverted and left out, as are records with no start and unknown counter kinds (counted).
+    fn um(&mut self, f: Option<&crate::fields::UmFields>, records: Records<'_>) {
+        let Some(f) = f else { return };
+        for rec in records {
+            let Some(kind) = UmKind::from_raw(f.counter_kind(rec)) else {
+                self.out.counts.um_unknown_kind += 1;
+                continue;
+            };
+            let raw_start = f.start(rec);
+            if raw_start == 0 {
+                self.out.counts.zero += 1;
+                continue;
+            }
+            let raw_end = if kind.has_duration() { f.end(rec) } else { raw_start };
+            if raw_end < raw_start {
+                self.out.counts.inverted += 1;
+                continue;
+            }
+            let (start, end) = (self.time.to_trace(raw_start), self.time.to_trace(raw_end));
+            if !self.filter.keeps(start, end) {
+                continue;
+            }
+            let value = f.value(rec);
+            let cpu_fault = kind == UmKind::CpuPageFault;
+            self.out.um.push(UmEvent {
+                proc: self.proc,
+                kind,
+                start,
+                end,
+                value: if cpu_fault { 0 } else { value },
+                address: f.address(rec),
+                src: f.src(rec),
+                dst: f.dst(rec),
+                flags: f.flags(rec),
+                pc: if cpu_fault { value } else { 0 },
+                processors: if kind == UmKind::Thrashing { f.processors(rec) } else { 0 },
             });
         }
     }

@@ -222,6 +222,21 @@ record_fields! {
     }
 }
 
+record_fields! {
+    /// `CUpti_ActivityUnifiedMemoryCounter3` (unified memory migrations, faults, thrashing).
+    UmFields {
+        counter_kind: u32 = "counterKind",
+        value: u64 = "value",
+        start: u64 = "start",
+        end: u64 = "end",
+        address: u64 = "address",
+        src: u32 = "srcId",
+        dst: u32 = "dstId",
+        flags: u32 = "flags",
+        processors: u64 = "processors",
+    }
+}
+
 /// The field readers of every kind the model reads, for one file's layout table (`None`: the file has no layout
 /// for that kind, so its records are not decoded).
 #[derive(Clone, Copy, Debug)]
@@ -238,6 +253,7 @@ pub(crate) struct FileFields {
     pub marker: Option<MarkerFields>,
     pub overhead: Option<OverheadFields>,
     pub memory: Option<MemoryFields>,
+    pub um: Option<UmFields>,
 }
 
 impl FileFields {
@@ -255,6 +271,7 @@ impl FileFields {
             marker: t.get(kinds::MARKER).map(MarkerFields::new),
             overhead: t.get(kinds::OVERHEAD).map(OverheadFields::new),
             memory: t.get(kinds::MEMORY2).map(MemoryFields::new),
+            um: t.get(kinds::UNIFIED_MEMORY_COUNTER).map(UmFields::new),
         }
     }
 }

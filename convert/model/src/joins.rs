@@ -71,8 +71,8 @@ impl Trace {
     fn sort_rows(&mut self) {
         let (kernels, memcpys, memsets, apis, syncs) =
             (&mut self.kernels, &mut self.memcpys, &mut self.memsets, &mut self.apis, &mut self.syncs);
-        let (overheads, memory, marks, ranges) =
-            (&mut self.overheads, &mut self.memory, &mut self.marks, &mut self.ranges);
+        let (overheads, memory, marks, ranges, um) =
+            (&mut self.overheads, &mut self.memory, &mut self.marks, &mut self.ranges, &mut self.um);
         rayon::scope(|s| {
             s.spawn(|_| kernels.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
             s.spawn(|_| memcpys.par_sort_unstable_by_key(|k| (k.start, k.proc, k.correlation)));
@@ -81,6 +81,7 @@ impl Trace {
             s.spawn(|_| {
                 overheads.sort_unstable_by_key(|k| (k.start, k.proc));
                 memory.sort_unstable_by_key(|k| (k.ts, k.proc));
+                um.sort_unstable_by_key(|k| (k.start, k.proc, k.kind, k.address));
                 marks.sort_unstable_by_key(|k| (k.ts, k.proc));
                 // Outer ranges first at equal starts, so depth follows nesting.
                 ranges.sort_unstable_by_key(|r| (r.proc, r.pid, r.tid, r.start, std::cmp::Reverse(r.end)));

@@ -36,6 +36,7 @@ mod fields;
 mod ids;
 mod joins;
 mod load;
+pub mod memory;
 mod names;
 mod nvtx;
 pub mod occupancy;
@@ -52,6 +53,7 @@ pub use load::{Filter, LoadError, LoadOptions, Prefetched, load, load_prefetched
 pub use names::Names;
 pub use rows::{
     ApiCall, CudaEvent, Kernel, KernelSourceNote, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Overhead, Sync,
+    UmEvent, UmKind,
 };
 pub use timebase::TimeBase;
 pub use trace::{JoinStats, Process, Rank, Trace};

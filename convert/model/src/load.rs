@@ -457,6 +457,7 @@ impl<'t> FileRows<'t> {
         s.unmodelled_records += counts.unmodelled;
         s.unresolved_names += counts.unresolved;
         s.unparsed_bytes += counts.unparsed;
+        s.um_unknown_kind += counts.um_unknown_kind;
         self.append_rows(ok);
     }
 
@@ -476,6 +477,7 @@ impl<'t> FileRows<'t> {
             take_kind(&mut ok, |c| &mut c.memory),
         );
         let (mk, ex) = (take_kind(&mut ok, |c| &mut c.markers), take_kind(&mut ok, |c| &mut c.external));
+        let um = take_kind(&mut ok, |c| &mut c.um);
         let names = &self.names;
         let name = |id: NameId| names.get(id.index()).copied().unwrap_or(NameId::EMPTY);
         let (markers, external, t) = (&mut self.markers, &mut self.external, &mut *self.trace);
@@ -506,6 +508,7 @@ impl<'t> FileRows<'t> {
             append_all(&mut t.cuda_events, ev);
             append_all(&mut t.overheads, ov);
             append_all(&mut t.memory, me);
+            append_all(&mut t.um, um);
         });
     }
 }

@@ -195,6 +195,99 @@ pub struct MemoryOp {
     pub memory_kind: u32,
 }
 
+/// What a unified memory record counts (`CUpti_ActivityUnifiedMemoryCounterKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum UmKind {
+    /// Bytes migrated from host to device; `value` is the bytes, `flags` the cause.
+    BytesHtoD = 1,
+    /// Bytes migrated from device to host; `value` is the bytes, `flags` the cause.
+    BytesDtoH = 2,
+    /// A CPU page fault; `pc` is the faulting instruction (CUPTI's `value`).
+    CpuPageFault = 3,
+    /// GPU page fault groups on one page; `value` is the number of groups, `flags` the access type.
+    GpuPageFault = 4,
+    /// The driver found a region thrashing; `value` is its bytes, `processors` who fight over it.
+    Thrashing = 5,
+    /// The driver held back one of the processors fighting over a region.
+    Throttling = 6,
+    /// The driver mapped a region remotely instead of migrating it; `value` is its bytes.
+    RemoteMap = 7,
+    /// Bytes migrated from one device to another.
+    BytesDtoD = 8,
+}
+
+impl UmKind {
+    /// The kind of a raw `counterKind`, `None` outside CUDA 13's range (unknown or damaged).
+    pub fn from_raw(raw: u32) -> Option<UmKind> {
+        use UmKind::*;
+        Some(match raw {
+            1 => BytesHtoD,
+            2 => BytesDtoH,
+            3 => CpuPageFault,
+            4 => GpuPageFault,
+            5 => Thrashing,
+            6 => Throttling,
+            7 => RemoteMap,
+            8 => BytesDtoD,
+            _ => return None,
+        })
+    }
+
+    /// Whether `value` counts bytes moved (the migrations).
+    pub fn is_migration(self) -> bool {
+        matches!(self, UmKind::BytesHtoD | UmKind::BytesDtoH | UmKind::BytesDtoD)
+    }
+
+    /// Whether CUPTI gives the record an end time (the others are instants: `end == start` in the row).
+    pub fn has_duration(self) -> bool {
+        matches!(
+            self,
+            UmKind::BytesHtoD | UmKind::BytesDtoH | UmKind::BytesDtoD | UmKind::GpuPageFault | UmKind::Throttling
+        )
+    }
+
+    /// The name reports and tables use.
+    pub fn name(self) -> &'static str {
+        match self {
+            UmKind::BytesHtoD => "migration HtoD",
+            UmKind::BytesDtoH => "migration DtoH",
+            UmKind::CpuPageFault => "CPU page fault",
+            UmKind::GpuPageFault => "GPU page fault",
+            UmKind::Thrashing => "thrashing",
+            UmKind::Throttling => "throttling",
+            UmKind::RemoteMap => "remote map",
+            UmKind::BytesDtoD => "migration DtoD",
+        }
+    }
+}
+
+/// A unified memory event (UNIFIED_MEMORY_COUNTER records, `CUpti_ActivityUnifiedMemoryCounter3`), as CUPTI
+/// gives it: which fields mean something depends on `kind` (see [`UmKind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UmEvent {
+    pub proc: ProcId,
+    pub kind: UmKind,
+    /// On the trace's time base. For the kinds without an end (`!kind.has_duration()`), `end == start`.
+    pub start: u64,
+    pub end: u64,
+    /// Bytes for migrations, thrashing and remote maps; fault groups for GPU page faults; 0 for CPU page faults.
+    pub value: u64,
+    /// The virtual base address of the pages moved, or of the page that faulted.
+    pub address: u64,
+    /// The source processor (a device id, or the CPU), as CUPTI numbers it; for GPU page faults the device.
+    pub src: u32,
+    /// The destination processor of a migration or remote map.
+    pub dst: u32,
+    /// The cause of a migration (`CUpti_ActivityUnifiedMemoryMigrationCause`), the access type of a GPU page fault
+    /// (`CUpti_ActivityUnifiedMemoryAccessType`), the cause of a remote map; raw.
+    pub flags: u32,
+    /// CPU page faults: the address of the faulting host instruction; 0 otherwise.
+    pub pc: u64,
+    /// Thrashing: the bit mask of devices 0-63 fighting over the region (`processors[0]`); 0 otherwise.
+    pub processors: u64,
+}
+
 /// Rows that carry a correlation id: their key joins them to the API call that launched them.
 macro_rules! correlated {
     ($($row:ty),*) => {$(

@@ -95,6 +95,8 @@ pub struct JoinStats {
     pub unresolved_names: u64,
     /// Bytes kept in the file but not parsed (records of kinds without a layout).
     pub unparsed_bytes: u64,
+    /// Unified memory records whose counter kind is outside CUDA 13's (newer CUPTI, or damage); left out.
+    pub um_unknown_kind: u64,
 }
 
 impl JoinStats {
@@ -112,6 +114,7 @@ impl JoinStats {
         self.records_in_damaged_chunks += o.records_in_damaged_chunks;
         self.unresolved_names += o.unresolved_names;
         self.unparsed_bytes += o.unparsed_bytes;
+        self.um_unknown_kind += o.um_unknown_kind;
     }
 }
 
@@ -131,6 +134,8 @@ pub struct Trace {
     pub ranges: Vec<NvtxRange>,
     pub marks: Vec<NvtxMark>,
     pub memory: Vec<MemoryOp>,
+    /// Unified memory migrations, faults, thrashing (sorted by start).
+    pub um: Vec<crate::rows::UmEvent>,
     /// Counter samples (today: PC-sample stall rates), each series' samples together in time order.
     pub counters: Vec<crate::CounterSample>,
     /// By kernel name id (as recorded, mangled): what its PC samples say ([`crate::KernelSourceNote`]).
@@ -232,6 +237,7 @@ impl Trace {
             bounds(&self.syncs, |k| (k.start, k.end)),
             bounds(&self.overheads, |k| (k.start, k.end)),
             bounds(&self.memory, |k| (k.ts, k.ts)),
+            bounds(&self.um, |k| (k.start, k.end)),
             bounds(&self.ranges, |k| (k.start, if k.closed() { k.end } else { k.start })),
             bounds(&self.marks, |k| (k.ts, k.ts)),
         ];

@@ -89,5 +89,6 @@ pub(super) fn metadata(
         callback_names,
         environment,
         synthetic: false,
+        mappings: Vec::new(),
     }
 }

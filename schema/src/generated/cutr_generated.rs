@@ -1947,6 +1947,7 @@ impl<'a> SessionMetadata<'a> {
   pub const VT_CALLBACK_NAMES: ::flatbuffers::VOffsetT = 32;
   pub const VT_ENVIRONMENT: ::flatbuffers::VOffsetT = 34;
   pub const VT_SYNTHETIC: ::flatbuffers::VOffsetT = 36;
+  pub const VT_MAPPINGS: ::flatbuffers::VOffsetT = 38;
 
   #[inline]
   pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
@@ -1959,6 +1960,7 @@ impl<'a> SessionMetadata<'a> {
   ) -> ::flatbuffers::WIPOffset<SessionMetadata<'bldr>> {
     let mut builder = SessionMetadataBuilder::new(_fbb);
     builder.add_start_unix_ns(args.start_unix_ns);
+    if let Some(x) = args.mappings { builder.add_mappings(x); }
     if let Some(x) = args.environment { builder.add_environment(x); }
     if let Some(x) = args.callback_names { builder.add_callback_names(x); }
     if let Some(x) = args.layouts { builder.add_layouts(x); }
@@ -2101,6 +2103,15 @@ impl<'a> SessionMetadata<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<bool>(SessionMetadata::VT_SYNTHETIC, Some(false)).unwrap()}
   }
+  /// (1.4) The process's executable file mappings when the metadata was written, so converters can name host
+  /// code addresses (the instruction of a CPU page fault, call stacks) offline.
+  #[inline]
+  pub fn mappings(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Mapping<'a>>>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Mapping>>>>(SessionMetadata::VT_MAPPINGS, None)}
+  }
 }
 
 impl ::flatbuffers::Verifiable for SessionMetadata<'_> {
@@ -2126,6 +2137,7 @@ impl ::flatbuffers::Verifiable for SessionMetadata<'_> {
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<CallbackName>>>>("callback_names", Self::VT_CALLBACK_NAMES, false)?
      .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<KeyValue>>>>("environment", Self::VT_ENVIRONMENT, false)?
      .visit_field::<bool>("synthetic", Self::VT_SYNTHETIC, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, ::flatbuffers::ForwardsUOffset<Mapping>>>>("mappings", Self::VT_MAPPINGS, false)?
      .finish();
     Ok(())
   }
@@ -2148,6 +2160,7 @@ pub struct SessionMetadataArgs<'a> {
     pub callback_names: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<CallbackName<'a>>>>>,
     pub environment: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<KeyValue<'a>>>>>,
     pub synthetic: bool,
+    pub mappings: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<Mapping<'a>>>>>,
 }
 impl<'a> Default for SessionMetadataArgs<'a> {
   #[inline]
@@ -2170,6 +2183,7 @@ impl<'a> Default for SessionMetadataArgs<'a> {
       callback_names: None,
       environment: None,
       synthetic: false,
+      mappings: None,
     }
   }
 }
@@ -2248,6 +2262,10 @@ impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> SessionMetadataBuilder<'a, 'b
     self.fbb_.push_slot::<bool>(SessionMetadata::VT_SYNTHETIC, synthetic, false);
   }
   #[inline]
+  pub fn add_mappings(&mut self, mappings: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , ::flatbuffers::ForwardsUOffset<Mapping<'b >>>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(SessionMetadata::VT_MAPPINGS, mappings);
+  }
+  #[inline]
   pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> SessionMetadataBuilder<'a, 'b, A> {
     let start = _fbb.start_table();
     SessionMetadataBuilder {
@@ -2282,6 +2300,175 @@ impl ::core::fmt::Debug for SessionMetadata<'_> {
       ds.field("callback_names", &self.callback_names());
       ds.field("environment", &self.environment());
       ds.field("synthetic", &self.synthetic());
+      ds.field("mappings", &self.mappings());
+      ds.finish()
+  }
+}
+pub enum MappingOffset {}
+#[derive(Copy, Clone, PartialEq)]
+
+/// One executable mapping of the recorded process (a line of /proc/self/maps with `x` permission).
+pub struct Mapping<'a> {
+  pub _tab: ::flatbuffers::Table<'a>,
+}
+
+impl<'a> ::flatbuffers::Follow<'a> for Mapping<'a> {
+  type Inner = Mapping<'a>;
+  #[inline]
+  unsafe fn follow(buf: &'a [u8], loc: usize) -> Self::Inner {
+    Self { _tab: unsafe { ::flatbuffers::Table::new(buf, loc) } }
+  }
+}
+
+impl<'a> Mapping<'a> {
+  pub const VT_START: ::flatbuffers::VOffsetT = 4;
+  pub const VT_END: ::flatbuffers::VOffsetT = 6;
+  pub const VT_FILE_OFFSET: ::flatbuffers::VOffsetT = 8;
+  pub const VT_PATH: ::flatbuffers::VOffsetT = 10;
+  pub const VT_BUILD_ID: ::flatbuffers::VOffsetT = 12;
+
+  #[inline]
+  pub unsafe fn init_from_table(table: ::flatbuffers::Table<'a>) -> Self {
+    Mapping { _tab: table }
+  }
+  #[allow(unused_mut)]
+  pub fn create<'bldr: 'args, 'args: 'mut_bldr, 'mut_bldr, A: ::flatbuffers::Allocator + 'bldr>(
+    _fbb: &'mut_bldr mut ::flatbuffers::FlatBufferBuilder<'bldr, A>,
+    args: &'args MappingArgs<'args>
+  ) -> ::flatbuffers::WIPOffset<Mapping<'bldr>> {
+    let mut builder = MappingBuilder::new(_fbb);
+    builder.add_file_offset(args.file_offset);
+    builder.add_end(args.end);
+    builder.add_start(args.start);
+    if let Some(x) = args.build_id { builder.add_build_id(x); }
+    if let Some(x) = args.path { builder.add_path(x); }
+    builder.finish()
+  }
+
+
+  #[inline]
+  pub fn start(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Mapping::VT_START, Some(0)).unwrap()}
+  }
+  #[inline]
+  pub fn end(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Mapping::VT_END, Some(0)).unwrap()}
+  }
+  /// Offset in the file of the mapping's first byte.
+  #[inline]
+  pub fn file_offset(&self) -> u64 {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<u64>(Mapping::VT_FILE_OFFSET, Some(0)).unwrap()}
+  }
+  /// The mapped file's path as the kernel reported it ("[vdso]" and the like for anonymous code).
+  #[inline]
+  pub fn path(&self) -> Option<&'a str> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<&str>>(Mapping::VT_PATH, None)}
+  }
+  /// The file's GNU build id (NT_GNU_BUILD_ID), empty when it has none or could not be read.
+  #[inline]
+  pub fn build_id(&self) -> Option<::flatbuffers::Vector<'a, u8>> {
+    // Safety:
+    // Created from valid Table for this object
+    // which contains a valid value in this slot
+    unsafe { self._tab.get::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'a, u8>>>(Mapping::VT_BUILD_ID, None)}
+  }
+}
+
+impl ::flatbuffers::Verifiable for Mapping<'_> {
+  #[inline]
+  fn run_verifier(
+    v: &mut ::flatbuffers::Verifier, pos: usize
+  ) -> Result<(), ::flatbuffers::InvalidFlatbuffer> {
+    v.visit_table(pos)?
+     .visit_field::<u64>("start", Self::VT_START, false)?
+     .visit_field::<u64>("end", Self::VT_END, false)?
+     .visit_field::<u64>("file_offset", Self::VT_FILE_OFFSET, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<&str>>("path", Self::VT_PATH, false)?
+     .visit_field::<::flatbuffers::ForwardsUOffset<::flatbuffers::Vector<'_, u8>>>("build_id", Self::VT_BUILD_ID, false)?
+     .finish();
+    Ok(())
+  }
+}
+pub struct MappingArgs<'a> {
+    pub start: u64,
+    pub end: u64,
+    pub file_offset: u64,
+    pub path: Option<::flatbuffers::WIPOffset<&'a str>>,
+    pub build_id: Option<::flatbuffers::WIPOffset<::flatbuffers::Vector<'a, u8>>>,
+}
+impl<'a> Default for MappingArgs<'a> {
+  #[inline]
+  fn default() -> Self {
+    MappingArgs {
+      start: 0,
+      end: 0,
+      file_offset: 0,
+      path: None,
+      build_id: None,
+    }
+  }
+}
+
+pub struct MappingBuilder<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> {
+  fbb_: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>,
+  start_: ::flatbuffers::WIPOffset<::flatbuffers::TableUnfinishedWIPOffset>,
+}
+impl<'a: 'b, 'b, A: ::flatbuffers::Allocator + 'a> MappingBuilder<'a, 'b, A> {
+  #[inline]
+  pub fn add_start(&mut self, start: u64) {
+    self.fbb_.push_slot::<u64>(Mapping::VT_START, start, 0);
+  }
+  #[inline]
+  pub fn add_end(&mut self, end: u64) {
+    self.fbb_.push_slot::<u64>(Mapping::VT_END, end, 0);
+  }
+  #[inline]
+  pub fn add_file_offset(&mut self, file_offset: u64) {
+    self.fbb_.push_slot::<u64>(Mapping::VT_FILE_OFFSET, file_offset, 0);
+  }
+  #[inline]
+  pub fn add_path(&mut self, path: ::flatbuffers::WIPOffset<&'b  str>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Mapping::VT_PATH, path);
+  }
+  #[inline]
+  pub fn add_build_id(&mut self, build_id: ::flatbuffers::WIPOffset<::flatbuffers::Vector<'b , u8>>) {
+    self.fbb_.push_slot_always::<::flatbuffers::WIPOffset<_>>(Mapping::VT_BUILD_ID, build_id);
+  }
+  #[inline]
+  pub fn new(_fbb: &'b mut ::flatbuffers::FlatBufferBuilder<'a, A>) -> MappingBuilder<'a, 'b, A> {
+    let start = _fbb.start_table();
+    MappingBuilder {
+      fbb_: _fbb,
+      start_: start,
+    }
+  }
+  #[inline]
+  pub fn finish(self) -> ::flatbuffers::WIPOffset<Mapping<'a>> {
+    let o = self.fbb_.end_table(self.start_);
+    ::flatbuffers::WIPOffset::new(o.value())
+  }
+}
+
+impl ::core::fmt::Debug for Mapping<'_> {
+  fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+    let mut ds = f.debug_struct("Mapping");
+      ds.field("start", &self.start());
+      ds.field("end", &self.end());
+      ds.field("file_offset", &self.file_offset());
+      ds.field("path", &self.path());
+      ds.field("build_id", &self.build_id());
       ds.finish()
   }
 }

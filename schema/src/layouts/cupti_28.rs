@@ -176,6 +176,22 @@ const MEMCPY_PTO_P4_FIELDS: &[FieldLayout] = &[
     FieldLayout { name: Borrowed("channelType"), offset: 88, size: 4, ty: U32, role: Plain },
 ];
 
+const UNIFIED_MEMORY_COUNTER3_FIELDS: &[FieldLayout] = &[
+    FieldLayout { name: Borrowed("kind"), offset: 0, size: 4, ty: U32, role: Kind },
+    FieldLayout { name: Borrowed("counterKind"), offset: 4, size: 4, ty: U32, role: Plain },
+    FieldLayout { name: Borrowed("value"), offset: 8, size: 8, ty: U64, role: Plain },
+    FieldLayout { name: Borrowed("start"), offset: 16, size: 8, ty: U64, role: Time },
+    FieldLayout { name: Borrowed("end"), offset: 24, size: 8, ty: U64, role: End },
+    FieldLayout { name: Borrowed("address"), offset: 32, size: 8, ty: U64, role: Plain },
+    FieldLayout { name: Borrowed("srcId"), offset: 40, size: 4, ty: U32, role: Plain },
+    FieldLayout { name: Borrowed("dstId"), offset: 44, size: 4, ty: U32, role: Plain },
+    FieldLayout { name: Borrowed("streamId"), offset: 48, size: 4, ty: U32, role: Plain },
+    FieldLayout { name: Borrowed("processId"), offset: 52, size: 4, ty: U32, role: Plain },
+    FieldLayout { name: Borrowed("flags"), offset: 56, size: 4, ty: U32, role: Plain },
+    FieldLayout { name: Borrowed("pad"), offset: 60, size: 4, ty: U32, role: Plain },
+    FieldLayout { name: Borrowed("processors"), offset: 64, size: 40, ty: Bytes, role: Plain },
+];
+
 const FUNCTION_FIELDS: &[FieldLayout] = &[
     FieldLayout { name: Borrowed("kind"), offset: 0, size: 4, ty: U32, role: Kind },
     FieldLayout { name: Borrowed("id"), offset: 4, size: 4, ty: U32, role: Plain },
@@ -436,6 +452,7 @@ pub const RECORDS: &[RecordLayout] = &[
     RecordLayout { kind: 14, kind_name: Borrowed("SOURCE_LOCATOR"), struct_name: Borrowed("CUpti_ActivitySourceLocator"), size: 24, fields: Borrowed(SOURCE_LOCATOR_FIELDS) },
     RecordLayout { kind: 17, kind_name: Borrowed("OVERHEAD"), struct_name: Borrowed("CUpti_ActivityOverhead3"), size: 56, fields: Borrowed(OVERHEAD3_FIELDS) },
     RecordLayout { kind: 22, kind_name: Borrowed("MEMCPY2"), struct_name: Borrowed("CUpti_ActivityMemcpyPtoP4"), size: 96, fields: Borrowed(MEMCPY_PTO_P4_FIELDS) },
+    RecordLayout { kind: 25, kind_name: Borrowed("UNIFIED_MEMORY_COUNTER"), struct_name: Borrowed("CUpti_ActivityUnifiedMemoryCounter3"), size: 104, fields: Borrowed(UNIFIED_MEMORY_COUNTER3_FIELDS) },
     RecordLayout { kind: 26, kind_name: Borrowed("FUNCTION"), struct_name: Borrowed("CUpti_ActivityFunction"), size: 32, fields: Borrowed(FUNCTION_FIELDS) },
     RecordLayout { kind: 27, kind_name: Borrowed("MODULE"), struct_name: Borrowed("CUpti_ActivityModule"), size: 24, fields: Borrowed(MODULE_FIELDS) },
     RecordLayout { kind: 36, kind_name: Borrowed("CUDA_EVENT"), struct_name: Borrowed("CUpti_ActivityCudaEvent2"), size: 56, fields: Borrowed(CUDA_EVENT2_FIELDS) },
