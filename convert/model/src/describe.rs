@@ -128,3 +128,59 @@ mod tests {
         assert!(starts_flow(false, 211) && starts_flow(true, 307) && !starts_flow(false, 17));
     }
 }
+
+/// The processor a unified memory record names by `srcId`/`dstId`: `CPU` for `CUPTI_UNIFIED_MEMORY_CPU_DEVICE_ID`,
+/// else `GPU N`.
+pub fn um_processor(id: u32) -> String {
+    if id == crate::rows::UM_CPU { "CPU".to_string() } else { format!("GPU {id}") }
+}
+
+/// `CUpti_ActivityUnifiedMemoryMigrationCause` (the `flags` of a migration).
+pub fn um_migration_cause(flags: u32) -> &'static str {
+    match flags {
+        0 => "unknown",
+        1 => "user",
+        2 => "coherence",
+        3 => "prefetch",
+        4 => "eviction",
+        5 => "access counters",
+        _ => "unrecognized",
+    }
+}
+
+/// `CUpti_ActivityUnifiedMemoryAccessType` (the `flags` of a GPU page fault).
+pub fn um_access_type(flags: u32) -> &'static str {
+    match flags {
+        0 => "unknown",
+        1 => "read",
+        2 => "write",
+        3 => "atomic",
+        4 => "prefetch",
+        _ => "unrecognized",
+    }
+}
+
+/// `CUpti_ActivityUnifiedMemoryRemoteMapCause` (the `flags` of a remote map).
+pub fn um_remote_map_cause(flags: u32) -> &'static str {
+    match flags {
+        0 => "unknown",
+        1 => "coherence",
+        2 => "thrashing",
+        3 => "policy",
+        4 => "out of memory",
+        5 => "eviction",
+        _ => "unrecognized",
+    }
+}
+
+/// What a unified memory event's `flags` say, by its kind: the cause of a migration or remote map, the access
+/// type of a GPU page fault; empty for the kinds whose flags are CUPTI's generic activity flags.
+pub fn um_flags(e: &crate::rows::UmEvent) -> &'static str {
+    use crate::rows::UmKind::*;
+    match e.kind {
+        BytesHtoD | BytesDtoH | BytesDtoD => um_migration_cause(e.flags),
+        GpuPageFault => um_access_type(e.flags),
+        RemoteMap => um_remote_map_cause(e.flags),
+        CpuPageFault | Thrashing | Throttling => "",
+    }
+}

@@ -45,6 +45,7 @@ pub mod rows;
 pub mod timebase;
 pub mod timing;
 mod trace;
+pub mod um;
 
 pub use corr::CorrMap;
 pub use counters::CounterSample;

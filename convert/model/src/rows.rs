@@ -4,7 +4,7 @@
 use crate::ids::{CorrKey, NameId, ProcId};
 
 /// A kernel execution (CONCURRENT_KERNEL or KERNEL records).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Kernel {
     pub proc: ProcId,
     pub start: u64,
@@ -286,6 +286,28 @@ pub struct UmEvent {
     pub pc: u64,
     /// Thrashing: the bit mask of devices 0-63 fighting over the region (`processors[0]`); 0 otherwise.
     pub processors: u64,
+}
+
+/// `CUPTI_UNIFIED_MEMORY_CPU_DEVICE_ID`: the CPU as a unified memory record's `src`/`dst`.
+pub const UM_CPU: u32 = u32::MAX;
+
+impl UmEvent {
+    /// The GPU this event happened on, for its track and its kernel: the destination of a migration to a
+    /// device, the source of one from a device, the faulting (or throttled) device; `None` for CPU page faults
+    /// and thrashing (several processors; see `processors`).
+    pub fn device(&self) -> Option<u32> {
+        let gpu = |id: u32| (id != UM_CPU).then_some(id);
+        match self.kind {
+            UmKind::BytesHtoD | UmKind::BytesDtoD | UmKind::RemoteMap => gpu(self.dst).or(gpu(self.src)),
+            UmKind::BytesDtoH | UmKind::GpuPageFault | UmKind::Throttling => gpu(self.src),
+            UmKind::CpuPageFault | UmKind::Thrashing => None,
+        }
+    }
+
+    /// `end - start` in ns (0 for the instants).
+    pub fn duration(&self) -> u64 {
+        self.end - self.start
+    }
 }
 
 /// Rows that carry a correlation id: their key joins them to the API call that launched them.
