@@ -113,22 +113,6 @@ pub fn starts_flow(driver: bool, cbid: u32) -> bool {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kineto_strings() {
-        assert_eq!(memcpy_name(1, 1, 3), "Memcpy HtoD (Pageable -> Device)");
-        assert_eq!(memcpy_name(8, 3, 3), "Memcpy DtoD (Device -> Device)");
-        assert_eq!(memcpy_name(42, 9, 3), "Memcpy <unknown> (Unrecognized -> Device)");
-        assert_eq!(memset_name(3), "Memset (Device)");
-        assert_eq!(sync_type(3), "Stream Sync");
-        assert_eq!(overhead_kind(2 << 16), "Instrumentation");
-        assert!(starts_flow(false, 211) && starts_flow(true, 307) && !starts_flow(false, 17));
-    }
-}
-
 /// The processor a unified memory record names by `srcId`/`dstId`: `CPU` for `CUPTI_UNIFIED_MEMORY_CPU_DEVICE_ID`,
 /// else `GPU N`.
 pub fn um_processor(id: u32) -> String {
@@ -182,5 +166,21 @@ pub fn um_flags(e: &crate::rows::UmEvent) -> &'static str {
         GpuPageFault => um_access_type(e.flags),
         RemoteMap => um_remote_map_cause(e.flags),
         CpuPageFault | Thrashing | Throttling => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kineto_strings() {
+        assert_eq!(memcpy_name(1, 1, 3), "Memcpy HtoD (Pageable -> Device)");
+        assert_eq!(memcpy_name(8, 3, 3), "Memcpy DtoD (Device -> Device)");
+        assert_eq!(memcpy_name(42, 9, 3), "Memcpy <unknown> (Unrecognized -> Device)");
+        assert_eq!(memset_name(3), "Memset (Device)");
+        assert_eq!(sync_type(3), "Stream Sync");
+        assert_eq!(overhead_kind(2 << 16), "Instrumentation");
+        assert!(starts_flow(false, 211) && starts_flow(true, 307) && !starts_flow(false, 17));
     }
 }
