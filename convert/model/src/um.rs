@@ -7,16 +7,18 @@ use crate::ids::ProcId;
 use crate::rows::UmEvent;
 use crate::trace::Trace;
 
+/// One device's kernels as (start, end, index into `Trace::kernels`) by start, and the running maximum of ends.
+type DeviceSpans = (Vec<(u64, u64, usize)>, Vec<u64>);
+
 /// Finds the kernel running on a device at a time. Built once per trace; each lookup is a binary search and a
 /// walk back over the kernels that overlap the time (the concurrent ones).
 pub struct RunningKernels {
-    /// Per (file, device): (start, end, index into `Trace::kernels`) by start, and the running maximum of ends.
-    by_device: FxHashMap<(ProcId, u32), (Vec<(u64, u64, usize)>, Vec<u64>)>,
+    by_device: FxHashMap<(ProcId, u32), DeviceSpans>,
 }
 
 impl RunningKernels {
     pub fn new(trace: &Trace) -> RunningKernels {
-        let mut by_device: FxHashMap<(ProcId, u32), (Vec<(u64, u64, usize)>, Vec<u64>)> = FxHashMap::default();
+        let mut by_device: FxHashMap<(ProcId, u32), DeviceSpans> = FxHashMap::default();
         for (i, k) in trace.kernels.iter().enumerate() {
             by_device.entry((k.proc, k.device)).or_default().0.push((k.start, k.end, i));
         }
