@@ -34,8 +34,12 @@ pub struct Mapping {
 
 impl Mapping {
     /// The offset in the mapped file of a code address inside this mapping.
+    /// `None` outside the mapping, or where a damaged `file_offset` would overflow.
     pub fn file_offset_of(&self, address: u64) -> Option<u64> {
-        (self.start..self.end).contains(&address).then(|| address - self.start + self.file_offset)
+        if !(self.start..self.end).contains(&address) {
+            return None;
+        }
+        (address - self.start).checked_add(self.file_offset)
     }
 }
 
