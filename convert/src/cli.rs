@@ -256,6 +256,10 @@ pub enum Command {
         /// RANK/WORLD_SIZE (`3/64`): the file is one rank of a job (on host synthetic-host-<rank / 8>).
         #[arg(long, value_name = "R/W", value_parser = parse_rank)]
         rank: Option<(u32, u32)>,
+        /// Unified memory episodes every 5 steps on two GPUs: managed and device allocations, migrations of every
+        /// direction, GPU and CPU page faults, thrashing, throttling, remote maps (not with --launches-only).
+        #[arg(long, conflicts_with = "launches_only")]
+        unified_memory: bool,
     },
     /// Print shell completions or the man page (for packagers; tools/install.sh uses them).
     #[command(hide = true)]

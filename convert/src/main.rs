@@ -91,7 +91,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cli::print_docs(&what).map_err(|e| anyhow::anyhow!("cannot write: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only, rank }) => {
+        Some(Command::Generate {
+            output,
+            records,
+            seed,
+            cupti_api,
+            buffer_bytes,
+            launches_only,
+            rank,
+            unified_memory,
+        }) => {
             let opts = cutr_synth::SynthOptions {
                 records,
                 seed,
@@ -99,6 +108,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 buffer_bytes,
                 launches_only,
                 rank,
+                unified_memory,
+                ..Default::default()
             };
             reports::generate(&output, opts)
         }
