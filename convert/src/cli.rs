@@ -141,8 +141,10 @@ pub enum Command {
         /// Show only the N biggest rows of each section (0: all, the default).
         #[arg(long, default_value_t = 0)]
         top: usize,
-        /// Only these sections, in this order of the report: kernels, api, memory, nvtx, utilization, counters, loss.
-        #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "utilization", "counters", "loss"])]
+        /// Only these sections, in this order of the report: kernels, api, memory (with peak device memory in use),
+        /// nvtx, utilization, counters, um (unified memory: migrations, faults, thrashing, host functions; shown by
+        /// default when the trace has UM events), loss.
+        #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "utilization", "counters", "um", "loss"])]
         report: Vec<String>,
         /// Text: full names, however long (shortened to 100 characters otherwise).
         #[arg(long)]

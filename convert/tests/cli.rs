@@ -520,7 +520,7 @@ fn stats_sections_top_width_and_nvtx_attribution() {
     let csv = text(&run(&["stats", path_str(&f), "--csv"]).stdout);
     let mut sections: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
     sections.dedup();
-    assert_eq!(sections, ["kernel", "api", "memory", "nvtx", "utilization"]);
+    assert_eq!(sections, ["kernel", "api", "memory", "memory_peak", "nvtx", "utilization"]);
     assert!(csv.lines().all(|l| l.matches(',').count() - l.matches("\",\"").count() >= 14));
     // Text: a 134-character cuBLAS kernel name is cut to 100 unless --wide.
     let long = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";

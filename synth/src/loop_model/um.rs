@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use cutr_format::Mapping;
 use cutr_schema::kinds;
 
-use super::{COMPUTE_STREAM, CONTEXT_ID, DEVICE_ID, MAIN_THREAD, PID, Slots, SynthKernel, Synth};
+use super::{COMPUTE_STREAM, CONTEXT_ID, DEVICE_ID, MAIN_THREAD, PID, Slots, Synth, SynthKernel};
 
 /// A unified memory episode every this many steps (the first step has one).
 pub const UM_EVERY: u64 = 5;
@@ -208,20 +208,51 @@ impl UmSlots {
             next_pc: 0,
         }
     }
+
+    fn bytes(&self, e: &UmRecord) -> Vec<u8> {
+        let s = &self.um;
+        let mut r = s.new_record();
+        let fields = [
+            (slot::KIND, e.kind as u64),
+            (slot::VALUE, e.value),
+            (slot::START, e.start),
+            (slot::END, e.end),
+            (slot::ADDRESS, e.address),
+            (slot::SRC, e.src as u64),
+            (slot::DST, e.dst as u64),
+            (slot::FLAGS, e.flags as u64),
+            (slot::STREAM, COMPUTE_STREAM as u64),
+            (slot::PID, PID as u64),
+        ];
+        for (i, v) in fields {
+            s.set(&mut r, i, v);
+        }
+        // `processors` is an array of five u64; the first holds devices 0-63.
+        let (o, _) = s.off[slot::PROCESSORS];
+        r[o..o + 8].copy_from_slice(&e.processors.to_le_bytes());
+        r
+    }
 }
 
-/// One UM record's fields (the ones its kind uses; the rest stay 0).
-#[derive(Clone, Copy, Default)]
-struct Um {
-    kind: u32,
-    value: u64,
-    start: u64,
-    end: u64,
-    address: u64,
-    src: u32,
-    dst: u32,
-    flags: u32,
-    processors: u64,
+/// One UM record's fields (the ones its kind uses; the rest stay 0), raw as CUPTI writes them: any value goes,
+/// so tests can write hostile records with [`um_record_bytes`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UmRecord {
+    pub kind: u32,
+    pub value: u64,
+    pub start: u64,
+    pub end: u64,
+    pub address: u64,
+    pub src: u32,
+    pub dst: u32,
+    pub flags: u32,
+    /// The first of CUPTI's five `processors` words (devices 0-63).
+    pub processors: u64,
+}
+
+/// The bytes of a `CUpti_ActivityUnifiedMemoryCounter3` record in the layout of `table`.
+pub fn um_record_bytes(table: &cutr_schema::LayoutTable, e: &UmRecord) -> Vec<u8> {
+    UmSlots::new(table).bytes(e)
 }
 
 fn direction(kind: u32) -> &'static str {
@@ -261,30 +292,8 @@ impl Synth {
     }
 
     /// Queues a UM record (it reaches a buffer when the host clock passes its end) and counts it in the truth.
-    fn um_record(&mut self, e: Um, kernel: (u64, u64)) {
-        let r = {
-            let s = &self.um_slots.as_ref().expect("unified memory slots").um;
-            let mut r = s.new_record();
-            let fields = [
-                (slot::KIND, e.kind as u64),
-                (slot::VALUE, e.value),
-                (slot::START, e.start),
-                (slot::END, e.end),
-                (slot::ADDRESS, e.address),
-                (slot::SRC, e.src as u64),
-                (slot::DST, e.dst as u64),
-                (slot::FLAGS, e.flags as u64),
-                (slot::STREAM, COMPUTE_STREAM as u64),
-                (slot::PID, PID as u64),
-            ];
-            for (i, v) in fields {
-                s.set(&mut r, i, v);
-            }
-            // `processors` is an array of five u64; the first holds devices 0-63.
-            let (o, _) = s.off[slot::PROCESSORS];
-            r[o..o + 8].copy_from_slice(&e.processors.to_le_bytes());
-            r
-        };
+    fn um_record(&mut self, e: UmRecord, kernel: (u64, u64)) {
+        let r = self.um_slots.as_ref().expect("unified memory slots").bytes(&e);
         self.see_time(e.start);
         self.see_time(e.end);
         let t = &mut self.truth.um;
@@ -336,7 +345,7 @@ impl Synth {
         slots.next_pc += 1;
         let ts = self.host;
         self.um_record(
-            Um { kind: CPU_PAGE_FAULT, value: pc, start: ts, end: ts, address, src: CPU, ..Default::default() },
+            UmRecord { kind: CPU_PAGE_FAULT, value: pc, start: ts, end: ts, address, src: CPU, ..Default::default() },
             (0, 0),
         );
     }
@@ -348,7 +357,7 @@ impl Synth {
             BYTES_DTOH => (DEVICE_ID, CPU),
             _ => (DEVICE_ID, PEER_DEVICE),
         };
-        let e = Um { kind, value: CHUNK, start, end, address, src, dst, flags: cause, ..Default::default() };
+        let e = UmRecord { kind, value: CHUNK, start, end, address, src, dst, flags: cause, ..Default::default() };
         self.um_record(e, kernel);
     }
 
@@ -411,7 +420,7 @@ impl Synth {
         for (i, (groups, access)) in GPU_FAULTS.into_iter().enumerate() {
             let address = MANAGED_BASE + (i as u64 + 1) * CHUNK;
             let fault_end = t + self.rng.range(3_000, 6_000);
-            let fault = Um {
+            let fault = UmRecord {
                 kind: GPU_PAGE_FAULT,
                 value: groups,
                 start: t,
@@ -428,7 +437,7 @@ impl Synth {
             t = m_end + 20_000;
         }
         let at = kernel.0 + 500_000;
-        let region = |kind, start, end, src, dst, flags, processors| Um {
+        let region = |kind, start, end, src, dst, flags, processors| UmRecord {
             kind,
             value: if kind == THROTTLING { 0 } else { REGION_BYTES },
             start,

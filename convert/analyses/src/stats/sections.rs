@@ -6,7 +6,7 @@ use cutr_model::{NameId, ProcId, Trace, describe};
 use rayon::prelude::*;
 
 use super::buckets::{buckets, group, split_at_bounds};
-use super::{MemoryOps, RangeStats, Summary, Utilization, finish, summarize};
+use super::{MemoryOps, MemoryPeak, RangeStats, Summary, Utilization, finish, summarize};
 
 /// Kernel durations by demangled name.
 pub(super) fn kernels(t: &Trace, top: Option<usize>) -> Vec<Summary> {
@@ -209,4 +209,28 @@ mod tests {
         assert_eq!(busy(&mut [(0, 10), (5, 15), (20, 30), (30, 31)]), 26);
         assert_eq!(busy(&mut []), 0);
     }
+}
+
+/// Peak device memory in use per (file, device), from the model's step series.
+pub(super) fn memory_peaks(t: &Trace) -> Vec<MemoryPeak> {
+    let origin = t.span().0;
+    cutr_model::memory::memory_in_use(t)
+        .into_iter()
+        .map(|m| {
+            let allocation = m.peak_allocation.and_then(|i| t.memory.get(i));
+            MemoryPeak {
+                file: t.processes.get(m.proc.index()).map(|p| p.path.display().to_string()).unwrap_or_default(),
+                device: m.device,
+                peak_bytes: m.peak_bytes,
+                peak_at_ns: m.peak_ts.saturating_sub(origin),
+                allocation_address: allocation.map_or(0, |a| a.address),
+                allocation_bytes: allocation.map_or(0, |a| a.bytes),
+                allocation_kind: allocation.map_or("", |a| describe::memory_kind(a.memory_kind)),
+                allocations: m.allocations,
+                frees: m.frees,
+                frees_without_allocation: m.frees_without_allocation,
+                bytes_at_end: m.bytes_at_end,
+            }
+        })
+        .collect()
 }
