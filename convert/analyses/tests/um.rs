@@ -245,3 +245,30 @@ fn hostile_um_records_are_counted_not_wrapped() {
     assert!(text.contains("4 UM totals reached 2^64-1 and stopped there"), "{text}");
     assert!(text.contains("GPU 0, GPU 1, GPU 2"));
 }
+
+#[test]
+fn diff_reports_um_bytes_and_faults_per_run() {
+    use cutr_analyses::diff::{DiffOptions, diff, render_text};
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (base, bt) = generate(a.path(), um_opts(UmHost::default()));
+    let (new, nt) = generate(b.path(), SynthOptions { records: 6_000, ..um_opts(UmHost::default()) });
+    assert_eq!((bt.um.episodes, nt.um.episodes), (6, 11));
+    let r = diff(&[base], &[new], &DiffOptions::default());
+    let got: BTreeMap<&str, (f64, f64)> = r.um_changes.iter().map(|c| (c.what, (c.base, c.new))).collect();
+    let mib = |episodes: u64, chunks: u64| (episodes * chunks * u::CHUNK) as f64;
+    assert_eq!(got["HtoD bytes"], (mib(6, 4), mib(11, 4)));
+    assert_eq!(got["DtoH bytes"], (mib(6, 2), mib(11, 2)));
+    assert_eq!(got["DtoD bytes"], (mib(6, 1), mib(11, 1)));
+    assert_eq!(got["GPU page faults"], (18.0, 33.0));
+    assert_eq!(got["GPU fault groups"], (36.0, 66.0));
+    assert_eq!(got["CPU page faults"], (36.0, 66.0));
+    assert_eq!((got["thrashing"], got["throttling"], got["remote maps"]), ((6.0, 11.0), (6.0, 11.0), (6.0, 11.0)));
+    let htod = &r.um_changes[0];
+    assert_eq!(htod.delta_pct, Some(100.0 * 5.0 / 6.0));
+    let text = render_text(&r, false);
+    assert!(text.contains("  HtoD bytes: 50,331,648.0 -> 92,274,688.0 (+83.3%)"), "{text}");
+    // Recordings without UM events: no UM rows.
+    let (plain, _) = generate(a.path(), SynthOptions { records: 2_000, ..Default::default() });
+    let r = diff(std::slice::from_ref(&plain), std::slice::from_ref(&plain), &DiffOptions::default());
+    assert!(r.um_changes.is_empty());
+}
