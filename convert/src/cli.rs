@@ -89,7 +89,7 @@ pub enum Command {
         json: bool,
     },
     /// Tables for SQL engines: one Parquet file per record kind (kernels, memcpy, memset, api_calls, syncs,
-    /// nvtx_ranges, nvtx_marks, counters, processes, devices), joins done; columns in docs/TABLES.md.
+    /// nvtx_ranges, nvtx_marks, counters, processes, devices, um, memory_usage), joins done; columns in docs/TABLES.md.
     Export {
         /// Recordings (one per process or rank): one dataset, each row with its file, host, pid and rank.
         #[arg(required = true)]

@@ -1,9 +1,9 @@
-//! Unified memory episodes for [`SynthOptions::unified_memory`]: every [`UM_EVERY`] steps, before the step's
-//! work, the program the generator plays allocates a managed buffer and a device scratch buffer, touches the
-//! managed one on the host (CPU page faults), prefetches its first chunk, runs a kernel that faults the rest in
-//! (GPU page faults, each followed by its HtoD migration, then a thrashing report, a throttling and a remote map),
-//! prefetches a chunk to a second GPU (DtoD), synchronizes, reads chunks back on the host (CPU faults and DtoH
-//! migrations) and frees both buffers. Every figure lands in [`UmTruth`].
+//! Unified memory episodes for [`SynthOptions::unified_memory`](super::SynthOptions::unified_memory): every
+//! [`UM_EVERY`] steps, before the step's work, the program the generator plays allocates a managed buffer and a
+//! device scratch buffer, touches the managed one on the host (CPU page faults), prefetches its first chunk, runs a
+//! kernel that faults the rest in (GPU page faults, each followed by its HtoD migration, then a thrashing report, a
+//! throttling and a remote map), prefetches a chunk to a second GPU (DtoD), synchronizes, reads chunks back on the
+//! host (CPU faults and DtoH migrations) and frees both buffers. Every figure lands in [`UmTruth`].
 //!
 //! The episode runs while the GPU is idle (the previous step ended with a stream synchronize), so the only kernel
 //! an episode's event can overlap is the episode's own: the truth of "during a kernel" is exact.

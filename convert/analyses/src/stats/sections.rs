@@ -200,17 +200,6 @@ pub(super) fn utilization(t: &Trace) -> (Vec<Utilization>, u64) {
     (utilization, gpu_time)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn busy_time_is_the_union_of_intervals() {
-        assert_eq!(busy(&mut [(0, 10), (5, 15), (20, 30), (30, 31)]), 26);
-        assert_eq!(busy(&mut []), 0);
-    }
-}
-
 /// Peak device memory in use per (file, device), from the model's step series.
 pub(super) fn memory_peaks(t: &Trace) -> Vec<MemoryPeak> {
     let origin = t.span().0;
@@ -233,4 +222,15 @@ pub(super) fn memory_peaks(t: &Trace) -> Vec<MemoryPeak> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_is_the_union_of_intervals() {
+        assert_eq!(busy(&mut [(0, 10), (5, 15), (20, 30), (30, 31)]), 26);
+        assert_eq!(busy(&mut []), 0);
+    }
 }
