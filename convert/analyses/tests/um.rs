@@ -272,3 +272,38 @@ fn diff_reports_um_bytes_and_faults_per_run() {
     let r = diff(std::slice::from_ref(&plain), std::slice::from_ref(&plain), &DiffOptions::default());
     assert!(r.um_changes.is_empty());
 }
+
+#[test]
+fn hostile_mappings_are_no_location_not_a_wrapped_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = |start: u64, end: u64, file_offset: u64, path: &str| Mapping {
+        start,
+        end,
+        file_offset,
+        path: path.into(),
+        build_id: vec![1; 20],
+    };
+    let host = UmHost {
+        mappings: vec![
+            m(0x9000, 0x1000, 0, "/bin/inverted"),                      // ends before it starts
+            m(0x10_0000, 0x20_0000, u64::MAX, "/bin/offset-past-2^64"), // offset + (pc - start) wraps
+            m(0x30_0000, 0x40_0000, 0, "/dev/zero"),                    // not a regular file
+            m(0x50_0000, 0x60_0000, 0, "/proc/self/exe"),               // a real ELF, another build id
+        ],
+        fault_pcs: vec![0x5000, 0x10_0010, 0x30_0000, 0x50_0000],
+    };
+    let (t, truth) = generate(dir.path(), um_opts(host));
+    let per_pc = |pc: u64| truth.um.cpu_fault_pcs[&pc];
+    let s = stats::compute(&t, &sections(&[Section::Um]));
+    let mut rows: Vec<_> = s.um.host_functions.iter().map(|h| (h.file.as_str(), h.unresolved, h.faults)).collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            ("", Some("no mapping holds the address"), per_pc(0x5000) + per_pc(0x10_0010)),
+            ("/dev/zero", Some("file not readable here"), per_pc(0x30_0000)),
+            ("/proc/self/exe", Some("build id differs"), per_pc(0x50_0000)),
+        ]
+    );
+    assert_eq!(rows.iter().map(|r| r.2).sum::<u64>(), 36);
+}

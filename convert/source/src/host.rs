@@ -14,7 +14,7 @@ use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
 /// Why an address has no function name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub enum Unresolved {
-    /// The file cannot be opened on this machine (another host, or deleted).
+    /// The file cannot be opened on this machine (another host, or deleted), or is not a regular file.
     NotReadable,
     /// The file is not an ELF file `object` can parse.
     NotElf,
@@ -58,6 +58,10 @@ struct FileSymbols {
 
 impl FileSymbols {
     fn read(path: &str) -> Result<FileSymbols, Unresolved> {
+        // Only regular files: a recording naming a FIFO or a device would otherwise block or read forever.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return Err(Unresolved::NotReadable);
+        }
         let file = File::open(path).map_err(|_| Unresolved::NotReadable)?;
         let cache = ReadCache::new(file);
         let elf = object::File::parse(&cache).map_err(|_| Unresolved::NotElf)?;

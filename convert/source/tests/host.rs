@@ -59,6 +59,11 @@ fn names_the_function_only_when_the_build_id_matches() {
     assert_eq!(s.function(path, &other, offset), Err(Unresolved::BuildIdDiffers));
     assert_eq!(s.function(path, &[], offset), Err(Unresolved::NoBuildId));
     assert_eq!(s.function("/nonexistent/libfoo.so", &id, offset), Err(Unresolved::NotReadable));
+    // A FIFO (a hostile recording's path) is refused before it is opened: opening it would wait for a writer.
+    let fifo = dir.path().join("fifo");
+    run("mkfifo", &[fifo.to_str().unwrap()]);
+    assert_eq!(s.function(fifo.to_str().unwrap(), &id, 0), Err(Unresolved::NotReadable));
+    assert_eq!(s.function("/dev/zero", &id, 0), Err(Unresolved::NotReadable));
     let text = dir.path().join("touch.cc");
     assert_eq!(s.function(text.to_str().unwrap(), &id, 0), Err(Unresolved::NotElf));
     assert_eq!(Unresolved::NotReadable.as_str(), "file not readable here");
