@@ -117,6 +117,10 @@ pub(crate) struct Session {
     start_marked: AtomicBool,
     /// Serializes control requests (SIGUSR1, the socket, the API).
     control: Mutex<()>,
+    /// `--um` asked for, but CUPTI accepted no unified memory counter: the kind is left off.
+    um_refused: AtomicBool,
+    /// Unified memory could not be enabled yet (CUDA still initializing): retried at the next context.
+    um_pending: AtomicBool,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -239,6 +243,8 @@ fn start_subscribed(
         started,
         start_marked: AtomicBool::new(false),
         control: Mutex::new(()),
+        um_refused: AtomicBool::new(false),
+        um_pending: AtomicBool::new(false),
     }));
 
     let cfg = &session.config;
@@ -252,6 +258,9 @@ fn start_subscribed(
     }
     if let Some(c) = cfg.counters.clone() {
         sources::start_counters(session, c);
+    }
+    if cfg.activity_kinds().contains(&cutr_schema::kinds::UNIFIED_MEMORY_COUNTER) {
+        sources::start_um_retry(session);
     }
     if !session.subscriber.has_users() {
         // Nobody needs callbacks: leave the callback API to others, as a recorder of activity alone.
@@ -301,6 +310,12 @@ impl Session {
         let _ = cupti.set_thread_id_type_system();
         CURRENT.store(self as *const Session as *mut Session, Ordering::Release);
         cupti.register_callbacks(on_request, on_complete).map_err(RecorderError::Cupti)?;
+        // CUPTI records unified memory only for the counters configured before the kind is first enabled.
+        if cfg.activity_kinds().contains(&cutr_schema::kinds::UNIFIED_MEMORY_COUNTER)
+            && crate::unified_memory::configure(cupti, &mut |n| self.note(n)).is_empty()
+        {
+            self.um_refused.store(true, Ordering::Relaxed);
+        }
         if cfg.filter_noisy_api {
             let mut quiet = self.quiet_api.lock().unwrap();
             for (domain, names) in [(2u32, NOISY_RUNTIME), (1u32, NOISY_DRIVER)] {
@@ -316,8 +331,14 @@ impl Session {
 
     fn enable_kinds(&self) -> Result<(), RecorderError> {
         let mut enabled = self.enabled.lock().unwrap();
-        for &k in &self.config.kinds {
+        for k in self.config.activity_kinds() {
             if enabled.contains(&k) {
+                continue;
+            }
+            if k == cutr_schema::kinds::UNIFIED_MEMORY_COUNTER {
+                if !self.um_refused.load(Ordering::Relaxed) {
+                    self.enable_um(&mut enabled);
+                }
                 continue;
             }
             match self.cupti.enable(k) {
@@ -341,6 +362,41 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// Enables unified memory where CUPTI was not ready for it yet, if recording is on now (else the next turn
+    /// on enables it). Called when a context is made.
+    pub(crate) fn enable_um_after_init(&self) {
+        if !self.um_pending.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut enabled = self.enabled.lock().unwrap();
+        if !enabled.is_empty() {
+            self.enable_um(&mut enabled);
+        }
+    }
+
+    /// Enables the unified memory kind. CUPTI takes the counters' configuration only after `cuInit` has returned
+    /// (see `unified_memory::AtFirstContext`): where it is not ready, configure again and retry; still not ready
+    /// (inside `cuInit`), it stays pending until a context is made.
+    fn enable_um(&self, enabled: &mut Vec<u32>) {
+        let um = cutr_schema::kinds::UNIFIED_MEMORY_COUNTER;
+        let not_ready = |r: &Result<(), crate::ffi::cupti::CuptiError>| matches!(r, Err(e) if e.code == crate::ffi::cupti::CUPTI_ERROR_NOT_READY);
+        let mut r = self.cupti.enable(um);
+        if not_ready(&r) {
+            if crate::unified_memory::configure(self.cupti, &mut |n| self.note(n)).is_empty() {
+                self.um_refused.store(true, Ordering::Relaxed);
+                self.um_pending.store(false, Ordering::Relaxed);
+                return;
+            }
+            r = self.cupti.enable(um);
+        }
+        self.um_pending.store(not_ready(&r), Ordering::Relaxed);
+        match r {
+            Ok(()) => enabled.push(um),
+            Err(_) if self.um_pending.load(Ordering::Relaxed) => {}
+            Err(e) => self.note(format!("activity kind UNIFIED_MEMORY_COUNTER not recorded: {e}")),
+        }
     }
 
     fn disable_kinds(&self) {
@@ -515,8 +571,13 @@ impl Session {
         self.disable_kinds();
         self.subscriber.unsubscribe();
         let devices = driver::devices();
+        // Host code addresses in the records (CPU page faults) are named offline from these.
+        let mappings = crate::mappings::executable_mappings().unwrap_or_else(|e| {
+            self.note(format!("host code addresses cannot be named offline: {e}"));
+            Vec::new()
+        });
         let (reply_tx, reply_rx) = mpsc::channel();
-        let _ = self.tx.send(Msg::Finish { devices, reply: reply_tx });
+        let _ = self.tx.send(Msg::Finish { devices, mappings, reply: reply_tx });
         let summary = reply_rx.recv_timeout(timeout).ok();
         self.finished.store(true, Ordering::Release);
         if let Some(s) = &summary {
