@@ -43,8 +43,11 @@ fn stats_um_and_info_show_the_generated_figures() {
         "      6    120,000 GPU 0",
         "      18       <file not readable here> /usr/bin/python3.12",
         "          18           36         18 37,748,736    12 um_touch(float*, unsigned long)",
-        "   662,700,032 ",
+        "   654,311,424 ",
         "33,554,432 Device at 0x7d0000000000",
+        "8,388,608 Managed at 0x7e0000000000",
+        "     24 write",
+        "     12 read",
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }
@@ -54,7 +57,8 @@ fn stats_um_and_info_show_the_generated_figures() {
     assert!(csv.contains("\num_kernel_faults,\"um_touch(float*, unsigned long)\",18,,,,,,,,,,,,\n"), "{csv}");
     let json: serde_json::Value = serde_json::from_str(&ok(&run(&["stats", &f, "--json"]))).unwrap();
     assert_eq!(json["um"]["events"], 114);
-    assert_eq!(json["memory_peaks"][0]["peak_bytes"], 662_700_032u64);
+    assert_eq!(json["memory_peaks"][0]["peak_bytes"], 654_311_424u64);
+    assert_eq!(json["memory_peaks"][1]["memory"], "managed");
 }
 
 #[test]

@@ -245,9 +245,11 @@ pub struct SynthTruth {
     /// First and last timestamp of any record.
     pub t_min: u64,
     pub t_max: u64,
-    /// Per device: the most bytes allocated at once (MEMORY2 allocations less frees) and the timestamp of the
-    /// allocation that first reached it.
+    /// Per device: the most bytes of device memory allocated at once (MEMORY2 allocations less frees) and the
+    /// timestamp of the allocation that first reached it.
     pub memory_peak: BTreeMap<u32, (u64, u64)>,
+    /// The same for managed memory (`cudaMallocManaged`), a class of its own.
+    pub managed_peak: BTreeMap<u32, (u64, u64)>,
     /// What the unified memory episodes generated (empty without `unified_memory`).
     pub um: UmTruth,
 }
@@ -532,8 +534,8 @@ pub struct Synth {
     started: bool,
     finished: bool,
     clocks: Vec<ClockSample>,
-    /// Per device: bytes allocated now.
-    in_use: BTreeMap<u32, u64>,
+    /// Per (device, managed): bytes allocated now.
+    in_use: BTreeMap<(u32, bool), u64>,
     /// The unified memory records' fields, with `unified_memory`.
     um_slots: Option<um::UmSlots>,
 }
@@ -700,11 +702,12 @@ impl Synth {
         self.ready.push_back(SynthBuffer { bytes, new_strings });
     }
 
-    /// Memory in use on `device` after an allocation (or free) of `bytes` at `ts`, and its peak.
-    fn track_memory(&mut self, device: u32, ts: u64, bytes: u64, free: bool) {
-        let now = self.in_use.entry(device).or_default();
+    /// Device (or managed) memory in use on `device` after an allocation (or free) of `bytes` at `ts`, and its peak.
+    fn track_memory(&mut self, (device, managed): (u32, bool), ts: u64, bytes: u64, free: bool) {
+        let now = self.in_use.entry((device, managed)).or_default();
         *now = if free { now.saturating_sub(bytes) } else { *now + bytes };
-        let peak = self.truth.memory_peak.entry(device).or_default();
+        let peaks = if managed { &mut self.truth.managed_peak } else { &mut self.truth.memory_peak };
+        let peak = peaks.entry(device).or_default();
         if *now > peak.0 {
             *peak = (*now, ts);
         }
@@ -1006,7 +1009,7 @@ impl Synth {
                 put(&mut r, "address", 0x7f00_0000_0000 + (i as u64) * (1 << 30));
                 put(&mut r, "bytes", bytes);
                 put(&mut r, "timestamp", start + 20_000);
-                self.track_memory(DEVICE_ID, start + 20_000, bytes, false);
+                self.track_memory((DEVICE_ID, false), start + 20_000, bytes, false);
                 put(&mut r, "processId", PID as u64);
                 put(&mut r, "deviceId", DEVICE_ID as u64);
                 put(&mut r, "contextId", CONTEXT_ID as u64);

@@ -100,16 +100,28 @@ fn um_report_equals_the_generated_truth() {
     ]
     .into();
     assert_eq!(kernels, want);
-    // The peak: the prologue's 592 MiB plus an episode's managed and scratch buffers, reached by the first scratch.
+    // Device memory: the prologue's 592 MiB plus an episode's scratch buffer, reached by the first scratch; managed
+    // memory apart: one buffer at a time.
     let peaks: Vec<_> = (s.memory_peaks.iter())
-        .map(|m| (m.device, m.peak_bytes, m.peak_at_ns, m.allocation_kind, m.allocation_bytes, m.allocation_address))
+        .map(|m| (m.memory, m.peak_bytes, m.peak_at_ns, m.allocation_kind, m.allocation_bytes, m.allocation_address))
         .collect();
-    let (peak, at) = truth.memory_peak[&0];
-    assert_eq!(peak, (592 << 20) + u::MANAGED_BYTES + u::SCRATCH_BYTES);
-    assert_eq!(peaks, [(0, peak, at - t.span().0, "Device", u::SCRATCH_BYTES, u::SCRATCH_BASE)]);
-    let m = &s.memory_peaks[0];
-    assert_eq!((m.allocations, m.frees, m.frees_without_allocation), (3 + 2 * n, 2 * n, 0));
-    assert_eq!(m.bytes_at_end, 592 << 20);
+    let ((peak, at), (managed, managed_at)) = (truth.memory_peak[&0], truth.managed_peak[&0]);
+    assert_eq!((peak, managed), ((592 << 20) + u::SCRATCH_BYTES, u::MANAGED_BYTES));
+    let origin = t.span().0;
+    assert_eq!(
+        peaks,
+        [
+            ("device", peak, at - origin, "Device", u::SCRATCH_BYTES, u::SCRATCH_BASE),
+            ("managed", managed, managed_at - origin, "Managed", u::MANAGED_BYTES, u::MANAGED_BASE),
+        ]
+    );
+    let counts: Vec<_> = (s.memory_peaks.iter())
+        .map(|m| (m.device, m.allocations, m.frees, m.frees_without_allocation, m.bytes_at_end))
+        .collect();
+    assert_eq!(counts, [(0, 3 + n, n, 0, 592 << 20), (0, n, n, 0, 0)]);
+    let cpu: Vec<_> = r.cpu_faults_by_access.iter().map(|c| (c.access, c.count)).collect();
+    assert_eq!(cpu, [("write", 4 * n), ("read", 2 * n)]);
+    assert_eq!(um.cpu_faults[&u::WRITE], 4 * n);
 }
 
 #[test]

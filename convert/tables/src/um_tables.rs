@@ -1,8 +1,8 @@
 //! The unified memory tables: `um` (one row per migration, fault, thrashing, throttling or remote map, joined to
 //! the kernel running on its device and, for CPU faults, to the mapped file of the faulting instruction) and
-//! `memory_usage` (device memory in use over time per device, a row per change).
+//! `memory_usage` (memory in use over time per device and class, a row per change).
 
-use cutr_model::memory::memory_in_use;
+use cutr_model::memory::{MemoryClass, memory_in_use_of};
 use cutr_model::rows::UmKind;
 use cutr_model::um::RunningKernels;
 use cutr_model::um_host::{HostLocation, fault_location};
@@ -11,23 +11,33 @@ use cutr_model::{ProcId, Trace, describe};
 use crate::table::Column;
 use crate::tables::{Files, times};
 
-/// One point of `memory_usage`: (file, device, ts, bytes in use from then on).
-pub(crate) type UsageRow = (ProcId, u32, u64, u64);
+/// One point of `memory_usage`: (file, device, class, ts, bytes in use from then on).
+pub(crate) type UsageRow = (ProcId, u32, &'static str, u64, u64);
 
-/// Every point of every (file, device) series, in (file, device, time) order.
+/// Every point of every (file, device, class) series, in (file, device, class, time) order.
 pub(crate) fn usage_rows(t: &Trace) -> Vec<UsageRow> {
-    memory_in_use(t)
+    let classes =
+        [(MemoryClass::Device, "device"), (MemoryClass::Managed, "managed"), (MemoryClass::PinnedHost, "pinned host")];
+    let mut rows: Vec<UsageRow> = classes
         .into_iter()
-        .flat_map(|s| s.points.into_iter().map(move |p| (s.proc, s.device, p.ts, p.bytes)))
-        .collect()
+        .flat_map(|(class, name)| {
+            memory_in_use_of(t, class)
+                .into_iter()
+                .flat_map(move |s| s.points.into_iter().map(move |p| (s.proc, s.device, name, p.ts, p.bytes)))
+        })
+        .collect();
+    // Stable: each series keeps its time order, device memory first.
+    rows.sort_by_key(|r| (r.0, r.1));
+    rows
 }
 
 pub(crate) fn memory_usage<'t>(f: &'t Files, rows: &'t [UsageRow]) -> Vec<Column<'t>> {
     let mut c = f.columns(move |i| rows[i].0);
     c.extend([
         Column::U32("device", Box::new(move |i| rows[i].1)),
-        Column::U64("ts_ns", Box::new(move |i| rows[i].2)),
-        Column::U64("bytes_in_use", Box::new(move |i| rows[i].3)),
+        Column::Str("memory", Box::new(move |i| Some(rows[i].2))),
+        Column::U64("ts_ns", Box::new(move |i| rows[i].3)),
+        Column::U64("bytes_in_use", Box::new(move |i| rows[i].4)),
     ]);
     c
 }

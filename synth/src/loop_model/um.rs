@@ -126,8 +126,10 @@ pub struct UmTruth {
     pub migration_causes: BTreeMap<(&'static str, u32), (u64, u64)>,
     /// Access type -> (GPU page fault records, fault groups).
     pub gpu_faults: BTreeMap<u32, (u64, u64)>,
-    /// CPU page faults per faulting instruction.
+    /// CPU page faults per faulting instruction, and per access type (CUDA 13 gives them one: writes while the host
+    /// fills the buffer, reads when it reads back).
     pub cpu_fault_pcs: BTreeMap<u64, u64>,
+    pub cpu_faults: BTreeMap<u32, u64>,
     /// (regions, bytes).
     pub thrashing: (u64, u64),
     /// (throttlings, ns).
@@ -287,7 +289,7 @@ impl Synth {
             r
         };
         self.see_time(ts);
-        self.track_memory(DEVICE_ID, ts, bytes, free);
+        self.track_memory((DEVICE_ID, memory_kind == MANAGED), ts, bytes, free);
         self.emit(r);
     }
 
@@ -317,6 +319,7 @@ impl Synth {
             }
             CPU_PAGE_FAULT => {
                 *t.cpu_fault_pcs.entry(e.value).or_default() += 1;
+                *t.cpu_faults.entry(e.flags).or_default() += 1;
                 *t.faults_by_address.entry(e.address).or_default() += 1;
             }
             THRASHING => t.thrashing = (t.thrashing.0 + 1, t.thrashing.1 + e.value),
@@ -335,8 +338,9 @@ impl Synth {
         self.gpu(e.end, r);
     }
 
-    /// A CPU page fault at the host clock, at the next of the host's faulting instructions.
-    fn cpu_fault(&mut self, address: u64) {
+    /// A CPU page fault (of access type `access`) at the host clock, at the next of the host's faulting
+    /// instructions.
+    fn cpu_fault(&mut self, address: u64, access: u32) {
         let gap = self.rng.range(1_000, 3_000);
         self.advance_host(gap);
         let pcs = &self.opts.um_host.fault_pcs;
@@ -345,7 +349,15 @@ impl Synth {
         slots.next_pc += 1;
         let ts = self.host;
         self.um_record(
-            UmRecord { kind: CPU_PAGE_FAULT, value: pc, start: ts, end: ts, address, src: CPU, ..Default::default() },
+            UmRecord {
+                kind: CPU_PAGE_FAULT,
+                value: pc,
+                start: ts,
+                address,
+                src: CPU,
+                flags: access,
+                ..Default::default()
+            },
             (0, 0),
         );
     }
@@ -370,7 +382,7 @@ impl Synth {
             self.api_call_between(false, super::cb::CUDA_MALLOC, MAIN_THREAD, (30_000, 60_000), false);
         self.memory_record(false, DEVICE, SCRATCH_BASE, SCRATCH_BYTES, start + 10_000, corr);
         for i in 0..HOST_TOUCHES {
-            self.cpu_fault(MANAGED_BASE + i * CHUNK);
+            self.cpu_fault(MANAGED_BASE + i * CHUNK, WRITE);
         }
         // Prefetch the first chunk to the GPU: a migration on the compute stream.
         let none = (0, 0);
@@ -390,7 +402,7 @@ impl Synth {
         self.api_call(false, super::cb::CUDA_DEVICE_SYNCHRONIZE, MAIN_THREAD, wait, false);
         for i in 0..READ_BACKS {
             let address = MANAGED_BASE + (1 + i) * CHUNK;
-            self.cpu_fault(address);
+            self.cpu_fault(address, READ);
             let start = self.host + 1_000;
             let dur = self.rng.range(140_000, 160_000);
             self.migration(BYTES_DTOH, CAUSE_COHERENCE, address, start, start + dur, none);
@@ -448,10 +460,11 @@ impl Synth {
             flags,
             processors,
         };
-        self.um_record(region(THRASHING, at, at, CPU, CPU, 0, 0b11), kernel);
+        // CUPTI leaves the end of the instants (thrashing, remote maps, CPU faults) 0.
+        self.um_record(region(THRASHING, at, 0, CPU, CPU, 0, 0b11), kernel);
         let throttle = region(THROTTLING, at + 10_000, at + 10_000 + THROTTLE_NS, DEVICE_ID, CPU, 0, 0);
         self.um_record(throttle, kernel);
-        let remote = region(REMOTE_MAP, at + 40_000, at + 40_000, CPU, DEVICE_ID, REMOTE_MAP_THRASHING, 0);
+        let remote = region(REMOTE_MAP, at + 40_000, 0, CPU, DEVICE_ID, REMOTE_MAP_THRASHING, 0);
         self.um_record(remote, kernel);
     }
 }
@@ -485,7 +498,8 @@ mod tests {
         assert_eq!(u.cpu_fault_pcs.values().sum::<u64>(), 6 * n);
         assert_eq!(u.during_kernel.values().sum::<u64>(), 8 * n);
         assert_eq!(t.kernels[UM_KERNEL.name], (n, n * KERNEL_NS));
-        // The prologue's 592 MiB, then each episode's managed and scratch buffers, reached at the first scratch.
-        assert_eq!(t.memory_peak[&DEVICE_ID].0, (592 << 20) + MANAGED_BYTES + SCRATCH_BYTES);
+        // The prologue's 592 MiB, then each episode's scratch buffer, reached at the first; managed memory apart.
+        assert_eq!(t.memory_peak[&DEVICE_ID].0, (592 << 20) + SCRATCH_BYTES);
+        assert_eq!(t.managed_peak[&DEVICE_ID].0, MANAGED_BYTES);
     }
 }

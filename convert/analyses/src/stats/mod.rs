@@ -17,7 +17,8 @@ use rayon::prelude::*;
 pub use counters::CounterAverage;
 pub use render::{TextOptions, render_csv, render_text};
 pub use um::{
-    UmAddress, UmCause, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport, UmThrottling,
+    UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
+    UmThrottling,
 };
 
 /// A section of the report, selectable with `--report` (as `nsys stats -r`).
@@ -145,12 +146,15 @@ pub struct MemoryOps {
     pub bandwidth_gbps: f64,
 }
 
-/// Device memory in use (MEMORY2 allocations less frees) on one device of one file: its peak, when, and the
+/// Memory of one class in use (MEMORY2 allocations less frees) on one device of one file: its peak, when, and the
 /// allocation that reached it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct MemoryPeak {
     pub file: String,
     pub device: u32,
+    /// `device` (`cudaMalloc`, pools, arrays, `__device__` variables), `managed` (`cudaMallocManaged`: resident
+    /// wherever last touched, so counted apart) or `pinned host` (`cudaMallocHost`).
+    pub memory: &'static str,
     pub peak_bytes: u64,
     /// When the peak was first reached, from the start of the trace (its first record).
     pub peak_at_ns: u64,
@@ -200,7 +204,7 @@ pub struct Stats {
     pub kernels: Vec<Summary>,
     pub api: Vec<Summary>,
     pub memory_ops: Vec<MemoryOps>,
-    /// Peak device memory in use per (file, device) (the `memory` section).
+    /// Peak memory in use per (file, device, class) (the `memory` section).
     pub memory_peaks: Vec<MemoryPeak>,
     pub nvtx: Vec<RangeStats>,
     pub utilization: Vec<Utilization>,

@@ -220,10 +220,11 @@ pub(super) fn csv_field(s: &str) -> String {
 /// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
 /// `kernel NAME | GPU N | COUNTER` (or `nvtx ...`), total_ns = the executions' time, percent = the share of it the
 /// samples cover, avg_ns = the counter's time-weighted average in its own unit; `memory_peak`: name = `FILE GPU
-/// N`, count = allocations, total_ns = when the peak was reached (from the trace's start), bytes = the peak;
-/// `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`), `um_throttling` (`GPU N`): count, total_ns,
-/// bytes where they apply; `um_gpu_fault` and `um_fault_groups` (`GPU N | ACCESS`): count = records, fault groups;
-/// `um_cpu_fault`, `um_thrashing`, `um_address_bytes`, `um_address_faults` (name = hex address),
+/// N CLASS` (device, managed, pinned host), count = allocations, total_ns = when the peak was reached (from the
+/// trace's start), bytes = the peak; `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`),
+/// `um_throttling` (`GPU N`): count, total_ns, bytes where they apply; `um_gpu_fault` and `um_fault_groups` (`GPU N
+/// | ACCESS`): count = records, fault groups; `um_cpu_fault` (name = access type), `um_thrashing`,
+/// `um_address_bytes`, `um_address_faults` (name = hex address),
 /// `um_host_function` (`FUNCTION | FILE`, `<reason>` when unresolved), `um_kernel_faults`, `um_kernel_migrations`
 /// (name = the kernel running): count, bytes; `loss`: count = records).
 pub fn render_csv(s: &Stats) -> String {

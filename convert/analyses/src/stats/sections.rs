@@ -200,16 +200,21 @@ pub(super) fn utilization(t: &Trace) -> (Vec<Utilization>, u64) {
     (utilization, gpu_time)
 }
 
-/// Peak device memory in use per (file, device), from the model's step series.
+/// Peak memory in use per (file, device) and class (device, managed, pinned host), from the model's step series.
 pub(super) fn memory_peaks(t: &Trace) -> Vec<MemoryPeak> {
+    use cutr_model::memory::{MemoryClass, memory_in_use_of};
     let origin = t.span().0;
-    cutr_model::memory::memory_in_use(t)
+    let classes =
+        [(MemoryClass::Device, "device"), (MemoryClass::Managed, "managed"), (MemoryClass::PinnedHost, "pinned host")];
+    let mut peaks: Vec<MemoryPeak> = classes
         .into_iter()
-        .map(|m| {
+        .flat_map(|(class, memory)| memory_in_use_of(t, class).into_iter().map(move |m| (memory, m)))
+        .map(|(memory, m)| {
             let allocation = m.peak_allocation.and_then(|i| t.memory.get(i));
             MemoryPeak {
                 file: t.processes.get(m.proc.index()).map(|p| p.path.display().to_string()).unwrap_or_default(),
                 device: m.device,
+                memory,
                 peak_bytes: m.peak_bytes,
                 peak_at_ns: m.peak_ts.saturating_sub(origin),
                 allocation_address: allocation.map_or(0, |a| a.address),
@@ -221,7 +226,10 @@ pub(super) fn memory_peaks(t: &Trace) -> Vec<MemoryPeak> {
                 bytes_at_end: m.bytes_at_end,
             }
         })
-        .collect()
+        .collect();
+    // By file and device, device memory first.
+    peaks.sort_by(|a, b| (&a.file, a.device).cmp(&(&b.file, b.device)));
+    peaks
 }
 
 #[cfg(test)]

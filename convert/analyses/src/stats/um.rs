@@ -30,6 +30,8 @@ pub struct UmReport {
     /// GPU page faults by device and access type.
     pub gpu_faults: Vec<UmGpuFaults>,
     pub cpu_faults: u64,
+    /// CPU page faults by access type (CUDA 13 gives them one), most first.
+    pub cpu_faults_by_access: Vec<UmCpuFaults>,
     /// Thrashing by region (base address), most reports first.
     pub thrashing: Vec<UmRegion>,
     /// Throttling by device.
@@ -72,6 +74,12 @@ pub struct UmGpuFaults {
     /// Fault records, and the fault groups they count (CUPTI's `value`).
     pub records: u64,
     pub groups: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct UmCpuFaults {
+    pub access: &'static str,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -173,7 +181,7 @@ struct Tally {
     regions: FxHashMap<u64, UmRegion>,
     throttling: FxHashMap<u32, UmThrottling>,
     addresses: FxHashMap<u64, UmAddress>,
-    cpu_faults: u64,
+    cpu_faults: FxHashMap<&'static str, u64>,
     sat: u64,
 }
 
@@ -203,7 +211,7 @@ impl Tally {
                 at_address(&mut self.addresses, e.address).faults += 1;
             }
             UmKind::CpuPageFault => {
-                self.cpu_faults += 1;
+                *self.cpu_faults.entry(flags).or_default() += 1;
                 at_address(&mut self.addresses, e.address).faults += 1;
             }
             UmKind::Thrashing => {
@@ -234,7 +242,10 @@ impl Tally {
 
     fn report(self, top: Option<usize>) -> UmReport {
         use std::cmp::Reverse;
-        let mut r = UmReport { cpu_faults: self.cpu_faults, saturated: self.sat, ..Default::default() };
+        let mut r = UmReport { cpu_faults: self.cpu_faults.values().sum(), saturated: self.sat, ..Default::default() };
+        r.cpu_faults_by_access =
+            self.cpu_faults.into_iter().map(|(access, count)| UmCpuFaults { access, count }).collect();
+        r.cpu_faults_by_access.sort_by_key(|c| (Reverse(c.count), c.access));
         r.migrations = self.migrations.into_values().collect();
         for m in &mut r.migrations {
             m.avg_ns = if m.count > 0 { m.total_ns as f64 / m.count as f64 } else { 0.0 };

@@ -45,14 +45,25 @@ pub(super) fn memory_peaks_text(o: &mut String, s: &Stats) {
                 fmt::thousands(m.frees),
                 fmt::thousands(m.frees_without_allocation),
                 fmt::thousands(m.bytes_at_end),
+                m.memory.to_string(),
                 if many_files { format!("{} GPU {}", m.file, m.device) } else { format!("GPU {}", m.device) },
             ]
         })
         .collect();
     table(
         o,
-        "Device memory in use (allocations less frees; frees of memory allocated before recording not subtracted)",
-        &["Peak (bytes)", "Peak at", "Reached by", "Allocs", "Frees", "Frees w/o alloc", "At end (bytes)", "Device"],
+        "Memory in use (allocations less frees; frees of memory allocated before recording not subtracted)",
+        &[
+            "Peak (bytes)",
+            "Peak at",
+            "Reached by",
+            "Allocs",
+            "Frees",
+            "Frees w/o alloc",
+            "At end (bytes)",
+            "Memory",
+            "Device",
+        ],
         rows,
     );
 }
@@ -89,6 +100,8 @@ pub(super) fn text(o: &mut String, s: &Stats, opts: TextOptions) {
         .map(|f| vec![fmt::thousands(f.records), fmt::thousands(f.groups), f.access.to_string(), gpu(f.device)])
         .collect();
     table(o, "UM GPU page faults", &["Records", "Fault groups", "Access", "Device"], rows);
+    let rows = u.cpu_faults_by_access.iter().map(|c| vec![fmt::thousands(c.count), c.access.to_string()]).collect();
+    table(o, "UM CPU page faults", &["Faults", "Access"], rows);
     let rows = (u.thrashing.iter())
         .map(|g| vec![fmt::thousands(g.count), fmt::thousands(g.bytes), hex(g.address), processors(g.processors)])
         .collect();
@@ -142,7 +155,7 @@ fn csv_row(o: &mut String, sec: &str, name: &str, count: u64, total_ns: Option<u
 /// The memory peaks' CSV rows, after the memory operations'.
 pub(super) fn memory_peaks_csv(o: &mut String, s: &Stats) {
     for m in &s.memory_peaks {
-        let name = format!("{} GPU {}", m.file, m.device);
+        let name = format!("{} GPU {} {}", m.file, m.device, m.memory);
         csv_row(o, "memory_peak", &name, m.allocations, Some(m.peak_at_ns), Some(m.peak_bytes));
     }
 }
@@ -163,8 +176,8 @@ pub(super) fn csv(o: &mut String, s: &Stats) {
         row("um_gpu_fault", &format!("{} | {}", gpu(f.device), f.access), f.records, None, None);
         row("um_fault_groups", &format!("{} | {}", gpu(f.device), f.access), f.groups, None, None);
     }
-    if u.events > 0 {
-        row("um_cpu_fault", "CPU", u.cpu_faults, None, None);
+    for c in &u.cpu_faults_by_access {
+        row("um_cpu_fault", c.access, c.count, None, None);
     }
     for g in &u.thrashing {
         row("um_thrashing", &hex(g.address), g.count, None, Some(g.bytes));
