@@ -149,6 +149,10 @@ pub enum Command {
         /// Text: full names, however long (shortened to 100 characters otherwise).
         #[arg(long)]
         wide: bool,
+        /// Where to look for the host binaries and libraries the recording's mappings name when they are not at
+        /// their recorded path (by file name; build id checked): --report um names CPU page faults' functions.
+        #[arg(long, value_name = "DIR")]
+        symbols: Vec<PathBuf>,
         /// NVTX ranges get the GPU work launched by any thread of their process while they were open (PyTorch
         /// launches backward's kernels from its autograd thread), not only by the thread that opened them.
         #[arg(long)]

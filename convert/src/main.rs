@@ -28,14 +28,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
         Some(Command::Stats { files, json, by_rank: true, step, .. }) => reports::ranks(&files, step.as_deref(), json),
-        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads, .. }) => {
+        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads, symbols, .. }) => {
             let sections = if report.is_empty() {
                 cutr_analyses::stats::Section::ALL.to_vec()
             } else {
                 report.iter().filter_map(|r| cutr_analyses::stats::Section::parse(r)).collect()
             };
-            let opts =
-                cutr_analyses::stats::StatsOptions { top: (top > 0).then_some(top), sections, nvtx_across_threads };
+            let opts = cutr_analyses::stats::StatsOptions {
+                top: (top > 0).then_some(top),
+                sections,
+                nvtx_across_threads,
+                symbol_dirs: symbols,
+            };
             reports::stats(&files, reports::StatsOutput { json, csv, wide }, &opts)
         }
         Some(Command::Diff {

@@ -257,3 +257,33 @@ fn um_and_memory_usage_tables_give_stats_totals() {
     assert_eq!(want[0]["peak_bytes"], 654_311_424u64, "592 MiB of the prologue and a 32 MiB scratch buffer");
     assert_eq!(want[1]["peak_bytes"], 8u64 << 20, "one 8 MiB managed buffer at a time");
 }
+
+/// The H100 unified memory fixture's `um` table through DuckDB: the program's 128 MiB to the GPU and 64 MiB back
+/// (fixtures/um_workload.json), equal to `stats --report um`; every GPU fault with a kernel; every CPU fault with
+/// its mapped file.
+#[test]
+fn the_um_fixture_in_duckdb_equals_stats() {
+    let f = fixture("um_workload.cutr").display().to_string();
+    let stats = json_of(&run(&["stats", &f, "--json", "--report", "um"]));
+    let q = "select replace(kind, 'migration ', '') as direction, count(*) as count, sum(bytes)::ubigint as bytes, \
+             sum(duration_ns)::ubigint as total_ns from um where kind like 'migration%' group by kind order by bytes desc";
+    let rows = json_of(&run(&["sql", q, &f, "--json"]));
+    let want: Vec<serde_json::Value> = stats["um"]["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| serde_json::json!({"direction": m["direction"], "count": m["count"], "bytes": m["bytes"], "total_ns": m["total_ns"]}))
+        .collect();
+    assert_eq!(rows.as_array().unwrap(), &want);
+    assert_eq!(
+        (&want[0]["bytes"], &want[1]["bytes"]),
+        (&serde_json::json!(134_217_728), &serde_json::json!(67_108_864))
+    );
+    let q = "select count(*) filter (where kind = 'GPU page fault' and kernel is null) as faults_outside, \
+             count(*) filter (where kind = 'CPU page fault' and host_file like '%/um_workload') as cpu_mapped, \
+             sum(fault_groups)::ubigint as groups from um";
+    assert_eq!(
+        json_of(&run(&["sql", q, &f, "--json"])),
+        serde_json::json!([{"faults_outside": 0, "cpu_mapped": 768, "groups": 754}])
+    );
+}

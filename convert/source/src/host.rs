@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::path::{Path, PathBuf};
 
 use object::read::ReadCache;
 use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
@@ -57,7 +58,7 @@ struct FileSymbols {
 }
 
 impl FileSymbols {
-    fn read(path: &str) -> Result<FileSymbols, Unresolved> {
+    fn read(path: &Path) -> Result<FileSymbols, Unresolved> {
         // Only regular files: a recording naming a FIFO or a device would otherwise block or read forever.
         if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
             return Err(Unresolved::NotReadable);
@@ -104,7 +105,10 @@ impl FileSymbols {
 /// Resolves addresses of many files, reading each file once.
 #[derive(Default)]
 pub struct HostSymbols {
+    /// By the path the recording names.
     files: HashMap<String, Result<FileSymbols, Unresolved>>,
+    /// Where to look, by file name, for a file not readable at its recorded path (another machine's `/tmp`).
+    search_dirs: Vec<PathBuf>,
 }
 
 impl HostSymbols {
@@ -112,11 +116,33 @@ impl HostSymbols {
         HostSymbols::default()
     }
 
+    /// Files not readable at their recorded path are looked for by file name in `dirs`, in order (the first
+    /// readable one is used; its build id is still checked).
+    pub fn with_search_dirs(dirs: Vec<PathBuf>) -> HostSymbols {
+        HostSymbols { search_dirs: dirs, ..Default::default() }
+    }
+
+    fn symbols(&mut self, path: &str) -> Result<&FileSymbols, Unresolved> {
+        let dirs = &self.search_dirs;
+        let read = || {
+            let here = FileSymbols::read(Path::new(path));
+            let name = Path::new(path).file_name();
+            match (here, name) {
+                (Err(Unresolved::NotReadable), Some(name)) => dirs
+                    .iter()
+                    .map(|d| FileSymbols::read(&d.join(name)))
+                    .find(|r| !matches!(r, Err(Unresolved::NotReadable)))
+                    .unwrap_or(Err(Unresolved::NotReadable)),
+                (here, _) => here,
+            }
+        };
+        self.files.entry(path.to_string()).or_insert_with(read).as_ref().map_err(|e| *e)
+    }
+
     /// The (mangled) name of the function at `offset` in the file at `path`, which the recording says had build
     /// id `build_id` when it was mapped.
     pub fn function(&mut self, path: &str, build_id: &[u8], offset: u64) -> Result<String, Unresolved> {
-        let symbols = self.files.entry(path.to_string()).or_insert_with(|| FileSymbols::read(path));
-        let symbols = symbols.as_ref().map_err(|e| *e)?;
+        let symbols = self.symbols(path)?;
         if build_id.is_empty() {
             return Err(Unresolved::NoBuildId);
         }
@@ -128,7 +154,6 @@ impl HostSymbols {
 
     /// The GNU build id of the file at `path` (empty when it has none), for callers that record one.
     pub fn build_id(&mut self, path: &str) -> Result<Vec<u8>, Unresolved> {
-        let symbols = self.files.entry(path.to_string()).or_insert_with(|| FileSymbols::read(path));
-        symbols.as_ref().map(|s| s.build_id.clone()).map_err(|e| *e)
+        self.symbols(path).map(|s| s.build_id.clone())
     }
 }

@@ -69,3 +69,18 @@ fn names_the_function_only_when_the_build_id_matches() {
     assert_eq!(Unresolved::NotReadable.as_str(), "file not readable here");
     assert_eq!(Unresolved::BuildIdDiffers.as_str(), "build id differs");
 }
+
+#[test]
+fn a_file_not_at_its_recorded_path_is_found_by_name_in_the_search_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let (offset, id) = (nm_address(&exe), readelf_build_id(&exe));
+    // The recording names another machine's path; the same build sits in a directory given to search.
+    let recorded = "/tmp/gone-on-this-machine/touch";
+    assert_eq!(HostSymbols::new().function(recorded, &id, offset), Err(Unresolved::NotReadable));
+    let empty = tempfile::tempdir().unwrap();
+    let mut s = HostSymbols::with_search_dirs(vec![empty.path().to_path_buf(), dir.path().to_path_buf()]);
+    assert_eq!(s.function(recorded, &id, offset).as_deref(), Ok("_ZN4cutr5touchEPci"));
+    // Found, but another build: not named.
+    assert_eq!(s.function(recorded, &[9; 20], offset), Err(Unresolved::BuildIdDiffers));
+}

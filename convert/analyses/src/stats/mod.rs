@@ -76,11 +76,14 @@ pub struct StatsOptions {
     /// NVTX ranges get the GPU work launched by any thread of their process while they were open, not only by
     /// the thread that opened them.
     pub nvtx_across_threads: bool,
+    /// Where to look, by file name, for the host binaries a recording's mappings name when they are not at their
+    /// recorded path (the `um` section's host functions; build ids are still checked).
+    pub symbol_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Default for StatsOptions {
     fn default() -> Self {
-        StatsOptions { top: None, sections: Section::ALL.to_vec(), nvtx_across_threads: false }
+        StatsOptions { top: None, sections: Section::ALL.to_vec(), nvtx_across_threads: false, symbol_dirs: Vec::new() }
     }
 }
 
@@ -229,7 +232,8 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     let memory_ops =
         if on(Section::Memory) { timed("stats memory", || sections::memory_ops(t, top)) } else { Vec::new() };
     let memory_peaks = if on(Section::Memory) { sections::memory_peaks(t) } else { Vec::new() };
-    let um = if on(Section::Um) { timed("stats um", || um::um(t, top)) } else { UmReport::default() };
+    let um =
+        if on(Section::Um) { timed("stats um", || um::um(t, top, &opts.symbol_dirs)) } else { UmReport::default() };
     let nvtx = if on(Section::Nvtx) {
         timed("stats nvtx", || sections::nvtx(t, top, opts.nvtx_across_threads))
     } else {

@@ -148,14 +148,14 @@ fn direction(kind: UmKind) -> &'static str {
 }
 
 /// The section; `top` limits every list (`None`: all, but [`ADDRESS_ROWS`] addresses).
-pub(crate) fn um(t: &Trace, top: Option<usize>) -> UmReport {
+pub(crate) fn um(t: &Trace, top: Option<usize>, symbol_dirs: &[std::path::PathBuf]) -> UmReport {
     let mut tally = Tally::default();
     for e in &t.um {
         tally.event(e);
     }
     let mut r = tally.report(top);
     r.events = t.um.len() as u64;
-    r.host_functions = host_functions(t);
+    r.host_functions = host_functions(t, symbol_dirs);
     limit(&mut r.host_functions, top);
     r.kernels = by_kernel(t, &mut r.saturated);
     limit(&mut r.kernels, top);
@@ -274,8 +274,8 @@ impl Tally {
 }
 
 /// CPU faults by host function (most first). A file is read once whatever the number of faults in it.
-fn host_functions(t: &Trace) -> Vec<UmHostFunction> {
-    let mut symbols = HostSymbols::new();
+fn host_functions(t: &Trace, symbol_dirs: &[std::path::PathBuf]) -> Vec<UmHostFunction> {
+    let mut symbols = HostSymbols::with_search_dirs(symbol_dirs.to_vec());
     // The same faulting instruction resolves once.
     let mut by_pc: HashMap<(u16, u64), (String, String, Option<&'static str>)> = HashMap::new();
     let mut rows: HashMap<(String, String, Option<&'static str>), u64> = HashMap::new();
