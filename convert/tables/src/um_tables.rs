@@ -44,10 +44,13 @@ pub(crate) fn memory_usage<'t>(f: &'t Files, rows: &'t [UsageRow]) -> Vec<Column
 
 pub(crate) fn um<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     let u = &t.um;
-    let running = RunningKernels::new(t);
-    // The kernel of every event, found once (each lookup is a binary search).
-    let kernels: Vec<Option<&'t str>> =
-        u.iter().map(|e| running.of_um(e).map(|k| t.kernel_name(&t.kernels[k]))).collect();
+    // The kernel of every event, found once (each lookup is a binary search); no index without events.
+    let kernels: Vec<Option<&'t str>> = if u.is_empty() {
+        Vec::new()
+    } else {
+        let running = RunningKernels::new(t);
+        u.iter().map(|e| running.of_um(e).map(|k| t.kernel_name(&t.kernels[k]))).collect()
+    };
     let counts = |i: usize, wanted: fn(UmKind) -> bool| wanted(u[i].kind).then_some(u[i].value);
     let host = move |i: usize| match fault_location(t, &u[i]) {
         Some(HostLocation::Mapped { mapping, offset }) => (Some(mapping.path.as_str()), Some(offset)),

@@ -149,6 +149,10 @@ fn direction(kind: UmKind) -> &'static str {
 
 /// The section; `top` limits every list (`None`: all, but [`ADDRESS_ROWS`] addresses).
 pub(crate) fn um(t: &Trace, top: Option<usize>, symbol_dirs: &[std::path::PathBuf]) -> UmReport {
+    // The section is on by default: a trace without UM events must not pay for the kernel index.
+    if t.um.is_empty() {
+        return UmReport::default();
+    }
     let mut tally = Tally::default();
     for e in &t.um {
         tally.event(e);
