@@ -78,7 +78,12 @@ pub(super) fn text(o: &mut String, s: &Stats, opts: TextOptions) {
         let _ = writeln!(o, "\nUnified memory: no events (record with `cupti-record --um`)");
         return;
     }
-    let _ = writeln!(o, "\nUnified memory: {} events, {} CPU page faults", fmt::thousands(u.events), u.cpu_faults);
+    let _ = writeln!(
+        o,
+        "\nUnified memory: {} events, {} CPU page faults",
+        fmt::thousands(u.events),
+        fmt::thousands(u.cpu_faults)
+    );
     let rows = (u.migrations.iter())
         .map(|m| {
             vec![
