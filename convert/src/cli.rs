@@ -89,7 +89,7 @@ pub enum Command {
         json: bool,
     },
     /// Tables for SQL engines: one Parquet file per record kind (kernels, memcpy, memset, api_calls, syncs,
-    /// nvtx_ranges, nvtx_marks, counters, processes, devices), joins done; columns in docs/TABLES.md.
+    /// nvtx_ranges, nvtx_marks, counters, processes, devices, um, memory_usage), joins done; columns in docs/TABLES.md.
     Export {
         /// Recordings (one per process or rank): one dataset, each row with its file, host, pid and rank.
         #[arg(required = true)]
@@ -141,12 +141,18 @@ pub enum Command {
         /// Show only the N biggest rows of each section (0: all, the default).
         #[arg(long, default_value_t = 0)]
         top: usize,
-        /// Only these sections, in this order of the report: kernels, api, memory, nvtx, utilization, counters, loss.
-        #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "utilization", "counters", "loss"])]
+        /// Only these sections, in this order of the report: kernels, api, memory (with peak device memory in use),
+        /// nvtx, utilization, counters, um (unified memory: migrations, faults, thrashing, host functions; shown by
+        /// default when the trace has UM events), loss.
+        #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "utilization", "counters", "um", "loss"])]
         report: Vec<String>,
         /// Text: full names, however long (shortened to 100 characters otherwise).
         #[arg(long)]
         wide: bool,
+        /// Where to look for the host binaries and libraries the recording's mappings name when they are not at
+        /// their recorded path (by file name; build id checked): --report um names CPU page faults' functions.
+        #[arg(long, value_name = "DIR")]
+        symbols: Vec<PathBuf>,
         /// NVTX ranges get the GPU work launched by any thread of their process while they were open (PyTorch
         /// launches backward's kernels from its autograd thread), not only by the thread that opened them.
         #[arg(long)]
@@ -256,6 +262,10 @@ pub enum Command {
         /// RANK/WORLD_SIZE (`3/64`): the file is one rank of a job (on host synthetic-host-<rank / 8>).
         #[arg(long, value_name = "R/W", value_parser = parse_rank)]
         rank: Option<(u32, u32)>,
+        /// Unified memory episodes every 5 steps on two GPUs: managed and device allocations, migrations of every
+        /// direction, GPU and CPU page faults, thrashing, throttling, remote maps (not with --launches-only).
+        #[arg(long, conflicts_with = "launches_only")]
+        unified_memory: bool,
     },
     /// Print shell completions or the man page (for packagers; tools/install.sh uses them).
     #[command(hide = true)]

@@ -28,14 +28,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
         Some(Command::Stats { files, json, by_rank: true, step, .. }) => reports::ranks(&files, step.as_deref(), json),
-        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads, .. }) => {
+        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads, symbols, .. }) => {
             let sections = if report.is_empty() {
                 cutr_analyses::stats::Section::ALL.to_vec()
             } else {
                 report.iter().filter_map(|r| cutr_analyses::stats::Section::parse(r)).collect()
             };
-            let opts =
-                cutr_analyses::stats::StatsOptions { top: (top > 0).then_some(top), sections, nvtx_across_threads };
+            let opts = cutr_analyses::stats::StatsOptions {
+                top: (top > 0).then_some(top),
+                sections,
+                nvtx_across_threads,
+                symbol_dirs: symbols,
+            };
             reports::stats(&files, reports::StatsOutput { json, csv, wide }, &opts)
         }
         Some(Command::Diff {
@@ -91,7 +95,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cli::print_docs(&what).map_err(|e| anyhow::anyhow!("cannot write: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Generate { output, records, seed, cupti_api, buffer_bytes, launches_only, rank }) => {
+        Some(Command::Generate {
+            output,
+            records,
+            seed,
+            cupti_api,
+            buffer_bytes,
+            launches_only,
+            rank,
+            unified_memory,
+        }) => {
             let opts = cutr_synth::SynthOptions {
                 records,
                 seed,
@@ -99,6 +112,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 buffer_bytes,
                 launches_only,
                 rank,
+                unified_memory,
+                ..Default::default()
             };
             reports::generate(&output, opts)
         }

@@ -58,6 +58,7 @@ fn join_warnings(s: &JoinStats, filter: &Filter) -> Vec<String> {
         (true, s.zero_timestamp_records, "records have no timestamps (CUPTI could not time them); left out"),
         (true, s.inverted_records, "records end before they start; left out"),
         (true, s.unresolved_names, "string pointers have no text in the file"),
+        (true, s.um_unknown_kind, "unified memory records have an unknown counter kind; left out"),
     ];
     warnings.iter().filter(|(on, n, _)| *on && *n > 0).map(|(_, n, what)| format!("{n} {what}")).collect()
 }

@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 18_053;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 46_712;
+const CUDA_WORKLOAD_PFTRACE: u64 = 18_063;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 46_740;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -369,7 +369,7 @@ fn export_reports_progress_shard_by_shard() {
             // The exact sizes guard the encoding against silent growth: 74.6 bytes per slice on this mix (every
             // kernel with its device, context, stream, correlation, occupancy and shared memory split), 17.4 as
             // compressed packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 463_901 } else { 1_993_117 });
+            assert_eq!(summary.bytes, if compress_packets { 463_912 } else { 1_993_145 });
         }
         let total = 20 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);
@@ -520,7 +520,7 @@ fn stats_sections_top_width_and_nvtx_attribution() {
     let csv = text(&run(&["stats", path_str(&f), "--csv"]).stdout);
     let mut sections: Vec<&str> = csv.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
     sections.dedup();
-    assert_eq!(sections, ["kernel", "api", "memory", "nvtx", "utilization"]);
+    assert_eq!(sections, ["kernel", "api", "memory", "memory_peak", "nvtx", "utilization"]);
     assert!(csv.lines().all(|l| l.matches(',').count() - l.matches("\",\"").count() >= 14));
     // Text: a 134-character cuBLAS kernel name is cut to 100 unless --wide.
     let long = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
@@ -583,7 +583,7 @@ fn source_reports_lines_and_stalls_from_pc_samples() {
     );
 }
 
-/// `export --parquet DIR`: one line saying what was written, ten tables in DIR; a DIR that is a file is refused.
+/// `export --parquet DIR`: one line saying what was written, twelve tables in DIR; a DIR that is a file is refused.
 #[test]
 fn export_writes_the_tables_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
@@ -594,10 +594,10 @@ fn export_writes_the_tables_and_says_so() {
     let mut names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names.len(), 10, "{names:?}");
+    assert_eq!(names.len(), 12, "{names:?}");
     let bytes: u64 = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
     let line = text(&o.stderr);
-    assert!(line.starts_with(&format!("cupti-convert: wrote 10 tables to {} (", out.display())), "{line}");
+    assert!(line.starts_with(&format!("cupti-convert: wrote 12 tables to {} (", out.display())), "{line}");
     assert!(line.contains(&format!(" rows, {bytes} bytes): processes 1, devices 1, kernels ")), "{line}");
     let file = dir.path().join("plain");
     std::fs::write(&file, b"x").unwrap();

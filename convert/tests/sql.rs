@@ -203,3 +203,87 @@ fn a_missing_companion_program_is_a_clear_error() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.starts_with("cupti-convert: error: cannot run /nonexistent/cupti-convert-sql"), "{e}");
 }
+
+/// The `um` and `memory_usage` tables of a generated recording with unified memory episodes, read by DuckDB,
+/// give `stats --report um,memory`'s totals: bytes, count and time per migration direction, GPU fault records and
+/// groups per access type, faults joined to the kernel, the peak memory in use.
+#[test]
+fn um_and_memory_usage_tables_give_stats_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("um.cutr").display().to_string();
+    let o = run(&["generate", "-o", &f, "--records", "3000", "--unified-memory"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let stats = json_of(&run(&["stats", &f, "--json", "--report", "um,memory"]));
+    let q = "select replace(kind, 'migration ', '') as direction, count(*) as count, sum(bytes)::ubigint as bytes, \
+             sum(duration_ns)::ubigint as total_ns from um where kind like 'migration%' group by kind order by bytes desc, direction";
+    let rows = json_of(&run(&["sql", q, &f, "--json"]));
+    let want: Vec<serde_json::Value> = stats["um"]["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| serde_json::json!({"direction": m["direction"], "count": m["count"], "bytes": m["bytes"], "total_ns": m["total_ns"]}))
+        .collect();
+    assert_eq!(rows.as_array().unwrap(), &want);
+    assert_eq!(
+        want[0],
+        serde_json::json!({"direction": "HtoD", "count": 24, "bytes": 24 << 21, "total_ns": want[0]["total_ns"]})
+    );
+    let q = "select device, cause as access, count(*) as records, sum(fault_groups)::ubigint as groups \
+             from um where kind = 'GPU page fault' group by all order by device, records desc, access";
+    let rows = json_of(&run(&["sql", q, &f, "--json"]));
+    assert_eq!(rows.as_array().unwrap(), stats["um"]["gpu_faults"].as_array().unwrap());
+    let q = "select kernel, count(*) filter (where kind = 'GPU page fault') as faults, \
+             count(*) filter (where kind like 'migration%') as migrations from um \
+             where device is not null group by kernel order by kernel nulls last";
+    let rows = json_of(&run(&["sql", q, &f, "--json"]));
+    assert_eq!(
+        rows,
+        serde_json::json!([
+            {"kernel": "um_touch(float*, unsigned long)", "faults": 18, "migrations": 18},
+            {"kernel": null, "faults": 0, "migrations": 24},
+        ])
+    );
+    let q = "select count(*) as faults, count(host_file) as mapped from um where kind = 'CPU page fault'";
+    assert_eq!(json_of(&run(&["sql", q, &f, "--json"])), serde_json::json!([{"faults": 36, "mapped": 27}]));
+    let q = "select device, memory, max(bytes_in_use) as peak_bytes from memory_usage group by all order by all";
+    let rows = json_of(&run(&["sql", q, &f, "--json"]));
+    let want: Vec<serde_json::Value> = stats["memory_peaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| serde_json::json!({"device": m["device"], "memory": m["memory"], "peak_bytes": m["peak_bytes"]}))
+        .collect();
+    assert_eq!(rows.as_array().unwrap(), &want);
+    assert_eq!(want[0]["peak_bytes"], 654_311_424u64, "592 MiB of the prologue and a 32 MiB scratch buffer");
+    assert_eq!(want[1]["peak_bytes"], 8u64 << 20, "one 8 MiB managed buffer at a time");
+}
+
+/// The H100 unified memory fixture's `um` table through DuckDB: the program's 128 MiB to the GPU and 64 MiB back
+/// (fixtures/um_workload.json), equal to `stats --report um`; every GPU fault with a kernel; every CPU fault with
+/// its mapped file.
+#[test]
+fn the_um_fixture_in_duckdb_equals_stats() {
+    let f = fixture("um_workload.cutr").display().to_string();
+    let stats = json_of(&run(&["stats", &f, "--json", "--report", "um"]));
+    let q = "select replace(kind, 'migration ', '') as direction, count(*) as count, sum(bytes)::ubigint as bytes, \
+             sum(duration_ns)::ubigint as total_ns from um where kind like 'migration%' group by kind order by bytes desc";
+    let rows = json_of(&run(&["sql", q, &f, "--json"]));
+    let want: Vec<serde_json::Value> = stats["um"]["migrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| serde_json::json!({"direction": m["direction"], "count": m["count"], "bytes": m["bytes"], "total_ns": m["total_ns"]}))
+        .collect();
+    assert_eq!(rows.as_array().unwrap(), &want);
+    assert_eq!(
+        (&want[0]["bytes"], &want[1]["bytes"]),
+        (&serde_json::json!(134_217_728), &serde_json::json!(67_108_864))
+    );
+    let q = "select count(*) filter (where kind = 'GPU page fault' and kernel is null) as faults_outside, \
+             count(*) filter (where kind = 'CPU page fault' and host_file like '%/um_workload') as cpu_mapped, \
+             sum(fault_groups)::ubigint as groups from um";
+    assert_eq!(
+        json_of(&run(&["sql", q, &f, "--json"])),
+        serde_json::json!([{"faults_outside": 0, "cpu_mapped": 768, "groups": 754}])
+    );
+}

@@ -29,6 +29,9 @@ use cutr_format::FormatError;
 use cutr_format::{ActivityEncoder, Writer, WriterOptions};
 use cutr_format::{ClockSample, Device, LossCounters, SessionMetadata};
 
+pub mod um;
+pub use um::{UmHost, UmTruth};
+
 /// A kernel the synthetic workload launches.
 #[derive(Clone, Copy, Debug)]
 pub struct SynthKernel {
@@ -151,6 +154,13 @@ const ADAM: usize = 7;
 const TRITON: usize = 8;
 const CUTLASS: usize = 9;
 const NCCL: usize = 10;
+/// The unified memory episodes' kernel ([`um::UM_KERNEL`]), after the loop's.
+const UM_KERNEL_INDEX: usize = KERNELS.len();
+
+/// A kernel by index: the loop's, or the unified memory episodes'.
+fn kernel_def(ki: usize) -> SynthKernel {
+    KERNELS.get(ki).copied().unwrap_or(um::UM_KERNEL)
+}
 
 /// Fake host addresses of the kernel name strings (CUPTI's pointers are opaque offline anyway).
 const KERNEL_NAME_BASE: u64 = 0x7f3a_1000_0000;
@@ -189,6 +199,12 @@ pub struct SynthOptions {
     /// (rank, world size): the recording carries `RANK`/`WORLD_SIZE` as a launcher sets them, on host
     /// `synthetic-host-<rank / 8>`, so that many generated files make one job's ranks.
     pub rank: Option<(u32, u32)>,
+    /// Unified memory episodes every [`um::UM_EVERY`] steps (managed and device allocations, migrations of every
+    /// direction, GPU and CPU page faults, thrashing, throttling, a remote map; see [`um`]) and a second GPU; not
+    /// with `launches_only`.
+    pub unified_memory: bool,
+    /// The host the CPU page faults happen on (its mappings go to the metadata when `unified_memory` is on).
+    pub um_host: UmHost,
 }
 
 impl Default for SynthOptions {
@@ -200,6 +216,8 @@ impl Default for SynthOptions {
             buffer_bytes: 4 << 20,
             launches_only: false,
             rank: None,
+            unified_memory: false,
+            um_host: UmHost::default(),
         }
     }
 }
@@ -227,6 +245,13 @@ pub struct SynthTruth {
     /// First and last timestamp of any record.
     pub t_min: u64,
     pub t_max: u64,
+    /// Per device: the most bytes of device memory allocated at once (MEMORY2 allocations less frees) and the
+    /// timestamp of the allocation that first reached it.
+    pub memory_peak: BTreeMap<u32, (u64, u64)>,
+    /// The same for managed memory (`cudaMallocManaged`), a class of its own.
+    pub managed_peak: BTreeMap<u32, (u64, u64)>,
+    /// What the unified memory episodes generated (empty without `unified_memory`).
+    pub um: UmTruth,
 }
 
 /// One completed activity buffer and the strings first referenced in it.
@@ -509,6 +534,10 @@ pub struct Synth {
     started: bool,
     finished: bool,
     clocks: Vec<ClockSample>,
+    /// Per (device, managed): bytes allocated now.
+    in_use: BTreeMap<(u32, bool), u64>,
+    /// The unified memory records' fields, with `unified_memory`.
+    um_slots: Option<um::UmSlots>,
 }
 
 /// The CUPTI clock (ns since the Unix epoch, like CLOCK_REALTIME) at the start of every synthetic trace, plus a
@@ -526,7 +555,10 @@ impl Synth {
         }
         let mut rng = Rng(opts.seed);
         let t0 = T0 + rng.range(0, 1_000_000_000);
+        let um_slots = (opts.unified_memory && !opts.launches_only).then(|| um::UmSlots::new(&table));
         Ok(Synth {
+            um_slots,
+            in_use: BTreeMap::new(),
             l: Layouts::new(table),
             rng,
             host: t0,
@@ -569,6 +601,7 @@ impl Synth {
     /// Session metadata describing a synthetic H100 run.
     pub fn metadata(&self) -> SessionMetadata {
         // The names of the API functions this generator calls (a recorder stores every name libcupti knows).
+        let um = self.um_slots.is_some();
         let used = [
             (DOMAIN_RUNTIME, cb::CUDA_MALLOC),
             (DOMAIN_RUNTIME, cb::CUDA_MEMCPY),
@@ -581,8 +614,15 @@ impl Synth {
             (DOMAIN_RUNTIME, cb::CUDA_GRAPH_LAUNCH),
             (DOMAIN_DRIVER, DRIVER_LAUNCH_KERNEL),
         ];
+        let um_used = [
+            (DOMAIN_RUNTIME, um::CUDA_FREE),
+            (DOMAIN_RUNTIME, um::CUDA_MALLOC_MANAGED),
+            (DOMAIN_RUNTIME, um::CUDA_MEM_PREFETCH_ASYNC),
+            (DOMAIN_RUNTIME, cb::CUDA_DEVICE_SYNCHRONIZE),
+        ];
         let callback_names = used
             .iter()
+            .chain(if um { &um_used[..] } else { &[] })
             .map(|&(d, c)| (d, c, callbacks::raw_name(d, c).expect("cbid in the CUDA 13.0 headers").to_string()))
             .collect();
         SessionMetadata {
@@ -605,17 +645,20 @@ impl Synth {
                 ("seed".into(), self.opts.seed.to_string()),
                 ("buffer_bytes".into(), self.opts.buffer_bytes.to_string()),
             ],
-            devices: vec![Device {
-                id: DEVICE_ID,
-                name: "NVIDIA H100 80GB HBM3 (synthetic)".into(),
-                uuid: (0u8..16).collect(),
-                pci_bus_id: "0000:19:00.0".into(),
-                compute_major: 9,
-                compute_minor: 0,
-                multiprocessors: 132,
-                total_memory_bytes: 85_029_158_912,
-                properties: vec![("warpSize".into(), "32".into()), ("maxThreadsPerBlock".into(), "1024".into())],
-            }],
+            // The unified memory episodes prefetch to a second GPU.
+            devices: (0..if um { 2 } else { 1 })
+                .map(|id| Device {
+                    id: DEVICE_ID + id,
+                    name: "NVIDIA H100 80GB HBM3 (synthetic)".into(),
+                    uuid: (0u8..16).map(|b| b + 16 * id as u8).collect(),
+                    pci_bus_id: format!("0000:{:02x}:00.0", 0x19 + id),
+                    compute_major: 9,
+                    compute_minor: 0,
+                    multiprocessors: 132,
+                    total_memory_bytes: 85_029_158_912,
+                    properties: vec![("warpSize".into(), "32".into()), ("maxThreadsPerBlock".into(), "1024".into())],
+                })
+                .collect(),
             layouts: Some(self.l.table.clone()),
             callback_names,
             environment: match self.opts.rank {
@@ -623,7 +666,7 @@ impl Synth {
                 None => Vec::new(),
             },
             synthetic: true,
-            mappings: Vec::new(),
+            mappings: if um { self.opts.um_host.mappings.clone() } else { Vec::new() },
         }
     }
 
@@ -657,6 +700,17 @@ impl Synth {
         self.truth.raw_bytes += bytes.len() as u64;
         let new_strings = std::mem::take(&mut self.new_strings);
         self.ready.push_back(SynthBuffer { bytes, new_strings });
+    }
+
+    /// Device (or managed) memory in use on `device` after an allocation (or free) of `bytes` at `ts`, and its peak.
+    fn track_memory(&mut self, (device, managed): (u32, bool), ts: u64, bytes: u64, free: bool) {
+        let now = self.in_use.entry((device, managed)).or_default();
+        *now = if free { now.saturating_sub(bytes) } else { *now + bytes };
+        let peaks = if managed { &mut self.truth.managed_peak } else { &mut self.truth.memory_peak };
+        let peak = peaks.entry(device).or_default();
+        if *now > peak.0 {
+            *peak = (*now, ts);
+        }
     }
 
     fn see_time(&mut self, t: u64) {
@@ -767,7 +821,7 @@ impl Synth {
         end: u64,
         graph: Option<u64>,
     ) -> Vec<u8> {
-        let kd = KERNELS[ki];
+        let kd = kernel_def(ki);
         let ptr = KERNEL_NAME_BASE + 0x100 * ki as u64;
         self.intern(ptr, kd.name);
         self.grid_id += 1;
@@ -955,6 +1009,7 @@ impl Synth {
                 put(&mut r, "address", 0x7f00_0000_0000 + (i as u64) * (1 << 30));
                 put(&mut r, "bytes", bytes);
                 put(&mut r, "timestamp", start + 20_000);
+                self.track_memory((DEVICE_ID, false), start + 20_000, bytes, false);
                 put(&mut r, "processId", PID as u64);
                 put(&mut r, "deviceId", DEVICE_ID as u64);
                 put(&mut r, "contextId", CONTEXT_ID as u64);
@@ -990,6 +1045,9 @@ impl Synth {
         }
         self.step += 1;
         let n = self.step;
+        if self.um_slots.is_some() && (n - 1).is_multiple_of(um::UM_EVERY) {
+            self.um_episode();
+        }
         let step_range = self.range(&format!("step {n}"));
         // Input batch: the loader thread copies pinned memory on the copy stream; compute waits on an event.
         self.memcpy(1, 2, 3, 4 << 20, COPY_STREAM, false, LOADER_THREAD);

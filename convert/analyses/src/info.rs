@@ -57,6 +57,10 @@ pub struct InfoReport {
     pub last_timestamp_ns: u64,
     pub span_ns: u64,
     pub devices: Vec<DeviceInfo>,
+    /// The process's executable mappings kept (format 1.4; `stats --report um` names CPU faults' host functions
+    /// from them), and how many have no build id (their functions cannot be named: the file could have changed).
+    pub mappings: usize,
+    pub mappings_without_build_id: usize,
     pub chunks: BTreeMap<String, u64>,
     pub records_total: u64,
     pub records: Vec<KindCount>,
@@ -181,6 +185,8 @@ pub fn report(reader: &Reader) -> InfoReport {
                 uuid: d.uuid.iter().map(|b| format!("{b:02x}")).collect(),
             })
             .collect(),
+        mappings: meta.mappings.len(),
+        mappings_without_build_id: meta.mappings.iter().filter(|m| m.build_id.is_empty()).count(),
         chunks,
         records_total,
         records,
@@ -265,6 +271,11 @@ pub fn render_text(r: &InfoReport) -> String {
                 fmt::bytes(d.total_memory_bytes)
             ),
         );
+    }
+    if r.mappings > 0 {
+        let without = r.mappings_without_build_id;
+        let ids = if without > 0 { format!(", {without} without a build id") } else { String::new() };
+        line(&mut o, "mappings", format!("{} executable (host code of CPU page faults){ids}", r.mappings));
     }
     let chunk_list: Vec<String> = r.chunks.iter().map(|(k, v)| format!("{k} {v}")).collect();
     line(&mut o, "chunks", format!("{} ({})", r.chunks.values().sum::<u64>(), chunk_list.join(", ")));

@@ -46,6 +46,7 @@ pub mod timebase;
 pub mod timing;
 mod trace;
 pub mod um;
+pub mod um_host;
 
 pub use corr::CorrMap;
 pub use counters::CounterSample;

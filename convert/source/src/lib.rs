@@ -9,6 +9,7 @@
 //! of call sites an inlined instruction came through, with no CUDA library.
 
 mod cubin;
+pub mod host;
 mod lines;
 
 use serde::Serialize;

@@ -20,6 +20,7 @@
 mod queries;
 mod table;
 mod tables;
+mod um_tables;
 
 use std::path::Path;
 

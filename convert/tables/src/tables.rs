@@ -8,9 +8,10 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::TablesSummary;
 use crate::table::{Column, Rows, TablesError, write};
+use crate::um_tables::{self, UsageRow};
 
 /// The tables, in the order they are written.
-pub const TABLES: [&str; 10] = [
+pub const TABLES: [&str; 12] = [
     "processes",
     "devices",
     "kernels",
@@ -21,10 +22,12 @@ pub const TABLES: [&str; 10] = [
     "nvtx_ranges",
     "nvtx_marks",
     "counters",
+    "um",
+    "memory_usage",
 ];
 
 /// What every row says about its recording: the file, the host, the pid and the rank.
-struct Files {
+pub(crate) struct Files {
     labels: Vec<String>,
     hosts: Vec<String>,
     pids: Vec<u32>,
@@ -42,7 +45,7 @@ impl Files {
     }
 
     /// The four columns of the process of row `i` (`proc(i)`).
-    fn columns<'t>(&'t self, proc: impl Fn(usize) -> ProcId + Copy + 't) -> Vec<Column<'t>> {
+    pub(crate) fn columns<'t>(&'t self, proc: impl Fn(usize) -> ProcId + Copy + 't) -> Vec<Column<'t>> {
         vec![
             Column::Str("file", Box::new(move |i| Some(self.labels[proc(i).index()].as_str()))),
             Column::Str("host", Box::new(move |i| Some(self.hosts[proc(i).index()].as_str()))),
@@ -53,7 +56,7 @@ impl Files {
 }
 
 /// Start, end and duration of row `i`.
-fn times<'t>(span: impl Fn(usize) -> (u64, u64) + Copy + 't) -> Vec<Column<'t>> {
+pub(crate) fn times<'t>(span: impl Fn(usize) -> (u64, u64) + Copy + 't) -> Vec<Column<'t>> {
     vec![
         Column::U64("start_ns", Box::new(move |i| span(i).0)),
         Column::U64("end_ns", Box::new(move |i| span(i).1)),
@@ -292,16 +295,18 @@ pub(crate) fn write_all(t: &Trace, dir: &Path) -> Result<TablesSummary, TablesEr
     let files = Files::new(t);
     let names = ApiNames::new(t);
     let dev_rows = device_rows(t);
+    let usage = um_tables::usage_rows(t);
+    let derived = Derived { dev_rows: &dev_rows, usage: &usage };
     let partitions = (t.processes.len() > 1).then(|| Partitions::new(t, &files));
     let written: Vec<Result<(&'static str, u64, u64), TablesError>> = TABLES
         .par_iter()
         .map(|&table| {
-            let (rows, columns) = table_columns(table, t, &files, &names, &dev_rows);
+            let (rows, columns) = table_columns(table, t, &files, &names, &derived);
             let bytes = match &partitions {
                 None => {
                     write(&dir.join(format!("{table}.parquet")), Rows::All(rows), &columns.iter().collect::<Vec<_>>())?
                 }
-                Some(p) => p.write(dir, table, rows, &columns, |i| row_proc(table, t, &dev_rows, i))?,
+                Some(p) => p.write(dir, table, rows, &columns, |i| row_proc(table, t, &derived, i))?,
             };
             Ok((table, rows as u64, bytes))
         })
@@ -316,10 +321,12 @@ pub(crate) fn write_all(t: &Trace, dir: &Path) -> Result<TablesSummary, TablesEr
 }
 
 /// The file of row `i` of `table`.
-fn row_proc(table: &str, t: &Trace, dev_rows: &[(usize, usize)], i: usize) -> ProcId {
+fn row_proc(table: &str, t: &Trace, d: &Derived<'_>, i: usize) -> ProcId {
     match table {
         "processes" => ProcId(i as u16),
-        "devices" => ProcId(dev_rows[i].0 as u16),
+        "devices" => ProcId(d.dev_rows[i].0 as u16),
+        "um" => t.um[i].proc,
+        "memory_usage" => d.usage[i].0,
         "kernels" => t.kernels[i].proc,
         "memcpy" => t.memcpys[i].proc,
         "memset" => t.memsets[i].proc,
@@ -379,17 +386,25 @@ impl Partitions {
     }
 }
 
+/// Rows of the tables that are not the model's own: devices of the files, points of memory in use.
+struct Derived<'a> {
+    dev_rows: &'a [(usize, usize)],
+    usage: &'a [UsageRow],
+}
+
 /// A table's rows and columns.
 fn table_columns<'t>(
     table: &str,
     t: &'t Trace,
     files: &'t Files,
     names: &'t ApiNames,
-    dev_rows: &'t [(usize, usize)],
+    d: &Derived<'t>,
 ) -> (usize, Vec<Column<'t>>) {
     match table {
         "processes" => (t.processes.len(), processes(t, files)),
-        "devices" => (dev_rows.len(), devices(t, files, dev_rows)),
+        "devices" => (d.dev_rows.len(), devices(t, files, d.dev_rows)),
+        "um" => (t.um.len(), um_tables::um(t, files)),
+        "memory_usage" => (d.usage.len(), um_tables::memory_usage(files, d.usage)),
         "kernels" => (t.kernels.len(), kernels(t, files, names)),
         "memcpy" => (t.memcpys.len(), memcpys(t, files, names)),
         "memset" => (t.memsets.len(), memsets(t, files, names)),
@@ -406,10 +421,12 @@ pub fn schemas(t: &Trace) -> Vec<(&'static str, Vec<(String, String)>)> {
     let files = Files::new(t);
     let names = ApiNames::new(t);
     let dev_rows = device_rows(t);
+    let usage = um_tables::usage_rows(t);
+    let derived = Derived { dev_rows: &dev_rows, usage: &usage };
     TABLES
         .iter()
         .map(|&table| {
-            let (_, columns) = table_columns(table, t, &files, &names, &dev_rows);
+            let (_, columns) = table_columns(table, t, &files, &names, &derived);
             let fields = crate::table::schema(&columns)
                 .fields()
                 .iter()

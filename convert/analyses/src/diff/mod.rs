@@ -20,6 +20,7 @@ mod judge;
 mod render;
 mod samples;
 mod stats;
+mod um;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,6 +32,7 @@ use serde::Serialize;
 pub use by_rank::{ByRankReport, RankDiff, diff_by_rank};
 pub use render::{render_by_rank_markdown, render_by_rank_text, render_markdown, render_text};
 pub use samples::Moments;
+pub use um::UmChange;
 
 use judge::{Side, evidence};
 use samples::{Run, run_of};
@@ -161,6 +163,8 @@ pub struct Report {
     pub count_changes: Vec<CountChange>,
     /// Counter averages per kernel that moved by at least the threshold, largest change first.
     pub counter_changes: Vec<CounterChange>,
+    /// Unified memory per run, base against new (reported, not judged); empty when neither side has UM events.
+    pub um_changes: Vec<UmChange>,
     /// Rows per verdict (judged rows only; `reported` counts the others).
     pub counts: BTreeMap<&'static str, usize>,
     /// Share of the base's kernel time whose names the new runs have too.
@@ -193,6 +197,7 @@ fn diff_views(base: &[&Trace], new: &[&Trace], opts: &DiffOptions) -> Report {
     };
     let mut report = timed("diff rows", || compare(&b, &n, opts));
     report.counter_changes = timed("diff counters", || counter_changes(base, new, opts.threshold_pct));
+    report.um_changes = um::um_changes(base, new);
     report.base_files = files(base);
     report.new_files = files(new);
     report
@@ -290,6 +295,7 @@ fn compare(b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
     let (common, warnings) = similarity(b, n);
     Report {
         counter_changes: Vec::new(),
+        um_changes: Vec::new(),
         verdict,
         threshold_pct: opts.threshold_pct,
         min_delta_ns: opts.min_delta_ns,

@@ -119,7 +119,24 @@ counters averaged over each kernel's executions (reported, not judged):"
             );
         }
     }
+    if !r.um_changes.is_empty() {
+        let _ = writeln!(o, "\nunified memory per run (reported, not judged):");
+        for c in &r.um_changes {
+            let _ = writeln!(
+                o,
+                "  {}: {} -> {} ({})",
+                c.what,
+                fmt::thousands_1(c.base),
+                fmt::thousands_1(c.new),
+                um_pct(c)
+            );
+        }
+    }
     o
+}
+
+fn um_pct(c: &super::UmChange) -> String {
+    c.delta_pct.map_or_else(|| "new".to_string(), |p| format!("{p:+.1}%"))
 }
 
 /// Markdown fit for a pull-request comment.
@@ -156,6 +173,13 @@ pub fn render_markdown(r: &Report, top: usize) -> String {
     }
     if !r.counter_changes.is_empty() {
         let _ = writeln!(o, "\nCounter averages that moved by the threshold or more: {}.", r.counter_changes.len());
+    }
+    let moved: Vec<String> = (r.um_changes.iter())
+        .filter(|c| c.delta_pct != Some(0.0))
+        .map(|c| format!("{} {} → {} ({})", c.what, fmt::thousands_1(c.base), fmt::thousands_1(c.new), um_pct(c)))
+        .collect();
+    if !moved.is_empty() {
+        let _ = writeln!(o, "\nUnified memory per run: {}.", moved.join("; "));
     }
     o
 }

@@ -6,6 +6,8 @@ mod buckets;
 pub(crate) mod counters;
 mod render;
 mod sections;
+pub(crate) mod um;
+mod um_render;
 
 use serde::Serialize;
 
@@ -14,6 +16,10 @@ use rayon::prelude::*;
 
 pub use counters::CounterAverage;
 pub use render::{TextOptions, render_csv, render_text};
+pub use um::{
+    UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
+    UmThrottling,
+};
 
 /// A section of the report, selectable with `--report` (as `nsys stats -r`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -25,17 +31,20 @@ pub enum Section {
     Nvtx,
     Utilization,
     Counters,
+    /// Unified memory; in the text report only when the trace has UM events or the section was asked for.
+    Um,
     Loss,
 }
 
 impl Section {
-    pub const ALL: [Section; 7] = [
+    pub const ALL: [Section; 8] = [
         Section::Kernels,
         Section::Api,
         Section::Memory,
         Section::Nvtx,
         Section::Utilization,
         Section::Counters,
+        Section::Um,
         Section::Loss,
     ];
 
@@ -47,6 +56,7 @@ impl Section {
             Section::Nvtx => "nvtx",
             Section::Utilization => "utilization",
             Section::Counters => "counters",
+            Section::Um => "um",
             Section::Loss => "loss",
         }
     }
@@ -66,11 +76,14 @@ pub struct StatsOptions {
     /// NVTX ranges get the GPU work launched by any thread of their process while they were open, not only by
     /// the thread that opened them.
     pub nvtx_across_threads: bool,
+    /// Where to look, by file name, for the host binaries a recording's mappings name when they are not at their
+    /// recorded path (the `um` section's host functions; build ids are still checked).
+    pub symbol_dirs: Vec<std::path::PathBuf>,
 }
 
 impl Default for StatsOptions {
     fn default() -> Self {
-        StatsOptions { top: None, sections: Section::ALL.to_vec(), nvtx_across_threads: false }
+        StatsOptions { top: None, sections: Section::ALL.to_vec(), nvtx_across_threads: false, symbol_dirs: Vec::new() }
     }
 }
 
@@ -136,6 +149,29 @@ pub struct MemoryOps {
     pub bandwidth_gbps: f64,
 }
 
+/// Memory of one class in use (MEMORY2 allocations less frees) on one device of one file: its peak, when, and the
+/// allocation that reached it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MemoryPeak {
+    pub file: String,
+    pub device: u32,
+    /// `device` (`cudaMalloc`, pools, arrays, `__device__` variables), `managed` (`cudaMallocManaged`: resident
+    /// wherever last touched, so counted apart) or `pinned host` (`cudaMallocHost`).
+    pub memory: &'static str,
+    pub peak_bytes: u64,
+    /// When the peak was first reached, from the start of the trace (its first record).
+    pub peak_at_ns: u64,
+    /// The allocation that reached it: its address, bytes and memory kind (`Device`, `Managed`...).
+    pub allocation_address: u64,
+    pub allocation_bytes: u64,
+    pub allocation_kind: &'static str,
+    pub allocations: u64,
+    pub frees: u64,
+    /// Frees of memory allocated before recording began (not subtracted: the total never held them).
+    pub frees_without_allocation: u64,
+    pub bytes_at_end: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RangeStats {
     #[serde(flatten)]
@@ -171,10 +207,14 @@ pub struct Stats {
     pub kernels: Vec<Summary>,
     pub api: Vec<Summary>,
     pub memory_ops: Vec<MemoryOps>,
+    /// Peak memory in use per (file, device, class) (the `memory` section).
+    pub memory_peaks: Vec<MemoryPeak>,
     pub nvtx: Vec<RangeStats>,
     pub utilization: Vec<Utilization>,
     /// Counter series averaged over kernels and NVTX ranges (`--counters` recordings).
     pub counters: Vec<CounterAverage>,
+    /// Unified memory (the `um` section).
+    pub um: UmReport,
     pub gpu_time_ns: u64,
     pub span_ns: u64,
     pub loss: std::collections::BTreeMap<String, u64>,
@@ -191,6 +231,9 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     let api = if on(Section::Api) { timed("stats api", || sections::api(t, top)) } else { Vec::new() };
     let memory_ops =
         if on(Section::Memory) { timed("stats memory", || sections::memory_ops(t, top)) } else { Vec::new() };
+    let memory_peaks = if on(Section::Memory) { sections::memory_peaks(t) } else { Vec::new() };
+    let um =
+        if on(Section::Um) { timed("stats um", || um::um(t, top, &opts.symbol_dirs)) } else { UmReport::default() };
     let nvtx = if on(Section::Nvtx) {
         timed("stats nvtx", || sections::nvtx(t, top, opts.nvtx_across_threads))
     } else {
@@ -214,9 +257,11 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
         kernels,
         api,
         memory_ops,
+        memory_peaks,
         nvtx,
         utilization,
         counters,
+        um,
         gpu_time_ns: gpu_time,
         span_ns: b - a,
         loss: t.loss().entries().iter().map(|(k, v)| (k.to_string(), *v)).collect(),

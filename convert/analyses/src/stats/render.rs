@@ -15,7 +15,7 @@ pub struct TextOptions {
 /// Longest name shown in text output without `wide`.
 const NAME_CHARS: usize = 100;
 
-fn name(n: &str, o: TextOptions) -> String {
+pub(super) fn name(n: &str, o: TextOptions) -> String {
     if o.wide || n.chars().count() <= NAME_CHARS {
         n.to_string()
     } else {
@@ -23,7 +23,7 @@ fn name(n: &str, o: TextOptions) -> String {
     }
 }
 
-fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>) {
+pub(super) fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>) {
     let _ = writeln!(out, "\n{title}");
     if rows.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -107,6 +107,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             })
             .collect();
         table(&mut o, "GPU memory operations", &hm, rows);
+        super::um_render::memory_peaks_text(&mut o, s);
     }
     if on(Section::Nvtx) {
         let mut hr: Vec<&str> = TIME_HEADERS.to_vec();
@@ -172,6 +173,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             rows,
         );
     }
+    super::um_render::text(&mut o, s, opts);
     if on(Section::Loss) {
         let lost = losses(s);
         let text = if lost.is_empty() {
@@ -201,6 +203,7 @@ fn losses(s: &Stats) -> Vec<(String, u64)> {
         (j.records_in_damaged_chunks, "records in damaged chunks"),
         (j.zero_timestamp_records, "records without timestamps"),
         (j.nvtx_unclosed_ranges, "NVTX ranges never closed"),
+        (j.um_unknown_kind, "unified memory records of unknown counter kind"),
     ] {
         if n > 0 {
             lost.push((what.to_string(), n));
@@ -209,14 +212,21 @@ fn losses(s: &Stats) -> Vec<(String, u64)> {
     lost
 }
 
-fn csv_field(s: &str) -> String {
+pub(super) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
 /// One CSV table of every section computed: `section` tells them apart (`kernel`, `api`, `memory`, `nvtx`,
 /// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
 /// `kernel NAME | GPU N | COUNTER` (or `nvtx ...`), total_ns = the executions' time, percent = the share of it the
-/// samples cover, avg_ns = the counter's time-weighted average in its own unit; `loss`: count = records).
+/// samples cover, avg_ns = the counter's time-weighted average in its own unit; `memory_peak`: name = `FILE GPU
+/// N CLASS` (device, managed, pinned host), count = allocations, total_ns = when the peak was reached (from the
+/// trace's start), bytes = the peak; `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`),
+/// `um_throttling` (`GPU N`): count, total_ns, bytes where they apply; `um_gpu_fault` and `um_fault_groups` (`GPU N
+/// | ACCESS`): count = records, fault groups; `um_cpu_fault` (name = access type), `um_thrashing`,
+/// `um_address_bytes`, `um_address_faults` (name = hex address),
+/// `um_host_function` (`FUNCTION | FILE`, `<reason>` when unresolved), `um_kernel_faults`, `um_kernel_migrations`
+/// (name = the kernel running): count, bytes; `loss`: count = records).
 pub fn render_csv(s: &Stats) -> String {
     let mut o = String::from(
         "section,name,count,total_ns,percent,avg_ns,median_ns,min_ns,max_ns,stddev_ns,bytes,bandwidth_gbps,gpu_ns,gpu_ops,span_ns\n",
@@ -252,6 +262,7 @@ pub fn render_csv(s: &Stats) -> String {
             [m.bytes.to_string(), format!("{:.3}", m.bandwidth_gbps), String::new(), String::new()],
         );
     }
+    super::um_render::memory_peaks_csv(&mut o, s);
     for r in &s.nvtx {
         row(&mut o, "nvtx", &r.time, [String::new(), String::new(), r.gpu_ns.to_string(), r.gpu_ops.to_string()]);
     }
@@ -264,6 +275,7 @@ pub fn render_csv(s: &Stats) -> String {
         let covered = 100.0 * c.covered_ns as f64 / c.total_ns.max(1) as f64;
         let _ = writeln!(o, "counter,{},,{},{covered:.3},{},,,,,,,,,", csv_field(&name), c.total_ns, c.average);
     }
+    super::um_render::csv(&mut o, s);
     if s.sections.contains(&Section::Loss) {
         for (what, n) in losses(s) {
             let _ = writeln!(o, "loss,{},{n},,,,,,,,,,,,", csv_field(&what));

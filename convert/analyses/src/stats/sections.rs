@@ -6,7 +6,7 @@ use cutr_model::{NameId, ProcId, Trace, describe};
 use rayon::prelude::*;
 
 use super::buckets::{buckets, group, split_at_bounds};
-use super::{MemoryOps, RangeStats, Summary, Utilization, finish, summarize};
+use super::{MemoryOps, MemoryPeak, RangeStats, Summary, Utilization, finish, summarize};
 
 /// Kernel durations by demangled name.
 pub(super) fn kernels(t: &Trace, top: Option<usize>) -> Vec<Summary> {
@@ -198,6 +198,38 @@ pub(super) fn utilization(t: &Trace) -> (Vec<Utilization>, u64) {
     }
     utilization.sort_by_key(|u| (u.device, u.stream.map_or(0, |s| s as u64 + 1)));
     (utilization, gpu_time)
+}
+
+/// Peak memory in use per (file, device) and class (device, managed, pinned host), from the model's step series.
+pub(super) fn memory_peaks(t: &Trace) -> Vec<MemoryPeak> {
+    use cutr_model::memory::{MemoryClass, memory_in_use_of};
+    let origin = t.span().0;
+    let classes =
+        [(MemoryClass::Device, "device"), (MemoryClass::Managed, "managed"), (MemoryClass::PinnedHost, "pinned host")];
+    let mut peaks: Vec<MemoryPeak> = classes
+        .into_iter()
+        .flat_map(|(class, memory)| memory_in_use_of(t, class).into_iter().map(move |m| (memory, m)))
+        .map(|(memory, m)| {
+            let allocation = m.peak_allocation.and_then(|i| t.memory.get(i));
+            MemoryPeak {
+                file: t.processes.get(m.proc.index()).map(|p| p.path.display().to_string()).unwrap_or_default(),
+                device: m.device,
+                memory,
+                peak_bytes: m.peak_bytes,
+                peak_at_ns: m.peak_ts.saturating_sub(origin),
+                allocation_address: allocation.map_or(0, |a| a.address),
+                allocation_bytes: allocation.map_or(0, |a| a.bytes),
+                allocation_kind: allocation.map_or("", |a| describe::memory_kind(a.memory_kind)),
+                allocations: m.allocations,
+                frees: m.frees,
+                frees_without_allocation: m.frees_without_allocation,
+                bytes_at_end: m.bytes_at_end,
+            }
+        })
+        .collect();
+    // By file and device, device memory first.
+    peaks.sort_by(|a, b| (&a.file, a.device).cmp(&(&b.file, b.device)));
+    peaks
 }
 
 #[cfg(test)]
