@@ -19,6 +19,9 @@ fn um(kind: UmKind, (start, end): (u64, u64), value: u64, (src, dst): (u32, u32)
     UmEvent { proc: ProcId(0), kind, start, end, value, address, src, dst, flags, pc: 0, processors: 0 }
 }
 
+/// A step counter as (track name, Chrome JSON name, its series, points).
+type Counter<'a> = (String, &'a str, &'a str, Vec<(u64, f64)>);
+
 fn alloc(ts: u64, address: u64, bytes: u64, free: bool) -> MemoryOp {
     MemoryOp { proc: ProcId(0), ts, device: 0, stream: 7, correlation: 0, address, bytes, free, memory_kind: 3 }
 }
@@ -108,7 +111,7 @@ fn unified_memory_tracks_lanes_and_counters() {
     // The kernel running on the GPU when each event began (none after it ended, none for the CPU's events).
     assert_eq!(tl.um_kernel, [0, 0, 0, u32::MAX, u32::MAX, u32::MAX, u32::MAX, u32::MAX]);
 
-    let counters: Vec<(String, &str, &str, Vec<(u64, f64)>)> = tl
+    let counters: Vec<Counter> = tl
         .step_counters
         .iter()
         .map(|c| (tl.tracks[c.track as usize].name.clone(), c.json_name, c.json_series, c.points.clone()))

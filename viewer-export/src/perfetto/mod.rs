@@ -1,7 +1,7 @@
 //! The timeline as a Perfetto protobuf trace: track descriptors first, then each shard as its own packet sequence
-//! (one track's slices, BEGIN/END in time order, arrows as flow ids), then a side sequence with NVTX marks,
-//! memory counters and the health slice. Args are Perfetto's own choice: what a slice's track, name or arrow
-//! already states is left out.
+//! (one track's slices, BEGIN/END in time order, arrows as flow ids), then a side sequence with NVTX marks and
+//! the counters (device memory in use, unified memory migration rates, counter samples). Args are Perfetto's own
+//! choice: what a slice's track, name or arrow already states is left out.
 
 mod encoder;
 

@@ -1,7 +1,7 @@
 //! The tracks of a timeline: host processes and their threads, GPUs with their contexts and streams, a
 //! synchronization track per context, CUPTI overhead, device memory counters, the recording-health track, and
-//! overflow lanes. Each track knows its place in the hierarchy (Perfetto) and its Chrome JSON row (Kineto's
-//! pid/tid conventions).
+//! overflow lanes (the unified memory tracks are made in `um`). Each track knows its place in the hierarchy
+//! (Perfetto) and its Chrome JSON row (Kineto's pid/tid conventions).
 
 use cutr_model::{ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;

@@ -121,6 +121,9 @@ pub(crate) fn running_kernels(trace: &Trace) -> Vec<u32> {
     trace.um.par_iter().map(|e| running.of_um(e).map_or(u32::MAX, |k| k as u32)).collect()
 }
 
+/// The series of a migration rate counter: (file, device, kind of migration).
+type RateKey = (ProcId, u32, UmKind);
+
 /// The step counters: device memory in use of every GPU with allocation records (on the memory tracks made
 /// from them), then each GPU's migration rates, their tracks made here.
 pub(crate) fn step_counters(
@@ -136,8 +139,8 @@ pub(crate) fn step_counters(
             Some(StepCounter { track, json_name: "device memory in use", json_series: "bytes", points })
         })
         .collect();
-    let mut by_series: Vec<((ProcId, u32, UmKind), Vec<&UmEvent>)> = Vec::new();
-    let mut index: HashMap<(ProcId, u32, UmKind), usize> = HashMap::default();
+    let mut by_series: Vec<(RateKey, Vec<&UmEvent>)> = Vec::new();
+    let mut index: HashMap<RateKey, usize> = HashMap::default();
     for e in trace.um.iter().filter(|e| e.kind.is_migration()) {
         let Some(device) = e.device() else { continue };
         let key = (e.proc, device, e.kind);
@@ -161,17 +164,20 @@ pub(crate) fn step_counters(
 
 /// The rate of migrations (bytes/s) over time: each migration's bytes spread over its own duration and the
 /// concurrent ones added, so that the integral of the steps is the bytes moved. A migration CUPTI timed at 0 ns
-/// is drawn over 1 ns (its bytes must show somewhere). Back to exactly 0 wherever none is running.
+/// is drawn over 1 ns (its bytes must show somewhere). Back to exactly 0 wherever none is running. Every edge
+/// adds or removes one migration's rate, each end after its start: nothing is lost, whatever the values.
 pub(crate) fn migration_rate(events: &[&UmEvent]) -> Vec<(u64, f64)> {
     // (time, starts (true) or ends, rate); ends sort before starts at one time.
     let mut edges: Vec<(u64, bool, f64)> = Vec::with_capacity(events.len() * 2);
     for e in events {
         let duration = e.duration().max(1);
         let rate = e.value as f64 * 1e9 / duration as f64;
-        edges.push((e.start, true, rate));
-        edges.push((e.start + duration, false, rate));
+        // At the very end of time (a hostile timestamp), drawn ending there rather than not at all.
+        let end = e.start.saturating_add(duration);
+        edges.push((end - duration, true, rate));
+        edges.push((end, false, rate));
     }
-    edges.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    edges.sort_by_key(|&(ts, starts, _)| (ts, starts));
     let mut points: Vec<(u64, f64)> = Vec::new();
     let (mut running, mut rate) = (0usize, 0.0f64);
     for (i, &(ts, starts, r)) in edges.iter().enumerate() {
@@ -243,5 +249,13 @@ mod tests {
         let bytes = 4096.0 + 8192.0 + 65536.0 + (1 << 20) as f64;
         assert!((integral(&points) - bytes).abs() < 1e-9 * bytes, "{} vs {bytes}", integral(&points));
         assert!(migration_rate(&[]).is_empty());
+    }
+
+    #[test]
+    fn hostile_values_and_times_draw_without_a_panic() {
+        // 2^64 - 1 bytes at the last nanosecond of time, in no time: drawn over the last nanosecond.
+        let last = migration(u64::MAX, u64::MAX, u64::MAX);
+        let points = migration_rate(&[&last]);
+        assert_eq!(points, vec![(u64::MAX - 1, u64::MAX as f64 * 1e9), (u64::MAX, 0.0)]);
     }
 }
