@@ -1,7 +1,7 @@
 //! Unified memory in both viewers, read back by Perfetto's trace processor: a generated recording (the synthetic
 //! training loop plus raw `CUpti_ActivityUnifiedMemoryCounter3` records of every kind on two GPUs) converts to
-//! UM slices whose count and bytes are the model's, rate counters whose integral is the bytes migrated, and a
-//! device memory in use counter whose peak is `memory_in_use`'s.
+//! UM slices whose count and bytes are the model's, rate counters whose integral is the bytes migrated (the fault
+//! groups), and a device memory in use counter whose peak is `memory_in_use`'s.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -135,11 +135,12 @@ fn model_totals(t: &Trace) -> BTreeMap<String, (i64, i64)> {
     m
 }
 
-/// Bytes migrated per (GPU, rate counter name), from the model.
+/// Bytes migrated and GPU page fault groups per (GPU, rate counter name), from the model.
 fn migrated(t: &Trace) -> BTreeMap<(i64, String), f64> {
+    use cutr_viewer_export::timeline::{rate_unit, um_slice_name};
     let mut m: BTreeMap<(i64, String), f64> = BTreeMap::new();
-    for e in t.um.iter().filter(|e| e.kind.is_migration()) {
-        let name = format!("{} bytes/s", cutr_viewer_export::timeline::um_slice_name(e.kind));
+    for e in t.um.iter().filter(|e| e.kind.is_migration() || e.kind == UmKind::GpuPageFault) {
+        let name = format!("{} {}", um_slice_name(e.kind), rate_unit(e.kind));
         *m.entry((e.device().unwrap() as i64, name)).or_default() += e.value as f64;
     }
     m
@@ -266,18 +267,18 @@ fn perfetto_trace_processor_reads_unified_memory_with_the_models_totals() {
     };
     let got = integrals(&r[2]);
     let mut checked = 0;
-    for c in tl.step_counters.iter().filter(|c| c.json_series == "bytes/s") {
+    for c in tl.step_counters.iter().filter(|c| c.json_name.starts_with("UM ")) {
         let track = &tl.tracks[c.track as usize];
-        let key = (track.json_pid, format!("{} bytes/s", c.json_name));
+        let key = (track.json_pid, format!("{} {}", c.json_name, c.json_series));
         let at_v20: f64 = c.points.windows(2).map(|w| w[0].1 * (v20(w[1].0) - v20(w[0].0)) as f64).sum::<f64>() / 1e9;
         assert!((got[&key] - at_v20).abs() <= 1e-9 * at_v20, "{key:?}: {} vs {at_v20}", got[&key]);
         assert!((at_v20 - want[&key]).abs() <= 1e-4 * want[&key], "{key:?}: {at_v20} vs {}", want[&key]);
         checked += 1;
     }
-    assert_eq!(checked, 4, "HtoD and DtoH on two GPUs");
-    // GPU 0 and 1: HtoD 559,693,824 + 301,735,936 B, DtoH 275,202,048 + 140,201,984 B.
+    assert_eq!(checked, 6, "HtoD, DtoH and GPU page faults on two GPUs");
+    // GPU 0 then 1: DtoH bytes, GPU page fault groups, HtoD bytes.
     let per_gpu: Vec<f64> = want.values().copied().collect();
-    assert_eq!(per_gpu, [275_202_048.0, 559_693_824.0, 140_201_984.0, 301_735_936.0]);
+    assert_eq!(per_gpu, [275_202_048.0, 1172.0, 559_693_824.0, 140_201_984.0, 598.0, 301_735_936.0]);
     assert_eq!((int(&r[3]) as usize, r[3][0][1].as_f64().unwrap()), (memory[0].points.len(), peak));
     assert_eq!(int(&r[4]), with_kernel);
     assert_eq!(int(&r[5]), 0);

@@ -133,6 +133,13 @@ fn unified_memory_tracks_lanes_and_counters() {
                 "bytes/s",
                 vec![(1000, 40_960_000_000.0), (1050, 122_880_000_000.0), (1100, 81_920_000_000.0), (1150, 0.0)]
             ),
+            // 3 fault groups over 200 ns.
+            (
+                "UM GPU page fault groups/s".into(),
+                "UM GPU page fault",
+                "groups/s",
+                vec![(1000, 15_000_000.0), (1200, 0.0)]
+            ),
             // 65536 B over 400 ns.
             ("UM DtoH bytes/s".into(), "UM DtoH", "bytes/s", vec![(6000, 163_840_000_000.0), (6400, 0.0)]),
         ]
@@ -211,13 +218,15 @@ fn chrome_json_has_every_unified_memory_event_with_its_args() {
     };
     assert_eq!(counters("UM HtoD"), [(1.0, 4.096e10), (1.05, 1.2288e11), (1.1, 8.192e10), (1.15, 0.0)]);
     assert_eq!(counters("UM DtoH"), [(6.0, 1.6384e11), (6.4, 0.0)]);
+    assert_eq!(counters("UM GPU page fault"), [(1.0, 1.5e7), (1.2, 0.0)]);
     assert_eq!(counters("device memory in use"), [(0.5, 1048576.0), (8.0, 0.0)]);
     let series: Vec<&str> = events
         .iter()
         .filter(|e| e["ph"] == "C")
         .map(|e| e["args"].as_object().unwrap().keys().next().unwrap().as_str())
         .collect();
-    assert_eq!(series, ["bytes", "bytes", "bytes/s", "bytes/s", "bytes/s", "bytes/s", "bytes/s", "bytes/s"]);
+    let rates = ["bytes/s"; 4].into_iter().chain(["groups/s"; 2]).chain(["bytes/s"; 2]);
+    assert_eq!(series, ["bytes", "bytes"].into_iter().chain(rates).collect::<Vec<_>>());
 
     // The rows are named.
     let mut rows: Vec<(i64, i64, String)> = events

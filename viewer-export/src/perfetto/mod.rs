@@ -67,7 +67,9 @@ fn descriptors(tl: &Timeline) -> Vec<TrackDescriptor> {
                 TrackRole::Gpu { .. } => TrackKind::Process { pid: t.pid, name: t.name.clone() },
                 TrackRole::Thread { pid, tid, .. } => TrackKind::Thread { pid: *pid, tid: *tid, name: t.name.clone() },
                 TrackRole::Memory { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: "bytes".into() },
-                TrackRole::UmRate { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: "bytes/s".into() },
+                TrackRole::UmRate { kind, .. } => {
+                    TrackKind::Counter { name: t.name.clone(), unit_name: crate::timeline::rate_unit(*kind).into() }
+                }
                 TrackRole::Counter { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: String::new() },
                 _ => TrackKind::Custom { name: t.name.clone() },
             },

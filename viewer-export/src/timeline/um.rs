@@ -1,6 +1,7 @@
 //! Unified memory and device memory on the timeline: a "Unified memory" track per GPU (migrations, page faults,
 //! throttling, remote maps), a "Unified memory (CPU)" track per process (CPU page faults, thrashing), and the step
-//! counters both writers draw the same way: the rate of each kind of migration per GPU, and device memory in use.
+//! counters both writers draw the same way: the rate of each kind of migration and of GPU page faults per GPU, and
+//! device memory in use.
 
 use cutr_model::memory::memory_in_use;
 use cutr_model::rows::{UmEvent, UmKind};
@@ -66,14 +67,14 @@ impl TrackMaker<'_> {
         })
     }
 
-    /// The counter track of a GPU's migration rate of one kind (`UM HtoD bytes/s`).
+    /// The counter track of a GPU's rate of one kind of event (`UM HtoD bytes/s`).
     fn um_rate(&mut self, proc: ProcId, device: u32, kind: UmKind) -> u32 {
         let (gpu, json_pid) = self.gpu_and_json_pid(proc, device);
         let role = TrackRole::UmRate { proc, device, kind };
         self.set.get(role.clone(), |_| Track {
             role,
             parent: Some(gpu),
-            name: format!("{} bytes/s", um_slice_name(kind)),
+            name: format!("{} {}", um_slice_name(kind), rate_unit(kind)),
             json_pid,
             json_tid: 0,
             pid: 0,
@@ -94,6 +95,18 @@ pub fn um_slice_name(kind: UmKind) -> &'static str {
         UmKind::Throttling => "UM throttling",
         UmKind::RemoteMap => "UM remote map",
     }
+}
+
+/// The unit of a rate counter of unified memory events of a kind: migrations move bytes, GPU page faults come in
+/// fault groups.
+pub fn rate_unit(kind: UmKind) -> &'static str {
+    if kind.is_migration() { "bytes/s" } else { "groups/s" }
+}
+
+/// Whether a kind of unified memory event has a rate counter: the migrations and GPU page faults (the kinds with
+/// a duration to spread their value over, and a value that adds up).
+fn has_rate(kind: UmKind) -> bool {
+    kind.is_migration() || kind == UmKind::GpuPageFault
 }
 
 /// The track of every unified memory event (in `Trace::um` order): its GPU's track, or its process's for the
@@ -125,7 +138,7 @@ pub(crate) fn running_kernels(trace: &Trace) -> Vec<u32> {
 type RateKey = (ProcId, u32, UmKind);
 
 /// The step counters: device memory in use of every GPU with allocation records (on the memory tracks made
-/// from them), then each GPU's migration rates, their tracks made here.
+/// from them), then each GPU's migration and page fault rates, their tracks made here.
 pub(crate) fn step_counters(
     maker: &mut TrackMaker<'_>,
     trace: &Trace,
@@ -141,7 +154,7 @@ pub(crate) fn step_counters(
         .collect();
     let mut by_series: Vec<(RateKey, Vec<&UmEvent>)> = Vec::new();
     let mut index: HashMap<RateKey, usize> = HashMap::default();
-    for e in trace.um.iter().filter(|e| e.kind.is_migration()) {
+    for e in trace.um.iter().filter(|e| has_rate(e.kind)) {
         let Some(device) = e.device() else { continue };
         let key = (e.proc, device, e.kind);
         let i = *index.entry(key).or_insert_with(|| {
@@ -155,18 +168,18 @@ pub(crate) fn step_counters(
         out.push(StepCounter {
             track,
             json_name: um_slice_name(kind),
-            json_series: "bytes/s",
-            points: migration_rate(&events),
+            json_series: rate_unit(kind),
+            points: rate_over_time(&events),
         });
     }
     out
 }
 
-/// The rate of migrations (bytes/s) over time: each migration's bytes spread over its own duration and the
-/// concurrent ones added, so that the integral of the steps is the bytes moved. A migration CUPTI timed at 0 ns
-/// is drawn over 1 ns (its bytes must show somewhere). Back to exactly 0 wherever none is running. Every edge
+/// The rate of migrations (bytes/s) or GPU page faults (fault groups/s) over time: each event's value spread over
+/// its own duration and the concurrent ones added, so that the integral of the steps is the bytes moved (fault
+/// groups). An event CUPTI timed at 0 ns is drawn over 1 ns (its value must show somewhere). Back to exactly 0 wherever none is running. Every edge
 /// adds or removes one migration's rate, each end after its start: nothing is lost, whatever the values.
-pub(crate) fn migration_rate(events: &[&UmEvent]) -> Vec<(u64, f64)> {
+pub(crate) fn rate_over_time(events: &[&UmEvent]) -> Vec<(u64, f64)> {
     // (time, starts (true) or ends, rate); ends sort before starts at one time.
     let mut edges: Vec<(u64, bool, f64)> = Vec::with_capacity(events.len() * 2);
     for e in events {
@@ -232,7 +245,7 @@ mod tests {
         let ms = [migration(100, 200, 4096), migration(150, 250, 8192), migration(250, 250, 65536)];
         let far = migration(1000, 3000, 1 << 20);
         let refs: Vec<&UmEvent> = ms.iter().chain([&far]).collect();
-        let points = migration_rate(&refs);
+        let points = rate_over_time(&refs);
         // Every rate here is a whole number of bytes/s, exact in a double.
         assert_eq!(
             points,
@@ -248,14 +261,14 @@ mod tests {
         );
         let bytes = 4096.0 + 8192.0 + 65536.0 + (1 << 20) as f64;
         assert!((integral(&points) - bytes).abs() < 1e-9 * bytes, "{} vs {bytes}", integral(&points));
-        assert!(migration_rate(&[]).is_empty());
+        assert!(rate_over_time(&[]).is_empty());
     }
 
     #[test]
     fn hostile_values_and_times_draw_without_a_panic() {
         // 2^64 - 1 bytes at the last nanosecond of time, in no time: drawn over the last nanosecond.
         let last = migration(u64::MAX, u64::MAX, u64::MAX);
-        let points = migration_rate(&[&last]);
+        let points = rate_over_time(&[&last]);
         assert_eq!(points, vec![(u64::MAX - 1, u64::MAX as f64 * 1e9), (u64::MAX, 0.0)]);
     }
 }
