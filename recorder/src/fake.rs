@@ -51,6 +51,10 @@ struct State {
     pc_calls: Mutex<Vec<String>>,
     /// Contexts with PC sampling enabled.
     pc_sampling: Mutex<Vec<usize>>,
+    /// Unified memory counter kinds `cuptiActivityConfigureUnifiedMemoryCounter` refuses (the whole call fails
+    /// when it holds one, as CUPTI's does), and every configuration it accepted, in order.
+    refuse_um: Mutex<Vec<u32>>,
+    um_configured: Mutex<Vec<Vec<u32>>>,
 }
 
 /// The CUPTI the recorder talks to in tests.
@@ -101,6 +105,16 @@ impl FakeHandle {
     /// Makes `cuptiActivityEnable` fail for `kind`.
     pub fn refuse_kind(&self, kind: u32) {
         self.state.refuse_kinds.lock().unwrap().push(kind);
+    }
+
+    /// Makes `cuptiActivityConfigureUnifiedMemoryCounter` fail for a call that holds `counter_kind`.
+    pub fn refuse_um_counter(&self, counter_kind: u32) {
+        self.state.refuse_um.lock().unwrap().push(counter_kind);
+    }
+
+    /// Every unified memory counter configuration the recorder made and CUPTI accepted, in order.
+    pub fn um_configured(&self) -> Vec<Vec<u32>> {
+        self.state.um_configured.lock().unwrap().clone()
     }
 
     pub fn enabled(&self) -> Vec<u32> {
@@ -290,7 +304,12 @@ impl Cupti for FakeCupti {
     fn enable(&self, kind: u32) -> Result<(), CuptiError> {
         // As CUPTI: no kernel records on a context with PC sampling enabled (the session enables the kinds first).
         let kernel = kind == cutr_schema::kinds::KERNEL || kind == cutr_schema::kinds::CONCURRENT_KERNEL;
-        if self.state.refuse_kinds.lock().unwrap().contains(&kind)
+        // CUPTI enables unified memory without configured counters and then records nothing; the fake refuses,
+        // so that a test sees the order.
+        let um_unconfigured =
+            kind == cutr_schema::kinds::UNIFIED_MEMORY_COUNTER && self.state.um_configured.lock().unwrap().is_empty();
+        if um_unconfigured
+            || self.state.refuse_kinds.lock().unwrap().contains(&kind)
             || (kernel && !self.state.pc_sampling.lock().unwrap().is_empty())
         {
             return Err(CuptiError {
@@ -362,6 +381,19 @@ impl Cupti for FakeCupti {
         if !enable {
             self.state.disabled_api.lock().unwrap().push((domain, cbid));
         }
+        Ok(())
+    }
+
+    fn configure_um_counters(&self, counter_kinds: &[u32]) -> Result<(), CuptiError> {
+        let refused = self.state.refuse_um.lock().unwrap();
+        if counter_kinds.iter().any(|k| refused.contains(k)) {
+            return Err(CuptiError {
+                call: "cuptiActivityConfigureUnifiedMemoryCounter",
+                code: 29,
+                name: "CUPTI_ERROR_UM_PROFILING_NOT_SUPPORTED_ON_DEVICE".into(),
+            });
+        }
+        self.state.um_configured.lock().unwrap().push(counter_kinds.to_vec());
         Ok(())
     }
 

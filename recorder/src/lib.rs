@@ -17,10 +17,12 @@ pub mod exit;
 pub mod fake;
 pub mod ffi;
 pub mod inject;
+mod mappings;
 pub mod pc_sampling;
 pub mod pool;
 mod session;
 mod threads;
+pub mod unified_memory;
 pub mod units;
 
 use std::path::Path;

@@ -41,6 +41,11 @@ pub const KIND_GROUPS: &[(&str, &[u32], &str)] = &[
     ("context", &[kinds::CONTEXT], "contexts"),
     ("stream", &[kinds::STREAM], "streams"),
     ("jit", &[kinds::JIT], "JIT compilation and cache"),
+    (
+        "um",
+        &[kinds::UNIFIED_MEMORY_COUNTER],
+        "unified memory migrations, page faults, thrashing (as --um; not in default)",
+    ),
 ];
 
 /// What the recorder enables unless told otherwise: PyTorch profiler's set (kernels, runtime and driver API,
@@ -120,6 +125,15 @@ impl Config {
         }
         c.validate()?;
         Ok(c)
+    }
+
+    /// The activity kinds to enable: `kinds`, and unified memory's with `um`.
+    pub fn activity_kinds(&self) -> Vec<u32> {
+        let mut k = self.kinds.clone();
+        if self.um && !k.contains(&kinds::UNIFIED_MEMORY_COUNTER) {
+            k.push(kinds::UNIFIED_MEMORY_COUNTER);
+        }
+        k
     }
 
     /// The variables that give this configuration to an injected library.

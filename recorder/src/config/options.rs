@@ -185,6 +185,20 @@ options! {
         )
         .flag(Flag::value("kinds", "LIST").default("default")),
     ],
+    /// Record unified memory too (the `um` kinds group): migrations, CPU and GPU page faults, thrashing.
+    um: bool = false => [
+        Opt::new(
+            "CUTR_UM",
+            "Record unified memory: migrations (bytes, direction, cause), CPU and GPU page faults, thrashing, \
+             throttling, remote maps (the `um` kinds group). Off by default: MEASURED_UM_COST",
+            |c, v| {
+                c.um = on(v);
+                Ok(())
+            },
+            |c| bit(c.um),
+        )
+        .flag(Flag::switch("um", "1")),
+    ],
     /// Size of each activity buffer handed to CUPTI.
     buffer_bytes: usize = 4 << 20 => [
         Opt::new(

@@ -57,6 +57,7 @@ fn all_changed() -> Config {
     Config {
         output: "run-%h.cutr".into(),
         kinds: vec![kinds::CONCURRENT_KERNEL, kinds::RUNTIME],
+        um: true,
         buffer_bytes: 8 << 20,
         memory_cap_bytes: 64 << 20,
         initial_buffers: 2,
@@ -128,6 +129,7 @@ fn every_field_has_a_variable_and_is_changed_by_the_round_trip() {
     let fields = fields!(
         output,
         kinds,
+        um,
         buffer_bytes,
         memory_cap_bytes,
         initial_buffers,
@@ -166,6 +168,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
         [
             "output=cutr-%p.cutr".to_string(),
             format!("kinds={kinds}"),
+            "um=0".into(),
             "buffer_size=4194304".into(),
             "memory_cap=268435456".into(),
             "initial_buffers=4".into(),
@@ -190,6 +193,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
         [
             "output=run-%h.cutr",
             "kinds=10,5",
+            "um=1",
             "buffer_size=8388608",
             "memory_cap=67108864",
             "initial_buffers=2",
@@ -268,5 +272,5 @@ fn the_table_is_consistent() {
             assert!(matches!(longs[r].1.flag.unwrap().takes, Takes::Switch(_)), "--{} implies --{r}", f.long);
         }
     }
-    assert_eq!((OPTIONS.len(), longs.len()), (30, 27));
+    assert_eq!((OPTIONS.len(), longs.len()), (31, 28));
 }

@@ -66,6 +66,10 @@ pub trait Cupti: Send + Sync {
     fn callback_name(&self, domain: u32, cbid: u32) -> Option<String>;
     /// Turns activity records of one runtime (domain 2) or driver (domain 1) API function on or off.
     fn enable_api_record(&self, domain: u32, cbid: u32, enable: bool) -> Result<(), CuptiError>;
+    /// `cuptiActivityConfigureUnifiedMemoryCounter`: turns on the given unified memory counter kinds
+    /// (`CUpti_ActivityUnifiedMemoryCounterKind`) for every device of the process, before the
+    /// UNIFIED_MEMORY_COUNTER activity kind is enabled.
+    fn configure_um_counters(&self, counter_kinds: &[u32]) -> Result<(), CuptiError>;
     /// Where this CUPTI comes from, for messages and metadata.
     fn origin(&self) -> String;
     /// The library file, for the parts of the recorder that resolve more of its functions (PM sampling).
@@ -86,6 +90,19 @@ type FnTimestamp = unsafe extern "C" fn(*mut u64) -> u32;
 type FnSetAttr = unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> u32;
 type FnCbName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> u32;
 type FnEnableApi = unsafe extern "C" fn(u32, u8) -> u32;
+/// `CUpti_ActivityUnifiedMemoryCounterConfig`, with its enums as the 32-bit integers they are in C.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UmCounterConfig {
+    /// `CUpti_ActivityUnifiedMemoryCounterScope` (deprecated since CUDA 7.0: the counters cover every device).
+    scope: u32,
+    kind: u32,
+    device_id: u32,
+    enable: u32,
+}
+/// `CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_ALL_DEVICES`.
+const UM_SCOPE_ALL_DEVICES: u32 = 2;
+type FnConfigureUm = unsafe extern "C" fn(*mut UmCounterConfig, u32) -> u32;
 /// `cuptiGetResultString`.
 pub(crate) type FnResultString = unsafe extern "C" fn(u32, *mut *const c_char) -> u32;
 
@@ -124,6 +141,7 @@ pub struct LibCupti {
     subscribe: FnSubscribe,
     enable_callback: FnEnableCallback,
     unsubscribe: FnUnsubscribe,
+    configure_um: FnConfigureUm,
 }
 
 /// The dynamic loader's own words (libloading's message is only "dlopen failed"; the cause is its source).
@@ -210,6 +228,7 @@ impl LibCupti {
             subscribe: sym!("cuptiSubscribe"),
             enable_callback: sym!("cuptiEnableCallback"),
             unsubscribe: sym!("cuptiUnsubscribe"),
+            configure_um: sym!("cuptiActivityConfigureUnifiedMemoryCounter"),
         };
         Ok(c)
     }
@@ -314,6 +333,18 @@ impl Cupti for LibCupti {
         let f = if domain == 1 { self.enable_driver } else { self.enable_runtime };
         // SAFETY: plain value arguments.
         self.check("cuptiActivityEnable{Runtime,Driver}Api", unsafe { f(cbid, enable as u8) })
+    }
+
+    fn configure_um_counters(&self, counter_kinds: &[u32]) -> Result<(), CuptiError> {
+        let mut configs: Vec<UmCounterConfig> = counter_kinds
+            .iter()
+            .map(|&kind| UmCounterConfig { scope: UM_SCOPE_ALL_DEVICES, kind, device_id: 0, enable: 1 })
+            .collect();
+        // SAFETY: `configs` holds `len` structs laid out as CUpti_ActivityUnifiedMemoryCounterConfig; CUPTI only
+        // reads them during the call.
+        self.check("cuptiActivityConfigureUnifiedMemoryCounter", unsafe {
+            (self.configure_um)(configs.as_mut_ptr(), configs.len() as u32)
+        })
     }
 
     fn origin(&self) -> String {

@@ -117,6 +117,8 @@ pub(crate) struct Session {
     start_marked: AtomicBool,
     /// Serializes control requests (SIGUSR1, the socket, the API).
     control: Mutex<()>,
+    /// `--um` asked for, but CUPTI accepted no unified memory counter: the kind is left off.
+    um_refused: AtomicBool,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -239,6 +241,7 @@ fn start_subscribed(
         started,
         start_marked: AtomicBool::new(false),
         control: Mutex::new(()),
+        um_refused: AtomicBool::new(false),
     }));
 
     let cfg = &session.config;
@@ -301,6 +304,12 @@ impl Session {
         let _ = cupti.set_thread_id_type_system();
         CURRENT.store(self as *const Session as *mut Session, Ordering::Release);
         cupti.register_callbacks(on_request, on_complete).map_err(RecorderError::Cupti)?;
+        // CUPTI records unified memory only for the counters configured before the kind is first enabled.
+        if cfg.activity_kinds().contains(&cutr_schema::kinds::UNIFIED_MEMORY_COUNTER)
+            && crate::unified_memory::configure(cupti, &mut |n| self.note(n)).is_empty()
+        {
+            self.um_refused.store(true, Ordering::Relaxed);
+        }
         if cfg.filter_noisy_api {
             let mut quiet = self.quiet_api.lock().unwrap();
             for (domain, names) in [(2u32, NOISY_RUNTIME), (1u32, NOISY_DRIVER)] {
@@ -316,8 +325,9 @@ impl Session {
 
     fn enable_kinds(&self) -> Result<(), RecorderError> {
         let mut enabled = self.enabled.lock().unwrap();
-        for &k in &self.config.kinds {
-            if enabled.contains(&k) {
+        let um_refused = self.um_refused.load(Ordering::Relaxed);
+        for k in self.config.activity_kinds() {
+            if enabled.contains(&k) || (um_refused && k == cutr_schema::kinds::UNIFIED_MEMORY_COUNTER) {
                 continue;
             }
             match self.cupti.enable(k) {
@@ -515,8 +525,13 @@ impl Session {
         self.disable_kinds();
         self.subscriber.unsubscribe();
         let devices = driver::devices();
+        // Host code addresses in the records (CPU page faults) are named offline from these.
+        let mappings = crate::mappings::executable_mappings().unwrap_or_else(|e| {
+            self.note(format!("host code addresses cannot be named offline: {e}"));
+            Vec::new()
+        });
         let (reply_tx, reply_rx) = mpsc::channel();
-        let _ = self.tx.send(Msg::Finish { devices, reply: reply_tx });
+        let _ = self.tx.send(Msg::Finish { devices, mappings, reply: reply_tx });
         let summary = reply_rx.recv_timeout(timeout).ok();
         self.finished.store(true, Ordering::Release);
         if let Some(s) = &summary {

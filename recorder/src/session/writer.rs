@@ -43,6 +43,7 @@ pub(super) enum Msg {
     Tick,
     Finish {
         devices: Vec<cutr_format::Device>,
+        mappings: Vec<cutr_format::Mapping>,
         reply: mpsc::Sender<Summary>,
     },
 }
@@ -211,15 +212,16 @@ pub(super) fn writer_loop(
                 tick(s, &mut st);
                 None
             }
-            Msg::Finish { devices, reply } => Some((devices, reply)),
+            Msg::Finish { devices, mappings, reply } => Some((devices, mappings, reply)),
         }));
         match r {
-            Ok(Some((devices, reply))) => {
+            Ok(Some((devices, mappings, reply))) => {
                 // Buffers CUPTI completed before the finish request.
                 while let Ok(Msg::Buffer { ptr, valid }) = rx.try_recv() {
                     write_buffer(s, &mut st, ptr, valid);
                 }
                 meta.devices = devices;
+                meta.mappings = mappings;
                 let summary = close(s, st, &meta);
                 let _ = reply.send(summary);
                 return;
@@ -342,6 +344,7 @@ fn dump_ring(s: &Session, st: &mut WriterState) -> Result<PathBuf, String> {
         let mut w = Writer::create(&path, WriterOptions { zstd_level: s.config.zstd_level, ..Default::default() })?;
         let mut meta = st.meta.clone();
         meta.devices = driver::devices();
+        meta.mappings = crate::mappings::executable_mappings().unwrap_or_default();
         w.write_metadata(&meta)?;
         ring.replay(&mut w)?;
         if let Some(c) = clock_sample(s.cupti) {
