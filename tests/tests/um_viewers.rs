@@ -191,6 +191,18 @@ fn queries(arg: &str, memory_track: &str, device_of_process: &str) -> Vec<String
     ]
 }
 
+/// What the model says the viewers must show.
+struct Expected {
+    /// Per UM slice name: (count, bytes).
+    totals: BTreeMap<String, (i64, i64)>,
+    /// Per (GPU, rate counter): the bytes (fault groups) its integral must give.
+    integrals: BTreeMap<(i64, String), f64>,
+    /// UM events that began while a kernel ran on their GPU (a `kernel` arg each).
+    with_kernel: i64,
+    /// Points and peak of device memory in use.
+    memory: (usize, f64),
+}
+
 #[test]
 fn perfetto_trace_processor_reads_unified_memory_with_the_models_totals() {
     let dir = tempfile::tempdir().unwrap();
@@ -211,54 +223,89 @@ fn perfetto_trace_processor_reads_unified_memory_with_the_models_totals() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     assert_eq!(totals, per_kind);
+    let integrals = migrated(&t);
+    // GPU 0 then 1: DtoH bytes, GPU page fault groups, HtoD bytes.
+    let per_gpu: Vec<f64> = integrals.values().copied().collect();
+    assert_eq!(per_gpu, [275_202_048.0, 1172.0, 559_693_824.0, 140_201_984.0, 598.0, 301_735_936.0]);
     let running = RunningKernels::new(&t);
     let with_kernel = t.um.iter().filter(|e| running.of_um(e).is_some()).count() as i64;
+    assert_eq!(with_kernel, 714, "events that began during a kernel on their GPU");
     let memory = memory_in_use(&t);
     assert_eq!(memory.len(), 1);
-    let peak = memory[0].peak_bytes as f64;
-    assert_eq!(peak, (592u64 << 20) as f64, "the loop's 512 + 64 + 16 MiB");
-
-    let pf = dir.path().join("um.pftrace");
-    export(&t, &pf, &ExportOptions::default()).unwrap();
-    // GPU processes are named "GPU n: ..." (or "GPU n" without metadata).
-    let device = "cast(substr(pname, 5, 1) as int)";
-    let q = queries("debug.", "device memory in use (bytes)", device);
-    let r = trace_processor(&pf, &q.iter().map(String::as_str).collect::<Vec<_>>());
-    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
-    assert_eq!(rows_to_totals(&r[1]), totals);
-    let want = migrated(&t);
-    let got = integrals(&r[2]);
-    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>());
-    for (k, bytes) in &want {
-        // Exact up to double rounding: each rate is bytes / duration, summed and multiplied back.
-        assert!((got[k] - bytes).abs() <= 1e-9 * bytes, "{k:?}: integral {} of {bytes} bytes", got[k]);
-    }
-    assert_eq!((int(&r[3]) as usize, r[3][0][1].as_f64().unwrap()), (memory[0].points.len(), peak));
-    assert_eq!(int(&r[4]), with_kernel);
-    assert_eq!(with_kernel, 714, "events that began during a kernel on their GPU");
-    assert_eq!(int(&r[5]), 0);
-    assert_eq!(int(&r[6]), 0);
-    // Exact for this generator: each GPU's track with its lanes, and the process's.
+    assert_eq!(memory[0].peak_bytes, 592 << 20, "the loop's 512 + 64 + 16 MiB");
+    let want =
+        Expected { totals, integrals, with_kernel, memory: (memory[0].points.len(), memory[0].peak_bytes as f64) };
     let tl = Timeline::build(&t, 2_000);
+    // Exact for this generator: each GPU's track with its lanes, and the process's.
     let um_tracks = (0..tl.tracks.len() as u32)
         .filter(|&i| {
             let base = &tl.tracks[cutr_viewer_export::timeline::base_track(&tl.tracks, i) as usize];
             matches!(base.role, TrackRole::UnifiedMemory { .. } | TrackRole::UnifiedMemoryHost { .. })
         })
         .count();
-    assert_eq!((int(&r[7]) as usize, um_tracks), (8, 8));
+    assert_eq!(um_tracks, 8);
+    protobuf_shows(&t, &tl, &want, dir.path());
+    chrome_json_shows(&t, &tl, &want, dir.path());
+}
 
-    // Chrome JSON: the same slices and bytes; counter tracks named "<name> <series>"; timestamps in us with
-    // 3 decimals, which Perfetto v20's importer turns to ns as int64(us * 1000.0), truncating: the integral
-    // checked is that of our points at those truncated times, which is within 1e-4 of the bytes moved.
-    let json = dir.path().join("um.json");
-    export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+/// The protobuf read back: every query of [`queries`] as the model says, integrals within 1e-9 (double
+/// rounding: each rate is bytes / duration, summed and multiplied back), and every arg of one migration.
+fn protobuf_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
+    let pf = dir.join("um.pftrace");
+    export(t, &pf, &ExportOptions::default()).unwrap();
+    // GPU processes are named "GPU n: ..." (or "GPU n" without metadata).
+    let device = "cast(substr(pname, 5, 1) as int)";
+    let q = queries("debug.", "device memory in use (bytes)", device);
+    let r = trace_processor(&pf, &q.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
+    assert_eq!(rows_to_totals(&r[1]), want.totals);
+    let got = integrals(&r[2]);
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.integrals.keys().collect::<Vec<_>>());
+    for (k, bytes) in &want.integrals {
+        assert!((got[k] - bytes).abs() <= 1e-9 * bytes, "{k:?}: integral {} of {bytes} bytes", got[k]);
+    }
+    assert_eq!((int(&r[3]) as usize, r[3][0][1].as_f64().unwrap()), want.memory);
+    assert_eq!(int(&r[4]), want.with_kernel);
+    assert_eq!((int(&r[5]), int(&r[6]), int(&r[7])), (0, 0, 8), "(negative durations, overlaps, UM tracks)");
+
+    // Every arg of the first migration to a GPU during a kernel, as the model has it (the track says the device).
+    let running = RunningKernels::new(t);
+    let (i, e) =
+        t.um.iter().enumerate().find(|(_, e)| e.kind == UmKind::BytesHtoD && running.of_um(e).is_some()).unwrap();
+    let args = trace_processor(
+        &pf,
+        &[&format!(
+            "select a.key, coalesce(a.string_value, a.int_value, a.real_value) \
+             from slice s join args a using (arg_set_id) where s.name = 'UM HtoD' and s.ts + {} = {} order by a.key",
+            cutr_viewer_export::chrome::base_time_ns(tl.span.0),
+            e.start
+        )],
+    );
+    let kernel = t.kernel_name(&t.kernels[running.of_um(e).unwrap()]);
+    let want_args = serde_json::json!([
+        ["debug.address", e.address],
+        ["debug.bytes", e.value],
+        ["debug.cause", cutr_model::describe::um_migration_cause(e.flags)],
+        ["debug.destination", format!("GPU {}", e.dst)],
+        ["debug.direction", "HtoD"],
+        ["debug.kernel", kernel],
+        ["debug.memory bandwidth (GB/s)", e.value as f64 / (e.end - e.start) as f64],
+        ["debug.source", "CPU"],
+    ]);
+    assert_eq!(serde_json::json!(args[0]), want_args, "UM event {i}");
+}
+
+/// The Chrome JSON read back: the same slices and bytes; counter tracks named "<name> <series>"; timestamps in us
+/// with 3 decimals, which Perfetto v20's importer turns to ns as int64(us * 1000.0), truncating: the integral
+/// checked is that of our points at those truncated times, itself within 1e-4 of the bytes moved.
+fn chrome_json_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
+    let json = dir.join("um.json");
+    export(t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
     // GPU rows' pid is the device (Kineto's convention).
-    let device = "ppid";
-    let q = queries("args.", "device memory in use bytes", device);
+    let q = queries("args.", "device memory in use bytes", "ppid");
     let r = trace_processor(&json, &q.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
-    assert_eq!(rows_to_totals(&r[1]), totals);
+    assert_eq!(rows_to_totals(&r[1]), want.totals);
     let base = cutr_viewer_export::chrome::base_time_ns(tl.span.0);
     let v20 = |ts: u64| {
         let rel = ts - base;
@@ -268,20 +315,15 @@ fn perfetto_trace_processor_reads_unified_memory_with_the_models_totals() {
     let got = integrals(&r[2]);
     let mut checked = 0;
     for c in tl.step_counters.iter().filter(|c| c.json_name.starts_with("UM ")) {
-        let track = &tl.tracks[c.track as usize];
-        let key = (track.json_pid, format!("{} {}", c.json_name, c.json_series));
+        let key = (tl.tracks[c.track as usize].json_pid, format!("{} {}", c.json_name, c.json_series));
         let at_v20: f64 = c.points.windows(2).map(|w| w[0].1 * (v20(w[1].0) - v20(w[0].0)) as f64).sum::<f64>() / 1e9;
         assert!((got[&key] - at_v20).abs() <= 1e-9 * at_v20, "{key:?}: {} vs {at_v20}", got[&key]);
-        assert!((at_v20 - want[&key]).abs() <= 1e-4 * want[&key], "{key:?}: {at_v20} vs {}", want[&key]);
+        let bytes = want.integrals[&key];
+        assert!((at_v20 - bytes).abs() <= 1e-4 * bytes, "{key:?}: {at_v20} vs {bytes}");
         checked += 1;
     }
-    assert_eq!(checked, 6, "HtoD, DtoH and GPU page faults on two GPUs");
-    // GPU 0 then 1: DtoH bytes, GPU page fault groups, HtoD bytes.
-    let per_gpu: Vec<f64> = want.values().copied().collect();
-    assert_eq!(per_gpu, [275_202_048.0, 1172.0, 559_693_824.0, 140_201_984.0, 598.0, 301_735_936.0]);
-    assert_eq!((int(&r[3]) as usize, r[3][0][1].as_f64().unwrap()), (memory[0].points.len(), peak));
-    assert_eq!(int(&r[4]), with_kernel);
-    assert_eq!(int(&r[5]), 0);
-    assert_eq!(int(&r[6]), 0);
-    assert_eq!(int(&r[7]), 8, "a Chrome row per track and lane");
+    assert_eq!((checked, got.len()), (6, 6), "HtoD, DtoH and GPU page faults on two GPUs");
+    assert_eq!((int(&r[3]) as usize, r[3][0][1].as_f64().unwrap()), want.memory);
+    assert_eq!(int(&r[4]), want.with_kernel);
+    assert_eq!((int(&r[5]), int(&r[6]), int(&r[7])), (0, 0, 8), "a Chrome row per track and lane");
 }
