@@ -327,3 +327,27 @@ fn chrome_json_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
     assert_eq!(int(&r[4]), want.with_kernel);
     assert_eq!((int(&r[5]), int(&r[6]), int(&r[7])), (0, 0, 8), "a Chrome row per track and lane");
 }
+
+/// HolisticTraceAnalysis reads a Chrome JSON with unified memory events as it reads the one without: the same GPU
+/// events, streams and kernel breakdown (UM events carry no `stream`, which is how HTA finds GPU work), and the
+/// UM events parsed besides.
+#[test]
+fn hta_sees_the_same_gpu_work_with_unified_memory_events_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, t) = recording(dir.path());
+    let mut without = t.clone();
+    without.um.clear();
+    let mut hta = Vec::new();
+    for (name, trace) in [("with", &t), ("without", &without)] {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        export(trace, &d.join("rank0.json"), &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
+        hta.push(cutr_tests::python_tool("hta_kernels.py", &[d.as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]));
+    }
+    // Every UM event parsed (2,000 slices), none of them GPU work: 1,583 GPU events in both.
+    assert_eq!((hta[0]["events_parsed"].as_u64(), hta[1]["events_parsed"].as_u64()), (Some(5_347), Some(3_347)));
+    assert_eq!(hta[0]["gpu_events"], 1_583);
+    for key in ["gpu_events", "gpu_events_linked", "streams", "kernels", "kernel_types", "other_kernels"] {
+        assert_eq!(hta[0][key], hta[1][key], "{key}");
+    }
+}
