@@ -89,11 +89,13 @@ impl CodecPlan {
             delta.extend(minus);
             delta.truncate(MAX_OPS);
             let end = r.fields.iter().find(|f| f.role == FieldRole::End && f.size == 8).map(|f| f.offset as usize);
+            // A record with a start and no end it can trust (unified memory) is timed by its start.
             let timestamp = r
                 .fields
                 .iter()
                 .find(|f| f.name == "timestamp" && f.size == 8 && f.role == FieldRole::Time)
-                .map(|f| f.offset as usize);
+                .map(|f| f.offset as usize)
+                .or(if end.is_none() { start.map(|s| s as usize) } else { None });
             let k = r.kind as usize;
             if by_kind.len() <= k {
                 by_kind.resize(k + 1, None);
@@ -806,6 +808,24 @@ mod tests {
         }
         let (enc, stats) = Encoder::new(1).encode(&buf, &p);
         assert_eq!(stats.inverted_timestamps, 2);
+        assert_eq!(decode(&enc, buf.len() as u64).unwrap().to_original(), buf);
+    }
+
+    /// A unified memory record's `end` is meaningless for CPU page faults (CUPTI leaves it 0 on an H100): no
+    /// inverted times counted, and the chunk is timed by the starts.
+    #[test]
+    fn unified_memory_is_timed_by_its_start() {
+        let p = plan();
+        let mut buf = Vec::new();
+        for (start, end) in [(1_000u64, 0u64), (2_000, 2_500), (1_500, 0)] {
+            let mut r = record(kinds::UNIFIED_MEMORY_COUNTER, 104, 0);
+            r[16..24].copy_from_slice(&start.to_le_bytes());
+            r[24..32].copy_from_slice(&end.to_le_bytes());
+            buf.extend(r);
+        }
+        let (enc, stats) = Encoder::new(1).encode(&buf, &p);
+        assert_eq!((stats.records, stats.inverted_timestamps, stats.zero_timestamps), (3, 0, 0));
+        assert_eq!((stats.t_min, stats.t_max), (1_000, 2_000));
         assert_eq!(decode(&enc, buf.len() as u64).unwrap().to_original(), buf);
     }
 

@@ -55,6 +55,11 @@ struct State {
     /// when it holds one, as CUPTI's does), and every configuration it accepted, in order.
     refuse_um: Mutex<Vec<u32>>,
     um_configured: Mutex<Vec<Vec<u32>>>,
+    /// CUDA is initializing (until a context is made): a unified memory configuration is accepted but has no
+    /// effect, and enabling the kind fails with CUPTI_ERROR_NOT_READY, as CUPTI does inside `cuInit`.
+    um_initializing: AtomicBool,
+    /// A configuration took effect.
+    um_effective: AtomicBool,
 }
 
 /// The CUPTI the recorder talks to in tests.
@@ -110,6 +115,12 @@ impl FakeHandle {
     /// Makes `cuptiActivityConfigureUnifiedMemoryCounter` fail for a call that holds `counter_kind`.
     pub fn refuse_um_counter(&self, counter_kind: u32) {
         self.state.refuse_um.lock().unwrap().push(counter_kind);
+    }
+
+    /// Until [`FakeHandle::context_created`], as inside `cuInit`: unified memory configurations are accepted with no
+    /// effect, and enabling the kind fails with `CUPTI_ERROR_NOT_READY` unless one was made after.
+    pub fn um_not_ready_until_a_context(&self) {
+        self.state.um_initializing.store(true, Ordering::Relaxed);
     }
 
     /// Every unified memory counter configuration the recorder made and CUPTI accepted, in order.
@@ -304,12 +315,12 @@ impl Cupti for FakeCupti {
     fn enable(&self, kind: u32) -> Result<(), CuptiError> {
         // As CUPTI: no kernel records on a context with PC sampling enabled (the session enables the kinds first).
         let kernel = kind == cutr_schema::kinds::KERNEL || kind == cutr_schema::kinds::CONCURRENT_KERNEL;
-        // CUPTI enables unified memory without configured counters and then records nothing; the fake refuses,
-        // so that a test sees the order.
-        let um_unconfigured =
-            kind == cutr_schema::kinds::UNIFIED_MEMORY_COUNTER && self.state.um_configured.lock().unwrap().is_empty();
-        if um_unconfigured
-            || self.state.refuse_kinds.lock().unwrap().contains(&kind)
+        // As CUPTI: unified memory without a configuration that took effect is not ready.
+        let um = kind == cutr_schema::kinds::UNIFIED_MEMORY_COUNTER;
+        if um && !self.state.um_effective.load(Ordering::Relaxed) {
+            return Err(CuptiError { call: "cuptiActivityEnable", code: 13, name: "CUPTI_ERROR_NOT_READY".into() });
+        }
+        if self.state.refuse_kinds.lock().unwrap().contains(&kind)
             || (kernel && !self.state.pc_sampling.lock().unwrap().is_empty())
         {
             return Err(CuptiError {
@@ -394,6 +405,9 @@ impl Cupti for FakeCupti {
             });
         }
         self.state.um_configured.lock().unwrap().push(counter_kinds.to_vec());
+        if !self.state.um_initializing.load(Ordering::Relaxed) {
+            self.state.um_effective.store(true, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -504,6 +518,7 @@ impl FakeHandle {
 
     /// A CUDA context is made.
     pub fn context_created(&self, context: usize) {
+        self.state.um_initializing.store(false, Ordering::Relaxed);
         self.resource(sub::CBID_CONTEXT_CREATED, context, std::ptr::null());
     }
 

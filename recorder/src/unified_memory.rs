@@ -3,6 +3,27 @@
 //! enabled. Every kind is asked for; what this device or driver refuses is named, and the rest is recorded.
 
 use crate::ffi::cupti::Cupti;
+use crate::ffi::subscriber::{CBID_CONTEXT_CREATED, DOMAIN_RESOURCE, Event, EventUser};
+
+/// The callbacks [`AtFirstContext`] takes.
+pub const AT_CONTEXT: [(u32, u32); 1] = [(DOMAIN_RESOURCE, CBID_CONTEXT_CREATED)];
+
+/// CUPTI takes the counter configuration only once `cuInit` has returned: configured earlier (an injected
+/// recorder starts inside `cuInit`) it answers success, then refuses to enable the kind with
+/// `CUPTI_ERROR_NOT_READY` (`workloads/cuda/um_probe.cu` on an H100, CUDA 13.0). Managed memory needs a context,
+/// so configuring and enabling it when the first context is made misses nothing: this callback user runs the
+/// session's retry then.
+pub struct AtFirstContext {
+    pub retry: Box<dyn Fn() + Send + Sync>,
+}
+
+impl EventUser for AtFirstContext {
+    fn on_event(&self, event: &Event<'_>) {
+        if let Event::ContextCreated { .. } = event {
+            (self.retry)();
+        }
+    }
+}
 
 /// `CUpti_ActivityUnifiedMemoryCounterKind` values of CUDA 13 and what each records.
 pub const COUNTER_KINDS: [(u32, &str); 8] = [

@@ -85,3 +85,49 @@ fn the_um_kinds_group_configures_as_the_switch_does() {
     assert!(h.enabled().contains(&kinds::UNIFIED_MEMORY_COUNTER));
     rec.stop().unwrap();
 }
+
+/// An injected recorder starts inside cuInit, where CUPTI accepts the counters' configuration with no effect and
+/// then refuses the kind (CUPTI_ERROR_NOT_READY; workloads/cuda/um_probe.cu on an H100, CUDA 13.0): configured
+/// again and enabled when the first context is made, with no note.
+#[test]
+fn um_refused_while_cuda_initializes_is_enabled_at_the_first_context() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    h.um_not_ready_until_a_context();
+    let rec = Recorder::start_with(Box::new(cupti), config(dir.path(), "late.cutr")).unwrap();
+    let path = rec.path().to_path_buf();
+    assert!(!h.enabled().contains(&kinds::UNIFIED_MEMORY_COUNTER) && h.enabled().contains(&kinds::CONCURRENT_KERNEL));
+    h.context_created(0x1000);
+    assert!(h.enabled().contains(&kinds::UNIFIED_MEMORY_COUNTER));
+    // Configured at the start (no effect inside cuInit), again when enabling found CUPTI not ready (still inside
+    // it), and at the context.
+    assert_eq!(h.um_configured().len(), 3);
+    // A second context changes nothing.
+    h.context_created(0x2000);
+    assert_eq!(h.enabled().iter().filter(|&&k| k == kinds::UNIFIED_MEMORY_COUNTER).count(), 1);
+    rec.stop().unwrap();
+    assert_eq!(Reader::open(&path).unwrap().loss().unwrap().notes, Vec::<String>::new());
+}
+
+/// Under a capture range nothing is on when the first context is made: unified memory comes on with the others
+/// when the range opens.
+#[test]
+fn um_pending_under_a_capture_range_comes_on_with_the_range() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    h.um_not_ready_until_a_context();
+    let mut cfg = config(dir.path(), "range.cutr");
+    cfg.capture = Some((
+        cutr_recorder::controls::capture::CaptureRange::ProfilerApi,
+        cutr_recorder::controls::capture::CaptureEnd::Stop,
+    ));
+    let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
+    h.context_created(0x1000);
+    assert!(h.enabled().is_empty());
+    h.profiler_start();
+    assert!(h.enabled().contains(&kinds::UNIFIED_MEMORY_COUNTER) && h.enabled().contains(&kinds::CONCURRENT_KERNEL));
+    h.profiler_stop();
+    rec.stop().unwrap();
+}

@@ -82,6 +82,9 @@ SEQUENTIAL_FIELDS = {
     "cudaEventSyncId",
 }
 STRING_PTRS = {"name", "domain", "source", "fileName", "cachePath"}
+# Members whose name misleads the rules: a unified memory record's `end` means nothing for CPU page faults,
+# thrashing and remote maps (CUPTI: "ignore this field"), so it is no End a codec or a loss count may trust.
+NOT_END = {"CUpti_ActivityUnifiedMemoryCounter3"}
 BLOB_PTRS = {"cubin"}
 # Aggregates expanded into their members (dotted names) so converters can read them by name.
 AGGREGATES = {
@@ -189,7 +192,7 @@ def field_type(ctype, size):
     return {1: "U8", 2: "U16", 4: "U32", 8: "U64"}.get(size, "Bytes")
 
 
-def field_role(name, ctype, offset):
+def field_role(name, ctype, offset, struct=""):
     base = name.split(".")[-1]
     if name == "kind" and offset == 0:
         return "Kind"
@@ -199,8 +202,10 @@ def field_role(name, ctype, offset):
         if base in BLOB_PTRS:
             return "BlobPtr"
         return "OpaquePtr"
-    if base == "end" and "." not in name:
+    if base == "end" and "." not in name and struct not in NOT_END:
         return "End"
+    if base == "end" and struct in NOT_END:
+        return "Plain"
     if base in TIME_FIELDS and "." not in name:
         return "Time"
     if base in SEQUENTIAL_FIELDS:
@@ -232,7 +237,7 @@ def generate(release):
         for mname, ctype in members:
             off, size = sizes[(sname, mname)]
             out.append(f'    FieldLayout {{ name: Borrowed("{mname}"), offset: {off}, size: {size}, '
-                       f"ty: {field_type(ctype, size)}, role: {field_role(mname, ctype, off)} }},")
+                       f"ty: {field_type(ctype, size)}, role: {field_role(mname, ctype, off, sname)} }},")
         out.append("];")
         out.append("")
     out.append(f"/// Record layouts of CUPTI API {api} (CUDA {release['release']}), by activity kind.")

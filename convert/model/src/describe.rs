@@ -158,14 +158,15 @@ pub fn um_remote_map_cause(flags: u32) -> &'static str {
 }
 
 /// What a unified memory event's `flags` say, by its kind: the cause of a migration or remote map, the access
-/// type of a GPU page fault; empty for the kinds whose flags are CUPTI's generic activity flags.
+/// type of a page fault; empty for the kinds whose flags are CUPTI's generic activity flags.
 pub fn um_flags(e: &crate::rows::UmEvent) -> &'static str {
     use crate::rows::UmKind::*;
     match e.kind {
         BytesHtoD | BytesDtoH | BytesDtoD => um_migration_cause(e.flags),
-        GpuPageFault => um_access_type(e.flags),
+        // CUDA 13 gives CPU page faults an access type too (read 1, write 2 on an H100).
+        GpuPageFault | CpuPageFault => um_access_type(e.flags),
         RemoteMap => um_remote_map_cause(e.flags),
-        CpuPageFault | Thrashing | Throttling => "",
+        Thrashing | Throttling => "",
     }
 }
 

@@ -1,5 +1,7 @@
-//! Device memory in use over time, from the allocation and free records (MEMORY2: `cudaMalloc`, `cudaMallocAsync`
-//! from pools, `cudaMallocManaged`): one step series per (file, device), its peak and when it was reached.
+//! Memory in use over time, from the allocation and free records (MEMORY2): one step series per (file, device),
+//! its peak and when it was reached, for one class of memory: device memory (`cudaMalloc`, `cudaMallocAsync` from
+//! pools, arrays, `__device__` variables), managed memory (`cudaMallocManaged`: resident wherever it was last
+//! touched, so not counted as device memory) or pinned host memory (`cudaMallocHost`).
 //!
 //! A free whose allocation was not recorded (made before recording began, or lost) cannot be subtracted from a
 //! total that never held it: it is counted in [`MemoryInUse::frees_without_allocation`], never taken below zero.
@@ -38,10 +40,41 @@ pub struct MemoryInUse {
     pub bytes_at_end: u64,
 }
 
-/// Memory in use per (file, device), in (file, device) order. `trace.memory` is sorted by time.
+/// A class of memory, by `CUpti_ActivityMemoryKind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemoryClass {
+    /// Device (3), array (4) and device static (6) memory.
+    Device,
+    /// Managed (5) and managed static (7) memory.
+    Managed,
+    /// Pinned host memory (2).
+    PinnedHost,
+}
+
+impl MemoryClass {
+    /// The class of a `CUpti_ActivityMemoryKind`; `None` for unknown and pageable kinds.
+    pub fn of(memory_kind: u32) -> Option<MemoryClass> {
+        match memory_kind {
+            3 | 4 | 6 => Some(MemoryClass::Device),
+            5 | 7 => Some(MemoryClass::Managed),
+            2 => Some(MemoryClass::PinnedHost),
+            _ => None,
+        }
+    }
+}
+
+/// Device memory in use per (file, device), in (file, device) order: [`memory_in_use_of`] the device class.
 pub fn memory_in_use(trace: &Trace) -> Vec<MemoryInUse> {
+    memory_in_use_of(trace, MemoryClass::Device)
+}
+
+/// Memory of one class in use per (file, device), in (file, device) order. `trace.memory` is sorted by time.
+pub fn memory_in_use_of(trace: &Trace, class: MemoryClass) -> Vec<MemoryInUse> {
     let mut series: FxHashMap<(ProcId, u32), (MemoryInUse, FxHashMap<u64, u64>)> = FxHashMap::default();
     for (i, op) in trace.memory.iter().enumerate() {
+        if MemoryClass::of(op.memory_kind) != Some(class) {
+            continue;
+        }
         let (s, live) = series.entry((op.proc, op.device)).or_insert_with(|| {
             (MemoryInUse { proc: op.proc, device: op.device, ..Default::default() }, FxHashMap::default())
         });
@@ -87,7 +120,11 @@ mod tests {
     use super::*;
 
     fn op(ts: u64, address: u64, bytes: u64, free: bool) -> MemoryOp {
-        MemoryOp { proc: ProcId(0), ts, device: 0, stream: 0, correlation: 0, address, bytes, free, memory_kind: 3 }
+        op_of(ts, address, bytes, free, 3)
+    }
+
+    fn op_of(ts: u64, address: u64, bytes: u64, free: bool, memory_kind: u32) -> MemoryOp {
+        MemoryOp { proc: ProcId(0), ts, device: 0, stream: 0, correlation: 0, address, bytes, free, memory_kind }
     }
 
     #[test]
@@ -110,5 +147,22 @@ mod tests {
         assert_eq!(s.bytes_at_end, 512);
         let pts: Vec<(u64, u64)> = s.points.iter().map(|p| (p.ts, p.bytes)).collect();
         assert_eq!(pts, vec![(10, 4096), (20, 4096 + (1 << 20)), (40, 1 << 20), (50, 512)]);
+    }
+
+    #[test]
+    fn classes_are_kept_apart() {
+        let trace = Trace {
+            memory: vec![
+                op_of(10, 0x100, 4096, false, 3),
+                op_of(20, 0x200, 1 << 20, false, 5),
+                op_of(30, 0x300, 512, false, 2),
+                op_of(40, 0x200, 1 << 20, true, 5),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(memory_in_use(&trace)[0].peak_bytes, 4096);
+        let managed = &memory_in_use_of(&trace, MemoryClass::Managed)[0];
+        assert_eq!((managed.peak_bytes, managed.bytes_at_end, managed.frees), (1 << 20, 0, 1));
+        assert_eq!(memory_in_use_of(&trace, MemoryClass::PinnedHost)[0].peak_bytes, 512);
     }
 }

@@ -280,7 +280,7 @@ pub struct UmEvent {
     /// The destination processor of a migration or remote map.
     pub dst: u32,
     /// The cause of a migration (`CUpti_ActivityUnifiedMemoryMigrationCause`), the access type of a GPU page fault
-    /// (`CUpti_ActivityUnifiedMemoryAccessType`), the cause of a remote map; raw.
+    /// and of a CPU page fault (`CUpti_ActivityUnifiedMemoryAccessType`), the cause of a remote map; raw.
     pub flags: u32,
     /// CPU page faults: the address of the faulting host instruction; 0 otherwise.
     pub pc: u64,

@@ -119,6 +119,8 @@ pub(crate) struct Session {
     control: Mutex<()>,
     /// `--um` asked for, but CUPTI accepted no unified memory counter: the kind is left off.
     um_refused: AtomicBool,
+    /// Unified memory could not be enabled yet (CUDA still initializing): retried at the next context.
+    um_pending: AtomicBool,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -242,6 +244,7 @@ fn start_subscribed(
         start_marked: AtomicBool::new(false),
         control: Mutex::new(()),
         um_refused: AtomicBool::new(false),
+        um_pending: AtomicBool::new(false),
     }));
 
     let cfg = &session.config;
@@ -255,6 +258,9 @@ fn start_subscribed(
     }
     if let Some(c) = cfg.counters.clone() {
         sources::start_counters(session, c);
+    }
+    if cfg.activity_kinds().contains(&cutr_schema::kinds::UNIFIED_MEMORY_COUNTER) {
+        sources::start_um_retry(session);
     }
     if !session.subscriber.has_users() {
         // Nobody needs callbacks: leave the callback API to others, as a recorder of activity alone.
@@ -325,9 +331,14 @@ impl Session {
 
     fn enable_kinds(&self) -> Result<(), RecorderError> {
         let mut enabled = self.enabled.lock().unwrap();
-        let um_refused = self.um_refused.load(Ordering::Relaxed);
         for k in self.config.activity_kinds() {
-            if enabled.contains(&k) || (um_refused && k == cutr_schema::kinds::UNIFIED_MEMORY_COUNTER) {
+            if enabled.contains(&k) {
+                continue;
+            }
+            if k == cutr_schema::kinds::UNIFIED_MEMORY_COUNTER {
+                if !self.um_refused.load(Ordering::Relaxed) {
+                    self.enable_um(&mut enabled);
+                }
                 continue;
             }
             match self.cupti.enable(k) {
@@ -351,6 +362,41 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// Enables unified memory where CUPTI was not ready for it yet, if recording is on now (else the next turn
+    /// on enables it). Called when a context is made.
+    pub(crate) fn enable_um_after_init(&self) {
+        if !self.um_pending.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut enabled = self.enabled.lock().unwrap();
+        if !enabled.is_empty() {
+            self.enable_um(&mut enabled);
+        }
+    }
+
+    /// Enables the unified memory kind. CUPTI takes the counters' configuration only after `cuInit` has returned
+    /// (see `unified_memory::AtFirstContext`): where it is not ready, configure again and retry; still not ready
+    /// (inside `cuInit`), it stays pending until a context is made.
+    fn enable_um(&self, enabled: &mut Vec<u32>) {
+        let um = cutr_schema::kinds::UNIFIED_MEMORY_COUNTER;
+        let not_ready = |r: &Result<(), crate::ffi::cupti::CuptiError>| matches!(r, Err(e) if e.code == crate::ffi::cupti::CUPTI_ERROR_NOT_READY);
+        let mut r = self.cupti.enable(um);
+        if not_ready(&r) {
+            if crate::unified_memory::configure(self.cupti, &mut |n| self.note(n)).is_empty() {
+                self.um_refused.store(true, Ordering::Relaxed);
+                self.um_pending.store(false, Ordering::Relaxed);
+                return;
+            }
+            r = self.cupti.enable(um);
+        }
+        self.um_pending.store(not_ready(&r), Ordering::Relaxed);
+        match r {
+            Ok(()) => enabled.push(um),
+            Err(_) if self.um_pending.load(Ordering::Relaxed) => {}
+            Err(e) => self.note(format!("activity kind UNIFIED_MEMORY_COUNTER not recorded: {e}")),
+        }
     }
 
     fn disable_kinds(&self) {

@@ -100,6 +100,17 @@ pub(super) fn start_capture(
     Ok(())
 }
 
+/// Registers the retry of unified memory at the first context (CUPTI refuses it while CUDA initializes).
+pub(super) fn start_um_retry(session: &'static Session) {
+    let user: &'static crate::unified_memory::AtFirstContext =
+        Box::leak(Box::new(crate::unified_memory::AtFirstContext {
+            retry: Box::new(|| session.enable_um_after_init()),
+        }));
+    if let Err(e) = session.subscriber.register(&crate::unified_memory::AT_CONTEXT, user) {
+        session.note(format!("unified memory may be missed: the context callback is not available ({e})"));
+    }
+}
+
 /// Starts PM sampling on the process's CUDA devices; a failure is a note.
 pub(super) fn start_pm_sampling(session: &'static Session, pm: crate::counters::pm_sampling::PmConfig) {
     let Some(library) = session.cupti.library_path() else {

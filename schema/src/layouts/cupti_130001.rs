@@ -183,7 +183,7 @@ const UNIFIED_MEMORY_COUNTER3_FIELDS: &[FieldLayout] = &[
     FieldLayout { name: Borrowed("counterKind"), offset: 4, size: 4, ty: U32, role: Plain },
     FieldLayout { name: Borrowed("value"), offset: 8, size: 8, ty: U64, role: Plain },
     FieldLayout { name: Borrowed("start"), offset: 16, size: 8, ty: U64, role: Time },
-    FieldLayout { name: Borrowed("end"), offset: 24, size: 8, ty: U64, role: End },
+    FieldLayout { name: Borrowed("end"), offset: 24, size: 8, ty: U64, role: Plain },
     FieldLayout { name: Borrowed("address"), offset: 32, size: 8, ty: U64, role: Plain },
     FieldLayout { name: Borrowed("srcId"), offset: 40, size: 4, ty: U32, role: Plain },
     FieldLayout { name: Borrowed("dstId"), offset: 44, size: 4, ty: U32, role: Plain },

@@ -334,8 +334,12 @@ mod tests {
             assert_eq!(t.size_of(kinds::RUNTIME), Some(40));
             assert_eq!(t.size_of(kinds::EXTERNAL_CORRELATION), Some(24));
             assert_eq!(t.size_of(kinds::MEMCPY), Some(96));
+            // CUpti_ActivityUnifiedMemoryCounter3 in both; its `end` is no end for every counter kind.
+            assert_eq!(t.size_of(kinds::UNIFIED_MEMORY_COUNTER), Some(104));
+            let um = t.get(kinds::UNIFIED_MEMORY_COUNTER).unwrap();
+            assert_eq!(um.field("end").unwrap().role, FieldRole::Plain);
         }
-        assert_eq!((t13.records().len(), t12.records().len()), (27, 28));
+        assert_eq!((t13.records().len(), t12.records().len()), (28, 29));
         assert_eq!(t13.size_of(kinds::SOURCE_LOCATOR), None);
         assert_eq!(t12.size_of(kinds::SOURCE_LOCATOR), Some(24));
         assert_eq!(t13.size_of(kinds::MARKER_DATA), Some(40));
