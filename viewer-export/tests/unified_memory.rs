@@ -28,8 +28,8 @@ fn alloc(ts: u64, address: u64, bytes: u64, free: bool) -> MemoryOp {
 
 /// One process, one GPU, a kernel `touch` over [1000, 5000), and one unified memory event of every kind: two HtoD
 /// migrations overlapping each other and a GPU page fault group (three lanes), a DtoH migration after the kernel,
-/// a CPU page fault, thrashing, throttling and a remote map; a 1 MiB allocation freed at 8000 and a free of
-/// memory allocated before recording began.
+/// a CPU page fault, thrashing, throttling and a remote map; a 1 MiB allocation freed at 8000, a free of
+/// memory allocated before recording began, 256 MiB of managed memory and 4 KiB of pinned host memory.
 fn trace() -> Trace {
     let mut t = Trace::default();
     let meta = SessionMetadata {
@@ -67,8 +67,17 @@ fn trace() -> Trace {
         um(UmKind::Throttling, (7200, 7300), 0, (0, 0), 0),
         um(UmKind::RemoteMap, (7400, 7400), 4096, htod, 3),
     ];
-    t.memory =
-        vec![alloc(500, 0x1000, 1 << 20, false), alloc(600, 0x9000, 512, true), alloc(8000, 0x1000, 1 << 20, true)];
+    let mut managed = alloc(300, 0x7f00_0000_0000, 256 << 20, false);
+    managed.memory_kind = 5;
+    let mut pinned = alloc(400, 0x5000, 4096, false);
+    pinned.memory_kind = 2;
+    t.memory = vec![
+        managed,
+        pinned,
+        alloc(500, 0x1000, 1 << 20, false),
+        alloc(600, 0x9000, 512, true),
+        alloc(8000, 0x1000, 1 << 20, true),
+    ];
     t
 }
 
@@ -126,6 +135,9 @@ fn unified_memory_tracks_lanes_and_counters() {
                 "bytes",
                 vec![(500, 1048576.0), (8000, 0.0)]
             ),
+            // cudaMallocManaged and pinned host memory are not device memory: counters of their own.
+            ("managed memory in use (bytes)".into(), "managed memory in use", "bytes", vec![(300, 268435456.0)]),
+            ("pinned host memory in use (bytes)".into(), "pinned host memory in use", "bytes", vec![(400, 4096.0)]),
             // 4096 B over 100 ns and 8192 B over 100 ns, half overlapping: 40.96 GB/s, 122.88, 81.92, 0.
             (
                 "UM HtoD bytes/s".into(),
@@ -220,13 +232,15 @@ fn chrome_json_has_every_unified_memory_event_with_its_args() {
     assert_eq!(counters("UM DtoH"), [(6.0, 1.6384e11), (6.4, 0.0)]);
     assert_eq!(counters("UM GPU page fault"), [(1.0, 1.5e7), (1.2, 0.0)]);
     assert_eq!(counters("device memory in use"), [(0.5, 1048576.0), (8.0, 0.0)]);
+    assert_eq!(counters("managed memory in use"), [(0.3, 268435456.0)]);
+    assert_eq!(counters("pinned host memory in use"), [(0.4, 4096.0)]);
     let series: Vec<&str> = events
         .iter()
         .filter(|e| e["ph"] == "C")
         .map(|e| e["args"].as_object().unwrap().keys().next().unwrap().as_str())
         .collect();
     let rates = ["bytes/s"; 4].into_iter().chain(["groups/s"; 2]).chain(["bytes/s"; 2]);
-    assert_eq!(series, ["bytes", "bytes"].into_iter().chain(rates).collect::<Vec<_>>());
+    assert_eq!(series, ["bytes"; 4].into_iter().chain(rates).collect::<Vec<_>>());
 
     // The rows are named.
     let mut rows: Vec<(i64, i64, String)> = events

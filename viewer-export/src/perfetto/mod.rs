@@ -66,7 +66,9 @@ fn descriptors(tl: &Timeline) -> Vec<TrackDescriptor> {
                 TrackRole::HostProcess { pid, .. } => TrackKind::Process { pid: *pid, name: t.name.clone() },
                 TrackRole::Gpu { .. } => TrackKind::Process { pid: t.pid, name: t.name.clone() },
                 TrackRole::Thread { pid, tid, .. } => TrackKind::Thread { pid: *pid, tid: *tid, name: t.name.clone() },
-                TrackRole::Memory { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: "bytes".into() },
+                TrackRole::Memory { .. } | TrackRole::MemoryOfClass { .. } => {
+                    TrackKind::Counter { name: t.name.clone(), unit_name: "bytes".into() }
+                }
                 TrackRole::UmRate { kind, .. } => {
                     TrackKind::Counter { name: t.name.clone(), unit_name: crate::timeline::rate_unit(*kind).into() }
                 }

@@ -67,6 +67,12 @@ pub enum TrackRole {
     UnifiedMemoryHost {
         proc: ProcId,
     },
+    /// Managed or pinned host memory in use of a GPU (device memory is [`TrackRole::Memory`]).
+    MemoryOfClass {
+        proc: ProcId,
+        device: u32,
+        class: cutr_model::memory::MemoryClass,
+    },
     /// The rate of one kind of unified memory migration of a GPU, in bytes/s.
     UmRate {
         proc: ProcId,

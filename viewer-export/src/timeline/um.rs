@@ -1,9 +1,9 @@
 //! Unified memory and device memory on the timeline: a "Unified memory" track per GPU (migrations, page faults,
 //! throttling, remote maps), a "Unified memory (CPU)" track per process (CPU page faults, thrashing), and the step
 //! counters both writers draw the same way: the rate of each kind of migration and of GPU page faults per GPU, and
-//! device memory in use.
+//! device, managed and pinned host memory in use.
 
-use cutr_model::memory::memory_in_use;
+use cutr_model::memory::{MemoryClass, memory_in_use_of};
 use cutr_model::rows::{UmEvent, UmKind};
 use cutr_model::um::RunningKernels;
 use cutr_model::{ProcId, Trace};
@@ -67,6 +67,21 @@ impl TrackMaker<'_> {
         })
     }
 
+    /// The counter track of a GPU's managed or pinned host memory in use.
+    fn memory_of_class(&mut self, proc: ProcId, device: u32, class: MemoryClass) -> u32 {
+        let (gpu, json_pid) = self.gpu_and_json_pid(proc, device);
+        let role = TrackRole::MemoryOfClass { proc, device, class };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(gpu),
+            name: format!("{} (bytes)", memory_counter_name(class)),
+            json_pid,
+            json_tid: 0,
+            pid: 0,
+            flat: true,
+        })
+    }
+
     /// The counter track of a GPU's rate of one kind of event (`UM HtoD bytes/s`).
     fn um_rate(&mut self, proc: ProcId, device: u32, kind: UmKind) -> u32 {
         let (gpu, json_pid) = self.gpu_and_json_pid(proc, device);
@@ -94,6 +109,15 @@ pub fn um_slice_name(kind: UmKind) -> &'static str {
         UmKind::Thrashing => "UM thrashing",
         UmKind::Throttling => "UM throttling",
         UmKind::RemoteMap => "UM remote map",
+    }
+}
+
+/// The name of the memory in use counter of a class of memory (Chrome JSON; Perfetto adds the unit).
+pub fn memory_counter_name(class: MemoryClass) -> &'static str {
+    match class {
+        MemoryClass::Device => "device memory in use",
+        MemoryClass::Managed => "managed memory in use",
+        MemoryClass::PinnedHost => "pinned host memory in use",
     }
 }
 
@@ -137,21 +161,27 @@ pub(crate) fn running_kernels(trace: &Trace) -> Vec<u32> {
 /// The series of a migration rate counter: (file, device, kind of migration).
 type RateKey = (ProcId, u32, UmKind);
 
-/// The step counters: device memory in use of every GPU with allocation records (on the memory tracks made
-/// from them), then each GPU's migration and page fault rates, their tracks made here.
+/// The step counters: device, managed and pinned host memory in use of every GPU with allocations of the class
+/// (device memory on the memory tracks made from the allocation records), then each GPU's migration and page
+/// fault rates; the tracks other than the memory tracks made here.
 pub(crate) fn step_counters(
     maker: &mut TrackMaker<'_>,
     trace: &Trace,
     memory_track: &HashMap<(ProcId, u32), u32>,
 ) -> Vec<StepCounter> {
-    let mut out: Vec<StepCounter> = memory_in_use(trace)
-        .into_iter()
-        .filter_map(|m| {
-            let track = *memory_track.get(&(m.proc, m.device))?;
+    let mut out: Vec<StepCounter> = Vec::new();
+    for class in [MemoryClass::Device, MemoryClass::Managed, MemoryClass::PinnedHost] {
+        for m in memory_in_use_of(trace, class) {
+            // Device memory goes on the GPU's memory track (made for every GPU with allocation records, as before
+            // memory had classes); managed and pinned host memory on tracks of their own, where there is some.
+            let track = match class {
+                MemoryClass::Device => memory_track[&(m.proc, m.device)],
+                _ => maker.memory_of_class(m.proc, m.device, class),
+            };
             let points = m.points.iter().map(|p| (p.ts, p.bytes as f64)).collect();
-            Some(StepCounter { track, json_name: "device memory in use", json_series: "bytes", points })
-        })
-        .collect();
+            out.push(StepCounter { track, json_name: memory_counter_name(class), json_series: "bytes", points });
+        }
+    }
     let mut by_series: Vec<(RateKey, Vec<&UmEvent>)> = Vec::new();
     let mut index: HashMap<RateKey, usize> = HashMap::default();
     for e in trace.um.iter().filter(|e| has_rate(e.kind)) {
