@@ -16,8 +16,9 @@ nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 w=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt"
 bash "$repo/workloads/cuda/build.sh" "$w" >/dev/null || exit 1
-"$nvcc" -O2 -arch=${CUDA_ARCH:-sm_90} -lineinfo -std=c++17 -o "$w/um_workload" "$repo/workloads/cuda/um_workload.cu" \
-  -ldl || exit 1
+# The CUDA runtime shared, so that the binary kept beside the fixture (to name its CPU faults' code) is small.
+"$nvcc" -O2 -arch=${CUDA_ARCH:-sm_90} -lineinfo -std=c++17 -cudart shared -Xlinker -rpath -Xlinker /usr/local/cuda/lib64 \
+  -o "$w/um_workload" "$repo/workloads/cuda/um_workload.cu" -ldl || exit 1
 cp "$w/um_workload" "$out/um_workload.bin"
 
 # NVIDIA's sample: what CUPTI itself prints for the same machine.
