@@ -1,12 +1,13 @@
 //! Unified memory in both viewers, read back by Perfetto's trace processor: a generated recording (the synthetic
-//! training loop plus raw `CUpti_ActivityUnifiedMemoryCounter3` records of every kind on two GPUs) converts to
-//! UM slices whose count and bytes are the model's, rate counters whose integral is the bytes migrated (the fault
-//! groups), and a device memory in use counter whose peak is `memory_in_use`'s.
+//! training loop plus raw `CUpti_ActivityUnifiedMemoryCounter3` records of every kind on two GPUs) and the real
+//! H100 recording `fixtures/um_workload.cutr` convert to UM slices whose count and bytes are the model's, rate
+//! counters whose integral is the bytes migrated (the fault groups), and memory in use counters whose points and
+//! peaks are `memory_in_use_of`'s; HTA reads the same GPU work beside the UM events.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cutr_model::memory::memory_in_use;
+use cutr_model::memory::{MemoryClass, memory_in_use_of};
 use cutr_model::rows::{UM_CPU, UmKind};
 use cutr_model::um::RunningKernels;
 use cutr_model::{LoadOptions, Trace, load};
@@ -159,7 +160,7 @@ fn integrals(rows: &[Vec<serde_json::Value>]) -> BTreeMap<(i64, String), f64> {
 }
 
 /// The queries both outputs answer alike, given how each names the args and counter tracks.
-fn queries(arg: &str, memory_track: &str, device_of_process: &str) -> Vec<String> {
+fn queries(arg: &str, device_of_process: &str) -> Vec<String> {
     vec![
         STATS.to_string(),
         format!(
@@ -174,10 +175,10 @@ fn queries(arg: &str, memory_track: &str, device_of_process: &str) -> Vec<String
              join process_counter_track t on c.track_id = t.id join process p using (upid) \
              where t.name like 'UM %') where d is not null group by 1, 2 order by 1, 2"
         ),
-        format!(
-            "select count(*), max(c.value) from counter c join counter_track t on c.track_id = t.id \
-             where t.name = '{memory_track}'"
-        ),
+        // Points and peak of each memory in use counter ("<class> memory in use (bytes)", or "... bytes" from JSON).
+        "select replace(replace(t.name, ' (bytes)', ''), ' bytes', ''), count(*), max(c.value) from counter c \
+         join counter_track t on c.track_id = t.id where t.name like '% memory in use%' group by 1 order by 1"
+            .into(),
         format!(
             "select count(*) from slice s join args a using (arg_set_id) \
              where s.category = 'unified_memory' and a.key = '{arg}kernel'"
@@ -199,8 +200,43 @@ struct Expected {
     integrals: BTreeMap<(i64, String), f64>,
     /// UM events that began while a kernel ran on their GPU (a `kernel` arg each).
     with_kernel: i64,
-    /// Points and peak of device memory in use.
-    memory: (usize, f64),
+    /// Per memory in use counter (`device memory in use`): its points and peak.
+    memory: BTreeMap<String, (i64, f64)>,
+    /// Unified memory tracks, lanes included.
+    um_tracks: i64,
+}
+
+/// What the model says both outputs must show.
+fn expected(t: &Trace, tl: &Timeline) -> Expected {
+    let running = RunningKernels::new(t);
+    let mut memory = BTreeMap::new();
+    for class in [MemoryClass::Device, MemoryClass::Managed, MemoryClass::PinnedHost] {
+        for m in memory_in_use_of(t, class) {
+            let name = cutr_viewer_export::timeline::memory_counter_name(class).to_string();
+            let e = memory.entry(name).or_insert((0, 0.0));
+            e.0 += m.points.len() as i64;
+            e.1 = f64::max(e.1, m.peak_bytes as f64);
+        }
+    }
+    let um_tracks = (0..tl.tracks.len() as u32)
+        .filter(|&i| {
+            let base = &tl.tracks[cutr_viewer_export::timeline::base_track(&tl.tracks, i) as usize];
+            matches!(base.role, TrackRole::UnifiedMemory { .. } | TrackRole::UnifiedMemoryHost { .. })
+        })
+        .count() as i64;
+    Expected {
+        totals: model_totals(t),
+        integrals: migrated(t),
+        with_kernel: t.um.iter().filter(|e| running.of_um(e).is_some()).count() as i64,
+        memory,
+        um_tracks,
+    }
+}
+
+fn memory_rows(rows: &[Vec<serde_json::Value>]) -> BTreeMap<String, (i64, f64)> {
+    rows.iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), (r[1].as_i64().unwrap(), r[2].as_f64().unwrap())))
+        .collect()
 }
 
 #[test]
@@ -208,7 +244,8 @@ fn perfetto_trace_processor_reads_unified_memory_with_the_models_totals() {
     let dir = tempfile::tempdir().unwrap();
     let (_, t) = recording(dir.path());
     assert_eq!(t.um.len(), 2_000, "every generated record decoded");
-    let totals = model_totals(&t);
+    let tl = Timeline::build(&t, 2_000);
+    let want = expected(&t, &tl);
     // Exact for this generator: (count, bytes) of each kind.
     let per_kind: BTreeMap<String, (i64, i64)> = [
         ("UM CPU page fault", (200, 0)),
@@ -222,28 +259,60 @@ fn perfetto_trace_processor_reads_unified_memory_with_the_models_totals() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    assert_eq!(totals, per_kind);
-    let integrals = migrated(&t);
+    assert_eq!(want.totals, per_kind);
     // GPU 0 then 1: DtoH bytes, GPU page fault groups, HtoD bytes.
-    let per_gpu: Vec<f64> = integrals.values().copied().collect();
+    let per_gpu: Vec<f64> = want.integrals.values().copied().collect();
     assert_eq!(per_gpu, [275_202_048.0, 1172.0, 559_693_824.0, 140_201_984.0, 598.0, 301_735_936.0]);
-    let running = RunningKernels::new(&t);
-    let with_kernel = t.um.iter().filter(|e| running.of_um(e).is_some()).count() as i64;
-    assert_eq!(with_kernel, 714, "events that began during a kernel on their GPU");
-    let memory = memory_in_use(&t);
-    assert_eq!(memory.len(), 1);
-    assert_eq!(memory[0].peak_bytes, 592 << 20, "the loop's 512 + 64 + 16 MiB");
-    let want =
-        Expected { totals, integrals, with_kernel, memory: (memory[0].points.len(), memory[0].peak_bytes as f64) };
+    assert_eq!(want.with_kernel, 714, "events that began during a kernel on their GPU");
+    let device_memory: Vec<(i64, f64)> = want.memory.values().copied().collect();
+    assert_eq!(device_memory, [(3, (592u64 << 20) as f64)], "device memory only: the loop's 512 + 64 + 16 MiB");
+    // Each GPU's track with its lanes, and the process's.
+    assert_eq!(want.um_tracks, 8);
+    protobuf_shows(&t, &tl, &want, dir.path());
+    chrome_json_shows(&t, &tl, &want, dir.path());
+}
+
+/// The real recording (`fixtures/um_workload.cutr`, H100, `um_workload 32`) in both outputs: every UM event,
+/// bytes, rate integral and memory counter as the model has them.
+#[test]
+fn the_real_unified_memory_recording_reaches_both_viewers() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = cutr_tests::repo().join("fixtures/um_workload.cutr");
+    let t = load(std::slice::from_ref(&src), &LoadOptions::default()).unwrap();
     let tl = Timeline::build(&t, 2_000);
-    // Exact for this generator: each GPU's track with its lanes, and the process's.
-    let um_tracks = (0..tl.tracks.len() as u32)
-        .filter(|&i| {
-            let base = &tl.tracks[cutr_viewer_export::timeline::base_track(&tl.tracks, i) as usize];
-            matches!(base.role, TrackRole::UnifiedMemory { .. } | TrackRole::UnifiedMemoryHost { .. })
-        })
-        .count();
-    assert_eq!(um_tracks, 8);
+    let want = expected(&t, &tl);
+    // The program's own account: each buffer's bytes and the bytes its kernel touched.
+    let account: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cutr_tests::repo().join("fixtures/um_workload.json")).unwrap()).unwrap();
+    let buffers = account["buffers"].as_array().unwrap();
+    let sum = |k: &str| buffers.iter().map(|b| b[k].as_i64().unwrap()).sum::<i64>();
+    let (touched, managed) = (sum("gpu_bytes"), sum("bytes"));
+    assert_eq!((touched, managed), (128 << 20, 224 << 20));
+    let per_kind: Vec<(&str, (i64, i64))> = want.totals.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(
+        per_kind,
+        [
+            ("UM CPU page fault", (768, 0)),
+            // The host read back two buffers' 32 MiB.
+            ("UM DtoH", (208, 64 << 20)),
+            ("UM GPU page fault", (150, 0)),
+            ("UM HtoD", (3567, touched)),
+        ]
+    );
+    let integrals: Vec<(&str, f64)> = want.integrals.iter().map(|((_, k), v)| (k.as_str(), *v)).collect();
+    assert_eq!(
+        integrals,
+        [
+            ("UM DtoH bytes/s", (64 << 20) as f64),
+            ("UM GPU page fault groups/s", 754.0),
+            ("UM HtoD bytes/s", touched as f64)
+        ]
+    );
+    assert_eq!(want.with_kernel, 3701, "events during a kernel");
+    let memory: Vec<(&str, (i64, f64))> = want.memory.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    // The four managed buffers are all allocated at once, then freed; 8 bytes of device memory (a cudaMalloc).
+    assert_eq!(memory, [("device memory in use", (2, 8.0)), ("managed memory in use", (8, managed as f64))]);
+    assert_eq!(want.um_tracks, 4, "the GPU's track and its lanes, and the CPU's");
     protobuf_shows(&t, &tl, &want, dir.path());
     chrome_json_shows(&t, &tl, &want, dir.path());
 }
@@ -255,7 +324,7 @@ fn protobuf_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
     export(t, &pf, &ExportOptions::default()).unwrap();
     // GPU processes are named "GPU n: ..." (or "GPU n" without metadata).
     let device = "cast(substr(pname, 5, 1) as int)";
-    let q = queries("debug.", "device memory in use (bytes)", device);
+    let q = queries("debug.", device);
     let r = trace_processor(&pf, &q.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
     assert_eq!(rows_to_totals(&r[1]), want.totals);
@@ -264,9 +333,13 @@ fn protobuf_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
     for (k, bytes) in &want.integrals {
         assert!((got[k] - bytes).abs() <= 1e-9 * bytes, "{k:?}: integral {} of {bytes} bytes", got[k]);
     }
-    assert_eq!((int(&r[3]) as usize, r[3][0][1].as_f64().unwrap()), want.memory);
+    assert_eq!(memory_rows(&r[3]), want.memory);
     assert_eq!(int(&r[4]), want.with_kernel);
-    assert_eq!((int(&r[5]), int(&r[6]), int(&r[7])), (0, 0, 8), "(negative durations, overlaps, UM tracks)");
+    assert_eq!(
+        (int(&r[5]), int(&r[6]), int(&r[7])),
+        (0, 0, want.um_tracks),
+        "(negative durations, overlaps, UM tracks)"
+    );
 
     // Every arg of the first migration to a GPU during a kernel, as the model has it (the track says the device).
     let running = RunningKernels::new(t);
@@ -286,11 +359,12 @@ fn protobuf_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
         ["debug.address", e.address],
         ["debug.bytes", e.value],
         ["debug.cause", cutr_model::describe::um_migration_cause(e.flags)],
+        // An HtoD migration's source is a CPU (CUPTI's CPU id, or the CPU's own number in real records).
         ["debug.destination", format!("GPU {}", e.dst)],
         ["debug.direction", "HtoD"],
         ["debug.kernel", kernel],
         ["debug.memory bandwidth (GB/s)", e.value as f64 / (e.end - e.start) as f64],
-        ["debug.source", "CPU"],
+        ["debug.source", if e.src == UM_CPU { "CPU".to_string() } else { format!("CPU {}", e.src) }],
     ]);
     assert_eq!(serde_json::json!(args[0]), want_args, "UM event {i}");
 }
@@ -302,7 +376,7 @@ fn chrome_json_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
     let json = dir.join("um.json");
     export(t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
     // GPU rows' pid is the device (Kineto's convention).
-    let q = queries("args.", "device memory in use bytes", "ppid");
+    let q = queries("args.", "ppid");
     let r = trace_processor(&json, &q.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "import errors: {:?}", r[0]);
     assert_eq!(rows_to_totals(&r[1]), want.totals);
@@ -322,10 +396,10 @@ fn chrome_json_shows(t: &Trace, tl: &Timeline, want: &Expected, dir: &Path) {
         assert!((at_v20 - bytes).abs() <= 1e-4 * bytes, "{key:?}: {at_v20} vs {bytes}");
         checked += 1;
     }
-    assert_eq!((checked, got.len()), (6, 6), "HtoD, DtoH and GPU page faults on two GPUs");
-    assert_eq!((int(&r[3]) as usize, r[3][0][1].as_f64().unwrap()), want.memory);
+    assert_eq!((checked, got.len()), (want.integrals.len(), want.integrals.len()), "every rate counter");
+    assert_eq!(memory_rows(&r[3]), want.memory);
     assert_eq!(int(&r[4]), want.with_kernel);
-    assert_eq!((int(&r[5]), int(&r[6]), int(&r[7])), (0, 0, 8), "a Chrome row per track and lane");
+    assert_eq!((int(&r[5]), int(&r[6]), int(&r[7])), (0, 0, want.um_tracks), "a Chrome row per track and lane");
 }
 
 /// HolisticTraceAnalysis reads a Chrome JSON with unified memory events as it reads the one without: the same GPU

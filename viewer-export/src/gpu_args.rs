@@ -6,7 +6,7 @@ use cutr_model::rows::UmKind;
 use cutr_model::{Kernel, Sync, Trace, describe};
 
 use crate::args::{Arg, ArgKey, Value};
-use crate::timeline::Timeline;
+use crate::timeline::{Timeline, um_endpoints};
 
 /// A kernel's launch: registers, grid, block, the estimated achieved occupancy (Kineto's), graph node and
 /// channel, static and dynamic shared memory, then what is not the plain launch (local memory, cluster, launch
@@ -91,7 +91,8 @@ pub(crate) fn unified_memory<'a>(trace: &'a Trace, tl: &'a Timeline, i: usize, o
     use UmKind::*;
     use Value::*;
     let e = &trace.um[i];
-    let processor = |id: u32| Str(tl.labels.um_processor.get(&id).map_or("", |&n| tl.name(trace, n)));
+    let [source, destination] =
+        um_endpoints(e).map(|p| Str(tl.labels.um_processor.get(&p).map_or("", |&n| tl.name(trace, n))));
     match e.kind {
         BytesHtoD | BytesDtoH | BytesDtoD => {
             let direction = match e.kind {
@@ -114,8 +115,8 @@ pub(crate) fn unified_memory<'a>(trace: &'a Trace, tl: &'a Timeline, i: usize, o
     out.push(Arg::new(ArgKey::Address, UInt(e.address)));
     match e.kind {
         BytesHtoD | BytesDtoH | BytesDtoD | RemoteMap => {
-            out.push(Arg::new(ArgKey::Source, processor(e.src)));
-            out.push(Arg::new(ArgKey::Destination, processor(e.dst)));
+            out.push(Arg::new(ArgKey::Source, source));
+            out.push(Arg::new(ArgKey::Destination, destination));
         }
         GpuPageFault => {
             out.push(Arg::new(ArgKey::AccessType, Str(describe::um_access_type(e.flags))));

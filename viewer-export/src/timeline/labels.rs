@@ -53,7 +53,7 @@ pub struct Labels {
     /// Unified memory: each kind's slice name, the processors named in events (`CPU`, `GPU 1`), and the sets of
     /// processors thrashing names (`GPU 0, GPU 1`).
     pub um: HashMap<UmKind, NameId>,
-    pub um_processor: HashMap<u32, NameId>,
+    pub um_processor: HashMap<super::um::Processor, NameId>,
     pub um_processor_set: HashMap<u64, NameId>,
     pub health: NameId,
     pub names: LabelNames,
@@ -90,8 +90,8 @@ impl Labels {
         for e in &trace.um {
             l.um.entry(e.kind).or_insert_with(|| name(super::um::um_slice_name(e.kind)));
             if e.kind.is_migration() || e.kind == UmKind::RemoteMap {
-                for p in [e.src, e.dst] {
-                    l.um_processor.entry(p).or_insert_with(|| name(&describe::um_processor(p)));
+                for p in super::um::um_endpoints(e) {
+                    l.um_processor.entry(p).or_insert_with(|| name(&super::um::processor_name(p)));
                 }
             }
             if e.kind == UmKind::Thrashing {

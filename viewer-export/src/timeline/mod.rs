@@ -26,7 +26,10 @@ pub use item::{Item, MAX_ROWS_PER_KIND, Src};
 pub use labels::{LabelNames, Labels, health_args, health_name};
 pub use shards::ShardRange;
 pub use tracks::{DEVICE_SYNC_TID, LANE_TID_STEP, SYNC_TID_OFFSET, Track, TrackRole, base_track};
-pub use um::{StepCounter, UM_HOST_TID, UM_TID, rate_unit, um_slice_name};
+pub use um::{
+    Processor, StepCounter, UM_HOST_TID, UM_TID, memory_counter_name, processor_name, rate_unit, um_endpoints,
+    um_slice_name,
+};
 
 /// A trace laid out: tracks, their slices in layout order, the shards to write, the arrows and the labels.
 #[derive(Clone, Debug)]

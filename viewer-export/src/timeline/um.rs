@@ -4,7 +4,7 @@
 //! device, managed and pinned host memory in use.
 
 use cutr_model::memory::{MemoryClass, memory_in_use_of};
-use cutr_model::rows::{UmEvent, UmKind};
+use cutr_model::rows::{UM_CPU, UmEvent, UmKind};
 use cutr_model::um::RunningKernels;
 use cutr_model::{ProcId, Trace};
 use rayon::prelude::*;
@@ -133,6 +133,32 @@ fn has_rate(kind: UmKind) -> bool {
     kind.is_migration() || kind == UmKind::GpuPageFault
 }
 
+/// A processor a unified memory event names: a CPU (`true`) or a GPU, and its id.
+pub type Processor = (bool, u32);
+
+/// The source and destination processors of a migration or remote map. CUPTI numbers CPUs and GPUs alike
+/// (`srcId`/`dstId`: "the ID of the source CPU/device"): an HtoD migration's source is a CPU and a DtoH's
+/// destination, whatever their ids (the H100 fixture's HtoD records have CPU 0, not `UM_CPU`, as their source);
+/// a DtoD moves between GPUs; a remote map says only through `UM_CPU` which side is the CPU.
+pub fn um_endpoints(e: &UmEvent) -> [Processor; 2] {
+    let cpu_by_id = |id: u32| (id == UM_CPU, id);
+    match e.kind {
+        UmKind::BytesHtoD => [(true, e.src), (false, e.dst)],
+        UmKind::BytesDtoH => [(false, e.src), (true, e.dst)],
+        UmKind::BytesDtoD => [(false, e.src), (false, e.dst)],
+        _ => [cpu_by_id(e.src), cpu_by_id(e.dst)],
+    }
+}
+
+/// A processor's name: `GPU 1`, `CPU 0`, or `CPU` for CUPTI's CPU id (`UM_CPU`).
+pub fn processor_name((cpu, id): Processor) -> String {
+    match (cpu, id) {
+        (true, UM_CPU) => "CPU".into(),
+        (true, id) => format!("CPU {id}"),
+        (false, id) => format!("GPU {id}"),
+    }
+}
+
 /// The track of every unified memory event (in `Trace::um` order): its GPU's track, or its process's for the
 /// events of no one GPU.
 pub(crate) fn place_um(maker: &mut TrackMaker<'_>, trace: &Trace) -> Vec<u32> {
@@ -255,7 +281,7 @@ mod tests {
             end,
             value: bytes,
             address: 0,
-            src: cutr_model::rows::UM_CPU,
+            src: UM_CPU,
             dst: 0,
             flags: 0,
             pc: 0,
@@ -300,5 +326,21 @@ mod tests {
         let last = migration(u64::MAX, u64::MAX, u64::MAX);
         let points = rate_over_time(&[&last]);
         assert_eq!(points, vec![(u64::MAX - 1, u64::MAX as f64 * 1e9), (u64::MAX, 0.0)]);
+    }
+
+    #[test]
+    fn processors_are_named_by_the_direction_of_the_migration() {
+        let mut e = migration(0, 1, 4096);
+        let names = |e: &UmEvent| um_endpoints(e).map(processor_name);
+        // CUPTI's CPU id, and CPU 0 as the H100 fixture's records have it.
+        assert_eq!(names(&e), ["CPU", "GPU 0"]);
+        (e.src, e.dst) = (0, 1);
+        assert_eq!(names(&e), ["CPU 0", "GPU 1"]);
+        e.kind = UmKind::BytesDtoH;
+        assert_eq!(names(&e), ["GPU 0", "CPU 1"]);
+        e.kind = UmKind::BytesDtoD;
+        assert_eq!(names(&e), ["GPU 0", "GPU 1"]);
+        (e.kind, e.src) = (UmKind::RemoteMap, UM_CPU);
+        assert_eq!(names(&e), ["CPU", "GPU 1"]);
     }
 }
