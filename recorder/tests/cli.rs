@@ -298,6 +298,7 @@ fn every_flag_reaches_the_recorder_through_the_environment() {
         (vec!["--cupti-lib", lib.to_str().unwrap()], Config { cupti_library: Some(lib.clone()), ..d() }),
         (vec!["--keep-noisy-api"], Config { filter_noisy_api: false, ..d() }),
         (vec!["-q"], Config { quiet: true, ..d() }),
+        (vec!["--um"], Config { um: true, ..d() }),
         (vec!["--pc-sampling"], Config { pc_sampling: Some(PcSamplingConfig::default()), ..d() }),
         (
             vec!["--pc-sampling", "--pc-period", "12", "--stall-reasons", "long_scoreboard,wait"],
