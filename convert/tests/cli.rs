@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 18_063;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 46_740;
+const CUDA_WORKLOAD_PFTRACE: u64 = 18_129;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 46_792;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -45,8 +45,8 @@ fn converts_a_fixture_with_one_summary_line() {
     // One arrow per GPU record, 75 kernels + 73 memcpys + 21 memsets, and per sync, 21 stream syncs + 10 waits on
     // events + 10 event syncs + 2 device syncs (workloads/cuda/EXPECTED.md). 19 tracks: the health track, the
     // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the device-wide syncs, CUPTI overhead
-    // and the memory counter.
-    assert!(lines[0].contains(" bytes): 805 slices, 212 arrows, 19 tracks in "), "{lines:?}");
+    // and the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost).
+    assert!(lines[0].contains(" bytes): 805 slices, 212 arrows, 20 tracks in "), "{lines:?}");
     // The default is compressed packets; --no-compress writes them plain (exact sizes, this fixture).
     let plain = dir.path().join("plain.pftrace");
     let o =
@@ -369,7 +369,7 @@ fn export_reports_progress_shard_by_shard() {
             // The exact sizes guard the encoding against silent growth: 74.6 bytes per slice on this mix (every
             // kernel with its device, context, stream, correlation, occupancy and shared memory split), 17.4 as
             // compressed packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 463_912 } else { 1_993_145 });
+            assert_eq!(summary.bytes, if compress_packets { 463_909 } else { 1_993_142 });
         }
         let total = 20 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);

@@ -14,10 +14,12 @@ pub enum Category {
     CudaSync,
     Overhead,
     Cutr,
+    /// Unified memory events (cutr's own: Kineto records none).
+    UnifiedMemory,
 }
 
 impl Category {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -30,6 +32,7 @@ impl Category {
             Category::CudaSync => "cuda_sync",
             Category::Overhead => "overhead",
             Category::Cutr => "cutr",
+            Category::UnifiedMemory => "unified_memory",
         }
     }
 }
@@ -77,10 +80,20 @@ pub enum ArgKey {
     PcSamples,
     TopLines,
     TopStalls,
+    Direction,
+    Cause,
+    Address,
+    Source,
+    Destination,
+    RunningKernel,
+    AccessType,
+    FaultGroups,
+    Pc,
+    Processors,
 }
 
 impl ArgKey {
-    pub const COUNT: usize = 40;
+    pub const COUNT: usize = 50;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -124,6 +137,16 @@ impl ArgKey {
             ArgKey::PcSamples => "pc samples (whole recording)",
             ArgKey::TopLines => "top lines",
             ArgKey::TopStalls => "top stall reasons",
+            ArgKey::Direction => "direction",
+            ArgKey::Cause => "cause",
+            ArgKey::Address => "address",
+            ArgKey::Source => "source",
+            ArgKey::Destination => "destination",
+            ArgKey::RunningKernel => "kernel",
+            ArgKey::AccessType => "access type",
+            ArgKey::FaultGroups => "fault groups",
+            ArgKey::Pc => "pc",
+            ArgKey::Processors => "processors",
         }
     }
 }
@@ -169,8 +192,8 @@ mod tests {
     #[test]
     fn keys_and_categories_are_numbered_densely() {
         // The Perfetto writer interns by number: every key's number is below COUNT.
-        assert_eq!(ArgKey::TopStalls as usize + 1, ArgKey::COUNT);
-        assert_eq!(Category::Cutr as usize + 1, Category::COUNT);
+        assert_eq!(ArgKey::Processors as usize + 1, ArgKey::COUNT);
+        assert_eq!(Category::UnifiedMemory as usize + 1, Category::COUNT);
         assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
     }
 }

@@ -1,10 +1,12 @@
 //! The arguments both viewers show for GPU records: what a kernel launch was (Kineto's keys, then what Hopper
-//! added), what a copy or memset moved, and which event a sync waited on. Each writer decides which of its own
-//! arguments to add or leave out around these.
+//! added), what a copy or memset moved, which event a sync waited on, and what a unified memory event was. Each
+//! writer decides which of its own arguments to add or leave out around these.
 
+use cutr_model::rows::UmKind;
 use cutr_model::{Kernel, Sync, Trace, describe};
 
 use crate::args::{Arg, ArgKey, Value};
+use crate::timeline::{Timeline, um_endpoints};
 
 /// A kernel's launch: registers, grid, block, the estimated achieved occupancy (Kineto's), graph node and
 /// channel, static and dynamic shared memory, then what is not the plain launch (local memory, cluster, launch
@@ -80,4 +82,54 @@ pub(crate) fn waited_event<'t>(trace: &Trace, s: &Sync, out: &mut Vec<Arg<'t>>) 
     out.push(Arg::new(ArgKey::WaitOnStream, Value::Int(stream)));
     out.push(Arg::new(ArgKey::WaitOnEventRecordCorrelation, Value::Int(corr)));
     out.push(Arg::new(ArgKey::WaitOnEventId, Value::Int(if s.event == u32::MAX { -1 } else { s.event as i64 })));
+}
+
+/// A unified memory event's args (`Trace::um[i]`): what moved (bytes, direction, cause, between which
+/// processors, at what rate), where (address), what faulted (access type, fault groups; a CPU fault's host
+/// instruction), who fought (thrashing's processors), and the kernel running on the event's GPU when it began.
+pub(crate) fn unified_memory<'a>(trace: &'a Trace, tl: &'a Timeline, i: usize, out: &mut Vec<Arg<'a>>) {
+    use UmKind::*;
+    use Value::*;
+    let e = &trace.um[i];
+    let [source, destination] =
+        um_endpoints(e).map(|p| Str(tl.labels.um_processor.get(&p).map_or("", |&n| tl.name(trace, n))));
+    match e.kind {
+        BytesHtoD | BytesDtoH | BytesDtoD => {
+            let direction = match e.kind {
+                BytesHtoD => "HtoD",
+                BytesDtoH => "DtoH",
+                _ => "DtoD",
+            };
+            out.push(Arg::new(ArgKey::Direction, Str(direction)));
+            out.push(Arg::new(ArgKey::Bytes, UInt(e.value)));
+            out.push(Arg::new(ArgKey::Bandwidth, Value::bandwidth(e.value, e.start, e.end)));
+            out.push(Arg::new(ArgKey::Cause, Str(describe::um_migration_cause(e.flags))));
+        }
+        RemoteMap => {
+            out.push(Arg::new(ArgKey::Bytes, UInt(e.value)));
+            out.push(Arg::new(ArgKey::Cause, Str(describe::um_remote_map_cause(e.flags))));
+        }
+        Thrashing => out.push(Arg::new(ArgKey::Bytes, UInt(e.value))),
+        GpuPageFault | CpuPageFault | Throttling => {}
+    }
+    out.push(Arg::new(ArgKey::Address, UInt(e.address)));
+    match e.kind {
+        BytesHtoD | BytesDtoH | BytesDtoD | RemoteMap => {
+            out.push(Arg::new(ArgKey::Source, source));
+            out.push(Arg::new(ArgKey::Destination, destination));
+        }
+        GpuPageFault => {
+            out.push(Arg::new(ArgKey::AccessType, Str(describe::um_access_type(e.flags))));
+            out.push(Arg::new(ArgKey::FaultGroups, UInt(e.value)));
+        }
+        CpuPageFault => out.push(Arg::new(ArgKey::Pc, UInt(e.pc))),
+        Thrashing => {
+            let set = tl.labels.um_processor_set.get(&e.processors).map_or("", |&n| tl.name(trace, n));
+            out.push(Arg::new(ArgKey::Processors, Str(set)));
+        }
+        Throttling => {}
+    }
+    if let Some(&k) = tl.um_kernel.get(i).filter(|&&k| k != u32::MAX) {
+        out.push(Arg::new(ArgKey::RunningKernel, Str(trace.kernel_name(&trace.kernels[k as usize]))));
+    }
 }

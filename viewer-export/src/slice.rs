@@ -23,6 +23,7 @@ pub(crate) fn name_and_category(trace: &Trace, tl: &Timeline, it: &Item) -> (Nam
         Src::Range(i) => (trace.ranges[i as usize].name, Category::Nvtx),
         Src::Sync(i) => (l.sync[&trace.syncs[i as usize].sync_type], Category::CudaSync),
         Src::Overhead(i) => (l.overhead[&trace.overheads[i as usize].kind], Category::Overhead),
+        Src::Um(i) => (l.um[&trace.um[i as usize].kind], Category::UnifiedMemory),
         Src::Health => (l.health, Category::Cutr),
     }
 }

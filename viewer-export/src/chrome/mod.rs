@@ -88,7 +88,7 @@ fn json_row(trace: &Trace, tl: &Timeline, it: &Item) -> Row {
 }
 
 /// The args of a slice in Kineto's order and spelling (ids made unique per file by `ids`).
-fn kineto_args<'t>(trace: &'t Trace, tl: &Timeline, it: &Item, ids: &JsonIds, out: &mut Vec<Arg<'t>>) {
+fn kineto_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, ids: &JsonIds, out: &mut Vec<Arg<'t>>) {
     use Value::*;
     out.clear();
     match it.src() {
@@ -161,6 +161,12 @@ fn kineto_args<'t>(trace: &'t Trace, tl: &Timeline, it: &Item, ids: &JsonIds, ou
                 out.push(Arg::new(ArgKey::Thread, UInt(o.tid as u64)));
             }
         }
+        Src::Um(i) => {
+            if let Some(device) = trace.um[i as usize].device() {
+                out.push(Arg::new(ArgKey::Device, UInt(device as u64)));
+            }
+            gpu_args::unified_memory(trace, tl, i as usize, out);
+        }
         Src::Health => {}
     }
 }
@@ -224,7 +230,7 @@ fn side_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
         let name = trace.names.get(m.name);
         w.instant(&InstantEvent { cat: "nvtx", name, row, ts: m.ts, global: false, args: &[] });
     }
-    memory_counters(trace, tl, w);
+    step_counters(tl, w);
     for c in &trace.counters {
         if let Some(&t) = tl.counter_track.get(&(c.proc, c.device, c.series)) {
             w.counter(&tl.tracks[t as usize].name, tl.tracks[t as usize].json_pid, c.ts, "value", c.value);
@@ -238,18 +244,13 @@ fn side_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
     metadata_events(trace, tl, w, tl.span.0);
 }
 
-/// Device memory allocated over time, per process and GPU, as counter events on the GPU's row (the Perfetto
-/// export's counter track): each allocation or free record moves it.
-fn memory_counters(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
-    let mut order: Vec<usize> = (0..trace.memory.len()).collect();
-    order.sort_by_key(|&i| trace.memory[i].ts);
-    let mut allocated: std::collections::HashMap<(ProcId, u32), i128> = Default::default();
-    for i in order {
-        let m = &trace.memory[i];
-        let a = allocated.entry((m.proc, m.device)).or_default();
-        *a += if m.free { -(m.bytes as i128) } else { m.bytes as i128 };
-        if let Some(&t) = tl.memory_track.get(&(m.proc, m.device)) {
-            w.counter("device memory allocated", tl.tracks[t as usize].json_pid, m.ts, "bytes", (*a).max(0) as f64);
+/// The step counters (device memory in use, unified memory migration rates) as counter events on their GPU's
+/// row, each point once, as the Perfetto export draws them.
+fn step_counters(tl: &Timeline, w: &mut EventWriter<'_>) {
+    for c in &tl.step_counters {
+        let pid = tl.tracks[c.track as usize].json_pid;
+        for &(ts, v) in &c.points {
+            w.counter(c.json_name, pid, ts, c.json_series, v);
         }
     }
 }
@@ -292,6 +293,9 @@ fn metadata_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>, ts: u6
                 name_row(w, row, &format!("stream {stream} (sync)"), *stream as i64)
             }
             (TrackRole::DeviceSync { device, .. }, _) => name_row(w, row, &format!("Device {device}"), -1),
+            (TrackRole::UnifiedMemory { .. } | TrackRole::UnifiedMemoryHost { .. }, _) => {
+                name_row(w, row, &t.name, row.tid)
+            }
             (TrackRole::Lane { .. }, b) if b.on_gpu_row() => name_row(w, row, &t.name, base.json_tid),
             _ => {}
         }

@@ -1,7 +1,7 @@
 //! The timeline as a Perfetto protobuf trace: track descriptors first, then each shard as its own packet sequence
-//! (one track's slices, BEGIN/END in time order, arrows as flow ids), then a side sequence with NVTX marks,
-//! memory counters and the health slice. Args are Perfetto's own choice: what a slice's track, name or arrow
-//! already states is left out.
+//! (one track's slices, BEGIN/END in time order, arrows as flow ids), then a side sequence with NVTX marks and
+//! the counters (device memory in use, unified memory migration rates, counter samples). Args are Perfetto's own
+//! choice: what a slice's track, name or arrow already states is left out.
 
 mod encoder;
 
@@ -66,7 +66,12 @@ fn descriptors(tl: &Timeline) -> Vec<TrackDescriptor> {
                 TrackRole::HostProcess { pid, .. } => TrackKind::Process { pid: *pid, name: t.name.clone() },
                 TrackRole::Gpu { .. } => TrackKind::Process { pid: t.pid, name: t.name.clone() },
                 TrackRole::Thread { pid, tid, .. } => TrackKind::Thread { pid: *pid, tid: *tid, name: t.name.clone() },
-                TrackRole::Memory { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: "bytes".into() },
+                TrackRole::Memory { .. } | TrackRole::MemoryOfClass { .. } => {
+                    TrackKind::Counter { name: t.name.clone(), unit_name: "bytes".into() }
+                }
+                TrackRole::UmRate { kind, .. } => {
+                    TrackKind::Counter { name: t.name.clone(), unit_name: crate::timeline::rate_unit(*kind).into() }
+                }
                 TrackRole::Counter { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: String::new() },
                 _ => TrackKind::Custom { name: t.name.clone() },
             },
@@ -97,7 +102,7 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
             shard.end(track, stack.pop().unwrap_or_default());
         }
         let (name, category) = slice::name_and_category(trace, tl, it);
-        slice_args(trace, it, &mut args);
+        slice_args(trace, tl, it, &mut args);
         // A graph launch starts one arrow per node it ran.
         slice::flows_out(trace, tl, it, &mut flows_out);
         shard.begin(&SliceBegin {
@@ -122,7 +127,7 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
 /// The args of a slice in the Perfetto trace: Kineto's, less what the track, name or arrow already states
 /// (blocks and warps per SM, which grid and the device's SMs give; an API call's cbid, its name; a zero
 /// `queued`); the correlation id on every record, so trace processor queries can join by it.
-fn slice_args<'t>(trace: &'t Trace, it: &Item, out: &mut Vec<Arg<'t>>) {
+fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<Arg<'t>>) {
     use Value::*;
     out.clear();
     match it.src() {
@@ -193,6 +198,8 @@ fn slice_args<'t>(trace: &'t Trace, it: &Item, out: &mut Vec<Arg<'t>>) {
                 out.push(Arg::new(ArgKey::Thread, UInt(o.tid as u64)));
             }
         }
+        // The track says the device.
+        Src::Um(i) => gpu_args::unified_memory(trace, tl, i as usize, out),
         Src::Health => {}
     }
 }
@@ -208,14 +215,17 @@ fn memory_op_args<'t>(trace: &Trace, key: cutr_model::CorrKey, bytes: u64, (s, e
     out.push(Arg::new(ArgKey::Bandwidth, Value::bandwidth(bytes, s, e)));
 }
 
-/// The side sequence: NVTX marks, memory counters and the other counter series, merged in time order.
+/// The side sequence: NVTX marks, the step counters (device memory in use, migration rates) and the other counter
+/// series, merged in time order.
 fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<u8> {
     let mut t0 = tl.span.0;
     if let Some(m) = trace.marks.first() {
         t0 = t0.min(m.ts);
     }
-    if let Some(m) = trace.memory.first() {
-        t0 = t0.min(m.ts);
+    let steps: Vec<(u64, u32, f64)> =
+        tl.step_counters.iter().flat_map(|c| c.points.iter().map(|&(ts, v)| (ts, c.track, v))).collect();
+    if let Some(ts) = steps.iter().map(|s| s.0).min() {
+        t0 = t0.min(ts);
     }
     if let Some(ts) = trace.counters.iter().map(|c| c.ts).min() {
         t0 = t0.min(ts);
@@ -228,14 +238,13 @@ fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<
     for (i, m) in trace.marks.iter().enumerate() {
         evs.push((m.ts, 0, i));
     }
-    for (i, m) in trace.memory.iter().enumerate() {
-        evs.push((m.ts, 1, i));
+    for (i, s) in steps.iter().enumerate() {
+        evs.push((s.0, 1, i));
     }
     for (i, c) in trace.counters.iter().enumerate() {
         evs.push((c.ts, 2, i));
     }
     evs.sort_unstable();
-    let mut allocated: std::collections::HashMap<(cutr_model::ProcId, u32), i128> = Default::default();
     let thread_uuid: std::collections::HashMap<(cutr_model::ProcId, u32), u64> = tl
         .tracks
         .iter()
@@ -258,12 +267,8 @@ fn side_events(trace: &Trace, tl: &Timeline, compress: bool, epoch: u64) -> Vec<
                 shard.counter(uuid(t), ts, c.value);
             }
         } else {
-            let m = &trace.memory[i];
-            let a = allocated.entry((m.proc, m.device)).or_default();
-            *a += if m.free { -(m.bytes as i128) } else { m.bytes as i128 };
-            if let Some(&t) = tl.memory_track.get(&(m.proc, m.device)) {
-                shard.counter(uuid(t), ts, (*a).max(0) as f64);
-            }
+            let (_, track, value) = steps[i];
+            shard.counter(uuid(track), ts, value);
         }
     }
     shard.into_bytes()

@@ -10,15 +10,20 @@ pub enum Src {
     Range(u32),
     Sync(u32),
     Overhead(u32),
+    /// A unified memory event (`Trace::um`).
+    Um(u32),
     /// The recording-health slice spanning the whole trace.
     Health,
 }
 
 impl Src {
     const INDEX_BITS: u32 = 29;
+    /// The health slice's index in the kind it shares with unified memory events.
+    const HEALTH_INDEX: u32 = (1 << Self::INDEX_BITS) - 1;
 
     /// The source packed in 32 bits: the kind in the top 3, the row index below (rows < 2^29 per kind). Packed
-    /// values order like the enum (kind first, then index).
+    /// values order like the enum (kind first, then index). Unified memory events and the one health slice share
+    /// the last kind, the health slice taking its last index, so that no kind loses an index bit.
     #[inline]
     fn pack(self) -> u32 {
         let (kind, i) = match self {
@@ -29,7 +34,11 @@ impl Src {
             Src::Range(i) => (4, i),
             Src::Sync(i) => (5, i),
             Src::Overhead(i) => (6, i),
-            Src::Health => (7, 0),
+            Src::Um(i) => {
+                assert!(i < Self::HEALTH_INDEX, "more than 2^29 - 1 unified memory records");
+                (7, i)
+            }
+            Src::Health => (7, Self::HEALTH_INDEX),
         };
         assert!(i < 1 << Self::INDEX_BITS, "more than 2^29 records of one kind");
         (kind << Self::INDEX_BITS) | i
@@ -46,7 +55,8 @@ impl Src {
             4 => Src::Range(i),
             5 => Src::Sync(i),
             6 => Src::Overhead(i),
-            _ => Src::Health,
+            _ if i == Self::HEALTH_INDEX => Src::Health,
+            _ => Src::Um(i),
         }
     }
 }

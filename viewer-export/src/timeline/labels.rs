@@ -2,6 +2,7 @@
 //! copies, memsets, syncs and overheads, and the health slice's verdict. Resolved once, before the parallel
 //! writers run.
 
+use cutr_model::rows::UmKind;
 use cutr_model::{NameId, Names, ProcId, Trace, describe};
 use rustc_hash::FxHashMap as HashMap;
 
@@ -49,6 +50,11 @@ pub struct Labels {
     pub memset: HashMap<u16, NameId>,
     pub sync: HashMap<u32, NameId>,
     pub overhead: HashMap<u32, NameId>,
+    /// Unified memory: each kind's slice name, the processors named in events (`CPU`, `GPU 1`), and the sets of
+    /// processors thrashing names (`GPU 0, GPU 1`).
+    pub um: HashMap<UmKind, NameId>,
+    pub um_processor: HashMap<super::um::Processor, NameId>,
+    pub um_processor_set: HashMap<u64, NameId>,
     pub health: NameId,
     pub names: LabelNames,
 }
@@ -81,10 +87,27 @@ impl Labels {
         for o in &trace.overheads {
             l.overhead.entry(o.kind).or_insert_with(|| name(describe::overhead_kind(o.kind)));
         }
+        for e in &trace.um {
+            l.um.entry(e.kind).or_insert_with(|| name(super::um::um_slice_name(e.kind)));
+            if e.kind.is_migration() || e.kind == UmKind::RemoteMap {
+                for p in super::um::um_endpoints(e) {
+                    l.um_processor.entry(p).or_insert_with(|| name(&super::um::processor_name(p)));
+                }
+            }
+            if e.kind == UmKind::Thrashing {
+                l.um_processor_set.entry(e.processors).or_insert_with(|| name(&processor_set(e.processors)));
+            }
+        }
         l.health = name(&health_name(trace));
         l.names = names;
         l
     }
+}
+
+/// The GPUs of a thrashing record's bit mask (`GPU 0, GPU 3`), `none` for an empty one.
+fn processor_set(mask: u64) -> String {
+    let gpus: Vec<String> = (0..64).filter(|b| mask >> b & 1 == 1).map(|b| format!("GPU {b}")).collect();
+    if gpus.is_empty() { "none".into() } else { gpus.join(", ") }
 }
 
 /// The name of the health slice: "recording complete: nothing lost", "LOSS: ..." with every non-zero loss

@@ -14,6 +14,7 @@ mod lanes;
 mod placement;
 mod shards;
 mod tracks;
+mod um;
 
 use cutr_model::par::{Source, group_by_key};
 use cutr_model::timing::{mark, timed};
@@ -25,6 +26,10 @@ pub use item::{Item, MAX_ROWS_PER_KIND, Src};
 pub use labels::{LabelNames, Labels, health_args, health_name};
 pub use shards::ShardRange;
 pub use tracks::{DEVICE_SYNC_TID, LANE_TID_STEP, SYNC_TID_OFFSET, Track, TrackRole, base_track};
+pub use um::{
+    Processor, StepCounter, UM_HOST_TID, UM_TID, memory_counter_name, processor_name, rate_unit, um_endpoints,
+    um_slice_name,
+};
 
 /// A trace laid out: tracks, their slices in layout order, the shards to write, the arrows and the labels.
 #[derive(Clone, Debug)]
@@ -42,6 +47,12 @@ pub struct Timeline {
     pub gpu_json_pid: HashMap<(ProcId, u32), i64>,
     /// Memory counter track of each (file, device).
     pub memory_track: HashMap<(ProcId, u32), u32>,
+    /// Counters drawn as steps, written alike by both writers: device memory in use, unified memory migration
+    /// rates.
+    pub step_counters: Vec<StepCounter>,
+    /// The kernel (index into `Trace::kernels`) running on each unified memory event's GPU when it began
+    /// (`u32::MAX`: none), by index into `Trace::um`.
+    pub um_kernel: Vec<u32>,
     /// Counter track of each (file, device, series) of `Trace::counters`.
     pub counter_track: HashMap<(ProcId, u32, NameId), u32>,
     pub health_track: u32,
@@ -57,7 +68,7 @@ pub fn too_large(trace: &Trace) -> Option<String> {
 }
 
 /// Rows of each kind that become slices.
-fn slice_kinds(trace: &Trace) -> [(&'static str, usize); 7] {
+fn slice_kinds(trace: &Trace) -> [(&'static str, usize); 8] {
     [
         ("kernel", trace.kernels.len()),
         ("memcpy", trace.memcpys.len()),
@@ -66,6 +77,7 @@ fn slice_kinds(trace: &Trace) -> [(&'static str, usize); 7] {
         ("NVTX range", trace.ranges.len()),
         ("synchronization", trace.syncs.len()),
         ("overhead", trace.overheads.len()),
+        ("unified memory", trace.um.len()),
     ]
 }
 
@@ -91,6 +103,8 @@ impl Timeline {
         let mut placed = placement::place(&mut maker, trace, span);
         let memory_track = std::mem::take(&mut placed.memory_track);
         let counter_track = std::mem::take(&mut placed.counter_track);
+        let step_counters = timed("step counters", || um::step_counters(&mut maker, trace, &memory_track));
+        let um_kernel = timed("kernels under unified memory", || um::running_kernels(trace));
         let mut items = timed("group by track", || group_items(trace, placed, maker.set.len(), span.1));
         mark("layout items");
         let health_track = maker.health();
@@ -107,6 +121,8 @@ impl Timeline {
             labels,
             gpu_json_pid: maker.gpu_json_pid,
             memory_track,
+            step_counters,
+            um_kernel,
             counter_track,
             health_track,
             span,
@@ -137,6 +153,8 @@ fn group_items(trace: &Trace, placed: placement::Placement, tracks: usize, end: 
         Item::new(t, r.start, stop, Src::Range(order[i]))
     };
     let sync = |i: usize, t| Item::new(t, syncs[i].start, syncs[i].end, Src::Sync(i as u32));
+    let um_rows = &trace.um;
+    let um = |i: usize, t| Item::new(t, um_rows[i].start, um_rows[i].end, Src::Um(i as u32));
     let others = |i: usize, _| other[i];
     let sources = [
         Source { keys: placed.kernel, make: &kernel },
@@ -145,15 +163,17 @@ fn group_items(trace: &Trace, placed: placement::Placement, tracks: usize, end: 
         Source { keys: placed.api, make: &api },
         Source { keys: placed.range, make: &range },
         Source { keys: placed.sync, make: &sync },
+        Source { keys: placed.um, make: &um },
         Source { keys: other.iter().map(|it| it.track).collect(), make: &others },
     ];
-    let starts: [&(dyn Fn(usize) -> u64 + Sync); 7] = [
+    let starts: [&(dyn Fn(usize) -> u64 + Sync); 8] = [
         &|i| kernels[i].start,
         &|i| memcpys[i].start,
         &|i| memsets[i].start,
         &|i| apis[i].start,
         &|i| ranges[order[i] as usize].start,
         &|i| syncs[i].start,
+        &|i| um_rows[i].start,
         &|i| other[i].start,
     ];
     let (blocks, slices) = grouping::time_slices(&sources, &starts);

@@ -22,6 +22,8 @@ pub(crate) struct Placement {
     /// The track of each range, in `range_order`.
     pub range: Vec<u32>,
     pub sync: Vec<u32>,
+    /// The track of each unified memory event.
+    pub um: Vec<u32>,
     /// Overhead slices and the health slice, by start.
     pub other: Vec<Item>,
     /// Memory counter track of each (file, device).
@@ -47,7 +49,8 @@ pub(crate) fn place(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64))
     });
     let (range_order, range, sync) = timed("nvtx and sync tracks", || ranges_and_syncs(maker, trace, &ctx_device));
     let (other, (memory_track, counter_track)) = timed("other tracks", || other_rows(maker, trace, span));
-    Placement { kernel, memcpy, memset, api, range_order, range, sync, other, memory_track, counter_track }
+    let um = timed("unified memory tracks", || super::um::place_um(maker, trace));
+    Placement { kernel, memcpy, memset, api, range_order, range, sync, um, other, memory_track, counter_track }
 }
 
 /// Stream tracks of the kernels, copies and memsets (GPUs and contexts made on the way), and each context's
@@ -70,8 +73,10 @@ fn gpu_rows(maker: &mut TrackMaker<'_>, trace: &Trace) -> (Vec<u32>, Vec<u32>, V
         }),
     ];
     let memory_gpus = first_seen(trace.memory.len(), |i| (trace.memory[i].proc, trace.memory[i].device));
+    let um_gpus = first_seen(trace.um.len(), |i| (trace.um[i].proc, trace.um[i].device()));
+    let um_gpus = um_gpus.into_iter().filter_map(|((proc, device), _)| Some((proc, device?)));
     let gpus = stream_keys.iter().flatten().map(|&((proc, device, _, _), _)| (proc, device));
-    maker.number_gpus(gpus.chain(memory_gpus.into_iter().map(|(g, _)| g)).collect());
+    maker.number_gpus(gpus.chain(memory_gpus.into_iter().map(|(g, _)| g)).chain(um_gpus).collect());
     // Contexts map to devices through the GPU records and CUDA events that name both: the first record naming a
     // context says its device (kernels first, then copies, memsets, events). (A context's first stream in row
     // order holds its first row.)

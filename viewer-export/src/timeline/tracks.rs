@@ -1,7 +1,7 @@
 //! The tracks of a timeline: host processes and their threads, GPUs with their contexts and streams, a
 //! synchronization track per context, CUPTI overhead, device memory counters, the recording-health track, and
-//! overflow lanes. Each track knows its place in the hierarchy (Perfetto) and its Chrome JSON row (Kineto's
-//! pid/tid conventions).
+//! overflow lanes (the unified memory tracks are made in `um`). Each track knows its place in the hierarchy
+//! (Perfetto) and its Chrome JSON row (Kineto's pid/tid conventions).
 
 use cutr_model::{ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;
@@ -58,6 +58,27 @@ pub enum TrackRole {
         device: u32,
         series: cutr_model::NameId,
     },
+    /// Unified memory events of a GPU: migrations to and from it, its page faults, throttling, remote maps.
+    UnifiedMemory {
+        proc: ProcId,
+        device: u32,
+    },
+    /// Unified memory events of no one GPU (CPU page faults, thrashing) of a process.
+    UnifiedMemoryHost {
+        proc: ProcId,
+    },
+    /// Managed or pinned host memory in use of a GPU (device memory is [`TrackRole::Memory`]).
+    MemoryOfClass {
+        proc: ProcId,
+        device: u32,
+        class: cutr_model::memory::MemoryClass,
+    },
+    /// The rate of one kind of unified memory migration of a GPU, in bytes/s.
+    UmRate {
+        proc: ProcId,
+        device: u32,
+        kind: cutr_model::rows::UmKind,
+    },
     Health,
     /// Overflow lane `k` of track `of`.
     Lane {
@@ -92,9 +113,15 @@ pub const SYNC_TID_OFFSET: i64 = 1_000_000;
 pub const DEVICE_SYNC_TID: i64 = 1;
 
 impl TrackRole {
-    /// Whether the track shows GPU-side rows (streams and their syncs).
+    /// Whether the track shows GPU-side rows (streams and their syncs, unified memory).
     pub fn on_gpu_row(&self) -> bool {
-        matches!(self, TrackRole::Stream { .. } | TrackRole::StreamSync { .. } | TrackRole::DeviceSync { .. })
+        matches!(
+            self,
+            TrackRole::Stream { .. }
+                | TrackRole::StreamSync { .. }
+                | TrackRole::DeviceSync { .. }
+                | TrackRole::UnifiedMemory { .. }
+        )
     }
 }
 
@@ -227,7 +254,7 @@ impl<'t> TrackMaker<'t> {
     }
 
     /// The Chrome JSON pid of a file's process (its recorded pid).
-    fn json_pid(&self, proc: ProcId) -> i64 {
+    pub(crate) fn json_pid(&self, proc: ProcId) -> i64 {
         self.trace.processes[proc.index()].pid as i64
     }
 
@@ -369,7 +396,7 @@ impl<'t> TrackMaker<'t> {
         })
     }
 
-    /// The device memory counter of a GPU.
+    /// The device memory in use counter of a GPU (`cutr_model::memory::memory_in_use`).
     pub fn memory(&mut self, proc: ProcId, device: u32) -> u32 {
         let gpu = self.gpu(proc, device);
         let json_pid = self.set.tracks[gpu as usize].json_pid;
@@ -377,7 +404,7 @@ impl<'t> TrackMaker<'t> {
         self.set.get(role.clone(), |_| Track {
             role,
             parent: Some(gpu),
-            name: "device memory allocated (bytes)".into(),
+            name: "device memory in use (bytes)".into(),
             json_pid,
             json_tid: 0,
             pid: 0,
@@ -387,6 +414,12 @@ impl<'t> TrackMaker<'t> {
 }
 
 impl TrackMaker<'_> {
+    /// The GPU track of a file's device, and its Chrome JSON pid.
+    pub fn gpu_and_json_pid(&mut self, proc: ProcId, device: u32) -> (u32, i64) {
+        let gpu = self.gpu(proc, device);
+        (gpu, self.set.tracks[gpu as usize].json_pid)
+    }
+
     /// The counter track of one series of a GPU, under the GPU, named by the series.
     pub fn counter(&mut self, proc: ProcId, device: u32, series: cutr_model::NameId, name: &str) -> u32 {
         let gpu = self.gpu(proc, device);
