@@ -113,12 +113,6 @@ pub fn starts_flow(driver: bool, cbid: u32) -> bool {
     }
 }
 
-/// The processor a unified memory record names by `srcId`/`dstId`: `CPU` for `CUPTI_UNIFIED_MEMORY_CPU_DEVICE_ID`,
-/// else `GPU N`.
-pub fn um_processor(id: u32) -> String {
-    if id == crate::rows::UM_CPU { "CPU".to_string() } else { format!("GPU {id}") }
-}
-
 /// `CUpti_ActivityUnifiedMemoryMigrationCause` (the `flags` of a migration).
 pub fn um_migration_cause(flags: u32) -> &'static str {
     match flags {

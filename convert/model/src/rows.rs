@@ -275,7 +275,9 @@ pub struct UmEvent {
     pub value: u64,
     /// The virtual base address of the pages moved, or of the page that faulted.
     pub address: u64,
-    /// The source processor (a device id, or the CPU), as CUPTI numbers it; for GPU page faults the device.
+    /// The source processor, as CUPTI numbers it; for GPU page faults the device. The direction says which side is
+    /// the CPU: CUDA 13 on an H100 names it 0 (its NUMA node), not [`UM_CPU`], so an HtoD migration to GPU 0 reads
+    /// `src == dst == 0`.
     pub src: u32,
     /// The destination processor of a migration or remote map.
     pub dst: u32,
@@ -288,7 +290,8 @@ pub struct UmEvent {
     pub processors: u64,
 }
 
-/// `CUPTI_UNIFIED_MEMORY_CPU_DEVICE_ID`: the CPU as a unified memory record's `src`/`dst`.
+/// `CUPTI_UNIFIED_MEMORY_CPU_DEVICE_ID`: the CPU as a unified memory record's `src`/`dst` where CUPTI uses the
+/// sentinel (migrations name the CPU by its own id instead; see [`UmEvent::src`]).
 pub const UM_CPU: u32 = u32::MAX;
 
 impl UmEvent {
