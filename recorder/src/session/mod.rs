@@ -3,7 +3,7 @@
 //! The rooms of the session: `writer` (CUPTI's buffer callbacks, the writer thread, the ring), `sources` (starting
 //! PC sampling, counters, capture ranges), `ticker` (the periodic flush), `metadata` (what the file says about its
 //! recording), `notes` (the one way a problem reaches the user), `windows` (when recording was on, for the
-//! sources that sample regardless).
+//! sources that sample regardless), `unified_memory` (the kind CUPTI takes only after `cuInit`).
 //!
 //! Recording is turned off without a forced flush: CUPTI's forced flush hands over the records of work still
 //! running with no timestamps, so a control action would lose the kernels in flight. Their buffers complete later
@@ -13,6 +13,7 @@ mod metadata;
 mod notes;
 mod sources;
 mod ticker;
+mod unified_memory;
 mod windows;
 mod writer;
 
@@ -362,41 +363,6 @@ impl Session {
             }
         }
         Ok(())
-    }
-
-    /// Enables unified memory where CUPTI was not ready for it yet, if recording is on now (else the next turn
-    /// on enables it). Called when a context is made.
-    pub(crate) fn enable_um_after_init(&self) {
-        if !self.um_pending.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut enabled = self.enabled.lock().unwrap();
-        if !enabled.is_empty() {
-            self.enable_um(&mut enabled);
-        }
-    }
-
-    /// Enables the unified memory kind. CUPTI takes the counters' configuration only after `cuInit` has returned
-    /// (see `unified_memory::AtFirstContext`): where it is not ready, configure again and retry; still not ready
-    /// (inside `cuInit`), it stays pending until a context is made.
-    fn enable_um(&self, enabled: &mut Vec<u32>) {
-        let um = cutr_schema::kinds::UNIFIED_MEMORY_COUNTER;
-        let not_ready = |r: &Result<(), crate::ffi::cupti::CuptiError>| matches!(r, Err(e) if e.code == crate::ffi::cupti::CUPTI_ERROR_NOT_READY);
-        let mut r = self.cupti.enable(um);
-        if not_ready(&r) {
-            if crate::unified_memory::configure(self.cupti, &mut |n| self.note(n)).is_empty() {
-                self.um_refused.store(true, Ordering::Relaxed);
-                self.um_pending.store(false, Ordering::Relaxed);
-                return;
-            }
-            r = self.cupti.enable(um);
-        }
-        self.um_pending.store(not_ready(&r), Ordering::Relaxed);
-        match r {
-            Ok(()) => enabled.push(um),
-            Err(_) if self.um_pending.load(Ordering::Relaxed) => {}
-            Err(e) => self.note(format!("activity kind UNIFIED_MEMORY_COUNTER not recorded: {e}")),
-        }
     }
 
     fn disable_kinds(&self) {
