@@ -2368,7 +2368,7 @@ impl<'a> Mapping<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<u64>(Mapping::VT_FILE_OFFSET, Some(0)).unwrap()}
   }
-  /// The mapped file's path as the kernel reported it ("[vdso]" and the like for anonymous code).
+  /// The mapped file's path as the kernel reported it (`[vdso]` and the like for anonymous code).
   #[inline]
   pub fn path(&self) -> Option<&'a str> {
     // Safety:
