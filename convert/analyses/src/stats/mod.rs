@@ -18,7 +18,7 @@ pub use counters::CounterAverage;
 pub use render::{TextOptions, render_csv, render_text};
 pub use um::{
     UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
-    UmThrottling,
+    UmThrottling, VA_BLOCK,
 };
 
 /// A section of the report, selectable with `--report` (as `nsys stats -r`).

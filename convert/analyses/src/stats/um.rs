@@ -98,9 +98,15 @@ pub struct UmThrottling {
     pub total_ns: u64,
 }
 
+/// CUDA's unified memory driver migrates and services faults within 2 MiB blocks of virtual addresses: the address
+/// rows are these blocks, each summing the records whose base address falls in it.
+pub const VA_BLOCK: u64 = 2 << 20;
+
+/// One 2 MiB block of virtual addresses, `address..end`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct UmAddress {
     pub address: u64,
+    pub end: u64,
     pub bytes: u64,
     pub migrations: u64,
     pub faults: u64,
@@ -173,7 +179,12 @@ fn limit<T>(v: &mut Vec<T>, n: Option<usize>) {
 }
 
 fn at_address(a: &mut FxHashMap<u64, UmAddress>, address: u64) -> &mut UmAddress {
-    a.entry(address).or_insert_with(|| UmAddress { address, ..Default::default() })
+    let block = address & !(VA_BLOCK - 1);
+    a.entry(block).or_insert_with(|| UmAddress {
+        address: block,
+        end: block.saturating_add(VA_BLOCK),
+        ..Default::default()
+    })
 }
 
 /// The sums of one pass over the events, keyed as the report's lists are.

@@ -10,6 +10,10 @@ fn hex(a: u64) -> String {
     format!("{a:#x}")
 }
 
+fn range(a: &super::UmAddress) -> String {
+    format!("{:#x}-{:#x}", a.address, a.end)
+}
+
 fn gpu(d: u32) -> String {
     if d == cutr_model::rows::UM_CPU { "CPU".into() } else { format!("GPU {d}") }
 }
@@ -115,12 +119,16 @@ pub(super) fn text(o: &mut String, s: &Stats, opts: TextOptions) {
         .map(|t| vec![fmt::thousands(t.count), fmt::thousands(t.total_ns), gpu(t.device)])
         .collect();
     table(o, "UM throttling", &["Count", "Total (ns)", "Device"], rows);
-    let rows = (u.top_bytes.iter())
-        .map(|a| vec![fmt::thousands(a.bytes), fmt::thousands(a.migrations), hex(a.address)])
-        .collect();
-    table(o, "UM addresses by bytes migrated", &["Bytes", "Migrations", "Address"], rows);
-    let rows = u.top_faults.iter().map(|a| vec![fmt::thousands(a.faults), hex(a.address)]).collect();
-    table(o, "UM addresses by page faults (GPU fault records and CPU faults)", &["Faults", "Address"], rows);
+    let rows =
+        (u.top_bytes.iter()).map(|a| vec![fmt::thousands(a.bytes), fmt::thousands(a.migrations), range(a)]).collect();
+    table(o, "UM address ranges (2 MiB blocks) by bytes migrated", &["Bytes", "Migrations", "Addresses"], rows);
+    let rows = u.top_faults.iter().map(|a| vec![fmt::thousands(a.faults), range(a)]).collect();
+    table(
+        o,
+        "UM address ranges (2 MiB blocks) by page faults (GPU fault records and CPU faults)",
+        &["Faults", "Addresses"],
+        rows,
+    );
     let rows = (u.host_functions.iter())
         .map(|h| {
             let function = match h.unresolved {
@@ -191,10 +199,10 @@ pub(super) fn csv(o: &mut String, s: &Stats) {
         row("um_throttling", &gpu(t.device), t.count, Some(t.total_ns), None);
     }
     for a in &u.top_bytes {
-        row("um_address_bytes", &hex(a.address), a.migrations, None, Some(a.bytes));
+        row("um_address_bytes", &range(a), a.migrations, None, Some(a.bytes));
     }
     for a in &u.top_faults {
-        row("um_address_faults", &hex(a.address), a.faults, None, None);
+        row("um_address_faults", &range(a), a.faults, None, None);
     }
     for h in &u.host_functions {
         let f = h.unresolved.map_or_else(|| h.function.clone(), |why| format!("<{why}>"));
