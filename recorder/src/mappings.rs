@@ -3,7 +3,6 @@
 //! binary they find is the one that ran (its GNU build id).
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use cutr_format::Mapping;
@@ -34,9 +33,16 @@ pub fn executable_mappings() -> Result<Vec<Mapping>, String> {
     Ok(out)
 }
 
-/// The file's GNU build id. Reads only the headers and the note it needs (a 1 GB library costs a few pages).
+/// The file's GNU build id. Reads only the headers and the note it needs (a 1 GB library costs a few pages). The
+/// path may have been replaced since it was mapped: opened without blocking (a FIFO would hang the recording's
+/// end), and read only if it is a regular file (`/dev/zero` would never end).
 fn build_id(path: &Path) -> Option<Vec<u8>> {
-    let cache = object::ReadCache::new(File::open(path).ok()?);
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let cache = object::ReadCache::new(file);
     let file = object::File::parse(&cache).ok()?;
     file.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
@@ -52,8 +58,23 @@ mod tests {
         let m = maps.iter().find(|m| (m.start..m.end).contains(&here)).expect("the test's own code is mapped");
         let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
         assert_eq!(Path::new(&m.path), exe);
-        let expected = build_id(&exe);
-        assert_eq!(Some(m.build_id.clone()), expected.filter(|id| !id.is_empty()).or(Some(Vec::new())));
+        // The build id binutils reads from the same file.
+        let readelf = std::process::Command::new("readelf").arg("-n").arg(&exe).output().unwrap();
+        let notes = String::from_utf8_lossy(&readelf.stdout);
+        let expected = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).expect("a build id");
+        let hex: String = m.build_id.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, expected);
         assert!(maps.windows(2).all(|w| w[0].start < w[1].start));
+    }
+
+    /// A mapped path replaced by a FIFO or a device gives no build id (and does not hang: opened non-blocking).
+    #[test]
+    fn paths_that_are_not_regular_files_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert_eq!(build_id(&fifo), None);
+        assert_eq!(build_id(Path::new("/dev/zero")), None);
+        assert_eq!(build_id(&dir.path().join("missing")), None);
     }
 }
