@@ -9,8 +9,8 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89CUTR\r\n\x1a";
 /// Format major version written by this crate. Readers reject files with a newer major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Format minor version written by this crate. Minor versions only add things older readers may skip.
-/// 1.1 added the `threads` chunk (OS thread names); 1.2 cubins in `blob` chunks and `pc_samples`.
-pub const FORMAT_MINOR: u16 = 4;
+/// 1.1 added the `threads` chunk (OS thread names); 1.2 cubins in `blob` chunks and `pc_samples`; 1.5 `graphs`.
+pub const FORMAT_MINOR: u16 = 5;
 pub const FILE_HEADER_LEN: usize = 64;
 
 pub const CHUNK_MAGIC: [u8; 4] = *b"CHNK";
@@ -49,6 +49,8 @@ pub enum ChunkType {
     Threads,
     /// `PcSamples` flatbuffer: one collection of a context's PC samples (format 1.2).
     PcSamples,
+    /// `GraphEvents` flatbuffer: graph structure and where each node was made (format 1.5).
+    Graphs,
     /// `FooterIndex` flatbuffer, written once at close, just before the trailer.
     Footer,
     /// A chunk type this reader does not know (from a newer minor version): skipped, and reported.
@@ -67,6 +69,7 @@ impl ChunkType {
             7 => ChunkType::Loss,
             8 => ChunkType::Threads,
             9 => ChunkType::PcSamples,
+            10 => ChunkType::Graphs,
             15 => ChunkType::Footer,
             other => ChunkType::Unknown(other),
         }
@@ -83,6 +86,7 @@ impl ChunkType {
             ChunkType::Loss => 7,
             ChunkType::Threads => 8,
             ChunkType::PcSamples => 9,
+            ChunkType::Graphs => 10,
             ChunkType::Footer => 15,
             ChunkType::Unknown(v) => v,
         }
@@ -99,6 +103,7 @@ impl ChunkType {
             ChunkType::Loss => "loss".into(),
             ChunkType::Threads => "threads".into(),
             ChunkType::PcSamples => "pc_samples".into(),
+            ChunkType::Graphs => "graphs".into(),
             ChunkType::Footer => "footer".into(),
             ChunkType::Unknown(v) => format!("unknown-{v}"),
         }

@@ -452,6 +452,11 @@ impl Reader {
         self.decode_each(ChunkType::Counters, crate::counters::CounterSamples::from_bytes)
     }
 
+    /// The graph events of the file (`graphs` chunks), in file order, and the chunks that failed.
+    pub fn graph_events(&self) -> (Vec<crate::graphs::GraphEvents>, Vec<Problem>) {
+        self.decode_each(ChunkType::Graphs, crate::graphs::GraphEvents::from_bytes)
+    }
+
     /// Every chunk of one type through `decode`, in parallel, in file order.
     fn decode_each<T: Send>(
         &self,

@@ -257,6 +257,11 @@ impl<W: Write> Writer<W> {
         self.append_zstd(ChunkType::Counters, &samples.to_bytes())
     }
 
+    /// Appends a `graphs` chunk (graph structure and node creation stacks).
+    pub fn write_graph_events(&mut self, events: &crate::graphs::GraphEvents) -> Result<u32, FormatError> {
+        self.append_zstd(ChunkType::Graphs, &events.to_bytes())
+    }
+
     pub fn write_loss(&mut self, loss: &LossCounters) -> Result<u32, FormatError> {
         let bytes = loss.to_bytes();
         self.append(ChunkType::Loss, Codec::None, &bytes, bytes.len() as u64, 0, (0, 0), Vec::new())
