@@ -411,6 +411,14 @@ impl Cupti for FakeCupti {
         Ok(())
     }
 
+    /// The fake's handles are their ids.
+    fn graph_ids(&self, handle: crate::ffi::cupti::GraphHandle) -> u64 {
+        use crate::ffi::cupti::GraphHandle::*;
+        match handle {
+            Graph(h) | Node(h) | Exec(h) => h as u64,
+        }
+    }
+
     fn origin(&self) -> String {
         format!("fake CUPTI (API {})", self.api)
     }
@@ -446,11 +454,15 @@ impl FakeHandle {
 
     /// A runtime (2) or driver (1) API call: entered, then returned.
     pub fn api_call(&self, domain: u32, cbid: u32) {
-        for site in [0u32, 1] {
-            // CUpti_CallbackData: the site first; the rest is not read by the recorder.
-            let data: [u64; 10] = [u64::from(site), 0, 0, 0, 0, 0, 0, 0, 0, 0];
-            self.fire(domain, cbid, data.as_ptr().cast());
-        }
+        self.api_site(domain, cbid, false);
+        self.api_site(domain, cbid, true);
+    }
+
+    /// A runtime (2) or driver (1) API call entered (`returned` false) or returning, for what happens inside it.
+    pub fn api_site(&self, domain: u32, cbid: u32, returned: bool) {
+        // CUpti_CallbackData: the site first; the rest is not read by the recorder.
+        let data: [u64; 10] = [u64::from(returned), 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        self.fire(domain, cbid, data.as_ptr().cast());
     }
 
     /// `cudaProfilerStart()`.
@@ -525,6 +537,21 @@ impl FakeHandle {
     /// A CUDA context is about to be destroyed.
     pub fn context_destroy_starting(&self, context: usize) {
         self.resource(sub::CBID_CONTEXT_DESTROY_STARTING, context, std::ptr::null());
+    }
+
+    /// A graph resource callback (`cbid`: a `CBID_GRAPH*` id), each handle the id it stands for.
+    pub fn graph_callback(&self, cbid: u32, d: sub::GraphData) {
+        // CUpti_GraphData: graph, originalGraph, node, originalNode, nodeType (padded), dependency, graphExec.
+        let data: [usize; 7] = [
+            d.graph as usize,
+            d.original_graph as usize,
+            d.node as usize,
+            d.original_node as usize,
+            d.node_type as usize,
+            d.dependency as usize,
+            d.exec as usize,
+        ];
+        self.resource(cbid, 0x1000, data.as_ptr().cast());
     }
 
     /// A module is loaded into `context`.

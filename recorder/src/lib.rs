@@ -16,6 +16,7 @@ pub mod error;
 pub mod exit;
 pub mod fake;
 pub mod ffi;
+pub mod graph_context;
 pub mod inject;
 mod mappings;
 pub mod pc_sampling;

@@ -26,6 +26,8 @@ fn config(dir: &std::path::Path, name: &str) -> Config {
         memory_cap_bytes: 64 << 20,
         flush_period: Duration::from_millis(50),
         quiet: true,
+        // The graph capture context takes callbacks of its own (recorder/tests/graph_context_fake.rs).
+        graph_context: None,
         ..Config::default()
     }
 }
@@ -165,8 +167,8 @@ fn an_nvtx_range_in_a_named_domain_is_told_apart_from_the_default_domain() {
     assert_eq!(marks(&path), [0.0, 1.0, 0.0, 1.0, 0.0], "repeat:2 records two ranges of the three");
 }
 
-/// A recording with nothing that needs callbacks leaves CUPTI's callback API to others once it has checked that
-/// no other client holds it.
+/// A recording with nothing that needs callbacks (here: `--graph-context off`) leaves CUPTI's callback API to
+/// others once it has checked that no other client holds it.
 #[test]
 fn the_subscriber_is_released_when_no_part_needs_callbacks() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -299,6 +299,9 @@ fn every_flag_reaches_the_recorder_through_the_environment() {
         (vec!["--keep-noisy-api"], Config { filter_noisy_api: false, ..d() }),
         (vec!["-q"], Config { quiet: true, ..d() }),
         (vec!["--um"], Config { um: true, ..d() }),
+        (vec!["--graph-context", "off"], Config { graph_context: None, ..d() }),
+        (vec!["--graph-context", "0"], Config { graph_context: Some(0), ..d() }),
+        (vec!["--graph-context", "1000"], Config { graph_context: Some(256), ..d() }),
         (vec!["--pc-sampling"], Config { pc_sampling: Some(PcSamplingConfig::default()), ..d() }),
         (
             vec!["--pc-sampling", "--pc-period", "12", "--stall-reasons", "long_scoreboard,wait"],

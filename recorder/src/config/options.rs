@@ -201,6 +201,24 @@ options! {
         )
         .flag(Flag::switch("um", "1")),
     ],
+    /// Graph capture context: node creation, cloning and exec updates, each created node's stack (this many frames).
+    graph_context: Option<usize> = Some(crate::graph_context::DEFAULT_STACK_FRAMES) => [
+        Opt::new(
+            "CUTR_GRAPH_CONTEXT",
+            "Record where each CUDA graph node was made (graph structure, the creating call's native stack of up \
+             to N frames; 0: no stacks), so replayed kernels get their capture-time NVTX ranges and call; `off` \
+             records none. Costs only while graphs are built, nothing at replay",
+            |c, v| {
+                c.graph_context = match v.trim() {
+                    "off" => None,
+                    n => Some(number::<usize>(n)?.min(crate::graph_context::MAX_STACK_FRAMES)),
+                };
+                Ok(())
+            },
+            |c| Some(c.graph_context.map_or("off".into(), |n| n.to_string())),
+        )
+        .flag(Flag::value("graph-context", "off|N").default("48")),
+    ],
     /// Size of each activity buffer handed to CUPTI.
     buffer_bytes: usize = 4 << 20 => [
         Opt::new(

@@ -58,6 +58,7 @@ fn all_changed() -> Config {
         output: "run-%h.cutr".into(),
         kinds: vec![kinds::CONCURRENT_KERNEL, kinds::RUNTIME],
         um: true,
+        graph_context: Some(12),
         buffer_bytes: 8 << 20,
         memory_cap_bytes: 64 << 20,
         initial_buffers: 2,
@@ -130,6 +131,7 @@ fn every_field_has_a_variable_and_is_changed_by_the_round_trip() {
         output,
         kinds,
         um,
+        graph_context,
         buffer_bytes,
         memory_cap_bytes,
         initial_buffers,
@@ -168,7 +170,8 @@ fn the_metadata_keeps_its_keys_and_formats() {
         [
             "output=cutr-%p.cutr".to_string(),
             format!("kinds={kinds}"),
-            "um=0".into(),
+            "um=0".to_string(),
+            "graph_context=48".into(),
             "buffer_size=4194304".into(),
             "memory_cap=268435456".into(),
             "initial_buffers=4".into(),
@@ -194,6 +197,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
             "output=run-%h.cutr",
             "kinds=10,5",
             "um=1",
+            "graph_context=12",
             "buffer_size=8388608",
             "memory_cap=67108864",
             "initial_buffers=2",
@@ -245,7 +249,7 @@ fn flag_defaults_are_the_configuration_defaults() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 2 * 11);
+    assert_eq!(checked, 2 * 12);
 }
 
 /// Names are unique; a flag's `requires` names an earlier variable's flag (read first, so that a variable
@@ -272,5 +276,5 @@ fn the_table_is_consistent() {
             assert!(matches!(longs[r].1.flag.unwrap().takes, Takes::Switch(_)), "--{} implies --{r}", f.long);
         }
     }
-    assert_eq!((OPTIONS.len(), longs.len()), (31, 28));
+    assert_eq!((OPTIONS.len(), longs.len()), (32, 29));
 }

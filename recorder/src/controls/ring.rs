@@ -5,15 +5,15 @@
 //!
 //! What a dump needs besides the window's activity chunks is kept whole: the strings the records point at (those
 //! first seen in chunks that left the window are written first, then each chunk's own before it, so a pointer
-//! reused for another text keeps its meaning), the cubins, the clock samples and the thread names. PC samples and
-//! counter samples are windowed like the activity.
+//! reused for another text keeps its meaning), the cubins, the graph structure, the clock samples and the thread
+//! names. PC samples and counter samples are windowed like the activity.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::time::Duration;
 
 use cutr_format::source::{CubinBlob, PcSamples};
-use cutr_format::{ClockSample, CounterSamples, EncodedActivity, FormatError, Writer};
+use cutr_format::{ClockSample, CounterSamples, EncodedActivity, FormatError, GraphEvents, Writer};
 
 /// How much the ring keeps: the most recent `window` of time, and at most `bytes` of encoded activity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +63,8 @@ pub(crate) struct Ring {
     /// The latest text of each pointer first seen in a chunk that has left the window.
     base_strings: HashMap<u64, String>,
     cubins: Vec<CubinBlob>,
+    /// Graph structure, kept whole: a replay in the window needs its capture, however old.
+    graphs: Vec<GraphEvents>,
     pc: VecDeque<PcSamples>,
     counters: VecDeque<CounterSamples>,
     clocks: Vec<ClockSample>,
@@ -86,6 +88,7 @@ impl Ring {
             bytes: 0,
             base_strings: HashMap::new(),
             cubins: Vec::new(),
+            graphs: Vec::new(),
             pc: VecDeque::new(),
             counters: VecDeque::new(),
             clocks: Vec::new(),
@@ -107,6 +110,10 @@ impl Ring {
 
     pub fn push_cubin(&mut self, c: CubinBlob) {
         self.cubins.push(c);
+    }
+
+    pub fn push_graphs(&mut self, g: GraphEvents) {
+        self.graphs.push(g);
     }
 
     pub fn push_pc(&mut self, p: PcSamples) {
@@ -161,6 +168,9 @@ impl Ring {
         }
         for c in &self.cubins {
             w.write_cubin(c)?;
+        }
+        for g in &self.graphs {
+            w.write_graph_events(g)?;
         }
         let mut done = Replayed::default();
         for e in &self.entries {

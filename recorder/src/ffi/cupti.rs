@@ -71,6 +71,12 @@ pub trait Cupti: Send + Sync {
     /// (`CUpti_ActivityUnifiedMemoryCounterKind`) for every device of the process, before the
     /// UNIFIED_MEMORY_COUNTER activity kind is enabled.
     fn configure_um_counters(&self, counter_kinds: &[u32]) -> Result<(), CuptiError>;
+    /// CUPTI's id of a graph, graph node or executable graph handle (`cuptiGetGraphId`, `cuptiGetGraphNodeId`,
+    /// `cuptiGetGraphExecId`): the ids kernel records carry. 0 for a null handle or where CUPTI cannot say.
+    fn graph_ids(&self, handle: GraphHandle) -> u64 {
+        let _ = handle;
+        0
+    }
     /// Where this CUPTI comes from, for messages and metadata.
     fn origin(&self) -> String;
     /// The library file, for the parts of the recorder that resolve more of its functions (PM sampling).
@@ -83,7 +89,17 @@ pub trait Cupti: Send + Sync {
     }
 }
 
+/// A graph, graph node or executable graph as a callback names it (an address; never dereferenced above `ffi`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphHandle {
+    Graph(usize),
+    Node(usize),
+    Exec(usize),
+}
+
 type FnU32 = unsafe extern "C" fn(*mut u32) -> u32;
+type FnGraphId = unsafe extern "C" fn(*mut c_void, *mut u32) -> u32;
+type FnNodeId = unsafe extern "C" fn(*mut c_void, *mut u64) -> u32;
 type FnRegister = unsafe extern "C" fn(Option<RequestFn>, Option<CompleteFn>) -> u32;
 type FnKind = unsafe extern "C" fn(u32) -> u32;
 type FnDropped = unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> u32;
@@ -143,6 +159,10 @@ pub struct LibCupti {
     enable_callback: FnEnableCallback,
     unsubscribe: FnUnsubscribe,
     configure_um: FnConfigureUm,
+    /// Optional: a libcupti without them (older CUDA) records the graph structure with no ids, which joins nothing.
+    graph_id: Option<FnGraphId>,
+    node_id: Option<FnNodeId>,
+    exec_id: Option<FnGraphId>,
 }
 
 /// The dynamic loader's own words (libloading's message is only "dlopen failed"; the cause is its source).
@@ -230,6 +250,12 @@ impl LibCupti {
             enable_callback: sym!("cuptiEnableCallback"),
             unsubscribe: sym!("cuptiUnsubscribe"),
             configure_um: sym!("cuptiActivityConfigureUnifiedMemoryCounter"),
+            // SAFETY: the C signatures of cupti_activity.h (a handle, an out-pointer to the id).
+            graph_id: unsafe { lib.function("cuptiGetGraphId\0", "") }.ok(),
+            // SAFETY: as above.
+            node_id: unsafe { lib.function("cuptiGetGraphNodeId\0", "") }.ok(),
+            // SAFETY: as above.
+            exec_id: unsafe { lib.function("cuptiGetGraphExecId\0", "") }.ok(),
         };
         Ok(c)
     }
@@ -334,6 +360,33 @@ impl Cupti for LibCupti {
         let f = if domain == 1 { self.enable_driver } else { self.enable_runtime };
         // SAFETY: plain value arguments.
         self.check("cuptiActivityEnable{Runtime,Driver}Api", unsafe { f(cbid, enable as u8) })
+    }
+
+    fn graph_ids(&self, handle: GraphHandle) -> u64 {
+        let (mut id32, mut id64) = (0u32, 0u64);
+        // SAFETY: a handle CUPTI passed in the current callback (live during it), a valid out-pointer; CUPTI
+        // returns an error for a handle it does not know, and the id stays 0.
+        unsafe {
+            match handle {
+                GraphHandle::Graph(0) | GraphHandle::Node(0) | GraphHandle::Exec(0) => {}
+                GraphHandle::Graph(g) => {
+                    if let Some(f) = self.graph_id {
+                        f(g as *mut c_void, &mut id32);
+                    }
+                }
+                GraphHandle::Exec(e) => {
+                    if let Some(f) = self.exec_id {
+                        f(e as *mut c_void, &mut id32);
+                    }
+                }
+                GraphHandle::Node(n) => {
+                    if let Some(f) = self.node_id {
+                        f(n as *mut c_void, &mut id64);
+                    }
+                }
+            }
+        }
+        id64.max(u64::from(id32))
     }
 
     fn configure_um_counters(&self, counter_kinds: &[u32]) -> Result<(), CuptiError> {

@@ -1,5 +1,5 @@
 //! The operating-system calls the recorder makes outside its signal handlers, as safe functions: clocks, the host
-//! name, thread ids.
+//! name, thread ids, call stacks.
 
 use std::time::Duration;
 
@@ -35,6 +35,33 @@ pub fn thread_id() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
+/// The calling thread's return addresses (innermost first, the innermost being the current instruction), at most
+/// `max`, leaving out the leading frames of the object that holds the code address `own` (the recorder's own
+/// frames, which come first from inside a callback). Unwound by `backtrace` from the unwind tables, so it needs no
+/// frame pointers; frames past code without tables are lost.
+pub fn application_stack(own: usize, max: usize, out: &mut Vec<u64>) {
+    let own_base = object_base(own);
+    let mut leading = true;
+    backtrace::trace(|frame| {
+        let ip = frame.ip() as usize;
+        if leading && own_base.is_some() && object_base(ip) == own_base {
+            return true;
+        }
+        leading = false;
+        out.push(ip as u64);
+        out.len() < max
+    });
+}
+
+/// The load address of the object (executable or shared library) holding code address `addr`.
+fn object_base(addr: usize) -> Option<usize> {
+    // SAFETY: dladdr only reads the loader's tables and fills the out-struct; `addr` is not dereferenced.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        (libc::dladdr(addr as *const libc::c_void, &mut info) != 0).then_some(info.dli_fbase as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +76,25 @@ mod tests {
         let here = thread_id();
         assert!(std::path::Path::new(&format!("/proc/self/task/{here}")).exists(), "{here} is one of our threads");
         assert_ne!(std::thread::spawn(thread_id).join().unwrap(), here);
+    }
+
+    #[inline(never)]
+    fn stack_of(own: usize, max: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        application_stack(own, max, &mut out);
+        out
+    }
+
+    #[test]
+    fn stacks_leave_out_the_leading_frames_of_one_object() {
+        // Unwinding from here: every leading frame is in this test binary; leaving them out leaves the frames of
+        // other objects (libc's thread start), or none.
+        let all = stack_of(0, 64);
+        assert!(all.len() >= 3, "{all:x?}");
+        assert_eq!(stack_of(0, 2).len(), 2);
+        let own = stacks_leave_out_the_leading_frames_of_one_object as *const () as usize;
+        let outside = stack_of(own, 64);
+        assert!(outside.len() < all.len(), "{} of {}", outside.len(), all.len());
+        assert!(outside.iter().all(|&ip| object_base(ip as usize) != object_base(own)));
     }
 }

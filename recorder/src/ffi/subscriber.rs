@@ -17,7 +17,7 @@ use std::sync::{Mutex, OnceLock};
 
 use cudarc::cupti::sys as cs;
 
-use super::cupti::{Cupti, CuptiError};
+use super::cupti::{Cupti, CuptiError, GraphHandle};
 
 /// `CUpti_CallbackDomain`.
 pub const DOMAIN_DRIVER: u32 = 1;
@@ -30,6 +30,16 @@ pub const CBID_CONTEXT_CREATED: u32 = cs::CUpti_CallbackIdResource::CUPTI_CBID_R
 pub const CBID_CONTEXT_DESTROY_STARTING: u32 =
     cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING as u32;
 pub const CBID_MODULE_LOADED: u32 = cs::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_MODULE_LOADED as u32;
+/// The graph resource callbacks (cupti_callbacks.h of CUDA 13.0; 22 and 23 are new in 13.0). Each passes a
+/// `CUpti_GraphData`.
+pub const CBID_GRAPH_CREATED: u32 = 9;
+pub const CBID_GRAPH_CLONED: u32 = 11;
+pub const CBID_GRAPHNODE_CREATE_STARTING: u32 = 12;
+pub const CBID_GRAPHNODE_DEPENDENCY_CREATED: u32 = 15;
+pub const CBID_GRAPHEXEC_CREATED: u32 = 18;
+pub const CBID_GRAPHNODE_CLONED: u32 = 20;
+pub const CBID_GRAPH_NODE_UPDATED: u32 = 22;
+pub const CBID_GRAPH_NODE_SET_PARAMS: u32 = 23;
 
 /// API callback ids the recorder uses (cupti_runtime_cbid.h, cupti_driver_cbid.h, cupti_nvtx_cbid.h of CUDA 13.0;
 /// stable across versions, checked against the headers in the tests).
@@ -49,6 +59,19 @@ const ATTR_MESSAGE_TYPE_OFFSET: usize = 32;
 const ATTR_MESSAGE_OFFSET: usize = 40;
 /// NVTX_MESSAGE_TYPE_ASCII.
 const MESSAGE_TYPE_ASCII: i32 = 1;
+
+/// A graph callback's `CUpti_GraphData`, its handles turned into CUPTI's ids (0 where the handle is null).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphData {
+    pub graph: u32,
+    pub original_graph: u32,
+    pub node: u64,
+    pub original_node: u64,
+    /// `CUgraphNodeType` (meaningful at node creation's start only: CUDA 13.0 reports 0 at its end).
+    pub node_type: u32,
+    pub dependency: u64,
+    pub exec: u32,
+}
 
 /// A CUDA context, as CUPTI names it in callbacks (an address; compared, never dereferenced above `ffi`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,6 +105,8 @@ pub enum Event<'a> {
     ContextDestroyStarting { context: ContextHandle },
     /// A module was loaded into a context: CUPTI's module id and the cubin's bytes.
     ModuleLoaded { context: ContextHandle, module_id: u32, cubin: &'a [u8] },
+    /// A graph resource callback (`cbid` one of the `CBID_GRAPH*` ids), on the thread whose CUDA call made it.
+    Graph { cbid: u32, data: GraphData },
 }
 
 /// A part of the recorder that takes callbacks. Called on the application's threads (and CUPTI's): it must not
@@ -184,7 +209,7 @@ unsafe extern "C" fn dispatch(user: *mut c_void, domain: u32, cbid: u32, data: *
         // `domain` and `cbid`, valid during this call.
         unsafe {
             let sub = &*(user as *const Subscriber);
-            if let Some(event) = decode(domain, cbid, data) {
+            if let Some(event) = decode(sub.cupti, domain, cbid, data) {
                 sub.dispatch(domain, cbid, &event);
             }
         }
@@ -204,7 +229,8 @@ unsafe fn c_str<'a>(p: *const c_char) -> Option<&'a CStr> {
 ///
 /// # Safety
 /// `data` is CUPTI's callback data for `domain` and `cbid` (cupti_callbacks.h, cupti_nvtx_cbid.h), valid for `'a`.
-pub unsafe fn decode<'a>(domain: u32, cbid: u32, data: *const c_void) -> Option<Event<'a>> {
+/// `cupti` names the handles of graph callbacks.
+pub unsafe fn decode<'a>(cupti: &dyn Cupti, domain: u32, cbid: u32, data: *const c_void) -> Option<Event<'a>> {
     // SAFETY: the caller's; each struct is read as cupti_callbacks.h lays it out for the domain.
     unsafe {
         match domain {
@@ -228,6 +254,20 @@ pub unsafe fn decode<'a>(domain: u32, cbid: u32, data: *const c_void) -> Option<
                         };
                         Some(Event::ModuleLoaded { context, module_id: m.moduleId, cubin })
                     }
+                    CBID_GRAPH_CREATED..=CBID_GRAPH_NODE_SET_PARAMS if !r.resourceDescriptor.is_null() => {
+                        let g = &*(r.resourceDescriptor as *const GraphDataRaw);
+                        let id = |h| cupti.graph_ids(h);
+                        let data = GraphData {
+                            graph: id(GraphHandle::Graph(g.graph)) as u32,
+                            original_graph: id(GraphHandle::Graph(g.original_graph)) as u32,
+                            node: id(GraphHandle::Node(g.node)),
+                            original_node: id(GraphHandle::Node(g.original_node)),
+                            node_type: g.node_type,
+                            dependency: id(GraphHandle::Node(g.dependency)),
+                            exec: id(GraphHandle::Exec(g.exec)) as u32,
+                        };
+                        Some(Event::Graph { cbid, data })
+                    }
                     _ => None,
                 }
             }
@@ -235,6 +275,18 @@ pub unsafe fn decode<'a>(domain: u32, cbid: u32, data: *const c_void) -> Option<
             _ => None,
         }
     }
+}
+
+/// `CUpti_GraphData` as cupti_callbacks.h lays it out: six handles and the node type (an enum, 32 bits, padded).
+#[repr(C)]
+struct GraphDataRaw {
+    graph: usize,
+    original_graph: usize,
+    node: usize,
+    original_node: usize,
+    node_type: u32,
+    dependency: usize,
+    exec: usize,
 }
 
 /// The NVTX callbacks: `functionParams` points at the function's parameters in order.
@@ -304,5 +356,28 @@ mod tests {
         assert_eq!(value(&nvtx, "CUPTI_CBID_NVTX_nvtxDomainCreateA"), CBID_NVTX_DOMAIN_CREATE_A);
         assert_eq!(value(&nvtx, "CUPTI_CBID_NVTX_nvtxDomainRangePushEx"), CBID_NVTX_DOMAIN_RANGE_PUSH_EX);
         assert_eq!(value(&nvtx, "CUPTI_CBID_NVTX_nvtxDomainRangePop"), CBID_NVTX_DOMAIN_RANGE_POP);
+        let res = header("cupti_callbacks.h");
+        for (name, cbid) in [
+            ("CUPTI_CBID_RESOURCE_GRAPH_CREATED", CBID_GRAPH_CREATED),
+            ("CUPTI_CBID_RESOURCE_GRAPH_CLONED", CBID_GRAPH_CLONED),
+            ("CUPTI_CBID_RESOURCE_GRAPHNODE_CREATE_STARTING", CBID_GRAPHNODE_CREATE_STARTING),
+            ("CUPTI_CBID_RESOURCE_GRAPHNODE_DEPENDENCY_CREATED", CBID_GRAPHNODE_DEPENDENCY_CREATED),
+            ("CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED", CBID_GRAPHEXEC_CREATED),
+            ("CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED", CBID_GRAPHNODE_CLONED),
+            ("CUPTI_CBID_RESOURCE_GRAPH_NODE_UPDATED", CBID_GRAPH_NODE_UPDATED),
+            ("CUPTI_CBID_RESOURCE_GRAPH_NODE_SET_PARAMS", CBID_GRAPH_NODE_SET_PARAMS),
+        ] {
+            assert_eq!(value(&res, name), cbid, "{name}");
+        }
+        // CUpti_GraphData: six pointers and a 32-bit enum, padded, in this order.
+        let layout = res.split("} CUpti_GraphData;").next().unwrap().rsplit("typedef struct {").next().unwrap();
+        let members: Vec<&str> = layout
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.ends_with(';'))
+            .map(|l| l.trim_end_matches(';').split_whitespace().last().unwrap())
+            .collect();
+        assert_eq!(members, ["graph", "originalGraph", "node", "originalNode", "nodeType", "dependency", "graphExec"]);
+        assert_eq!(std::mem::size_of::<GraphDataRaw>(), 56);
     }
 }

@@ -53,6 +53,8 @@ pub struct Summary {
     pub pc_samples_dropped: u64,
     /// With `--counters`: counter samples written (one per source, device and time).
     pub counter_samples: u64,
+    /// With `--graph-context`: graph events written (node creations, clones, updates).
+    pub graph_events: u64,
 }
 
 impl Summary {
@@ -73,8 +75,10 @@ impl Summary {
         } else {
             String::new()
         };
+        let graphs =
+            if self.graph_events > 0 { format!(", {} graph events", self.graph_events) } else { String::new() };
         format!(
-            "wrote {}: {} records in {} buffers{pc}{counters}, {:.1} MiB; {}",
+            "wrote {}: {} records in {} buffers{pc}{counters}{graphs}, {:.1} MiB; {}",
             self.path.display(),
             self.records,
             self.buffers,
@@ -122,6 +126,8 @@ pub(crate) struct Session {
     um_refused: AtomicBool,
     /// Unified memory could not be enabled yet (CUDA still initializing): retried at the next context.
     um_pending: AtomicBool,
+    /// Graph structure and node creation stacks (`--graph-context`), taken by the flush thread.
+    graphs: OnceLock<&'static crate::graph_context::GraphRecorder>,
 }
 
 /// The session CUPTI's callbacks serve. Sessions are leaked on purpose: CUPTI may call back (late completions)
@@ -246,6 +252,7 @@ fn start_subscribed(
         control: Mutex::new(()),
         um_refused: AtomicBool::new(false),
         um_pending: AtomicBool::new(false),
+        graphs: OnceLock::new(),
     }));
 
     let cfg = &session.config;
@@ -262,6 +269,9 @@ fn start_subscribed(
     }
     if cfg.activity_kinds().contains(&cutr_schema::kinds::UNIFIED_MEMORY_COUNTER) {
         sources::start_um_retry(session);
+    }
+    if let Some(frames) = cfg.graph_context {
+        sources::start_graph_context(session, frames);
     }
     if !session.subscriber.has_users() {
         // Nobody needs callbacks: leave the callback API to others, as a recorder of activity alone.
@@ -463,6 +473,7 @@ impl Session {
         // is short then (the records still running land in the file, or in the ring's later window, when done).
         let wait = if self.recording() { DUMP_SETTLE.min(self.config.control_wait) } else { self.config.control_wait };
         self.collect_completed(wait);
+        self.send_graph_events();
         if self.config.ring.is_none() {
             let _ = self.tx.send(Msg::Tick);
             return Ok(None);
@@ -473,6 +484,15 @@ impl Session {
             Ok(Ok(path)) => Ok(Some(path)),
             Ok(Err(e)) => Err(RecorderError::Dump(e)),
             Err(_) => Err(RecorderError::Dump("the writer did not answer within 60 s".into())),
+        }
+    }
+
+    /// The graph events kept since the last call, to the writer.
+    fn send_graph_events(&self) {
+        if let Some(events) = self.graphs.get().and_then(|g| g.take())
+            && self.tx.send_timeout(Msg::Graphs(events), Duration::from_secs(1)).is_err()
+        {
+            self.note("graph capture context: the writer queue was full; graph events were dropped".into());
         }
     }
 
@@ -542,6 +562,7 @@ impl Session {
             self.note(format!("host code addresses cannot be named offline: {e}"));
             Vec::new()
         });
+        self.send_graph_events();
         let (reply_tx, reply_rx) = mpsc::channel();
         let _ = self.tx.send(Msg::Finish { devices, mappings, reply: reply_tx });
         let summary = reply_rx.recv_timeout(timeout).ok();

@@ -111,6 +111,33 @@ pub(super) fn start_um_retry(session: &'static Session) {
     }
 }
 
+/// Starts recording graph structure and where each node was made (`--graph-context`). Without the graph
+/// callbacks the replayed kernels keep their graph ids, without capture context (a note says so).
+pub(super) fn start_graph_context(session: &'static Session, stack_frames: usize) {
+    let cupti = session.cupti;
+    let own = start_graph_context as *const () as usize;
+    let user: &'static crate::graph_context::GraphRecorder =
+        Box::leak(Box::new(crate::graph_context::GraphRecorder::new(
+            stack_frames,
+            Box::new(move || cupti.timestamp().unwrap_or(0)),
+            Box::new(move |max, out| crate::ffi::os::application_stack(own, max, out)),
+        )));
+    if let Err(e) = session.subscriber.register(&crate::graph_context::GRAPH_CALLBACKS, user) {
+        session.note(format!("graph capture context not recorded: the graph callbacks are not available ({e})"));
+        return;
+    }
+    let _ = session.graphs.set(user);
+    if let Err(e) = session.subscriber.register(&crate::graph_context::UPDATE_CALLBACKS, user) {
+        session.note(format!(
+            "graph executable updates not followed (CUDA 13.0's callbacks: {e}); updated nodes keep the capture \
+             context they were instantiated with"
+        ));
+    }
+    if let Err(e) = session.subscriber.register(&crate::graph_context::COPY_CALLS, user) {
+        session.note(format!("graph copies are recorded as new nodes (the driver API callbacks: {e})"));
+    }
+}
+
 /// Starts PM sampling on the process's CUDA devices; a failure is a note.
 pub(super) fn start_pm_sampling(session: &'static Session, pm: crate::counters::pm_sampling::PmConfig) {
     let Some(library) = session.cupti.library_path() else {

@@ -37,6 +37,7 @@ pub(super) fn ticker_loop(s: &'static Session, stop: mpsc::Receiver<()>) {
             if let Some(pc) = s.pc.get() {
                 pc.collect_all();
             }
+            s.send_graph_events();
             let _ = s.tx.send(Msg::Tick);
         }));
     }

@@ -36,6 +36,8 @@ pub(super) enum Msg {
     Source(crate::pc_sampling::Collected),
     /// Counter samples (`--counters`).
     Counters(cutr_format::CounterSamples),
+    /// Graph structure and node creation stacks (`--graph-context`).
+    Graphs(cutr_format::GraphEvents),
     /// Write the flight recorder's window to a file of its own (`--ring`); the reply is its path.
     Dump {
         reply: mpsc::Sender<Result<PathBuf, String>>,
@@ -142,6 +144,7 @@ struct WriterState {
     cubins: u64,
     pc_samples: u64,
     pc_samples_dropped: u64,
+    graph_events: u64,
     counter_samples: u64,
     /// Counter samples taken while recording was off, left out.
     counters_outside: u64,
@@ -172,6 +175,7 @@ pub(super) fn writer_loop(
         cubins: 0,
         pc_samples: 0,
         pc_samples_dropped: 0,
+        graph_events: 0,
         counter_samples: 0,
         counters_outside: 0,
         last_sync: Instant::now(),
@@ -202,6 +206,10 @@ pub(super) fn writer_loop(
                     }
                 }
                 write_counters(&mut st, &c);
+                None
+            }
+            Msg::Graphs(g) => {
+                write_graphs(&mut st, g);
                 None
             }
             Msg::Dump { reply } => {
@@ -334,6 +342,19 @@ fn write_counters(st: &mut WriterState, c: &cutr_format::CounterSamples) {
     st.counter_samples += c.len() as u64;
 }
 
+/// Graph events, to the file (or kept whole in the ring, as cubins are: replays need them however old).
+fn write_graphs(st: &mut WriterState, g: cutr_format::GraphEvents) {
+    st.graph_events += g.events.len() as u64;
+    if let Some(ring) = &mut st.ring {
+        ring.push_graphs(g);
+        return;
+    }
+    if st.w.write_graph_events(&g).is_err() {
+        st.loss.write_failures += 1;
+        st.graph_events -= g.events.len() as u64;
+    }
+}
+
 /// The flight recorder's window as a complete file beside the output (`<stem>.dump<N>.cutr`).
 fn dump_ring(s: &Session, st: &mut WriterState) -> Result<PathBuf, String> {
     let Some(ring) = &st.ring else { return Err("not a flight recording (--ring)".into()) };
@@ -454,5 +475,6 @@ fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
         pc_samples: st.pc_samples,
         pc_samples_dropped: st.pc_samples_dropped,
         counter_samples: st.counter_samples,
+        graph_events: st.graph_events,
     }
 }
