@@ -115,7 +115,8 @@ else
   cat "$tmp/t.log"; ko "floor/test_offline.c"
 fi
 
-if python3 -m py_compile "$here/pytorch/train_loop.py" "$here/pytorch/allreduce.py" "$here/cuda/expected.py"; then
+if python3 -m py_compile "$here/pytorch/train_loop.py" "$here/pytorch/allreduce.py" "$here/pytorch/graph_layers.py" \
+  "$here/cuda/expected.py"; then
   ok "Python workloads byte-compile"
 else
   ko "py_compile"
