@@ -2,7 +2,7 @@
 # CUDA graphs tied to where they were captured (issue 33), on one GPU.
 #   bench/gpu/graph_context_checks.sh OUT [REPS]        (REPS default 7)
 # a. Functional recordings, kept under OUT for the converter's checks:
-#      graph_workload.cutr        cupti-record --graph-stacks 48 -- graph_workload all
+#      graph_workload.cutr        cupti-record --graph-context 48 -- graph_workload all
 #      graph_workload_off.cutr    the same with --graph-context off
 #      graph_layers.cutr          graph_layers.py --mode graph --replays 20
 #      graph_compile.cutr         graph_layers.py --mode compile
@@ -10,7 +10,7 @@
 #    graph_workload.bin is the binary recorded (the node-creation stacks' build ids point at it).
 # b. The cost of graph context, interleaved: REPS rounds of `graph_workload replay 20000` (one capture of 8
 #    kernels, 20000 launches) untraced, under cupti-record --graph-context off, cupti-record (default: on, 48
-#    frames) and cupti-record --graph-stacks 0; capture_ns and replay_ns of each run go to
+#    frames) and cupti-record --graph-context 0; capture_ns and replay_ns of each run go to
 #    OUT/graph_context_cost.tsv (round, variant, capture_ns, replay_ns, rc; NA where a run failed), medians per
 #    variant and the ratios to `off` to OUT/graph_context_cost_summary.txt.
 # Each command's stdout goes to OUT/NAME.log, its stderr to OUT/NAME.stderr.log, its exit status and time to
@@ -50,7 +50,7 @@ run() { # NAME TIMEOUT_S CMD...: stdout to NAME.log, stderr to NAME.stderr.log, 
 }
 
 # a. Functional recordings (the CUDA program first: it is quick and needs nothing but the driver).
-run graph_workload 120 "$rec" --graph-stacks 48 -o "$out/graph_workload.cutr" -- "$gw" all
+run graph_workload 120 "$rec" --graph-context 48 -o "$out/graph_workload.cutr" -- "$gw" all
 run graph_workload_off 120 "$rec" --graph-context off -o "$out/graph_workload_off.cutr" -- "$gw" all
 run graph_workload_untraced 60 "$gw" all
 
@@ -70,7 +70,7 @@ for r in $(seq 1 "$reps"); do
       untraced) pre=() ;;
       off) pre=("$rec" -q --graph-context off -o "$w/cost.cutr" --) ;;
       on) pre=("$rec" -q -o "$w/cost.cutr" --) ;;
-      stacks0) pre=("$rec" -q --graph-stacks 0 -o "$w/cost.cutr" --) ;;
+      stacks0) pre=("$rec" -q --graph-context 0 -o "$w/cost.cutr" --) ;;
     esac
     name=cost_${variant}_$r
     run "$name" 120 $pin "${pre[@]}" "$gw" replay "$launches"

@@ -48,6 +48,10 @@ pub fn application_stack(own: usize, max: usize, out: &mut Vec<u64>) {
             return true;
         }
         leading = false;
+        // The outermost frame of a thread reads as address 0: the end, not a frame.
+        if ip == 0 {
+            return false;
+        }
         out.push(ip as u64);
         out.len() < max
     });
