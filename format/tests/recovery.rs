@@ -137,7 +137,7 @@ fn not_cutr_newer_major_and_empty_files_are_refused_clearly() {
     let (mut bytes, _) = small_file();
     bytes[8] = 9; // major version 9
     let e = Reader::from_bytes(bytes).err().unwrap();
-    assert!(matches!(e, FormatError::NewerMajor { major: 9, minor: 4, supported: 1 }));
+    assert!(matches!(e, FormatError::NewerMajor { major: 9, minor: cutr_format::FORMAT_MINOR, supported: 1 }));
     assert!(e.to_string().contains("upgrade cutr"), "{e}");
     let e = Reader::open(std::path::Path::new("/nonexistent/x.cutr")).err().unwrap();
     assert!(matches!(&e, FormatError::Io { path, .. } if path.ends_with("x.cutr")), "{e}");
