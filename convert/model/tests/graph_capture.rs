@@ -103,6 +103,9 @@ fn hand_built_graphs_keep_where_each_node_was_made_through_clone_and_update() {
     assert!(g.nodes.iter().all(|n| (17..=48).contains(&g.stack(n).len())), "{:?}", g.nodes);
 }
 
+/// A replayed kernel: start, name, capture-time layer.
+type Replayed = (u64, String, String);
+
 #[test]
 fn every_replayed_kernel_carries_the_layer_that_launched_it_eagerly() {
     let t = trace("graph_layers.cutr");
@@ -124,7 +127,7 @@ fn every_replayed_kernel_carries_the_layer_that_launched_it_eagerly() {
     assert_eq!(eager.iter().filter(|(_, p)| p == "forward/layer2/mlp").count(), 5);
 
     // Each of the 20 replays: the same kernels in the same order, each with the eager run's layer, from capture.
-    let mut replays: Vec<(u32, Vec<(u64, String, String)>)> = Vec::new();
+    let mut replays: Vec<(u32, Vec<Replayed>)> = Vec::new();
     for (i, k) in t.kernels.iter().enumerate().filter(|(_, k)| k.graph_id != 0) {
         let node = t.capture_of_kernel(i).expect("traced back");
         let path = t.capture_range_path(node);
