@@ -289,3 +289,73 @@ fn hostile_counter_chunks_are_damage_and_the_rest_loads() {
         );
     }
 }
+
+/// A generated recording with one `graphs` chunk (format 1.5) of two captured nodes and their stacks.
+fn with_graphs() -> (tempfile::TempDir, Vec<u8>, SynthTruth, cutr_format::GraphEvents) {
+    use cutr_format::{GraphEvent, GraphEventKind, GraphEvents, Writer, WriterOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("graphs.cutr");
+    let node = |i: u64| {
+        let mut e = GraphEvent::new(GraphEventKind::NodeCreated, 1_700_000_000_000_000_000 + i, 7);
+        (e.graph, e.node, e.stack_start, e.stack_len) = (1, (1 << 32) + i, 3 * i as u32, 3);
+        e
+    };
+    let g = GraphEvents {
+        events: vec![node(0), node(1)],
+        frames: (1..=6).map(|f| 0x40_0000 + f).collect(),
+        lost_events: 0,
+    };
+    let w = Writer::create(&path, WriterOptions::default()).unwrap();
+    let opts = SynthOptions { records: 20_000, buffer_bytes: 256 << 10, ..Default::default() };
+    let (_, truth) = cutr_synth::write_to_with(w, opts, |w, _| w.write_graph_events(&g).map(|_| ())).unwrap();
+    (dir, std::fs::read(&path).unwrap(), truth, g)
+}
+
+/// Hostile `graphs` chunks: a stack past the chunk's frames (checksums valid), a header claiming 1 GiB decoded, a
+/// cut payload. Each is reported as that damaged chunk, no graph node of it is kept, every activity record loads.
+#[test]
+fn hostile_graph_chunks_are_damage_and_the_rest_loads() {
+    let (dir, bytes, truth, good) = with_graphs();
+    let at = chunks_of(&bytes, ChunkType::Graphs);
+    assert_eq!(at.len(), 1);
+    let (offset, seq) = (at[0].offset, at[0].header.seq);
+    let r = Reader::open(&write(&dir, "ok.cutr", &bytes)).unwrap();
+    assert_eq!(r.graph_events().0, std::slice::from_ref(&good), "the intact chunk reads back as written");
+    let t = load(&[write(&dir, "ok2.cutr", &bytes)], &LoadOptions::default()).unwrap();
+    assert_eq!(t.graphs.nodes.len(), 2);
+
+    let mut past = good.clone();
+    past.events[1].stack_len = 4;
+    let raw = past.to_bytes();
+    let past =
+        replace_payload(&bytes, offset, Codec::Zstd, &zstd::encode_all(&raw[..], 3).unwrap(), raw.len() as u64, 0);
+    let mut bomb = bytes.clone();
+    edit_header(&mut bomb, offset, |h| h.raw_len = 1 << 30);
+    let cut = {
+        let payload = at[0].payload(&bytes);
+        replace_payload(&bytes, offset, Codec::Zstd, &payload[..payload.len() / 2], at[0].header.raw_len, 0)
+    };
+    for (name, forged, why) in [
+        ("past.cutr", past, "graph events: event 1's stack ends at frame 7 of 6"),
+        ("bomb.cutr", bomb, "1073741824 bytes claimed"),
+        ("cut.cutr", cut, ""),
+    ] {
+        let p = write(&dir, name, &forged);
+        let r = Reader::open(&p).unwrap();
+        let (events, bad) = r.graph_events();
+        let reported: Vec<String> = damaged(&r)
+            .into_iter()
+            .filter(|d| d.0 == seq)
+            .map(|d| d.1.to_string())
+            .chain(bad.iter().map(|b| b.to_string()))
+            .collect();
+        assert!(events.is_empty(), "{name}");
+        assert!(!reported.is_empty() && reported.iter().any(|m| m.contains(why)), "{name}: {reported:?}");
+        let t = load(&[p], &LoadOptions::default()).unwrap();
+        assert_eq!((t.records(), t.graphs.nodes.len()), (truth.records, 0), "{name}");
+        assert!(
+            t.processes[0].problems.iter().any(|p| matches!(p, Problem::DamagedChunk { seq: s, .. } if *s == seq)),
+            "{name}"
+        );
+    }
+}
