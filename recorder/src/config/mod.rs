@@ -3,13 +3,15 @@
 //! declared together in `config/options.rs`; here is what reads and checks them, and the activity kinds.
 
 mod options;
+mod table;
 
 use std::time::Duration;
 
 use cutr_schema::kinds;
 use thiserror::Error;
 
-pub use options::{Config, Flag, OPTIONS, Opt, Takes};
+pub use options::{Config, OPTIONS};
+pub use table::{Flag, Opt, Takes};
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ConfigError {

@@ -12,6 +12,7 @@
 mod metadata;
 mod notes;
 mod sources;
+mod summary;
 mod ticker;
 mod unified_memory;
 mod windows;
@@ -25,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
-use cutr_format::{LossCounters, Writer, WriterOptions};
+use cutr_format::{Writer, WriterOptions};
 
 use crate::config::{Config, expand_output};
 use crate::error::RecorderError;
@@ -35,58 +36,9 @@ use crate::ffi::subscriber::Subscriber;
 use crate::pool::BufferPool;
 use metadata::{clock_sample, host_name};
 pub(crate) use notes::Notes;
+pub use summary::Summary;
 use windows::Windows;
 use writer::{Msg, on_complete, on_request, writer_loop};
-
-/// What a finished session wrote.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Summary {
-    pub path: PathBuf,
-    pub records: u64,
-    pub buffers: u64,
-    pub bytes: u64,
-    pub loss: LossCounters,
-    pub peak_buffer_bytes: u64,
-    /// With `--pc-sampling`: cubins stored, PC samples collected and dropped.
-    pub cubins: u64,
-    pub pc_samples: u64,
-    pub pc_samples_dropped: u64,
-    /// With `--counters`: counter samples written (one per source, device and time).
-    pub counter_samples: u64,
-    /// With `--graph-context`: graph events written (node creations, clones, updates).
-    pub graph_events: u64,
-}
-
-impl Summary {
-    /// One line for stderr.
-    pub fn describe(&self) -> String {
-        let lost: Vec<String> =
-            self.loss.entries().iter().filter(|(_, v)| *v > 0).map(|(k, v)| format!("{k} {v}")).collect();
-        let pc = if self.cubins > 0 || self.pc_samples > 0 {
-            format!(
-                ", {} PC samples ({} dropped) over {} cubins",
-                self.pc_samples, self.pc_samples_dropped, self.cubins
-            )
-        } else {
-            String::new()
-        };
-        let counters = if self.counter_samples > 0 {
-            format!(", {} counter samples", self.counter_samples)
-        } else {
-            String::new()
-        };
-        let graphs =
-            if self.graph_events > 0 { format!(", {} graph events", self.graph_events) } else { String::new() };
-        format!(
-            "wrote {}: {} records in {} buffers{pc}{counters}{graphs}, {:.1} MiB; {}",
-            self.path.display(),
-            self.records,
-            self.buffers,
-            self.bytes as f64 / (1 << 20) as f64,
-            if lost.is_empty() { "nothing lost".to_string() } else { format!("LOSS: {}", lost.join(", ")) }
-        )
-    }
-}
 
 pub(crate) struct Session {
     pub(crate) cupti: &'static dyn Cupti,
