@@ -241,7 +241,7 @@ fn check_fixture_pair(path: &Path, out: &Path) {
 #[test]
 fn real_recordings_import_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    for f in ["cuda_workload.cutr", "pytorch_loop.cutr"] {
+    for f in ["cuda_workload.cutr", "pytorch_loop.cutr", "graph_compile.cutr"] {
         let src = cutr_tests::repo().join("fixtures").join(f);
         let out = dir.path().join(f).with_extension("pftrace");
         check_fixture_pair(&src, &out);

@@ -16,10 +16,13 @@ pub enum Category {
     Cutr,
     /// Unified memory events (cutr's own: Kineto records none).
     UnifiedMemory,
+    /// Annotations projected onto GPU work: Kineto's name for its `record_function` spans over the kernels they
+    /// launched; ours are the NVTX ranges a CUDA graph was captured in, spanning each replay's work.
+    GpuUserAnnotation,
 }
 
 impl Category {
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -33,6 +36,7 @@ impl Category {
             Category::Overhead => "overhead",
             Category::Cutr => "cutr",
             Category::UnifiedMemory => "unified_memory",
+            Category::GpuUserAnnotation => "gpu_user_annotation",
         }
     }
 }
@@ -90,10 +94,13 @@ pub enum ArgKey {
     FaultGroups,
     Pc,
     Processors,
+    CapturedIn,
+    CapturedBy,
+    CapturedNodeId,
 }
 
 impl ArgKey {
-    pub const COUNT: usize = 50;
+    pub const COUNT: usize = 53;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -147,6 +154,9 @@ impl ArgKey {
             ArgKey::FaultGroups => "fault groups",
             ArgKey::Pc => "pc",
             ArgKey::Processors => "processors",
+            ArgKey::CapturedIn => "captured in",
+            ArgKey::CapturedBy => "captured by",
+            ArgKey::CapturedNodeId => "captured node id",
         }
     }
 }
@@ -192,8 +202,8 @@ mod tests {
     #[test]
     fn keys_and_categories_are_numbered_densely() {
         // The Perfetto writer interns by number: every key's number is below COUNT.
-        assert_eq!(ArgKey::Processors as usize + 1, ArgKey::COUNT);
-        assert_eq!(Category::UnifiedMemory as usize + 1, Category::COUNT);
+        assert_eq!(ArgKey::CapturedNodeId as usize + 1, ArgKey::COUNT);
+        assert_eq!(Category::GpuUserAnnotation as usize + 1, Category::COUNT);
         assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
     }
 }

@@ -1,12 +1,12 @@
 //! The arguments both viewers show for GPU records: what a kernel launch was (Kineto's keys, then what Hopper
-//! added), what a copy or memset moved, which event a sync waited on, and what a unified memory event was. Each
-//! writer decides which of its own arguments to add or leave out around these.
+//! added), what a copy or memset moved, which event a sync waited on, what a unified memory event was, and where
+//! a replayed CUDA graph op was captured. Each writer decides which of its own arguments to add or leave out around these.
 
 use cutr_model::rows::UmKind;
 use cutr_model::{Kernel, Sync, Trace, describe};
 
 use crate::args::{Arg, ArgKey, Value};
-use crate::timeline::{Timeline, um_endpoints};
+use crate::timeline::{Src, Timeline, um_endpoints};
 
 /// A kernel's launch: registers, grid, block, the estimated achieved occupancy (Kineto's), graph node and
 /// channel, static and dynamic shared memory, then what is not the plain launch (local memory, cluster, launch
@@ -66,6 +66,22 @@ pub(crate) fn graph_node<'t>(graph_id: u32, graph_node_id: u64, out: &mut Vec<Ar
         out.push(Arg::new(ArgKey::GraphId, Value::UInt(graph_id as u64)));
         out.push(Arg::new(ArgKey::GraphNodeId, Value::UInt(graph_node_id)));
     }
+}
+
+/// Where a replayed kernel, copy or memset was captured (issue 33): the NVTX path open when its graph node was
+/// made (`captured in`, left out when none was), the call that made the node with its correlation id (`captured
+/// by`), and the node's id (`captured node id`: the node the program made, where `graph node id` is the
+/// executable's copy of it).
+pub(crate) fn capture<'a>(trace: &Trace, tl: &'a Timeline, src: Src, out: &mut Vec<Arg<'a>>) {
+    let Some(n) = crate::timeline::graphs::node_of(trace, src) else { return };
+    let g = &tl.graphs;
+    if let Some(path) = g.captured_in.get(n as usize).filter(|s| !s.is_empty()) {
+        out.push(Arg::new(ArgKey::CapturedIn, Value::Str(path)));
+    }
+    if let Some(call) = g.captured_by.get(n as usize).filter(|s| !s.is_empty()) {
+        out.push(Arg::new(ArgKey::CapturedBy, Value::Str(call)));
+    }
+    out.push(Arg::new(ArgKey::CapturedNodeId, Value::UInt(trace.graphs.nodes[n as usize].node)));
 }
 
 /// Kineto's `wait_on_*` args of an event sync or a stream's wait on an event: the stream and the correlation id

@@ -1,8 +1,10 @@
-//! What a timeline slice shows in either viewer: its name and category, and the arrows that start or end at it.
+//! What a timeline slice shows in either viewer: its name and category, and the arrows that start or end at it
+//! (launch arrows, Kineto's `ac2g`; capture arrows, from the call that made a graph node to its first replay).
 
 use cutr_model::{NameId, Trace};
 
 use crate::args::Category;
+use crate::timeline::graphs::capture_flow_id;
 use crate::timeline::{Flows, Item, Src, Timeline};
 
 /// Name id (see [`Timeline::name`]) and category of a slice.
@@ -24,6 +26,7 @@ pub(crate) fn name_and_category(trace: &Trace, tl: &Timeline, it: &Item) -> (Nam
         Src::Sync(i) => (l.sync[&trace.syncs[i as usize].sync_type], Category::CudaSync),
         Src::Overhead(i) => (l.overhead[&trace.overheads[i as usize].kind], Category::Overhead),
         Src::Um(i) => (l.um[&trace.um[i as usize].kind], Category::UnifiedMemory),
+        Src::Replay(i) => (tl.graphs.replays[i as usize].name, Category::GpuUserAnnotation),
         Src::Health => (l.health, Category::Cutr),
     }
 }
@@ -49,4 +52,23 @@ pub(crate) fn flows_out(trace: &Trace, tl: &Timeline, it: &Item, out: &mut Vec<u
         let files = trace.processes.len() as u64;
         out.extend((0..tl.flows.api[i as usize]).map(|k| key.flow_id(k, files)));
     }
+}
+
+/// The capture arrows starting at an API call (one per graph node it made that was replayed), into `out`.
+pub(crate) fn capture_flows_out(tl: &Timeline, it: &Item, out: &mut Vec<u64>) {
+    out.clear();
+    if let Src::Api(i) = it.src()
+        && !tl.flows.capture.is_empty()
+    {
+        out.extend(tl.flows.capture.from_api(i).map(capture_flow_id));
+    }
+}
+
+/// The capture arrow ending at a node's first replayed op, if `it` is one.
+pub(crate) fn capture_flow_in(tl: &Timeline, it: &Item) -> Option<u64> {
+    let first = &tl.flows.capture.first;
+    if first.is_empty() {
+        return None;
+    }
+    first.get(&it.src()).map(|&n| capture_flow_id(n))
 }

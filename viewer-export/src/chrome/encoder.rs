@@ -180,6 +180,11 @@ impl EventWriter<'_> {
 
     /// One half of a Kineto `ac2g` arrow with id `id`, at `ts` on `row`.
     pub fn flow(&mut self, end: FlowEnd, id: u64, row: Row, ts: u64) {
+        self.flow_named(end, id, row, ts, "ac2g");
+    }
+
+    /// One half of an arrow whose category and name are `kind`.
+    pub fn flow_named(&mut self, end: FlowEnd, id: u64, row: Row, ts: u64, kind: &str) {
         self.sep();
         let rel = self.rel(ts);
         let o = &mut *self.out;
@@ -192,7 +197,10 @@ impl EventWriter<'_> {
         let o = &mut *self.out;
         o.extend_from_slice(b", \"ts\": ");
         micros(o, rel);
-        o.extend_from_slice(b", \"cat\": \"ac2g\", \"name\": \"ac2g\"");
+        o.extend_from_slice(b", \"cat\": ");
+        string(o, kind);
+        o.extend_from_slice(b", \"name\": ");
+        string(o, kind);
         if end == FlowEnd::Finish {
             o.extend_from_slice(b", \"bp\": \"e\"");
         }

@@ -19,6 +19,9 @@ use crate::timeline::{Item, Src, Timeline, TrackRole, base_track, health_args, h
 
 pub use encoder::{Complete, EventWriter, FlowEnd, InstantEvent, Row, base_time_ns, micros, string};
 
+/// Category and name of the capture arrows (from the call that made a graph node to its first replay).
+pub const CAPTURE_FLOW: &str = "graph_capture";
+
 /// Writes the timeline's events, then the instants, metadata and Kineto's top-level keys, to `out`.
 pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, path: &Path) -> io::Result<()> {
     let base = base_time_ns(tl.span.0);
@@ -69,6 +72,15 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, base: u64) -> Vec<u8> {
         if let Some(f) = slice::flow_in(trace, tl, it) {
             w.flow(FlowEnd::Finish, f, row, it.start);
         }
+        // Capture arrows under a category and name of their own: JSON readers pair a flow's ends by (id, cat,
+        // name), so they never meet a launch's `ac2g` arrows.
+        slice::capture_flows_out(tl, it, &mut flows_out);
+        for &f in &flows_out {
+            w.flow_named(FlowEnd::Start, f, row, it.start, CAPTURE_FLOW);
+        }
+        if let Some(f) = slice::capture_flow_in(tl, it) {
+            w.flow_named(FlowEnd::Finish, f, row, it.start, CAPTURE_FLOW);
+        }
     }
     buf
 }
@@ -107,6 +119,7 @@ fn kineto_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, ids: &JsonIds,
             out.push(Arg::new(ArgKey::Stream, UInt(k.stream as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(ids.correlation(k.corr()))));
             gpu_args::kernel_launch(trace, k, true, out);
+            gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memcpy(i) => {
             let m = &trace.memcpys[i as usize];
@@ -116,11 +129,13 @@ fn kineto_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, ids: &JsonIds,
                 out.push(Arg::new(ArgKey::ToDevice, UInt(to as u64)));
             }
             gpu_args::graph_node(m.graph_id, m.graph_node_id, out);
+            gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memset(i) => {
             let m = &trace.memsets[i as usize];
             memory_op_args(trace, ids, (m.corr(), m.device, m.context, m.stream), m.bytes, (m.start, m.end), out);
             gpu_args::graph_node(m.graph_id, m.graph_node_id, out);
+            gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Api(i) => {
             let a = &trace.apis[i as usize];
@@ -166,6 +181,11 @@ fn kineto_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, ids: &JsonIds,
                 out.push(Arg::new(ArgKey::Device, UInt(device as u64)));
             }
             gpu_args::unified_memory(trace, tl, i as usize, out);
+        }
+        Src::Replay(i) => {
+            let r = &tl.graphs.replays[i as usize];
+            out.push(Arg::new(ArgKey::Device, UInt(r.device as u64)));
+            out.push(Arg::new(ArgKey::Correlation, UInt(ids.correlation(r.launch))));
         }
         Src::Health => {}
     }
@@ -293,9 +313,12 @@ fn metadata_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>, ts: u6
                 name_row(w, row, &format!("stream {stream} (sync)"), *stream as i64)
             }
             (TrackRole::DeviceSync { device, .. }, _) => name_row(w, row, &format!("Device {device}"), -1),
-            (TrackRole::UnifiedMemory { .. } | TrackRole::UnifiedMemoryHost { .. }, _) => {
-                name_row(w, row, &t.name, row.tid)
-            }
+            (
+                TrackRole::UnifiedMemory { .. }
+                | TrackRole::UnifiedMemoryHost { .. }
+                | TrackRole::CapturedRanges { .. },
+                _,
+            ) => name_row(w, row, &t.name, row.tid),
             (TrackRole::Lane { .. }, b) if b.on_gpu_row() => name_row(w, row, &t.name, base.json_tid),
             _ => {}
         }

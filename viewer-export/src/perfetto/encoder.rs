@@ -82,7 +82,8 @@ pub struct Name<'a> {
     pub text: &'a str,
 }
 
-/// A slice beginning on `track` at `ts`. Each id in `flows_out` starts an arrow from it; `flow_in` ends one at it.
+/// A slice beginning on `track` at `ts`. Each id in `flows_out` starts an arrow from it; each in `flows_in` ends
+/// one at it.
 /// `named_args` are args whose names are not [`ArgKey`]s (written with their names inline, not interned).
 #[derive(Clone, Copy, Debug)]
 pub struct SliceBegin<'a> {
@@ -93,7 +94,7 @@ pub struct SliceBegin<'a> {
     pub args: &'a [Arg<'a>],
     pub named_args: &'a [(&'a str, Value<'a>)],
     pub flows_out: &'a [u64],
-    pub flow_in: Option<u64>,
+    pub flows_in: &'a [u64],
 }
 
 /// An instant event on `track` at `ts`.
@@ -427,7 +428,7 @@ impl Shard {
         for &f in s.flows_out {
             pb::uint(&mut self.event, 36, f);
         }
-        if let Some(f) = s.flow_in {
+        for &f in s.flows_in {
             pb::uint(&mut self.event, 42, f);
         }
         self.emit(s.ts);
@@ -517,7 +518,7 @@ mod tests {
                 args: &args,
                 named_args: &[],
                 flows_out: &[i + 1],
-                flow_in: None,
+                flows_in: &[],
             });
             s.end(3, 1_005 + i * 10);
         }

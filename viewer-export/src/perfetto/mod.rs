@@ -96,15 +96,23 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
     }
     let mut stack: Vec<u64> = tl.open_ends[range.open()].to_vec();
     let mut args = Vec::with_capacity(16);
-    let mut flows_out = Vec::new();
+    let (mut flows_out, mut capture_out) = (Vec::new(), Vec::new());
     for it in &tl.items[range.start as usize..range.end as usize] {
         while stack.last().is_some_and(|&end| end <= it.start) {
             shard.end(track, stack.pop().unwrap_or_default());
         }
         let (name, category) = slice::name_and_category(trace, tl, it);
         slice_args(trace, tl, it, &mut args);
-        // A graph launch starts one arrow per node it ran.
+        // A graph launch starts one arrow per node it ran; a call that made graph nodes, one per node replayed.
         slice::flows_out(trace, tl, it, &mut flows_out);
+        slice::capture_flows_out(tl, it, &mut capture_out);
+        flows_out.extend_from_slice(&capture_out);
+        // At most two arrows end at a slice (its launch's, its node's capture), kept off the heap.
+        let (mut flows_in, mut n_in) = ([0u64; 2], 0);
+        for f in slice::flow_in(trace, tl, it).into_iter().chain(slice::capture_flow_in(tl, it)) {
+            flows_in[n_in] = f;
+            n_in += 1;
+        }
         shard.begin(&SliceBegin {
             track,
             ts: it.start,
@@ -113,7 +121,7 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
             args: &args,
             named_args: if it.src() == Src::Health { health } else { &[] },
             flows_out: &flows_out,
-            flow_in: slice::flow_in(trace, tl, it),
+            flows_in: &flows_in[..n_in],
         });
         stack.push(it.end);
     }
@@ -148,6 +156,7 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
             out.push(Arg::new(ArgKey::Stream, UInt(k.stream as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(k.correlation as u64)));
             gpu_args::kernel_launch(trace, k, false, out);
+            gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memcpy(i) => {
             let m = &trace.memcpys[i as usize];
@@ -157,11 +166,13 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
                 out.push(Arg::new(ArgKey::ToDevice, UInt(to as u64)));
             }
             gpu_args::graph_node(m.graph_id, m.graph_node_id, out);
+            gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memset(i) => {
             let m = &trace.memsets[i as usize];
             memory_op_args(trace, m.corr(), m.bytes, (m.start, m.end), out);
             gpu_args::graph_node(m.graph_id, m.graph_node_id, out);
+            gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Api(i) => {
             let a = &trace.apis[i as usize];
@@ -200,6 +211,10 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
         }
         // The track says the device.
         Src::Um(i) => gpu_args::unified_memory(trace, tl, i as usize, out),
+        // The name says the range, the track the device: the launch's correlation joins it to its work.
+        Src::Replay(i) => {
+            out.push(Arg::new(ArgKey::Correlation, UInt(tl.graphs.replays[i as usize].launch.correlation as u64)))
+        }
         Src::Health => {}
     }
 }

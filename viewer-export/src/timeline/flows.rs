@@ -1,5 +1,6 @@
 //! The CPU->GPU arrows of a timeline: from each API call to the GPU work it launched (kernels, copies, memsets)
-//! and to the synchronizations it waited in.
+//! and to the synchronizations it waited in; and from each call that made a CUDA graph node to the node's first
+//! replay (`graphs`).
 
 use cutr_model::{CorrKey, Trace};
 use rayon::prelude::*;
@@ -17,6 +18,9 @@ pub struct Flows {
     pub sync: Vec<u32>,
     /// Per API call: how many GPU records it launched.
     pub api: Vec<u32>,
+    /// The arrows from the calls that made CUDA graph nodes to each node's first replay.
+    pub capture: super::graphs::CaptureFlows,
+    /// Every arrow: launches' and captures'.
     pub total: u64,
 }
 
@@ -44,7 +48,8 @@ impl Flows {
                 }
             }
         });
-        let total = api.iter().map(|&c| c as u64).sum();
+        let capture = super::graphs::CaptureFlows::build(trace);
+        let total = api.iter().map(|&c| c as u64).sum::<u64>() + capture.len() as u64;
         let mut several = Vec::new();
         for rows in [&mut kernel, &mut memcpy, &mut memset, &mut sync] {
             let api = &api;
@@ -71,6 +76,6 @@ impl Flows {
                 *n += 1;
             }
         }
-        Flows { kernel, memcpy, memset, sync, api, total }
+        Flows { kernel, memcpy, memset, sync, api, capture, total }
     }
 }

@@ -12,6 +12,8 @@ pub enum Src {
     Overhead(u32),
     /// A unified memory event (`Trace::um`).
     Um(u32),
+    /// A capture-time NVTX range over one replay of a CUDA graph (`Timeline::graphs.replays`).
+    Replay(u32),
     /// The recording-health slice spanning the whole trace.
     Health,
 }
@@ -20,10 +22,14 @@ impl Src {
     const INDEX_BITS: u32 = 29;
     /// The health slice's index in the kind it shares with unified memory events.
     const HEALTH_INDEX: u32 = (1 << Self::INDEX_BITS) - 1;
+    /// Where replay slices start in the kind they share with CUPTI overhead records (a few per buffer: 2^28 of
+    /// them is far more than any recording holds).
+    const REPLAY_BASE: u32 = 1 << (Self::INDEX_BITS - 1);
 
     /// The source packed in 32 bits: the kind in the top 3, the row index below (rows < 2^29 per kind). Packed
     /// values order like the enum (kind first, then index). Unified memory events and the one health slice share
-    /// the last kind, the health slice taking its last index, so that no kind loses an index bit.
+    /// the last kind, the health slice taking its last index, so that no kind loses an index bit; replay slices
+    /// take the upper half of the overhead kind.
     #[inline]
     fn pack(self) -> u32 {
         let (kind, i) = match self {
@@ -33,7 +39,14 @@ impl Src {
             Src::Api(i) => (3, i),
             Src::Range(i) => (4, i),
             Src::Sync(i) => (5, i),
-            Src::Overhead(i) => (6, i),
+            Src::Overhead(i) => {
+                assert!(i < Self::REPLAY_BASE, "more than 2^28 overhead records");
+                (6, i)
+            }
+            Src::Replay(i) => {
+                assert!(i < Self::REPLAY_BASE, "more than 2^28 replay slices");
+                (6, Self::REPLAY_BASE + i)
+            }
             Src::Um(i) => {
                 assert!(i < Self::HEALTH_INDEX, "more than 2^29 - 1 unified memory records");
                 (7, i)
@@ -54,6 +67,7 @@ impl Src {
             3 => Src::Api(i),
             4 => Src::Range(i),
             5 => Src::Sync(i),
+            6 if i >= Self::REPLAY_BASE => Src::Replay(i - Self::REPLAY_BASE),
             6 => Src::Overhead(i),
             _ if i == Self::HEALTH_INDEX => Src::Health,
             _ => Src::Um(i),
@@ -63,6 +77,9 @@ impl Src {
 
 /// Rows of one kind the timeline can address (29 bits of an item's packed source).
 pub const MAX_ROWS_PER_KIND: usize = 1 << Src::INDEX_BITS;
+
+/// CUPTI overhead records, and replay slices, the timeline can address (each half of one kind's indices).
+pub const MAX_OVERHEADS: usize = Src::REPLAY_BASE as usize;
 
 /// One slice on a track: 24 bytes, as there is one per record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,5 +104,31 @@ impl Item {
     #[inline]
     pub(crate) fn key(&self) -> (u32, u64, std::cmp::Reverse<u64>, u32) {
         (self.track, self.start, std::cmp::Reverse(self.end), self.src)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_pack_and_unpack_with_replays_above_the_overheads() {
+        let last = MAX_OVERHEADS as u32 - 1;
+        let all = [
+            Src::Kernel(3),
+            Src::Overhead(0),
+            Src::Overhead(last),
+            Src::Replay(0),
+            Src::Replay(last),
+            Src::Um(5),
+            Src::Health,
+        ];
+        for s in all {
+            assert_eq!(Src::unpack(s.pack()), s);
+        }
+        // Packed order is the enum's: overheads, then replays, then unified memory and the health slice.
+        let packed: Vec<u32> = all.iter().map(|s| s.pack()).collect();
+        assert!(packed.is_sorted());
+        assert_eq!(Src::Replay(0).pack(), (6 << 29) | (1 << 28));
     }
 }

@@ -56,6 +56,8 @@ pub struct Labels {
     pub um_processor: HashMap<super::um::Processor, NameId>,
     pub um_processor_set: HashMap<u64, NameId>,
     pub health: NameId,
+    /// `replay of: PATH` of each NVTX range (index into `Trace::ranges`) a CUDA graph node was made in.
+    pub replay: HashMap<u32, NameId>,
     pub names: LabelNames,
 }
 
@@ -99,6 +101,8 @@ impl Labels {
             }
         }
         l.health = name(&health_name(trace));
+        // Last, so that a recording without graphs names everything else as before.
+        l.replay = super::graphs::replay_names(trace, &mut name);
         l.names = names;
         l
     }

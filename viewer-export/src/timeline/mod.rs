@@ -3,10 +3,12 @@
 //!
 //! Rows are placed on their tracks (`placement`), grouped by track in time order (`grouping`); slices that
 //! overlap without nesting move to overflow lanes (`lanes`); each track's slices are cut into shards
-//! (`shards`); the arrows are counted per launch (`flows`); the names that are not in the model are resolved
+//! (`shards`); the arrows are counted per launch (`flows`), CUDA graph replays tied to their capture
+//! (`graphs`); the names that are not in the model are resolved
 //! once (`labels`).
 
 mod flows;
+pub mod graphs;
 mod grouping;
 mod item;
 mod labels;
@@ -22,7 +24,7 @@ use cutr_model::{NameId, ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;
 
 pub use flows::Flows;
-pub use item::{Item, MAX_ROWS_PER_KIND, Src};
+pub use item::{Item, MAX_OVERHEADS, MAX_ROWS_PER_KIND, Src};
 pub use labels::{LabelNames, Labels, health_args, health_name};
 pub use shards::ShardRange;
 pub use tracks::{DEVICE_SYNC_TID, LANE_TID_STEP, SYNC_TID_OFFSET, Track, TrackRole, base_track};
@@ -43,6 +45,8 @@ pub struct Timeline {
     pub open_ends: Vec<u64>,
     pub flows: Flows,
     pub labels: Labels,
+    /// CUDA graph replays: each op's capture context, and the capture-time ranges over each replay.
+    pub graphs: graphs::GraphView,
     /// (file, device) -> Chrome pid of its GPU rows.
     pub gpu_json_pid: HashMap<(ProcId, u32), i64>,
     /// Memory counter track of each (file, device).
@@ -64,6 +68,10 @@ pub struct Timeline {
 /// Why a trace is too large to lay out, if it is: more rows of one kind than [`MAX_ROWS_PER_KIND`], or more
 /// slices in all than 32-bit item indices reach.
 pub fn too_large(trace: &Trace) -> Option<String> {
+    if trace.overheads.len() >= MAX_OVERHEADS {
+        let n = trace.overheads.len();
+        return Some(format!("{n} overhead records exceed the {MAX_OVERHEADS} one conversion can lay out"));
+    }
     rows_over_limit(&slice_kinds(trace))
 }
 
@@ -98,9 +106,10 @@ impl Timeline {
     /// Lays out `trace` with shards of `shard_slices` slices (see [`too_large`] for the limits).
     pub fn build(trace: &Trace, shard_slices: usize) -> Timeline {
         let labels = timed("labels", || Labels::new(trace));
+        let graphs = timed("graph replays", || graphs::GraphView::build(trace, &labels, slice_rows(trace)));
         let span = trace.span();
         let mut maker = tracks::TrackMaker::new(trace);
-        let mut placed = placement::place(&mut maker, trace, span);
+        let mut placed = placement::place(&mut maker, trace, span, &graphs.replays);
         let memory_track = std::mem::take(&mut placed.memory_track);
         let counter_track = std::mem::take(&mut placed.counter_track);
         let step_counters = timed("step counters", || um::step_counters(&mut maker, trace, &memory_track));
@@ -119,6 +128,7 @@ impl Timeline {
             open_ends,
             flows,
             labels,
+            graphs,
             gpu_json_pid: maker.gpu_json_pid,
             memory_track,
             step_counters,

@@ -38,7 +38,12 @@ type StreamKey = (ProcId, u32, u32, u32);
 type ContextDevices = HashMap<(ProcId, u32), u32>;
 
 /// Places every row of `trace`, making tracks in `maker` as their first rows come.
-pub(crate) fn place(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64)) -> Placement {
+pub(crate) fn place(
+    maker: &mut TrackMaker<'_>,
+    trace: &Trace,
+    span: (u64, u64),
+    replays: &[super::graphs::Replay],
+) -> Placement {
     let (kernel, memcpy, memset, ctx_device) = timed("gpu tracks", || gpu_rows(maker, trace));
     let api = timed("thread tracks", || {
         let mut threads: HashMap<(ProcId, u32), u32> = HashMap::default();
@@ -50,6 +55,14 @@ pub(crate) fn place(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64))
     let (range_order, range, sync) = timed("nvtx and sync tracks", || ranges_and_syncs(maker, trace, &ctx_device));
     let (other, (memory_track, counter_track)) = timed("other tracks", || other_rows(maker, trace, span));
     let um = timed("unified memory tracks", || super::um::place_um(maker, trace));
+    let mut other = other;
+    if !replays.is_empty() {
+        // The replay slices' tracks come last, so that a recording without graphs keeps its track numbers.
+        for (i, r) in replays.iter().enumerate() {
+            other.push(Item::new(maker.captured_ranges(r.proc, r.device), r.start, r.end, Src::Replay(i as u32)));
+        }
+        other.sort_by_key(|it| it.start);
+    }
     Placement { kernel, memcpy, memset, api, range_order, range, sync, um, other, memory_track, counter_track }
 }
 

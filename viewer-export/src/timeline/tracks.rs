@@ -79,6 +79,11 @@ pub enum TrackRole {
         device: u32,
         kind: cutr_model::rows::UmKind,
     },
+    /// The NVTX ranges CUDA graphs were captured in, over each replay's work on a GPU (`graphs`).
+    CapturedRanges {
+        proc: ProcId,
+        device: u32,
+    },
     Health,
     /// Overflow lane `k` of track `of`.
     Lane {
@@ -112,6 +117,10 @@ pub const SYNC_TID_OFFSET: i64 = 1_000_000;
 /// Chrome JSON tid of a device's row of syncs of no one stream (Kineto writes stream -1 as tid 1).
 pub const DEVICE_SYNC_TID: i64 = 1;
 
+/// Chrome JSON tid of a GPU's row of capture-time NVTX ranges over graph replays: past the sync rows
+/// ([`SYNC_TID_OFFSET`]) and the unified memory row (`UM_TID`), below the first lane ([`LANE_TID_STEP`]).
+pub const CAPTURED_RANGES_TID: i64 = 3_000_000;
+
 impl TrackRole {
     /// Whether the track shows GPU-side rows (streams and their syncs, unified memory).
     pub fn on_gpu_row(&self) -> bool {
@@ -121,6 +130,7 @@ impl TrackRole {
                 | TrackRole::StreamSync { .. }
                 | TrackRole::DeviceSync { .. }
                 | TrackRole::UnifiedMemory { .. }
+                | TrackRole::CapturedRanges { .. }
         )
     }
 }
@@ -418,6 +428,23 @@ impl TrackMaker<'_> {
     pub fn gpu_and_json_pid(&mut self, proc: ProcId, device: u32) -> (u32, i64) {
         let gpu = self.gpu(proc, device);
         (gpu, self.set.tracks[gpu as usize].json_pid)
+    }
+
+    /// The track of the capture-time NVTX ranges over a GPU's graph replays, under the GPU. Its slices nest (a
+    /// range over its children), so it is not flat; overlapping siblings (graph branches run concurrently) take
+    /// lanes on Chrome rows of their own.
+    pub fn captured_ranges(&mut self, proc: ProcId, device: u32) -> u32 {
+        let (gpu, json_pid) = self.gpu_and_json_pid(proc, device);
+        let role = TrackRole::CapturedRanges { proc, device };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(gpu),
+            name: "graph replays: captured NVTX ranges".into(),
+            json_pid,
+            json_tid: CAPTURED_RANGES_TID,
+            pid: 0,
+            flat: false,
+        })
     }
 
     /// The counter track of one series of a GPU, under the GPU, named by the series.
