@@ -59,6 +59,37 @@ fn join_warnings(s: &JoinStats, filter: &Filter) -> Vec<String> {
         (true, s.inverted_records, "records end before they start; left out"),
         (true, s.unresolved_names, "string pointers have no text in the file"),
         (true, s.um_unknown_kind, "unified memory records have an unknown counter kind; left out"),
+        // The graph joins discount what the filter left out themselves: graph events are kept whatever it is.
+        (true, s.graph_ops_without_capture, "CUDA graph kernels, copies and memsets are not traced back to their node"),
+        (true, s.graph_events_lost, "CUDA graph events were lost by the recorder"),
+        (true, s.graph_nodes_without_api, "CUDA graph nodes were made outside any recorded API call"),
+        (true, s.graph_events_unjoined, "CUDA graph events repeat a creation or name a node no event made"),
     ];
     warnings.iter().filter(|(on, n, _)| *on && *n > 0).map(|(_, n, what)| format!("{n} {what}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_join_failures_are_warned_whatever_the_filter() {
+        let s = JoinStats {
+            graph_ops_without_capture: 3,
+            graph_events_lost: 2,
+            graph_nodes_without_api: 1,
+            graph_events_unjoined: 4,
+            ..Default::default()
+        };
+        let want = [
+            "3 CUDA graph kernels, copies and memsets are not traced back to their node",
+            "2 CUDA graph events were lost by the recorder",
+            "1 CUDA graph nodes were made outside any recorded API call",
+            "4 CUDA graph events repeat a creation or name a node no event made",
+        ];
+        assert_eq!(join_warnings(&s, &Filter::default()), want);
+        let windowed = Filter { start: Some(5), kinds: vec![kinds::CONCURRENT_KERNEL], ..Default::default() };
+        assert_eq!(join_warnings(&s, &windowed), want);
+        assert_eq!(join_warnings(&JoinStats::default(), &Filter::default()), [] as [String; 0]);
+    }
 }

@@ -19,6 +19,7 @@ impl Trace {
         timed("count unlaunched", || self.count_unlaunched());
         timed("nvtx depth", || nvtx::nest(&mut self.ranges));
         self.api_range = timed("enclosing ranges", || nvtx::enclosing_ranges(&self.ranges, &self.apis));
+        timed("graph captures", || self.join_graphs());
         timed("demangle", || self.demangle_kernel_names());
         timed("cuda events", || self.order_events());
         self.device_limits = self.index_device_limits();

@@ -24,8 +24,9 @@
 //! ```
 //!
 //! [`load`] opens the inputs; [`Trace`] holds the tables ([`rows`]) and the lookups across them; [`Names`]
-//! holds every string once. [`timing`] times the steps of a command (`CUTR_TIMING`), and [`par`] is the parallel
-//! grouping the timeline and the analyses share.
+//! holds every string once; [`graphs`] ties each kernel a CUDA graph replays to where its node was made.
+//! [`timing`] times the steps of a command (`CUTR_TIMING`), and [`par`] is the parallel grouping the timeline and
+//! the analyses share.
 
 mod corr;
 pub mod counters;
@@ -33,6 +34,7 @@ mod decode;
 pub mod demangle;
 pub mod describe;
 mod fields;
+pub mod graphs;
 mod ids;
 mod joins;
 mod load;
@@ -50,6 +52,7 @@ pub mod um_host;
 
 pub use corr::CorrMap;
 pub use counters::CounterSample;
+pub use graphs::{Graph, GraphContext, GraphEdge, GraphExec, GraphNode};
 pub use ids::{CorrKey, NameId, ProcId};
 pub use load::{Filter, LoadError, LoadOptions, Prefetched, load, load_prefetched, load_readers, open_inputs};
 pub use names::Names;

@@ -262,8 +262,9 @@ fn load_file(
     let (counters, counter_damage) =
         timed("counter samples", || crate::counters::metric_samples(r, proc, &time, filter, &mut trace.names));
     trace.counters.extend(counters);
+    let graph_damage = timed("graph events", || trace.graphs.read_file(r, proc, &time, filter, &mut stats));
     // A damaged chunk is already in the reader's problems when its checksum failed at open.
-    for p in pc_damage.into_iter().chain(counter_damage) {
+    for p in pc_damage.into_iter().chain(counter_damage).chain(graph_damage) {
         if !problems.contains(&p) {
             problems.push(p);
         }

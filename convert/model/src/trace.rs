@@ -97,6 +97,18 @@ pub struct JoinStats {
     pub unparsed_bytes: u64,
     /// Unified memory records whose counter kind is outside CUDA 13's (newer CUPTI, or damage); left out.
     pub um_unknown_kind: u64,
+    /// Kernels, copies and memsets of CUDA graphs (graph id != 0) not traced back to a node the application made
+    /// ([`crate::graphs`]): a creation, clone or update event missing, or a chain of them cyclic or too long.
+    /// Counted only in files that recorded graph events.
+    pub graph_ops_without_capture: u64,
+    /// Graph events the recorder could not keep (its buffer was full).
+    pub graph_events_lost: u64,
+    /// Graph nodes the application made with no runtime or driver call holding their creation on their thread
+    /// (not counted where the load's window or kinds left that call out).
+    pub graph_nodes_without_api: u64,
+    /// Graph events that could not be used: a graph, node or executable made twice, or a clone, update or
+    /// dependency naming a node no event made.
+    pub graph_events_unjoined: u64,
 }
 
 impl JoinStats {
@@ -115,6 +127,10 @@ impl JoinStats {
         self.unresolved_names += o.unresolved_names;
         self.unparsed_bytes += o.unparsed_bytes;
         self.um_unknown_kind += o.um_unknown_kind;
+        self.graph_ops_without_capture += o.graph_ops_without_capture;
+        self.graph_events_lost = self.graph_events_lost.saturating_add(o.graph_events_lost);
+        self.graph_nodes_without_api += o.graph_nodes_without_api;
+        self.graph_events_unjoined += o.graph_events_unjoined;
     }
 }
 
@@ -138,6 +154,9 @@ pub struct Trace {
     pub um: Vec<crate::rows::UmEvent>,
     /// Counter samples (today: PC-sample stall rates), each series' samples together in time order.
     pub counters: Vec<crate::CounterSample>,
+    /// CUDA graphs, the nodes the application made with where it made them, and the node each replayed kernel,
+    /// copy and memset comes from ([`crate::graphs`]; [`Trace::capture_of_kernel`]).
+    pub graphs: crate::graphs::GraphContext,
     /// By kernel name id (as recorded, mangled): what its PC samples say ([`crate::KernelSourceNote`]).
     pub kernel_source: rustc_hash::FxHashMap<NameId, crate::KernelSourceNote>,
     /// PyTorch op id (external kind CUSTOM0) and user annotation id (CUSTOM1) by correlation key.

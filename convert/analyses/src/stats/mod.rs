@@ -279,4 +279,14 @@ mod tests {
         assert_eq!((s.count, s.total_ns, s.min_ns, s.max_ns, s.median_ns, s.avg_ns), (4, 100, 10, 40, 25.0, 25.0));
         assert!((s.stddev_ns - 12.909944487358056).abs() < 1e-9);
     }
+
+    #[test]
+    fn graph_events_lost_and_ops_not_traced_back_are_losses() {
+        let mut t = Trace::default();
+        (t.stats.graph_events_lost, t.stats.graph_ops_without_capture, t.stats.graph_events_unjoined) = (2, 3, 4);
+        let s = compute(&t, &StatsOptions { sections: vec![Section::Loss], ..Default::default() });
+        let text = render::render_text(&s, Default::default());
+        let want = "Loss: CUDA graph events the recorder lost 2, CUDA graph ops not traced back to their node 3\n";
+        assert!(text.ends_with(want), "{text}");
+    }
 }

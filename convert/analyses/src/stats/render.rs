@@ -204,6 +204,8 @@ fn losses(s: &Stats) -> Vec<(String, u64)> {
         (j.zero_timestamp_records, "records without timestamps"),
         (j.nvtx_unclosed_ranges, "NVTX ranges never closed"),
         (j.um_unknown_kind, "unified memory records of unknown counter kind"),
+        (j.graph_events_lost, "CUDA graph events the recorder lost"),
+        (j.graph_ops_without_capture, "CUDA graph ops not traced back to their node"),
     ] {
         if n > 0 {
             lost.push((what.to_string(), n));
