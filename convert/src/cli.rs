@@ -142,15 +142,17 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         top: usize,
         /// Only these sections, in this order of the report: kernels, api, memory (with peak device memory in use),
-        /// nvtx, utilization, counters, um (unified memory: migrations, faults, thrashing, host functions; shown by
-        /// default when the trace has UM events), loss.
-        #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "utilization", "counters", "um", "loss"])]
+        /// nvtx, graphs (CUDA graphs' replays by where their nodes were made; shown by default when the trace has
+        /// graphs), utilization, counters, um (unified memory: migrations, faults, thrashing, host functions; shown
+        /// by default when the trace has UM events), loss.
+        #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "graphs", "utilization", "counters", "um", "loss"])]
         report: Vec<String>,
         /// Text: full names, however long (shortened to 100 characters otherwise).
         #[arg(long)]
         wide: bool,
         /// Where to look for the host binaries and libraries the recording's mappings name when they are not at
-        /// their recorded path (by file name; build id checked): --report um names CPU page faults' functions.
+        /// their recorded path (by file name; build id checked): --report um names CPU page faults' functions,
+        /// --report graphs the functions that made graph nodes.
         #[arg(long, value_name = "DIR")]
         symbols: Vec<PathBuf>,
         /// NVTX ranges get the GPU work launched by any thread of their process while they were open (PyTorch

@@ -583,7 +583,7 @@ fn source_reports_lines_and_stalls_from_pc_samples() {
     );
 }
 
-/// `export --parquet DIR`: one line saying what was written, twelve tables in DIR; a DIR that is a file is refused.
+/// `export --parquet DIR`: one line saying what was written, thirteen tables in DIR; a DIR that is a file is refused.
 #[test]
 fn export_writes_the_tables_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
@@ -594,10 +594,10 @@ fn export_writes_the_tables_and_says_so() {
     let mut names: Vec<String> =
         std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
     let bytes: u64 = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
     let line = text(&o.stderr);
-    assert!(line.starts_with(&format!("cupti-convert: wrote 12 tables to {} (", out.display())), "{line}");
+    assert!(line.starts_with(&format!("cupti-convert: wrote 13 tables to {} (", out.display())), "{line}");
     assert!(line.contains(&format!(" rows, {bytes} bytes): processes 1, devices 1, kernels ")), "{line}");
     let file = dir.path().join("plain");
     std::fs::write(&file, b"x").unwrap();

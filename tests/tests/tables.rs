@@ -33,6 +33,8 @@ fn duckdb_reads_every_fixtures_tables_with_stats_totals() {
         vec![repo().join("fixtures/cuda_workload.cutr")],
         vec![repo().join("fixtures/cuda_workload_events.cutr")],
         vec![repo().join("fixtures/source_workload_pcs.cutr")],
+        vec![repo().join("fixtures/graph_workload.cutr")],
+        vec![repo().join("fixtures/graph_layers.cutr")],
         std::fs::read_dir(repo().join("fixtures/allreduce_torchrun"))
             .unwrap()
             .map(|e| e.unwrap().path())

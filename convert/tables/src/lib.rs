@@ -1,8 +1,9 @@
 //! The trace model as plain columnar tables for SQL engines (`cupti-convert export --parquet DIR`): one Parquet
 //! file per record kind, with the joins the model already made written out as columns (each GPU operation's
-//! launching API call, its innermost NVTX range, its PyTorch op id), timestamps in ns on the trace's one clock,
-//! and the file, host, pid and rank of every row so that many recordings land in one dataset. DuckDB, Spark or any
-//! Parquet reader takes them as they are; `docs/TABLES.md` lists every column.
+//! launching API call, its innermost NVTX range, its PyTorch op id, where a CUDA graph's node was captured),
+//! timestamps in ns on the trace's one clock, and the file, host, pid and rank of every row so that many
+//! recordings land in one dataset. DuckDB, Spark or any Parquet reader takes them as they are; `docs/TABLES.md`
+//! lists every column.
 //!
 //! Written a batch of rows at a time (65,536), zstd-compressed, one row group per 1M rows: memory stays bounded
 //! by one batch per table, however large the trace.
@@ -17,6 +18,7 @@
 //! # }
 //! ```
 
+mod graph_tables;
 mod queries;
 mod table;
 mod tables;

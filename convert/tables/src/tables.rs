@@ -7,11 +7,12 @@ use cutr_model::{CorrKey, ProcId, Trace, describe};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::TablesSummary;
+use crate::graph_tables::{self, NodeText, capture_columns, capture_of};
 use crate::table::{Column, Rows, TablesError, write};
 use crate::um_tables::{self, UsageRow};
 
 /// The tables, in the order they are written.
-pub const TABLES: [&str; 12] = [
+pub const TABLES: [&str; 13] = [
     "processes",
     "devices",
     "kernels",
@@ -24,6 +25,7 @@ pub const TABLES: [&str; 12] = [
     "counters",
     "um",
     "memory_usage",
+    "graph_nodes",
 ];
 
 /// What every row says about its recording: the file, the host, the pid and the rank.
@@ -116,7 +118,7 @@ fn launch_columns<'t>(
     ]
 }
 
-fn kernels<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t>> {
+fn kernels<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeText) -> Vec<Column<'t>> {
     let k = &t.kernels;
     let mut c = gpu_op(f, move |i| {
         let k = &k[i];
@@ -138,10 +140,11 @@ fn kernels<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t
         Column::U64("graph_node_id", Box::new(move |i| k[i].graph_node_id)),
     ]);
     c.extend(launch_columns(t, names, move |i| k[i].corr()));
+    c.extend(capture_columns(t, text, move |i| capture_of(&t.graphs.kernel_capture, i)));
     c
 }
 
-fn memcpys<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t>> {
+fn memcpys<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeText) -> Vec<Column<'t>> {
     let m = &t.memcpys;
     let mut c = gpu_op(f, move |i| {
         let m = &m[i];
@@ -158,10 +161,11 @@ fn memcpys<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t
         Column::U64("graph_node_id", Box::new(move |i| m[i].graph_node_id)),
     ]);
     c.extend(launch_columns(t, names, move |i| m[i].corr()));
+    c.extend(capture_columns(t, text, move |i| capture_of(&t.graphs.memcpy_capture, i)));
     c
 }
 
-fn memsets<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t>> {
+fn memsets<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeText) -> Vec<Column<'t>> {
     let m = &t.memsets;
     let mut c = gpu_op(f, move |i| {
         let m = &m[i];
@@ -175,6 +179,7 @@ fn memsets<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t
         Column::U64("graph_node_id", Box::new(move |i| m[i].graph_node_id)),
     ]);
     c.extend(launch_columns(t, names, move |i| m[i].corr()));
+    c.extend(capture_columns(t, text, move |i| capture_of(&t.graphs.memset_capture, i)));
     c
 }
 
@@ -296,7 +301,8 @@ pub(crate) fn write_all(t: &Trace, dir: &Path) -> Result<TablesSummary, TablesEr
     let names = ApiNames::new(t);
     let dev_rows = device_rows(t);
     let usage = um_tables::usage_rows(t);
-    let derived = Derived { dev_rows: &dev_rows, usage: &usage };
+    let nodes = NodeText::new(t);
+    let derived = Derived { dev_rows: &dev_rows, usage: &usage, nodes: &nodes };
     let partitions = (t.processes.len() > 1).then(|| Partitions::new(t, &files));
     let written: Vec<Result<(&'static str, u64, u64), TablesError>> = TABLES
         .par_iter()
@@ -334,6 +340,7 @@ fn row_proc(table: &str, t: &Trace, d: &Derived<'_>, i: usize) -> ProcId {
         "syncs" => t.syncs[i].proc,
         "nvtx_ranges" => t.ranges[i].proc,
         "nvtx_marks" => t.marks[i].proc,
+        "graph_nodes" => t.graphs.nodes[i].proc,
         _ => t.counters[i].proc,
     }
 }
@@ -386,10 +393,12 @@ impl Partitions {
     }
 }
 
-/// Rows of the tables that are not the model's own: devices of the files, points of memory in use.
+/// Rows of the tables that are not the model's own (devices of the files, points of memory in use), and the text
+/// of graph nodes' columns.
 struct Derived<'a> {
     dev_rows: &'a [(usize, usize)],
     usage: &'a [UsageRow],
+    nodes: &'a NodeText,
 }
 
 /// A table's rows and columns.
@@ -405,9 +414,10 @@ fn table_columns<'t>(
         "devices" => (d.dev_rows.len(), devices(t, files, d.dev_rows)),
         "um" => (t.um.len(), um_tables::um(t, files)),
         "memory_usage" => (d.usage.len(), um_tables::memory_usage(files, d.usage)),
-        "kernels" => (t.kernels.len(), kernels(t, files, names)),
-        "memcpy" => (t.memcpys.len(), memcpys(t, files, names)),
-        "memset" => (t.memsets.len(), memsets(t, files, names)),
+        "kernels" => (t.kernels.len(), kernels(t, files, names, d.nodes)),
+        "memcpy" => (t.memcpys.len(), memcpys(t, files, names, d.nodes)),
+        "memset" => (t.memsets.len(), memsets(t, files, names, d.nodes)),
+        "graph_nodes" => (t.graphs.nodes.len(), graph_tables::graph_nodes(t, files, d.nodes)),
         "api_calls" => (t.apis.len(), api_calls(t, files, names)),
         "syncs" => (t.syncs.len(), syncs(t, files)),
         "nvtx_ranges" => (t.ranges.len(), nvtx_ranges(t, files)),
@@ -422,7 +432,8 @@ pub fn schemas(t: &Trace) -> Vec<(&'static str, Vec<(String, String)>)> {
     let names = ApiNames::new(t);
     let dev_rows = device_rows(t);
     let usage = um_tables::usage_rows(t);
-    let derived = Derived { dev_rows: &dev_rows, usage: &usage };
+    let nodes = NodeText::new(t);
+    let derived = Derived { dev_rows: &dev_rows, usage: &usage, nodes: &nodes };
     TABLES
         .iter()
         .map(|&table| {

@@ -1,9 +1,12 @@
 //! `cupti-convert stats`: where GPU time went, like `nsys stats`: kernels, API calls, copies and memsets, NVTX
-//! ranges with the GPU time of the work launched inside them, per-stream and per-device utilization, and what
-//! was lost.
+//! ranges with the GPU time of the work launched inside them (and of the CUDA graph work captured inside them),
+//! CUDA graphs' replays by where their nodes were made, per-stream and per-device utilization, and what was lost.
 
 mod buckets;
 pub(crate) mod counters;
+mod graph_sites;
+mod graphs;
+mod graphs_render;
 mod render;
 mod sections;
 pub(crate) mod um;
@@ -15,6 +18,8 @@ use cutr_model::{JoinStats, Trace};
 use rayon::prelude::*;
 
 pub use counters::CounterAverage;
+pub use graph_sites::CaptureSite;
+pub use graphs::{CaptureRange, GraphExecStats, GraphReport};
 pub use render::{TextOptions, render_csv, render_text};
 pub use um::{
     UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
@@ -29,6 +34,8 @@ pub enum Section {
     Api,
     Memory,
     Nvtx,
+    /// CUDA graphs; in the text report only when the trace has graph ops or events or the section was asked for.
+    Graphs,
     Utilization,
     Counters,
     /// Unified memory; in the text report only when the trace has UM events or the section was asked for.
@@ -37,11 +44,12 @@ pub enum Section {
 }
 
 impl Section {
-    pub const ALL: [Section; 8] = [
+    pub const ALL: [Section; 9] = [
         Section::Kernels,
         Section::Api,
         Section::Memory,
         Section::Nvtx,
+        Section::Graphs,
         Section::Utilization,
         Section::Counters,
         Section::Um,
@@ -54,6 +62,7 @@ impl Section {
             Section::Api => "api",
             Section::Memory => "memory",
             Section::Nvtx => "nvtx",
+            Section::Graphs => "graphs",
             Section::Utilization => "utilization",
             Section::Counters => "counters",
             Section::Um => "um",
@@ -77,7 +86,8 @@ pub struct StatsOptions {
     /// the thread that opened them.
     pub nvtx_across_threads: bool,
     /// Where to look, by file name, for the host binaries a recording's mappings name when they are not at their
-    /// recorded path (the `um` section's host functions; build ids are still checked).
+    /// recorded path (the `um` section's host functions, the `graphs` section's capture sites; build ids are still
+    /// checked).
     pub symbol_dirs: Vec<std::path::PathBuf>,
 }
 
@@ -180,6 +190,12 @@ pub struct RangeStats {
     /// ranges included).
     pub gpu_ns: u64,
     pub gpu_ops: u64,
+    /// GPU time of the CUDA graph kernels, copies and memsets whose node was made (captured, or added) inside these
+    /// ranges on their thread, nested ranges included, wherever the graph was launched: a replay launched in
+    /// another range counts there in `gpu_ns` and here for the range it was captured in. Counted apart, never
+    /// added to `gpu_ns` (a graph captured and launched in one range would be counted twice).
+    pub replayed_gpu_ns: u64,
+    pub replayed_gpu_ops: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -210,6 +226,8 @@ pub struct Stats {
     /// Peak memory in use per (file, device, class) (the `memory` section).
     pub memory_peaks: Vec<MemoryPeak>,
     pub nvtx: Vec<RangeStats>,
+    /// CUDA graphs (the `graphs` section).
+    pub graphs: GraphReport,
     pub utilization: Vec<Utilization>,
     /// Counter series averaged over kernels and NVTX ranges (`--counters` recordings).
     pub counters: Vec<CounterAverage>,
@@ -239,6 +257,11 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     } else {
         Vec::new()
     };
+    let graphs = if on(Section::Graphs) {
+        timed("stats graphs", || graphs::graphs(t, top, &opts.symbol_dirs))
+    } else {
+        GraphReport::default()
+    };
     // The GPU time of the header comes with the utilization's intervals.
     let (mut utilization, gpu_time) = timed("stats utilization", || sections::utilization(t));
     if !on(Section::Utilization) {
@@ -259,6 +282,7 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
         memory_ops,
         memory_peaks,
         nvtx,
+        graphs,
         utilization,
         counters,
         um,

@@ -110,27 +110,9 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
         super::um_render::memory_peaks_text(&mut o, s);
     }
     if on(Section::Nvtx) {
-        let mut hr: Vec<&str> = TIME_HEADERS.to_vec();
-        hr.extend(["GPU work (ns)", "GPU ops", "Range"]);
-        let title = if s.nvtx_attribution == "process" {
-            "NVTX ranges (GPU work launched by any thread of the process while each was open)"
-        } else {
-            "NVTX ranges (GPU work launched inside each by the thread that opened it, nested ranges included; \
-             --nvtx-across-threads counts every thread of the process)"
-        };
-        let rows = s
-            .nvtx
-            .iter()
-            .map(|r| {
-                let mut row = time_row(&r.time);
-                row.push(fmt::thousands(r.gpu_ns));
-                row.push(fmt::thousands(r.gpu_ops));
-                row.push(name(&r.time.name, opts));
-                row
-            })
-            .collect();
-        table(&mut o, title, &hr, rows);
+        nvtx_text(&mut o, s, opts);
     }
+    super::graphs_render::text(&mut o, s, opts);
     if on(Section::Utilization) {
         let rows = s
             .utilization
@@ -186,6 +168,48 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
     o
 }
 
+/// The NVTX table; the columns of graph work captured inside each range only where some range has any, so that
+/// reports of traces without CUDA graphs stay as they were.
+fn nvtx_text(o: &mut String, s: &Stats, opts: TextOptions) {
+    let replays = s.nvtx.iter().any(|r| r.replayed_gpu_ops > 0);
+    let mut hr: Vec<&str> = TIME_HEADERS.to_vec();
+    hr.extend(["GPU work (ns)", "GPU ops"]);
+    if replays {
+        hr.extend(["Graph replays (ns)", "Replayed ops"]);
+    }
+    hr.push("Range");
+    let mut title = if s.nvtx_attribution == "process" {
+        "NVTX ranges (GPU work launched by any thread of the process while each was open".to_string()
+    } else {
+        "NVTX ranges (GPU work launched inside each by the thread that opened it, nested ranges included; \
+         --nvtx-across-threads counts every thread of the process"
+            .to_string()
+    };
+    if replays {
+        title.push_str(
+            "; graph replays: GPU time of the CUDA graph ops whose node was made inside the range, wherever the \
+             graph was launched, counted apart",
+        );
+    }
+    title.push(')');
+    let rows = s
+        .nvtx
+        .iter()
+        .map(|r| {
+            let mut row = time_row(&r.time);
+            row.push(fmt::thousands(r.gpu_ns));
+            row.push(fmt::thousands(r.gpu_ops));
+            if replays {
+                row.push(fmt::thousands(r.replayed_gpu_ns));
+                row.push(fmt::thousands(r.replayed_gpu_ops));
+            }
+            row.push(name(&r.time.name, opts));
+            row
+        })
+        .collect();
+    table(o, &title, &hr, rows);
+}
+
 fn where_(u: &super::Utilization) -> String {
     match u.stream {
         Some(st) => format!("GPU {} stream {st}", u.device),
@@ -219,6 +243,8 @@ pub(super) fn csv_field(s: &str) -> String {
 }
 
 /// One CSV table of every section computed: `section` tells them apart (`kernel`, `api`, `memory`, `nvtx`,
+/// `nvtx_replayed` (a range name whose graph nodes were made inside it: gpu_ns, gpu_ops = their replays'),
+/// `graph_exec`, `graph_range`, `graph_site`, `graph_join` (the graphs section: see `graphs_render::csv`),
 /// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
 /// `kernel NAME | GPU N | COUNTER` (or `nvtx ...`), total_ns = the executions' time, percent = the share of it the
 /// samples cover, avg_ns = the counter's time-weighted average in its own unit; `memory_peak`: name = `FILE GPU
@@ -268,6 +294,11 @@ pub fn render_csv(s: &Stats) -> String {
     for r in &s.nvtx {
         row(&mut o, "nvtx", &r.time, [String::new(), String::new(), r.gpu_ns.to_string(), r.gpu_ops.to_string()]);
     }
+    for r in s.nvtx.iter().filter(|r| r.replayed_gpu_ops > 0) {
+        let (ns, ops) = (r.replayed_gpu_ns, r.replayed_gpu_ops);
+        let _ = writeln!(o, "nvtx_replayed,{},,,,,,,,,,,{ns},{ops},", csv_field(&r.time.name));
+    }
+    super::graphs_render::csv(&mut o, s);
     for u in &s.utilization {
         let _ =
             writeln!(o, "utilization,{},{},{},{:.3},,,,,,,,,,{}", where_(u), u.ops, u.busy_ns, u.percent, u.span_ns);

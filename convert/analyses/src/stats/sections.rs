@@ -81,13 +81,17 @@ pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Vec<MemoryOps> {
 /// range's own thread, or with `across_threads` by any thread of its process while it was open.
 pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<RangeStats> {
     let gpu_in_range = if across_threads { t.gpu_work_by_range_across_threads() } else { t.gpu_work_by_range() };
+    // Capture-time attribution is by the making thread's ranges whatever `across_threads` is: a node is made by
+    // one call on one thread, so its ranges are known, not guessed from overlap.
+    let replayed = super::graphs::replays_by_range(t);
     let closed: Vec<u32> =
         (0..t.ranges.len() as u32).into_par_iter().filter(|&i| t.ranges[i as usize].closed()).collect();
     let names: Vec<NameId> = closed.par_iter().map(|&i| t.ranges[i as usize].name).collect();
     let (distinct, keys) = buckets(&names);
     let range = |i: usize, _| {
-        let (r, g) = (&t.ranges[closed[i] as usize], gpu_in_range[closed[i] as usize]);
-        (r.end - r.start, g.0, g.1)
+        let c = closed[i] as usize;
+        let (r, g, p) = (&t.ranges[c], gpu_in_range[c], replayed[c]);
+        (r.end - r.start, g.0, g.1, p.0, p.1)
     };
     let (rows, bounds) = group(distinct.len(), &[Source { keys, make: &range }]);
     let mut nvtx: Vec<RangeStats> = bounds
@@ -100,6 +104,8 @@ pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<R
                 time: summarize(t.names.get(n).to_string(), &mut d),
                 gpu_ns: rows.iter().map(|r| r.1).sum(),
                 gpu_ops: rows.iter().map(|r| r.2).sum(),
+                replayed_gpu_ns: rows.iter().map(|r| r.3).sum(),
+                replayed_gpu_ops: rows.iter().map(|r| r.4).sum(),
             }
         })
         .collect();
