@@ -270,12 +270,13 @@ impl Trace {
     pub fn range_path(&self, range: u32) -> String {
         let mut names = Vec::new();
         let mut at = range;
-        // Parents come before their children in `ranges`, so the walk ends; the bound is the deepest nesting.
+        // Parents come before their children in `ranges`: a parent link that does not point earlier is damage (a
+        // hand-built or hostile table), and the walk stops there.
         while let Some(r) = self.ranges.get(at as usize) {
-            if names.len() > u16::MAX as usize {
+            names.push(self.names.get(r.name));
+            if r.parent >= at {
                 break;
             }
-            names.push(self.names.get(r.name));
             at = r.parent;
         }
         names.reverse();
