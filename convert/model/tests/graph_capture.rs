@@ -100,7 +100,16 @@ fn hand_built_graphs_keep_where_each_node_was_made_through_clone_and_update() {
     assert_eq!(g.nodes.len(), 12);
     assert_eq!((g.execs.len(), g.nodes.iter().filter(|n| n.node_type == 2).count()), (4, 3));
     // Every node the program made has its creating call's stack (through libcupti and libcuda into the program).
-    assert!(g.nodes.iter().all(|n| (17..=48).contains(&g.stack(n).len())), "{:?}", g.nodes);
+    let depths: Vec<usize> = g.nodes.iter().map(|n| g.stack(n).len()).collect();
+    assert_eq!(depths, [17, 17, 18, 21, 21, 21, 20, 21, 21, 21, 20, 23], "{:?}", g.nodes);
+    // This recording's stacks end with the outermost frame's 0 address (the recorder that made it kept it; it now
+    // stops there); every other frame lies in a recorded mapping.
+    let mappings = &t.processes[0].meta.mappings;
+    for n in &g.nodes {
+        let (last, rest) = g.stack(n).split_last().unwrap();
+        assert_eq!(*last, 0);
+        assert!(rest.iter().all(|&ip| mappings.iter().any(|m| (m.start..m.end).contains(&ip))), "{rest:x?}");
+    }
 }
 
 /// A replayed kernel: start, name, capture-time layer.
