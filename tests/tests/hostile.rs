@@ -221,6 +221,35 @@ fn records_without_their_metadata_are_read_with_the_layouts_their_sizes_match() 
     }
 }
 
+/// Opens a forged file and checks its chunk `seq` is reported damaged (by the reader, or by `decode`'s failures
+/// of that chunk type) with a message containing `why`; returns the reader.
+fn forged_chunk_is_damage(
+    dir: &tempfile::TempDir,
+    name: &str,
+    forged: &[u8],
+    seq: u32,
+    why: &str,
+    decode_failures: impl Fn(&Reader) -> Vec<Problem>,
+) -> Reader {
+    let r = Reader::open(&write(dir, name, forged)).unwrap();
+    let reported: Vec<String> = damaged(&r)
+        .into_iter()
+        .filter(|d| d.0 == seq)
+        .map(|d| d.1.to_string())
+        .chain(decode_failures(&r).iter().map(|b| b.to_string()))
+        .collect();
+    assert!(!reported.is_empty() && reported.iter().any(|m| m.contains(why)), "{name}: {reported:?}");
+    r
+}
+
+/// The model loaded the file and kept the damaged chunk `seq` among its problems.
+fn loaded_with_the_chunk_reported(t: &cutr_model::Trace, seq: u32, name: &str) {
+    assert!(
+        t.processes[0].problems.iter().any(|p| matches!(p, Problem::DamagedChunk { seq: s, .. } if *s == seq)),
+        "{name}"
+    );
+}
+
 /// A generated recording with one `counters` chunk of 1,000 NVML-like samples (two metrics), its bytes and truth.
 fn with_counters() -> (tempfile::TempDir, Vec<u8>, SynthTruth, cutr_format::CounterSamples) {
     use cutr_format::{CounterMetric, CounterSamples, Writer, WriterOptions};
@@ -270,23 +299,11 @@ fn hostile_counter_chunks_are_damage_and_the_rest_loads() {
         ("bomb.cutr", bomb, "1073741824 bytes claimed"),
         ("cut.cutr", cut, ""),
     ] {
-        let p = write(&dir, name, &forged);
-        let r = Reader::open(&p).unwrap();
-        let (samples, bad) = r.counter_samples();
-        let reported: Vec<String> = damaged(&r)
-            .into_iter()
-            .filter(|d| d.0 == seq)
-            .map(|d| d.1.to_string())
-            .chain(bad.iter().map(|b| b.to_string()))
-            .collect();
-        assert!(samples.is_empty(), "{name}");
-        assert!(!reported.is_empty() && reported.iter().any(|m| m.contains(why)), "{name}: {reported:?}");
-        let t = load(&[p], &LoadOptions::default()).unwrap();
+        let r = forged_chunk_is_damage(&dir, name, &forged, seq, why, |r| r.counter_samples().1);
+        assert!(r.counter_samples().0.is_empty(), "{name}");
+        let t = load(&[write(&dir, name, &forged)], &LoadOptions::default()).unwrap();
         assert_eq!((t.records(), t.counters.len()), (truth.records, 0), "{name}");
-        assert!(
-            t.processes[0].problems.iter().any(|p| matches!(p, Problem::DamagedChunk { seq: s, .. } if *s == seq)),
-            "{name}"
-        );
+        loaded_with_the_chunk_reported(&t, seq, name);
     }
 }
 
@@ -340,22 +357,10 @@ fn hostile_graph_chunks_are_damage_and_the_rest_loads() {
         ("bomb.cutr", bomb, "1073741824 bytes claimed"),
         ("cut.cutr", cut, ""),
     ] {
-        let p = write(&dir, name, &forged);
-        let r = Reader::open(&p).unwrap();
-        let (events, bad) = r.graph_events();
-        let reported: Vec<String> = damaged(&r)
-            .into_iter()
-            .filter(|d| d.0 == seq)
-            .map(|d| d.1.to_string())
-            .chain(bad.iter().map(|b| b.to_string()))
-            .collect();
-        assert!(events.is_empty(), "{name}");
-        assert!(!reported.is_empty() && reported.iter().any(|m| m.contains(why)), "{name}: {reported:?}");
-        let t = load(&[p], &LoadOptions::default()).unwrap();
+        let r = forged_chunk_is_damage(&dir, name, &forged, seq, why, |r| r.graph_events().1);
+        assert!(r.graph_events().0.is_empty(), "{name}");
+        let t = load(&[write(&dir, name, &forged)], &LoadOptions::default()).unwrap();
         assert_eq!((t.records(), t.graphs.nodes.len()), (truth.records, 0), "{name}");
-        assert!(
-            t.processes[0].problems.iter().any(|p| matches!(p, Problem::DamagedChunk { seq: s, .. } if *s == seq)),
-            "{name}"
-        );
+        loaded_with_the_chunk_reported(&t, seq, name);
     }
 }
