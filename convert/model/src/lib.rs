@@ -24,7 +24,8 @@
 //! ```
 //!
 //! [`load`] opens the inputs; [`Trace`] holds the tables ([`rows`]) and the lookups across them; [`Names`]
-//! holds every string once; [`graphs`] ties each kernel a CUDA graph replays to where its node was made.
+//! holds every string once; [`graphs`] ties each kernel a CUDA graph replays to where its node was made;
+//! [`nvtx_spans`] lays each NVTX range over the GPU work it launched.
 //! [`timing`] times the steps of a command (`CUTR_TIMING`), and [`par`] is the parallel grouping the timeline and
 //! the analyses share.
 
@@ -41,6 +42,7 @@ mod load;
 pub mod memory;
 mod names;
 mod nvtx;
+pub mod nvtx_spans;
 pub mod occupancy;
 pub mod par;
 pub mod rows;
