@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 18_167;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 46_930;
+const CUDA_WORKLOAD_PFTRACE: u64 = 19_756;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 49_747;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -43,10 +43,11 @@ fn converts_a_fixture_with_one_summary_line() {
     let bytes = std::fs::metadata(&out).unwrap().len();
     assert!(lines[0].starts_with(&format!("cupti-convert: wrote {} ({bytes} bytes): ", out.display())), "{lines:?}");
     // One arrow per GPU record, 75 kernels + 73 memcpys + 21 memsets, and per sync, 21 stream syncs + 10 waits on
-    // events + 10 event syncs + 2 device syncs (workloads/cuda/EXPECTED.md). 19 tracks: the health track, the
-    // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the device-wide syncs, CUPTI overhead
-    // and the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost).
-    assert!(lines[0].contains(" bytes): 805 slices, 212 arrows, 20 tracks in "), "{lines:?}");
+    // events + 10 event syncs + 2 device syncs (workloads/cuda/EXPECTED.md). 25 tracks: the health track, the
+    // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the device-wide syncs, CUPTI overhead,
+    // the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost), and beside
+    // each of the 5 streams its NVTX ranges' GPU spans (75 of the 880 slices).
+    assert!(lines[0].contains(" bytes): 880 slices, 212 arrows, 25 tracks in "), "{lines:?}");
     // The default is compressed packets; --no-compress writes them plain (exact sizes, this fixture).
     let plain = dir.path().join("plain.pftrace");
     let o =
@@ -122,7 +123,8 @@ fn a_truncated_file_converts_up_to_its_last_chunk_with_warnings() {
         ]
     );
     assert_eq!(lines.len(), 3, "{lines:?}");
-    assert!(lines[2].contains(": 286 slices, 90 arrows, 9 tracks in "), "{lines:?}");
+    // 40 of the slices, and 2 of the tracks, the NVTX ranges' GPU spans.
+    assert!(lines[2].contains(": 326 slices, 90 arrows, 11 tracks in "), "{lines:?}");
     assert!(out.exists());
 }
 
@@ -362,16 +364,17 @@ fn export_reports_progress_shard_by_shard() {
         };
         let summary = export(&t, &dir.path().join("out"), &opts).unwrap();
         let seen = seen.lock().unwrap();
-        // 26,711 slices (13 tracks) in shards of one track each, at least 2,000 slices but a track's last:
-        // 20 shards. Perfetto writes one shard more than the layout has (the counters and instants).
-        assert_eq!((summary.slices, summary.tracks, summary.shards), (26_711, 13, 20), "{format:?}");
+        // 28,147 slices (15 tracks, 2 of them the NVTX ranges' GPU spans) in shards of one track each, at least
+        // 2,000 slices but a track's last: 22 shards. Perfetto writes one shard more than the layout has (the
+        // counters and instants).
+        assert_eq!((summary.slices, summary.tracks, summary.shards), (28_147, 15, 22), "{format:?}");
         if format == Format::Perfetto {
-            // The exact sizes guard the encoding against silent growth: 74.6 bytes per slice on this mix (every
-            // kernel with its device, context, stream, correlation, occupancy and shared memory split), 17.4 as
-            // compressed packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 463_950 } else { 1_993_280 });
+            // The exact sizes guard the encoding against silent growth: 72.7 bytes per slice on this mix (every
+            // kernel with its device, context, stream, correlation, occupancy and shared memory split; the GPU
+            // spans without args), 17.1 as compressed packets (libdeflate level 1, pinned by Cargo.lock).
+            assert_eq!(summary.bytes, if compress_packets { 480_426 } else { 2_045_518 });
         }
-        let total = 20 + u64::from(format == Format::Perfetto);
+        let total = 22 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);
         assert_eq!(seen[1], Stage::Writing { done: 0, total });
         assert_eq!(*seen.last().unwrap(), Stage::Writing { done: total, total });

@@ -39,7 +39,7 @@ fn prefix(format: Format) -> &'static str {
 /// Per `replay of:` slice name: its depth, its parent's name and how many there are.
 fn replay_slices() -> &'static str {
     "select s.name, s.depth, p.name, count(*) from slice s left join slice p on s.parent_id = p.id \
-     where s.category = 'gpu_user_annotation' group by 1, 2, 3 order by 1"
+     where s.category = 'graph_replay_annotation' group by 1, 2, 3 order by 1"
 }
 
 /// The capture arrows (a launch's arrows join slices of one correlation id; a capture arrow, the call that made
@@ -187,6 +187,6 @@ fn graph_layers_chrome_json_parses_with_the_capture_args() {
     assert!(graph_kernels.iter().all(|e| e["args"]["captured node id"].is_u64()));
     let flows = |ph: &str| events.iter().filter(|e| e["cat"] == "graph_capture" && e["ph"] == ph).count();
     assert_eq!((flows("s"), flows("f")), (60, 60));
-    let replays = events.iter().filter(|e| e["cat"] == "gpu_user_annotation" && e["ph"] == "X").count();
+    let replays = events.iter().filter(|e| e["cat"] == "graph_replay_annotation" && e["ph"] == "X").count();
     assert_eq!(replays, 20 * 14);
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use cutr_model::{LoadOptions, load};
 use cutr_synth::{SynthOptions, SynthTruth, write_file};
 use cutr_tests::{int, python_tool, trace_processor};
+use cutr_viewer_export::timeline::TrackRole;
 use cutr_viewer_export::{ExportOptions, Format, export};
 
 /// The stricter stats query of tests/clients/README.md: empty for a trace that imported cleanly. Besides the
@@ -47,11 +48,11 @@ fn rows_by_name(rows: &[Vec<serde_json::Value>]) -> BTreeMap<String, (i64, i64)>
         .collect()
 }
 
-/// Slices a generated trace converts to: GPU work, API calls, NVTX ranges, synchronizations, CUPTI overhead and
-/// the recording-health slice.
-fn slices_expected(t: &SynthTruth) -> u64 {
+/// Slices a generated trace converts to: GPU work, API calls, NVTX ranges, synchronizations, CUPTI overhead, the
+/// recording-health slice, and the NVTX ranges' `gpu_spans` over the work they launched.
+fn slices_expected(t: &SynthTruth, gpu_spans: usize) -> u64 {
     let kinds = |k: &[u32]| k.iter().map(|k| t.records_per_kind.get(k).copied().unwrap_or(0)).sum::<u64>();
-    kinds(&[10, 1, 2, 5, 4, 38, 17]) + t.nvtx_ranges.values().sum::<u64>() + 1
+    kinds(&[10, 1, 2, 5, 4, 38, 17]) + t.nvtx_ranges.values().sum::<u64>() + 1 + gpu_spans as u64
 }
 
 #[test]
@@ -68,9 +69,10 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
         &[
             STATS,
             "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %' \
-             and t.name not like '%(sync)%'",
+             and t.name not like '%(sync)%' and t.name not like '%(NVTX ranges)%'",
             "select count(*) from slice s join thread_track tt on s.track_id = tt.id",
-            "select count(*) from slice s join thread_track tt on s.track_id = tt.id where s.category = 'nvtx'",
+            "select count(*) from slice s join thread_track tt on s.track_id = tt.id \
+             where s.category = 'user_annotation'",
             "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream % (sync)%' \
              or t.name like 'device-wide syncs%'",
             "select count(*) from flow",
@@ -108,8 +110,11 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
     let trace = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
     let lay = cutr_viewer_export::Timeline::build(&trace, 3_000);
     let handed_on = lay.shards.iter().filter(|s| s.open_len > 0).count();
-    // Exact for this seed: 12 shards, 2 of them cut inside an open step range.
-    assert_eq!((lay.shards.len(), handed_on), (12, 2), "(shards, shards that start inside an open range)");
+    // Exact for this seed: 14 shards, 2 of them cut inside an open step range, 2 the NVTX ranges' GPU spans'.
+    assert_eq!((lay.shards.len(), handed_on), (14, 2), "(shards, shards that start inside an open range)");
+    let role = |s: &cutr_viewer_export::timeline::ShardRange| &lay.tracks[s.track as usize].role;
+    let span_shards = lay.shards.iter().filter(|s| matches!(role(s), TrackRole::StreamRanges { .. })).count();
+    assert_eq!(span_shards, 2);
     // The whole-track conversion also writes plain packets: the default compressed packets must read the same.
     let plain = load(std::slice::from_ref(&c.cutr), &LoadOptions::default()).unwrap();
     let whole = c.dir.join("whole.pftrace");
@@ -118,12 +123,13 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
     let all_slices = "select t.name, s.ts, s.dur, s.depth, s.name, s.category from slice s \
                       join track t on s.track_id = t.id order by t.id, s.ts, s.depth";
     let (a, b) = (trace_processor(&pf, &[all_slices]), trace_processor(&whole, &[all_slices]));
-    assert_eq!(a[0].len() as u64, slices_expected(t));
+    let gpu_spans = cutr_model::nvtx_spans::gpu_spans(&trace).len();
+    assert_eq!(a[0].len() as u64, slices_expected(t, gpu_spans));
     assert!(a[0] == b[0], "small shards of compressed packets and plain whole tracks give different slices");
 
     // Perfetto's own schema parses every byte, inside the compressed packets too.
-    let slices = slices_expected(t);
-    for (file, wrappers) in [(&pf, 17), (&whole, 0)] {
+    let slices = slices_expected(t, gpu_spans);
+    for (file, wrappers) in [(&pf, 19), (&whole, 0)] {
         let p = python_tool("proto_check.py", &[file.as_os_str()], &[]);
         assert_eq!(p["unknown_fields"], 0, "{p}");
         assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);
@@ -330,7 +336,7 @@ fn two_ranks_merge_onto_one_timeline() {
             "select count(*) from process where name like 'python3%'",
             "select count(*) from process where name like 'GPU %'",
             "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream %' \
-             and t.name not like '%(sync)%'",
+             and t.name not like '%(sync)%' and t.name not like '%(NVTX ranges)%'",
             "select count(*) from flow",
             "select count(*) from slice where category = 'kernel' and name like 'ncclDevKernel%'",
         ],
@@ -344,9 +350,10 @@ fn two_ranks_merge_onto_one_timeline() {
     assert!(per_rank.iter().all(|&n| n > 50), "{per_rank:?}");
 }
 
-/// Every fixture (and the two ranks merged), both outputs, in the trace processor: no import error, and no slice
-/// of a GPU row (kernels, copies, memsets, syncs) overlapping or nested in another on its row: syncs sit on their
-/// stream's sync row (or the device-wide one), and records that overlap go to lanes of their own.
+/// Every fixture (and the two ranks merged), both outputs, in the trace processor: no import error, no slice of
+/// a GPU row (kernels, copies, memsets, syncs) overlapping or nested in another on its row but the GPU span of the
+/// NVTX range that launched it: syncs sit on their stream's sync row (or the device-wide one), and records that
+/// overlap go to lanes of their own; and no slice reaching out of its parent.
 #[test]
 fn gpu_rows_never_overlap_in_any_fixture() {
     let dir = tempfile::tempdir().unwrap();
@@ -369,18 +376,31 @@ fn gpu_rows_never_overlap_in_any_fixture() {
         "select count(*) from (select ts, dur, lead(ts) over (partition by track_id order by ts, dur desc) as next \
          from slice where {gpu}) where next < ts + dur"
     );
-    let nested = format!("select count(*) from slice where {gpu} and depth > 0");
+    // Nested only in the span of the NVTX range that launched it (Chrome JSON: on the stream's own row, as Kineto).
+    let nested = format!(
+        "select count(*) from slice s left join slice p on s.parent_id = p.id where s.{gpu} and s.depth > 0 \
+         and p.category != 'gpu_user_annotation'"
+    );
+    // Perfetto v20 reads a JSON `dur` by truncation (`1025.513` -> 1025512): a span may end 1 ns before its last op.
+    let outside = |slack: i64| {
+        format!(
+            "select count(*) from slice s join slice p on s.parent_id = p.id \
+             where s.ts < p.ts or s.ts + s.dur > p.ts + p.dur + {slack}"
+        )
+    };
     let syncs = "select count(*) from slice where category = 'cuda_sync'";
     for (i, files) in inputs.iter().enumerate() {
         let t = load(files, &LoadOptions::default()).unwrap();
         for format in [Format::Perfetto, Format::Chrome] {
             let out = dir.path().join(format!("{i}.{format:?}"));
             export(&t, &out, &ExportOptions { format, ..Default::default() }).unwrap();
-            let r = trace_processor(&out, &[STATS, &overlapping, &nested, syncs]);
+            let outside = outside(i64::from(format == Format::Chrome));
+            let r = trace_processor(&out, &[STATS, &overlapping, &nested, syncs, &outside]);
             let what = format!("{files:?} as {format:?}");
             assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "{what}: import errors {:?}", r[0]);
             assert_eq!((int(&r[1]), int(&r[2])), (0, 0), "{what}: overlapping and nested GPU-row slices");
             assert_eq!(int(&r[3]) as usize, t.syncs.len(), "{what}: every sync shown");
+            assert_eq!(int(&r[4]), 0, "{what}: slices reaching out of their parents");
         }
     }
 }

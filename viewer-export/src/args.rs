@@ -10,19 +10,26 @@ pub enum Category {
     GpuMemset,
     CudaRuntime,
     CudaDriver,
+    /// NVTX marks (instants).
     Nvtx,
+    /// NVTX ranges on their threads: Kineto's category of `record_function` ranges, the user's annotations.
+    UserAnnotation,
     CudaSync,
     Overhead,
     Cutr,
     /// Unified memory events (cutr's own: Kineto records none).
     UnifiedMemory,
     /// Annotations projected onto GPU work: Kineto's name for its `record_function` spans over the kernels they
-    /// launched; ours are the NVTX ranges a CUDA graph was captured in, spanning each replay's work.
+    /// launched; ours are the NVTX ranges over the work they launched, per stream.
     GpuUserAnnotation,
+    /// The NVTX ranges a CUDA graph was captured in, spanning each replay's work (cutr's own: not
+    /// `gpu_user_annotation`, so that HTA's annotation breakdown counts each op once per range it was launched
+    /// in, as on a Kineto trace, not again per range it was captured in).
+    GraphReplayAnnotation,
 }
 
 impl Category {
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 13;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -32,11 +39,13 @@ impl Category {
             Category::CudaRuntime => "cuda_runtime",
             Category::CudaDriver => "cuda_driver",
             Category::Nvtx => "nvtx",
+            Category::UserAnnotation => "user_annotation",
             Category::CudaSync => "cuda_sync",
             Category::Overhead => "overhead",
             Category::Cutr => "cutr",
             Category::UnifiedMemory => "unified_memory",
             Category::GpuUserAnnotation => "gpu_user_annotation",
+            Category::GraphReplayAnnotation => "graph_replay_annotation",
         }
     }
 }
@@ -203,7 +212,7 @@ mod tests {
     fn keys_and_categories_are_numbered_densely() {
         // The Perfetto writer interns by number: every key's number is below COUNT.
         assert_eq!(ArgKey::CapturedNodeId as usize + 1, ArgKey::COUNT);
-        assert_eq!(Category::GpuUserAnnotation as usize + 1, Category::COUNT);
+        assert_eq!(Category::GraphReplayAnnotation as usize + 1, Category::COUNT);
         assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
     }
 }

@@ -22,11 +22,15 @@ pub(crate) fn name_and_category(trace: &Trace, tl: &Timeline, it: &Item) -> (Nam
             let category = if a.driver { Category::CudaDriver } else { Category::CudaRuntime };
             (l.api[&(a.proc, a.driver, a.cbid)], category)
         }
-        Src::Range(i) => (trace.ranges[i as usize].name, Category::Nvtx),
+        Src::Range(i) => (trace.ranges[i as usize].name, Category::UserAnnotation),
+        Src::Annotation(i) => {
+            let range = tl.annotations[i as usize].range;
+            (trace.ranges[range as usize].name, Category::GpuUserAnnotation)
+        }
         Src::Sync(i) => (l.sync[&trace.syncs[i as usize].sync_type], Category::CudaSync),
         Src::Overhead(i) => (l.overhead[&trace.overheads[i as usize].kind], Category::Overhead),
         Src::Um(i) => (l.um[&trace.um[i as usize].kind], Category::UnifiedMemory),
-        Src::Replay(i) => (tl.graphs.replays[i as usize].name, Category::GpuUserAnnotation),
+        Src::Replay(i) => (tl.graphs.replays[i as usize].name, Category::GraphReplayAnnotation),
         Src::Health => (l.health, Category::Cutr),
     }
 }

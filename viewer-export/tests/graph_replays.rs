@@ -130,7 +130,7 @@ fn chrome_json_carries_capture_args_arrows_and_replay_rows() {
     let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     let events = doc["traceEvents"].as_array().unwrap();
     let of = |pred: &dyn Fn(&Value) -> bool| events.iter().filter(|e| pred(e)).cloned().collect::<Vec<Value>>();
-    let replays: Vec<Value> = of(&|e| e["cat"] == "gpu_user_annotation")
+    let replays: Vec<Value> = of(&|e| e["cat"] == "graph_replay_annotation")
         .iter()
         .map(|e| json!([e["name"], e["pid"], e["tid"], e["ts"], e["dur"], e["args"]]))
         .collect();

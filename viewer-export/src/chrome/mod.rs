@@ -27,7 +27,8 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, path: &Path)
     let base = base_time_ns(tl.span.0);
     out.write(b"{\"traceEvents\": [\n")?;
     out.begin_list();
-    out.write_shards(tl.shards.len(), b",\n", |s| shard(trace, tl, s, base))?;
+    let order = spans_first(tl);
+    out.write_shards(order.len(), b",\n", |s| shard(trace, tl, order[s], base))?;
     let mut buf = Vec::new();
     let mut w = EventWriter { out: &mut buf, base_ns: base, events: 0 };
     side_events(trace, tl, &mut w);
@@ -37,6 +38,20 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, path: &Path)
     out.write(trailer(trace, path).as_bytes())?;
     out.write(b"}\n")?;
     Ok(())
+}
+
+/// The shards in the order they are written: those of the NVTX ranges' GPU spans first, then the rest in order.
+/// A span starts with its first op, on the op's row; Perfetto v20's JSON importer keeps the file's order among a
+/// row's events that start at the same time (newer importers put the longer first), so the op must come after
+/// the span to nest in it.
+fn spans_first(tl: &Timeline) -> Vec<usize> {
+    let is_span = |s: &usize| {
+        let t = base_track(&tl.tracks, tl.shards[*s].track);
+        matches!(tl.tracks[t as usize].role, TrackRole::StreamRanges { .. })
+    };
+    let (mut order, rest): (Vec<usize>, Vec<usize>) = (0..tl.shards.len()).partition(is_span);
+    order.extend(rest);
+    order
 }
 
 /// One shard's events: a complete event per slice, with the halves of the arrows that start or end at it.
@@ -187,6 +202,8 @@ fn kineto_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, ids: &JsonIds,
             out.push(Arg::new(ArgKey::Device, UInt(r.device as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(ids.correlation(r.launch))));
         }
+        // No `stream` arg, as Kineto: HTA counts every event with one as GPU work.
+        Src::Annotation(i) => out.push(Arg::new(ArgKey::Device, UInt(tl.annotations[i as usize].device as u64))),
         Src::Health => {}
     }
 }

@@ -215,6 +215,8 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
         Src::Replay(i) => {
             out.push(Arg::new(ArgKey::Correlation, UInt(tl.graphs.replays[i as usize].launch.correlation as u64)))
         }
+        // The name says the range, the track the stream.
+        Src::Annotation(_) => {}
         Src::Health => {}
     }
 }

@@ -8,6 +8,8 @@ pub enum Src {
     Memset(u32),
     Api(u32),
     Range(u32),
+    /// An NVTX range over the GPU work it launched on one stream (`Timeline::annotations`).
+    Annotation(u32),
     Sync(u32),
     Overhead(u32),
     /// A unified memory event (`Trace::um`).
@@ -25,11 +27,14 @@ impl Src {
     /// Where replay slices start in the kind they share with CUPTI overhead records (a few per buffer: 2^28 of
     /// them is far more than any recording holds).
     const REPLAY_BASE: u32 = 1 << (Self::INDEX_BITS - 1);
+    /// Where the NVTX ranges' GPU spans start in the kind they share with the ranges (2^28 ranges is far more
+    /// than any recording holds).
+    const ANNOTATION_BASE: u32 = 1 << (Self::INDEX_BITS - 1);
 
     /// The source packed in 32 bits: the kind in the top 3, the row index below (rows < 2^29 per kind). Packed
     /// values order like the enum (kind first, then index). Unified memory events and the one health slice share
     /// the last kind, the health slice taking its last index, so that no kind loses an index bit; replay slices
-    /// take the upper half of the overhead kind.
+    /// take the upper half of the overhead kind, the NVTX ranges' GPU spans the upper half of the ranges'.
     #[inline]
     fn pack(self) -> u32 {
         let (kind, i) = match self {
@@ -37,7 +42,14 @@ impl Src {
             Src::Memcpy(i) => (1, i),
             Src::Memset(i) => (2, i),
             Src::Api(i) => (3, i),
-            Src::Range(i) => (4, i),
+            Src::Range(i) => {
+                assert!(i < Self::ANNOTATION_BASE, "more than 2^28 NVTX ranges");
+                (4, i)
+            }
+            Src::Annotation(i) => {
+                assert!(i < Self::ANNOTATION_BASE, "more than 2^28 NVTX range GPU spans");
+                (4, Self::ANNOTATION_BASE + i)
+            }
             Src::Sync(i) => (5, i),
             Src::Overhead(i) => {
                 assert!(i < Self::REPLAY_BASE, "more than 2^28 overhead records");
@@ -65,6 +77,7 @@ impl Src {
             1 => Src::Memcpy(i),
             2 => Src::Memset(i),
             3 => Src::Api(i),
+            4 if i >= Self::ANNOTATION_BASE => Src::Annotation(i - Self::ANNOTATION_BASE),
             4 => Src::Range(i),
             5 => Src::Sync(i),
             6 if i >= Self::REPLAY_BASE => Src::Replay(i - Self::REPLAY_BASE),
@@ -80,6 +93,9 @@ pub const MAX_ROWS_PER_KIND: usize = 1 << Src::INDEX_BITS;
 
 /// CUPTI overhead records, and replay slices, the timeline can address (each half of one kind's indices).
 pub const MAX_OVERHEADS: usize = Src::REPLAY_BASE as usize;
+
+/// NVTX ranges, and their GPU spans, the timeline can address (each half of one kind's indices).
+pub const MAX_RANGES: usize = Src::ANNOTATION_BASE as usize;
 
 /// One slice on a track: 24 bytes, as there is one per record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,10 +128,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sources_pack_and_unpack_with_replays_above_the_overheads() {
+    fn sources_pack_and_unpack_with_shared_kinds_split_in_halves() {
         let last = MAX_OVERHEADS as u32 - 1;
         let all = [
             Src::Kernel(3),
+            Src::Range(0),
+            Src::Range(last),
+            Src::Annotation(0),
+            Src::Annotation(last),
             Src::Overhead(0),
             Src::Overhead(last),
             Src::Replay(0),
@@ -126,9 +146,11 @@ mod tests {
         for s in all {
             assert_eq!(Src::unpack(s.pack()), s);
         }
-        // Packed order is the enum's: overheads, then replays, then unified memory and the health slice.
+        // Packed order: ranges, then their GPU spans; overheads, then replays, then unified memory and the health
+        // slice.
         let packed: Vec<u32> = all.iter().map(|s| s.pack()).collect();
         assert!(packed.is_sorted());
         assert_eq!(Src::Replay(0).pack(), (6 << 29) | (1 << 28));
+        assert_eq!(Src::Annotation(0).pack(), (4 << 29) | (1 << 28));
     }
 }

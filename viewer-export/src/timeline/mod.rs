@@ -4,9 +4,10 @@
 //! Rows are placed on their tracks (`placement`), grouped by track in time order (`grouping`); slices that
 //! overlap without nesting move to overflow lanes (`lanes`); each track's slices are cut into shards
 //! (`shards`); the arrows are counted per launch (`flows`), CUDA graph replays tied to their capture
-//! (`graphs`); the names that are not in the model are resolved
-//! once (`labels`).
+//! (`graphs`), NVTX ranges laid over the GPU work they launched (`annotations`); the names that are not in the
+//! model are resolved once (`labels`).
 
+mod annotations;
 mod flows;
 pub mod graphs;
 mod grouping;
@@ -24,7 +25,7 @@ use cutr_model::{NameId, ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;
 
 pub use flows::Flows;
-pub use item::{Item, MAX_OVERHEADS, MAX_ROWS_PER_KIND, Src};
+pub use item::{Item, MAX_OVERHEADS, MAX_RANGES, MAX_ROWS_PER_KIND, Src};
 pub use labels::{LabelNames, Labels, health_args, health_name};
 pub use shards::ShardRange;
 pub use tracks::{DEVICE_SYNC_TID, LANE_TID_STEP, SYNC_TID_OFFSET, Track, TrackRole, base_track};
@@ -47,6 +48,10 @@ pub struct Timeline {
     pub labels: Labels,
     /// CUDA graph replays: each op's capture context, and the capture-time ranges over each replay.
     pub graphs: graphs::GraphView,
+    /// NVTX ranges over the GPU work each launched, per stream (`Src::Annotation` indexes them).
+    pub annotations: Vec<cutr_model::nvtx_spans::GpuSpan>,
+    /// The GPU spans past what the timeline can address ([`MAX_RANGES`]), not drawn.
+    pub annotations_dropped: u64,
     /// (file, device) -> Chrome pid of its GPU rows.
     pub gpu_json_pid: HashMap<(ProcId, u32), i64>,
     /// Memory counter track of each (file, device).
@@ -71,6 +76,10 @@ pub fn too_large(trace: &Trace) -> Option<String> {
     if trace.overheads.len() >= MAX_OVERHEADS {
         let n = trace.overheads.len();
         return Some(format!("{n} overhead records exceed the {MAX_OVERHEADS} one conversion can lay out"));
+    }
+    if trace.ranges.len() >= MAX_RANGES {
+        let n = trace.ranges.len();
+        return Some(format!("{n} NVTX ranges exceed the {MAX_RANGES} one conversion can lay out"));
     }
     rows_over_limit(&slice_kinds(trace))
 }
@@ -107,9 +116,11 @@ impl Timeline {
     pub fn build(trace: &Trace, shard_slices: usize) -> Timeline {
         let labels = timed("labels", || Labels::new(trace));
         let graphs = timed("graph replays", || graphs::GraphView::build(trace, &labels, slice_rows(trace)));
+        let room = annotations::room(slice_rows(trace) + graphs.replays.len());
+        let (annotations, annotations_dropped) = timed("nvtx gpu spans", || annotations::spans(trace, room));
         let span = trace.span();
         let mut maker = tracks::TrackMaker::new(trace);
-        let mut placed = placement::place(&mut maker, trace, span, &graphs.replays);
+        let mut placed = placement::place(&mut maker, trace, span, &graphs.replays, &annotations);
         let memory_track = std::mem::take(&mut placed.memory_track);
         let counter_track = std::mem::take(&mut placed.counter_track);
         let step_counters = timed("step counters", || um::step_counters(&mut maker, trace, &memory_track));
@@ -129,6 +140,8 @@ impl Timeline {
             flows,
             labels,
             graphs,
+            annotations,
+            annotations_dropped,
             gpu_json_pid: maker.gpu_json_pid,
             memory_track,
             step_counters,

@@ -1,11 +1,13 @@
 //! Which track each row of the model goes on. Tracks are made in the order their first row comes (GPU work's
-//! streams, then API threads, NVTX threads, sync tracks, overhead, memory counters), from the distinct keys found
-//! in parallel; then every row's track is looked up by key in parallel (millions of rows share a handful of
-//! streams and threads).
+//! streams, then API threads, NVTX threads, sync tracks, overhead, memory counters; graph replays' and NVTX
+//! ranges' GPU spans last), from the distinct keys found in parallel; then every row's track is looked up by key
+//! in parallel (millions of rows share a handful of streams and threads).
 
 use cutr_model::{ProcId, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
+
+use cutr_model::nvtx_spans::GpuSpan;
 
 use super::item::{Item, Src};
 use super::tracks::TrackMaker;
@@ -24,7 +26,7 @@ pub(crate) struct Placement {
     pub sync: Vec<u32>,
     /// The track of each unified memory event.
     pub um: Vec<u32>,
-    /// Overhead slices and the health slice, by start.
+    /// Overhead slices, the health slice, graph replays' and NVTX ranges' GPU spans, by start.
     pub other: Vec<Item>,
     /// Memory counter track of each (file, device).
     pub memory_track: HashMap<(ProcId, u32), u32>,
@@ -43,6 +45,7 @@ pub(crate) fn place(
     trace: &Trace,
     span: (u64, u64),
     replays: &[super::graphs::Replay],
+    annotations: &[GpuSpan],
 ) -> Placement {
     let (kernel, memcpy, memset, ctx_device) = timed("gpu tracks", || gpu_rows(maker, trace));
     let api = timed("thread tracks", || {
@@ -56,12 +59,17 @@ pub(crate) fn place(
     let (other, (memory_track, counter_track)) = timed("other tracks", || other_rows(maker, trace, span));
     let um = timed("unified memory tracks", || super::um::place_um(maker, trace));
     let mut other = other;
-    if !replays.is_empty() {
-        // The replay slices' tracks come last, so that a recording without graphs keeps its track numbers.
-        for (i, r) in replays.iter().enumerate() {
-            other.push(Item::new(maker.captured_ranges(r.proc, r.device), r.start, r.end, Src::Replay(i as u32)));
-        }
-        other.sort_by_key(|it| it.start);
+    // The replay slices' and the GPU spans' tracks come last, so that a recording without graphs or NVTX ranges
+    // keeps its track numbers.
+    for (i, r) in replays.iter().enumerate() {
+        other.push(Item::new(maker.captured_ranges(r.proc, r.device), r.start, r.end, Src::Replay(i as u32)));
+    }
+    for (i, s) in annotations.iter().enumerate() {
+        let track = maker.stream_ranges(s.proc, s.device, s.context, s.stream);
+        other.push(Item::new(track, s.start, s.end, Src::Annotation(i as u32)));
+    }
+    if !replays.is_empty() || !annotations.is_empty() {
+        other.par_sort_by_key(|it| it.start);
     }
     Placement { kernel, memcpy, memset, api, range_order, range, sync, um, other, memory_track, counter_track }
 }

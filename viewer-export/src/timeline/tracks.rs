@@ -32,6 +32,13 @@ pub enum TrackRole {
         context: u32,
         stream: u32,
     },
+    /// The NVTX ranges over the GPU work they launched on one stream (`annotations`), beside the stream.
+    StreamRanges {
+        proc: ProcId,
+        device: u32,
+        context: u32,
+        stream: u32,
+    },
     /// Synchronizations of one stream (stream syncs, stream waits on events).
     StreamSync {
         proc: ProcId,
@@ -127,6 +134,7 @@ impl TrackRole {
         matches!(
             self,
             TrackRole::Stream { .. }
+                | TrackRole::StreamRanges { .. }
                 | TrackRole::StreamSync { .. }
                 | TrackRole::DeviceSync { .. }
                 | TrackRole::UnifiedMemory { .. }
@@ -442,6 +450,39 @@ impl TrackMaker<'_> {
             name: "graph replays: captured NVTX ranges".into(),
             json_pid,
             json_tid: CAPTURED_RANGES_TID,
+            pid: 0,
+            flat: false,
+        })
+    }
+
+    /// A context's track, under its GPU's.
+    fn context(&mut self, proc: ProcId, device: u32, context: u32) -> u32 {
+        let (gpu, json_pid) = self.gpu_and_json_pid(proc, device);
+        let role = TrackRole::Context { proc, device, context };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(gpu),
+            name: format!("context {context}"),
+            json_pid,
+            json_tid: 0,
+            pid: 0,
+            flat: true,
+        })
+    }
+
+    /// The track of the NVTX ranges' spans over a stream's work: beside the stream (under its context), on the
+    /// stream's own Chrome row, as Kineto writes `gpu_user_annotation`s (HTA matches an annotation to the
+    /// kernels of its row). Its slices nest (an outer range's own work around an inner one's), so it is not flat.
+    pub fn stream_ranges(&mut self, proc: ProcId, device: u32, context: u32, stream: u32) -> u32 {
+        let json_pid = self.gpu_and_json_pid(proc, device).1;
+        let ctx = self.context(proc, device, context);
+        let role = TrackRole::StreamRanges { proc, device, context, stream };
+        self.set.get(role.clone(), |_| Track {
+            role,
+            parent: Some(ctx),
+            name: format!("stream {stream} (NVTX ranges)"),
+            json_pid,
+            json_tid: stream as i64,
             pid: 0,
             flat: false,
         })
