@@ -350,8 +350,8 @@ fn metadata_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>, ts: u6
 /// Kineto's keys, in its order but after `traceEvents` (Perfetto v20, the trace processor of the UI we test
 /// with, reads no event of a JSON trace whose first key is another): the schema version, the devices, the rank of
 /// a single process's trace (`distributedInfo`: HTA finds the rank with the regex `"rank":\s+(\d+)` anywhere in
-/// the file, so the space after the colon matters), the CUDA versions and the base time. No `displayTimeUnit`:
-/// Perfetto v20 would rescale every timestamp by it.
+/// the file, so the space after the colon matters), the CUDA versions, the trace id ([`trace_id`]), the display
+/// unit and the base time.
 fn kineto_keys(trace: &Trace, base: u64) -> String {
     use serde_json::{Value, json};
     let p0 = &trace.processes[0].meta;
@@ -369,23 +369,51 @@ fn kineto_keys(trace: &Trace, base: u64) -> String {
         })
         .collect();
     let mut o = String::new();
-    let mut kv = |k: &str, v: Value| {
+    let kv = |o: &mut String, k: &str, v: Value| {
         o.push_str(&format!("\"{k}\": {},\n", serde_json::to_string(&v).unwrap()));
     };
-    kv("schemaVersion", json!(1));
-    kv("deviceProperties", Value::Array(devices));
+    kv(&mut o, "schemaVersion", json!(1));
+    kv(&mut o, "deviceProperties", Value::Array(devices));
     // One rank per file for HTA: a merged trace of several ranks says nothing, rather than one rank for all.
     if let [p] = trace.processes.as_slice()
         && let Some(r) = p.rank()
     {
-        kv("distributedInfo", json!({"backend": "nccl", "rank": r.rank, "world_size": r.world_size}));
+        kv(&mut o, "distributedInfo", json!({"backend": "nccl", "rank": r.rank, "world_size": r.world_size}));
     }
-    kv("cupti_version", json!(p0.cupti_api_version));
-    kv("cuda_runtime_version", json!(p0.cuda_runtime_version));
-    kv("cuda_driver_version", json!(p0.cuda_driver_version));
-    kv("baseTimeNanoseconds", json!(base));
+    kv(&mut o, "cupti_version", json!(p0.cupti_api_version));
+    kv(&mut o, "cuda_runtime_version", json!(p0.cuda_runtime_version));
+    kv(&mut o, "cuda_driver_version", json!(p0.cuda_driver_version));
+    kv(&mut o, "trace_id", json!(trace_id(trace)));
+    // Kineto's `"displayTimeUnit": "ms"`, its key's last letter escaped: every JSON reader decodes the same key,
+    // but Perfetto v20, which searches the raw text for `"displayTimeUnit"` and takes it as the unit of every
+    // `ts` and `dur` (making the timeline 1000x too long), does not find it.
+    o.push_str("\"displayTimeUni\\u0074\": \"ms\",\n");
+    kv(&mut o, "baseTimeNanoseconds", json!(base));
     // serde_json writes `"rank":0`; HTA's regex needs `"rank": 0`.
     o.replace("\"rank\":", "\"rank\": ").replace("\"world_size\":", "\"world_size\": ")
+}
+
+/// The id of a trace, derived from its recordings alone so that every conversion of them gives the same one (a
+/// time window or kinds kept do not change it): FNV-1a (64 bits) over each input's host name, pid and recording
+/// start (Unix ns, little-endian), in input order, as 16 hex digits. Kineto writes the `trace_id` a profiling
+/// request carries; a recording has no such request, and these three tell one recording from any other.
+pub(crate) fn trace_id(trace: &Trace) -> String {
+    let mut bytes = Vec::new();
+    for p in &trace.processes {
+        // The host's length first, so that no two inputs' fields run into the same bytes.
+        bytes.extend_from_slice(&(p.meta.host.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(p.meta.host.as_bytes());
+        bytes.extend_from_slice(&p.meta.pid.to_le_bytes());
+        bytes.extend_from_slice(&p.meta.start_unix_ns.to_le_bytes());
+    }
+    format!("{:016x}", fnv1a_64(&bytes))
+}
+
+/// The 64-bit FNV-1a hash of `bytes`.
+fn fnv1a_64(bytes: &[u8]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    bytes.iter().fold(OFFSET, |h, &b| (h ^ b as u64).wrapping_mul(PRIME))
 }
 
 /// The keys after `traceEvents`: cutr's own (loss, joins, inputs), then the trace's name.
@@ -408,4 +436,17 @@ fn trailer(trace: &Trace, path: &Path) -> String {
         serde_json::to_string(&cutr).unwrap(),
         serde_json::to_string(&path.display().to_string()).unwrap()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_ids_hash_with_fnv1a() {
+        // The FNV-1a 64 test vectors of its authors' reference (isthe.com/chongo/tech/comp/fnv).
+        assert_eq!(fnv1a_64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a_64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a_64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
 }
