@@ -31,7 +31,7 @@ fn the_graphs_section_is_shown_where_there_are_graphs() {
         "          1,152   1     1         stacks build_inner < build_middle < build_outer < main\n",
         "\nGraph ops traced back to the node the program made: 26 of 26 (not traced back 0, in files without graph \
          events 0). Nodes made: 12 (12 with a stack); graphs: 13; executables: 4\n",
-        " GPU work (ns) GPU ops Graph replays (ns) Replayed ops Range\n",
+        " GPU work (ns) GPU ops GPU span (ns) Graph replays (ns) Replayed ops Range\n",
     ] {
         assert!(text.contains(want), "{want:?} in\n{text}");
     }

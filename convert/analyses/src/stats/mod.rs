@@ -196,6 +196,12 @@ pub struct RangeStats {
     /// added to `gpu_ns` (a graph captured and launched in one range would be counted twice).
     pub replayed_gpu_ns: u64,
     pub replayed_gpu_ops: u64,
+    /// The GPU spans of these ranges, summed: per range and stream, first start to last end of the work the range
+    /// launched itself (not inside a range nested in it), by the thread that opened it whatever the attribution
+    /// of `gpu_ns` (`cutr_model::nvtx_spans`). What both viewers draw as `gpu_user_annotation` slices, and what
+    /// HTA's `get_gpu_user_annotation_breakdown` adds up.
+    pub gpu_span_ns: u64,
+    pub gpu_spans: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -173,7 +173,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
 fn nvtx_text(o: &mut String, s: &Stats, opts: TextOptions) {
     let replays = s.nvtx.iter().any(|r| r.replayed_gpu_ops > 0);
     let mut hr: Vec<&str> = TIME_HEADERS.to_vec();
-    hr.extend(["GPU work (ns)", "GPU ops"]);
+    hr.extend(["GPU work (ns)", "GPU ops", "GPU span (ns)"]);
     if replays {
         hr.extend(["Graph replays (ns)", "Replayed ops"]);
     }
@@ -185,6 +185,10 @@ fn nvtx_text(o: &mut String, s: &Stats, opts: TextOptions) {
          --nvtx-across-threads counts every thread of the process"
             .to_string()
     };
+    title.push_str(
+        "; GPU span: per stream, first start to last end of the work each range launched itself, not inside a \
+         nested range, summed (the viewers' gpu_user_annotation slices)",
+    );
     if replays {
         title.push_str(
             "; graph replays: GPU time of the CUDA graph ops whose node was made inside the range, wherever the \
@@ -199,6 +203,7 @@ fn nvtx_text(o: &mut String, s: &Stats, opts: TextOptions) {
             let mut row = time_row(&r.time);
             row.push(fmt::thousands(r.gpu_ns));
             row.push(fmt::thousands(r.gpu_ops));
+            row.push(fmt::thousands(r.gpu_span_ns));
             if replays {
                 row.push(fmt::thousands(r.replayed_gpu_ns));
                 row.push(fmt::thousands(r.replayed_gpu_ops));
@@ -242,8 +247,8 @@ pub(super) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
-/// One CSV table of every section computed: `section` tells them apart (`kernel`, `api`, `memory`, `nvtx`,
-/// `nvtx_replayed` (a range name whose graph nodes were made inside it: gpu_ns, gpu_ops = their replays'),
+/// One CSV table of every section computed: `section` tells them apart (`kernel`, `api`, `memory`, `nvtx` (span_ns
+/// = the ranges' summed GPU spans), `nvtx_replayed` (a range name whose graph nodes were made inside it: gpu_ns, gpu_ops = their replays'),
 /// `graph_exec`, `graph_range`, `graph_site`, `graph_join` (the graphs section: see `graphs_render::csv`),
 /// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
 /// `kernel NAME | GPU N | COUNTER` (or `nvtx ...`), total_ns = the executions' time, percent = the share of it the
@@ -259,10 +264,10 @@ pub fn render_csv(s: &Stats) -> String {
     let mut o = String::from(
         "section,name,count,total_ns,percent,avg_ns,median_ns,min_ns,max_ns,stddev_ns,bytes,bandwidth_gbps,gpu_ns,gpu_ops,span_ns\n",
     );
-    let row = |o: &mut String, sec: &str, x: &Summary, extra: [String; 4]| {
+    let row = |o: &mut String, sec: &str, x: &Summary, extra: [String; 5]| {
         let _ = writeln!(
             o,
-            "{sec},{},{},{},{:.3},{:.1},{:.1},{},{},{:.1},{},",
+            "{sec},{},{},{},{:.3},{:.1},{:.1},{},{},{:.1},{}",
             csv_field(&x.name),
             x.count,
             x.total_ns,
@@ -275,7 +280,7 @@ pub fn render_csv(s: &Stats) -> String {
             extra.join(",")
         );
     };
-    let none = || [String::new(), String::new(), String::new(), String::new()];
+    let none = || [String::new(), String::new(), String::new(), String::new(), String::new()];
     for k in &s.kernels {
         row(&mut o, "kernel", k, none());
     }
@@ -287,12 +292,13 @@ pub fn render_csv(s: &Stats) -> String {
             &mut o,
             "memory",
             &m.time,
-            [m.bytes.to_string(), format!("{:.3}", m.bandwidth_gbps), String::new(), String::new()],
+            [m.bytes.to_string(), format!("{:.3}", m.bandwidth_gbps), String::new(), String::new(), String::new()],
         );
     }
     super::um_render::memory_peaks_csv(&mut o, s);
     for r in &s.nvtx {
-        row(&mut o, "nvtx", &r.time, [String::new(), String::new(), r.gpu_ns.to_string(), r.gpu_ops.to_string()]);
+        let (ns, ops, span) = (r.gpu_ns.to_string(), r.gpu_ops.to_string(), r.gpu_span_ns.to_string());
+        row(&mut o, "nvtx", &r.time, [String::new(), String::new(), ns, ops, span]);
     }
     for r in s.nvtx.iter().filter(|r| r.replayed_gpu_ops > 0) {
         let (ns, ops) = (r.replayed_gpu_ns, r.replayed_gpu_ops);

@@ -2,7 +2,7 @@
 //! NVTX ranges and utilization.
 
 use cutr_model::par::Source;
-use cutr_model::{NameId, ProcId, Trace, describe};
+use cutr_model::{NameId, ProcId, Trace, describe, nvtx_spans};
 use rayon::prelude::*;
 
 use super::buckets::{buckets, group, split_at_bounds};
@@ -78,20 +78,22 @@ pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Vec<MemoryOps> {
 }
 
 /// Closed NVTX ranges by name (an unclosed one has no duration), with the GPU work launched inside them: by the
-/// range's own thread, or with `across_threads` by any thread of its process while it was open.
+/// range's own thread, or with `across_threads` by any thread of its process while it was open; and their GPU
+/// spans (by the range's own thread).
 pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<RangeStats> {
     let gpu_in_range = if across_threads { t.gpu_work_by_range_across_threads() } else { t.gpu_work_by_range() };
     // Capture-time attribution is by the making thread's ranges whatever `across_threads` is: a node is made by
     // one call on one thread, so its ranges are known, not guessed from overlap.
     let replayed = super::graphs::replays_by_range(t);
+    let spans = nvtx_spans::span_totals(t, &nvtx_spans::gpu_spans(t));
     let closed: Vec<u32> =
         (0..t.ranges.len() as u32).into_par_iter().filter(|&i| t.ranges[i as usize].closed()).collect();
     let names: Vec<NameId> = closed.par_iter().map(|&i| t.ranges[i as usize].name).collect();
     let (distinct, keys) = buckets(&names);
     let range = |i: usize, _| {
         let c = closed[i] as usize;
-        let (r, g, p) = (&t.ranges[c], gpu_in_range[c], replayed[c]);
-        (r.end - r.start, g.0, g.1, p.0, p.1)
+        let (r, g, p, s) = (&t.ranges[c], gpu_in_range[c], replayed[c], spans[c]);
+        (r.end - r.start, g.0, g.1, p.0, p.1, s.0, s.1)
     };
     let (rows, bounds) = group(distinct.len(), &[Source { keys, make: &range }]);
     let mut nvtx: Vec<RangeStats> = bounds
@@ -106,6 +108,8 @@ pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<R
                 gpu_ops: rows.iter().map(|r| r.2).sum(),
                 replayed_gpu_ns: rows.iter().map(|r| r.3).sum(),
                 replayed_gpu_ops: rows.iter().map(|r| r.4).sum(),
+                gpu_span_ns: rows.iter().map(|r| r.5).sum(),
+                gpu_spans: rows.iter().map(|r| r.6).sum(),
             }
         })
         .collect();
