@@ -65,6 +65,13 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     let summary = export(&trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
     bar.clear();
     let summary = summary?;
+    if summary.annotation_spans_dropped > 0 {
+        eprintln!(
+            "cupti-convert: warning: {} GPU spans of NVTX ranges exceed what one conversion can lay out and are \
+             not drawn; use --start/--end",
+            summary.annotation_spans_dropped
+        );
+    }
     if !a.quiet {
         eprintln!(
             "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks in {:.3} s",

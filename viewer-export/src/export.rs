@@ -70,6 +70,8 @@ pub struct ExportSummary {
     pub tracks: usize,
     pub shards: usize,
     pub overflow_lanes: u32,
+    /// NVTX ranges' GPU spans past what one conversion can lay out, not drawn.
+    pub annotation_spans_dropped: u64,
 }
 
 /// Slices per shard for a trace of about `slices` slices. The cut depends on the trace alone, never on the
@@ -128,6 +130,7 @@ pub fn export(trace: &Trace, path: &Path, opts: &ExportOptions) -> io::Result<Ex
         tracks: tl.tracks.len(),
         shards: tl.shards.len(),
         overflow_lanes: tl.overflow_lanes,
+        annotation_spans_dropped: tl.annotations_dropped,
     })
 }
 
