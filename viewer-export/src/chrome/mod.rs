@@ -118,7 +118,7 @@ fn kineto_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, ids: &JsonIds,
             out.push(Arg::new(ArgKey::Context, UInt(k.context as u64)));
             out.push(Arg::new(ArgKey::Stream, UInt(k.stream as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(ids.correlation(k.corr()))));
-            gpu_args::kernel_launch(trace, k, true, out);
+            gpu_args::kernel_launch(trace, k, out);
             gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memcpy(i) => {

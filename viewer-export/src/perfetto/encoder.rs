@@ -327,7 +327,7 @@ impl Shard {
             let iid = self.next_arg_iid;
             self.next_arg_iid += 1;
             self.arg_iids[k] = iid;
-            let name = key.name();
+            let name = key.perfetto_name();
             pb::message(&mut self.pending, 3, |e| {
                 pb::uint(e, 1, iid as u64);
                 pb::string(e, 2, name);

@@ -132,9 +132,8 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
     shard.into_bytes()
 }
 
-/// The args of a slice in the Perfetto trace: Kineto's, less what the track, name or arrow already states
-/// (blocks and warps per SM, which grid and the device's SMs give; an API call's cbid, its name; a zero
-/// `queued`); the correlation id on every record, so trace processor queries can join by it.
+/// The args of a slice in the Perfetto trace: Kineto's, the same keys the Chrome JSON has (a user comparing the
+/// two sees the same fields), and the correlation id on every record, so trace processor queries can join by it.
 fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<Arg<'t>>) {
     use Value::*;
     out.clear();
@@ -148,14 +147,12 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
             if user != 0 {
                 out.push(Arg::new(ArgKey::UserAnnotation, UInt(user)));
             }
-            if k.queued != 0 {
-                out.push(Arg::new(ArgKey::Queued, UInt(k.queued)));
-            }
+            out.push(Arg::new(ArgKey::Queued, UInt(k.queued)));
             out.push(Arg::new(ArgKey::Device, UInt(k.device as u64)));
             out.push(Arg::new(ArgKey::Context, UInt(k.context as u64)));
             out.push(Arg::new(ArgKey::Stream, UInt(k.stream as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(k.correlation as u64)));
-            gpu_args::kernel_launch(trace, k, false, out);
+            gpu_args::kernel_launch(trace, k, out);
             gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memcpy(i) => {
@@ -180,6 +177,7 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
             if op != 0 {
                 out.push(Arg::new(ArgKey::ExternalId, UInt(op)));
             }
+            out.push(Arg::new(ArgKey::Cbid, UInt(a.cbid as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(a.correlation as u64)));
             if a.return_value != 0 {
                 out.push(Arg::new(ArgKey::ReturnValue, UInt(a.return_value as u64)));
