@@ -227,15 +227,23 @@ impl Trace {
         self.api_name_of(a.proc, a.driver, a.cbid)
     }
 
-    /// The function name of a runtime (`driver` false) or driver API cbid as recorded in file `proc`.
+    /// The function name of a runtime (`driver` false) or driver API cbid as recorded in file `proc`. A program on
+    /// a CUDA 12 runtime recorded through CUPTI 13 gets its calls' CUDA 12 names (`cudaGetDeviceProperties_v2`,
+    /// which CUPTI 13 calls `cudaGetDeviceProperties`: `cutr_schema::callbacks::cuda12_runtime_raw_name`).
     pub fn api_name_of(&self, proc: ProcId, driver: bool, cbid: u32) -> String {
-        let domain = if driver { 1 } else { 2 };
+        use cutr_schema::callbacks;
+        let domain = if driver { callbacks::DOMAIN_DRIVER } else { callbacks::DOMAIN_RUNTIME };
         let p = &self.processes[proc.index()];
-        p.api_names
-            .get(&(domain, cbid))
-            .and_then(|&i| p.meta.callback_names.get(i as usize))
-            .map(|(_, _, n)| cutr_schema::callbacks::display_name(n).to_string())
-            .or_else(|| cutr_schema::callbacks::name(domain, cbid).map(str::to_string))
+        let recorded = p.api_names.get(&(domain, cbid)).and_then(|&i| p.meta.callback_names.get(i as usize));
+        let mut raw = recorded.map(|(_, _, n)| n.as_str()).or_else(|| callbacks::raw_name(domain, cbid));
+        if !driver
+            && callbacks::is_cuda12_runtime(p.meta.cuda_runtime_version)
+            && raw == callbacks::raw_name(domain, cbid)
+            && let Some(older) = callbacks::cuda12_runtime_raw_name(cbid)
+        {
+            raw = Some(older);
+        }
+        raw.map(|n| callbacks::display_name(n).to_string())
             .unwrap_or_else(|| format!("{}_cbid_{cbid}", if driver { "cuDriver" } else { "cudaRuntime" }))
     }
 
