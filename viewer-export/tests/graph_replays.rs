@@ -61,6 +61,7 @@ fn trace() -> Trace {
         stats: Default::default(),
         api_names: Default::default(),
         thread_names: Default::default(),
+        rank_given: None,
     });
     let [fwd, a, b, k] = ["fwd", "a", "b", "k"].map(|s| t.names.intern(s));
     t.ranges =

@@ -49,6 +49,7 @@ fn trace() -> Trace {
         stats: Default::default(),
         api_names: Default::default(),
         thread_names: Default::default(),
+        rank_given: None,
     });
     let name = t.names.intern("touch");
     t.kernels.push(Kernel { start: 1000, end: 5000, stream: 7, name, ..Default::default() });

@@ -284,6 +284,7 @@ fn load_file(
         stats,
         api_names,
         thread_names: r.thread_names().clone(),
+        rank_given: None,
         meta,
     });
     Ok(())

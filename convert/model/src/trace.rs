@@ -32,6 +32,9 @@ pub struct Process {
     pub api_names: rustc_hash::FxHashMap<(u32, u32), u32>,
     /// OS thread names by tid, as the recorder saw them (format 1.1; empty for older files).
     pub thread_names: std::collections::BTreeMap<u32, String>,
+    /// The rank the user gave for this file (`cupti-convert --rank`), which wins over the environment's: ranks
+    /// started by `torch.multiprocessing.spawn` have no rank variable in their environment.
+    pub rank_given: Option<Rank>,
 }
 
 /// Where a process stood in a distributed job, as its environment said at start.
@@ -50,10 +53,14 @@ impl Process {
         }
     }
 
-    /// The process's rank and world size, from the environment variables launchers set: torchrun's `RANK` and
-    /// `WORLD_SIZE`, Open MPI's `OMPI_COMM_WORLD_RANK`/`_SIZE`, MPICH's `PMI_RANK`/`PMI_SIZE`, Slurm's
-    /// `SLURM_PROCID`/`SLURM_NTASKS` (in that order of preference).
+    /// The process's rank and world size: the one the user gave ([`Process::rank_given`]), else from the
+    /// environment variables launchers set: torchrun's `RANK` and `WORLD_SIZE`, Open MPI's
+    /// `OMPI_COMM_WORLD_RANK`/`_SIZE`, MPICH's `PMI_RANK`/`PMI_SIZE`, Slurm's `SLURM_PROCID`/`SLURM_NTASKS` (in
+    /// that order of preference).
     pub fn rank(&self) -> Option<Rank> {
+        if self.rank_given.is_some() {
+            return self.rank_given;
+        }
         let env =
             |k: &str| self.meta.environment.iter().find(|e| e.0 == k).and_then(|e| e.1.trim().parse::<u32>().ok());
         [

@@ -24,6 +24,7 @@ fn trace(runtime_version: i32, names: Vec<(u32, u32, String)>) -> Trace {
         stats: Default::default(),
         api_names,
         thread_names: Default::default(),
+        rank_given: None,
     });
     t
 }
