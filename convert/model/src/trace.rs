@@ -13,7 +13,7 @@ use crate::rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, NvtxMark
 use crate::timebase::TimeBase;
 
 /// An input file: one recorded process.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Process {
     pub path: PathBuf,
     pub meta: Arc<SessionMetadata>,

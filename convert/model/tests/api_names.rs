@@ -16,15 +16,8 @@ fn trace(runtime_version: i32, names: Vec<(u32, u32, String)>) -> Trace {
         path: "names.cutr".into(),
         meta: Arc::new(meta),
         pid: 1,
-        time: Default::default(),
-        loss: Default::default(),
-        problems: Vec::new(),
-        recovery: None,
-        warnings: Vec::new(),
-        stats: Default::default(),
         api_names,
-        thread_names: Default::default(),
-        rank_given: None,
+        ..Default::default()
     });
     t
 }
