@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 18_956;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 53_229;
+const CUDA_WORKLOAD_PFTRACE: u64 = 18_944;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 53_217;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -44,7 +44,7 @@ fn converts_a_fixture_with_one_summary_line() {
     assert!(lines[0].starts_with(&format!("cupti-convert: wrote {} ({bytes} bytes): ", out.display())), "{lines:?}");
     // One arrow per GPU record, 75 kernels + 73 memcpys + 21 memsets, and per sync, 21 stream syncs + 10 waits on
     // events + 10 event syncs + 2 device syncs (workloads/cuda/EXPECTED.md). 19 tracks: the health track, the
-    // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the device-wide syncs, CUPTI overhead
+    // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the context's syncs, CUPTI overhead
     // and the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost).
     assert!(lines[0].contains(" bytes): 805 slices, 212 arrows, 20 tracks in "), "{lines:?}");
     // The default is compressed packets; --no-compress writes them plain (exact sizes, this fixture).

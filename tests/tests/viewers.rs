@@ -72,7 +72,7 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
             "select count(*) from slice s join thread_track tt on s.track_id = tt.id",
             "select count(*) from slice s join thread_track tt on s.track_id = tt.id where s.category = 'nvtx'",
             "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream % (sync)%' \
-             or t.name like 'device-wide syncs%'",
+             or t.name like 'syncs (context%'",
             "select count(*) from flow",
             "select name, count(*), sum(dur) from slice where category = 'kernel' group by name",
             "select count(*) from slice where dur < 0",
@@ -123,7 +123,7 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
 
     // Perfetto's own schema parses every byte, inside the compressed packets too.
     let slices = slices_expected(t);
-    for (file, wrappers) in [(&pf, 17), (&whole, 0)] {
+    for (file, wrappers) in [(&pf, 20), (&whole, 0)] {
         let p = python_tool("proto_check.py", &[file.as_os_str()], &[]);
         assert_eq!(p["unknown_fields"], 0, "{p}");
         assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);

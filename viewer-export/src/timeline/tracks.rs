@@ -352,8 +352,9 @@ impl<'t> TrackMaker<'t> {
     }
 
     /// The track of a synchronization: a stream's syncs beside the stream (under its context), on Kineto's row
-    /// `stream N (sync)`; syncs of no one stream (`u32::MAX`: context and event syncs) on a per-context track under
-    /// the GPU, on Kineto's device-wide row (tid 1).
+    /// `stream N (sync)`; the rest (`u32::MAX`: context and event syncs, and the placement's syncs of streams that
+    /// ran no GPU work) on a per-context track `syncs (context C)` under the GPU, on Kineto's device-wide row
+    /// (tid 1).
     pub fn sync(&mut self, proc: ProcId, device: u32, context: u32, stream: u32) -> u32 {
         let gpu = self.gpu(proc, device);
         let json_pid = self.set.tracks[gpu as usize].json_pid;
@@ -362,7 +363,7 @@ impl<'t> TrackMaker<'t> {
             return self.set.get(role.clone(), |_| Track {
                 role,
                 parent: Some(gpu),
-                name: format!("device-wide syncs (context {context})"),
+                name: format!("syncs (context {context})"),
                 json_pid,
                 json_tid: DEVICE_SYNC_TID,
                 pid: 0,
