@@ -616,8 +616,9 @@ fn threads_are_named_by_their_os_names_in_both_outputs() {
 
 /// A recording with PC samples (`fixtures/source_workload_pcs.cutr`, H100): each sampled kernel's slices carry its
 /// samples, hottest lines and stall reasons, and each stall reason of the GPU is a counter track of samples per ms
-/// whose integral over time is that reason's sample count; Perfetto's trace processor reads both from our
-/// protobuf, and the Chrome JSON has the same args.
+/// whose integral over time is that reason's sample count (drawn over the sampled kernels' executions: a point at
+/// each start and end, `stall_rates.rs` checks where); Perfetto's trace processor reads both from our protobuf,
+/// and the Chrome JSON has the same args.
 #[test]
 fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     let dir = tempfile::tempdir().unwrap();
@@ -634,7 +635,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     }
     assert_eq!(series.len(), 11, "{series:?}");
     let (points, samples) = series["PC samples/ms: long_scoreboard"];
-    assert_eq!(points, 3);
+    assert_eq!(points, 11, "12 points: the starts and ends of chase's and jit_scale's 3 runs each");
     let report = cutr_analyses::source::report(&[&reader], &Default::default());
     let want: u64 =
         report.kernels.iter().flat_map(|k| &k.stalls).filter(|s| s.0 == "long_scoreboard").map(|s| s.1).sum();
@@ -659,7 +660,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     );
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
     assert_eq!(r[1].len(), 11);
-    assert!(r[1].iter().all(|row| row[1] == 4), "{:?}", r[1]);
+    assert_eq!(r[1][4], [serde_json::json!("PC samples/ms: long_scoreboard"), serde_json::json!(12)]);
     assert_eq!(
         serde_json::json!(r[2]),
         serde_json::json!([
@@ -681,5 +682,5 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
         assert_eq!(k["args"]["top lines"], chase_args.1);
     }
     let counters = events.iter().filter(|e| e["ph"] == "C" && e["name"] == "PC samples/ms: long_scoreboard").count();
-    assert_eq!(counters, 4);
+    assert_eq!(counters, 12);
 }

@@ -44,6 +44,7 @@ mod nvtx;
 pub mod occupancy;
 pub mod par;
 pub mod rows;
+pub mod stall_rates;
 pub mod timebase;
 pub mod timing;
 mod trace;

@@ -116,6 +116,10 @@ pub struct JoinStats {
     /// Graph events that could not be used: a graph, node or executable made twice, or a clone, update or
     /// dependency naming a node no event made.
     pub graph_events_unjoined: u64,
+    /// PC samples of functions with no kernel execution on their device in the recording (its kernel records
+    /// lost, filtered out by kind, evicted from a ring): counted by `source`, drawn in no stall-rate track
+    /// ([`crate::stall_rates`]).
+    pub pc_samples_unplaced: u64,
 }
 
 impl JoinStats {
@@ -138,6 +142,7 @@ impl JoinStats {
         self.graph_events_lost = self.graph_events_lost.saturating_add(o.graph_events_lost);
         self.graph_nodes_without_api += o.graph_nodes_without_api;
         self.graph_events_unjoined += o.graph_events_unjoined;
+        self.pc_samples_unplaced += o.pc_samples_unplaced;
     }
 }
 
@@ -159,7 +164,8 @@ pub struct Trace {
     pub memory: Vec<MemoryOp>,
     /// Unified memory migrations, faults, thrashing (sorted by start).
     pub um: Vec<crate::rows::UmEvent>,
-    /// Counter samples (today: PC-sample stall rates), each series' samples together in time order.
+    /// Counter samples (`--counters` metrics, PC-sample stall rates drawn over the sampled kernels' executions),
+    /// each series' samples together in time order, each file's together.
     pub counters: Vec<crate::CounterSample>,
     /// CUDA graphs, the nodes the application made with where it made them, and the node each replayed kernel,
     /// copy and memset comes from ([`crate::graphs`]; [`Trace::capture_of_kernel`]).
