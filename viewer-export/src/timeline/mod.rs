@@ -7,6 +7,7 @@
 //! (`graphs`); the names that are not in the model are resolved
 //! once (`labels`).
 
+pub mod counter_names;
 mod flows;
 pub mod graphs;
 mod grouping;
@@ -23,6 +24,7 @@ use cutr_model::timing::{mark, timed};
 use cutr_model::{NameId, ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;
 
+pub use counter_names::{CounterName, MetricGroup, Unit, counter_name};
 pub use flows::Flows;
 pub use item::{Item, MAX_OVERHEADS, MAX_ROWS_PER_KIND, Src};
 pub use labels::{LabelNames, Labels, health_args, health_name};
