@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 18_956;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 53_249;
+const CUDA_WORKLOAD_PFTRACE: u64 = 18_946;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 53_239;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -370,7 +370,7 @@ fn export_reports_progress_shard_by_shard() {
             // kernel with the Chrome JSON's args: device, context, stream, correlation, queued, occupancy, shared
             // memory total and split, blocks and warps per SM; every API call its cbid), 18.2 as compressed
             // packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 485_661 } else { 2_525_538 });
+            assert_eq!(summary.bytes, if compress_packets { 485_656 } else { 2_525_533 });
         }
         let total = 20 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);

@@ -44,7 +44,7 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * b.abs().max(1.0)
 }
 
-/// Every `PC samples/ms: *` track of the Perfetto output is non-zero only inside an execution of a sampled kernel
+/// Every stall-rate track (`stall REASON`, the model's `PC samples/ms: REASON`) of the Perfetto output is non-zero only inside an execution of a sampled kernel
 /// (on this one-stream fixture, each interval of the step function lies inside one), and its integral over each
 /// kernel's executions is `source`'s count of that kernel's samples of the reason: the totals above. Before issue
 /// 31 these tracks were 0 while the kernels ran and a plateau after them, where CUPTI handed the samples over.
@@ -57,7 +57,7 @@ fn stall_rate_tracks_are_non_zero_only_while_sampled_kernels_run_and_sum_to_sour
     export(&t, &pf, &ExportOptions::default()).unwrap();
     let intervals = "with c as (select t.name as track, c.ts, c.value, \
                      lead(c.ts) over (partition by c.track_id order by c.ts) as next from counter c \
-                     join counter_track t on c.track_id = t.id where t.name like 'PC samples/ms: %'), \
+                     join counter_track t on c.track_id = t.id where t.name like 'stall %'), \
                      k as (select name, ts, ts + dur as end_ts from slice \
                      where name like 'chase(%' or name like 'fma_chain(%' or name = 'jit_scale')";
     let r = trace_processor(
@@ -84,7 +84,7 @@ fn stall_rate_tracks_are_non_zero_only_while_sampled_kernels_run_and_sum_to_sour
     let tracks: Vec<(String, u64, f64, f64)> = r[0]
         .iter()
         .map(|row| {
-            let name = row[0].as_str().unwrap().trim_start_matches("PC samples/ms: ").to_string();
+            let name = row[0].as_str().unwrap().trim_start_matches("stall ").to_string();
             (name, row[1].as_u64().unwrap(), row[2].as_f64().unwrap(), row[3].as_f64().unwrap())
         })
         .collect();
@@ -119,7 +119,7 @@ fn stall_rate_tracks_are_non_zero_only_while_sampled_kernels_run_and_sum_to_sour
     let source = source_stalls();
     let mut placed: BTreeMap<(String, String), u64> = BTreeMap::new();
     for row in &r[2] {
-        let reason = row[0].as_str().unwrap().trim_start_matches("PC samples/ms: ").to_string();
+        let reason = row[0].as_str().unwrap().trim_start_matches("stall ").to_string();
         let kernel = row[1].as_str().unwrap().to_string();
         assert_eq!(row[2], 3, "{reason} in each of {kernel}'s 3 runs");
         let integral = row[3].as_f64().unwrap();

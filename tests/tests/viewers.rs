@@ -652,7 +652,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
         &[
             STATS,
             "select t.name, count(*) from counter c join counter_track t on c.track_id = t.id \
-             where t.name like 'PC samples/ms:%' group by t.name order by t.name",
+             where t.name like 'stall %' group by t.name order by t.name",
             "select a.key, coalesce(a.string_value, cast(a.int_value as text)) from slice s join args a using (arg_set_id) \
              where s.name like 'chase(%' and a.key in ('debug.pc samples (whole recording)', 'debug.top lines', \
              'debug.top stall reasons') group by a.key order by a.key",
@@ -660,7 +660,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     );
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
     assert_eq!(r[1].len(), 11);
-    assert_eq!(r[1][4], [serde_json::json!("PC samples/ms: long_scoreboard"), serde_json::json!(12)]);
+    assert_eq!(r[1][4], [serde_json::json!("stall long_scoreboard"), serde_json::json!(12)]);
     assert_eq!(
         serde_json::json!(r[2]),
         serde_json::json!([
@@ -681,6 +681,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
         assert_eq!(k["args"]["pc samples (whole recording)"], chase_args.0);
         assert_eq!(k["args"]["top lines"], chase_args.1);
     }
-    let counters = events.iter().filter(|e| e["ph"] == "C" && e["name"] == "PC samples/ms: long_scoreboard").count();
+    let counters =
+        events.iter().filter(|e| e["ph"] == "C" && e["name"] == "stall long_scoreboard (samples/ms)").count();
     assert_eq!(counters, 12);
 }

@@ -185,12 +185,7 @@ fn other_rows(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64)) -> (V
     for m in &trace.memory {
         memory_track.insert((m.proc, m.device), maker.memory(m.proc, m.device));
     }
-    let mut counter_track = HashMap::default();
-    for c in &trace.counters {
-        counter_track
-            .entry((c.proc, c.device, c.series))
-            .or_insert_with(|| maker.counter(c.proc, c.device, c.series, trace.names.get(c.series)));
-    }
+    let counter_track = super::gpu_metrics::counter_tracks(maker, trace);
     items.push(Item::new(maker.health(), span.0, span.1.max(span.0), Src::Health));
     for ((proc, tid), _) in first_seen(trace.marks.len(), |i| (trace.marks[i].proc, trace.marks[i].tid)) {
         maker.thread(proc, tid);
