@@ -72,6 +72,14 @@ pub struct ConvertArgs {
     /// Keep only these kinds: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead, memory, event.
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
+    /// The rank of each input, in order (`--rank 3` for one file, `--rank 0,1` for two): for processes whose
+    /// environment names none (`torch.multiprocessing.spawn`); wins over the environment's. HTA reads it from the
+    /// JSON's `distributedInfo`; the timeline labels processes by it.
+    #[arg(long, value_delimiter = ',', value_name = "RANK")]
+    pub rank: Vec<u32>,
+    /// The job's world size for --rank (default: one more than the highest rank given).
+    #[arg(long, value_name = "N", requires = "rank")]
+    pub world_size: Option<u32>,
     /// Print nothing but errors and warnings.
     #[arg(short, long)]
     pub quiet: bool,

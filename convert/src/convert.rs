@@ -33,6 +33,9 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     timing::mark("open");
     let opts = LoadOptions { filter };
     let mut trace = load_prefetched(&a.files, &readers, &opts, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (p, rank) in trace.processes.iter_mut().zip(given_ranks(&a)?) {
+        p.rank_given = rank;
+    }
     // Kernel slices carry their hottest lines and stall reasons where the recordings have PC samples.
     for (path, r) in a.files.iter().zip(&readers) {
         for w in timing::timed("PC samples to source", || cutr_analyses::source::annotate(&mut trace, &[r])) {
@@ -193,4 +196,26 @@ fn filter(a: &ConvertArgs, readers: &[Reader]) -> Result<Filter> {
         usage!("--end is before --start");
     }
     Ok(filter)
+}
+
+/// The ranks of `--rank`, one per input in order (none where `--rank` is not given), checked: one per input,
+/// distinct, each below the world size.
+fn given_ranks(a: &ConvertArgs) -> Result<Vec<Option<cutr_model::Rank>>> {
+    if a.rank.is_empty() {
+        return Ok(vec![None; a.files.len()]);
+    }
+    if a.rank.len() != a.files.len() {
+        usage!("--rank gives {} rank(s) for {} input(s): give one per input, in order", a.rank.len(), a.files.len());
+    }
+    let highest = a.rank.iter().copied().max().unwrap_or(0);
+    let world_size = a.world_size.unwrap_or(highest.saturating_add(1));
+    if highest >= world_size {
+        usage!("--rank {highest} is not below --world-size {world_size}");
+    }
+    let mut seen = a.rank.clone();
+    seen.sort_unstable();
+    if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+        usage!("--rank {} is given to two inputs", w[0]);
+    }
+    Ok(a.rank.iter().map(|&rank| Some(cutr_model::Rank { rank, world_size })).collect())
 }

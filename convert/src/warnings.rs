@@ -49,6 +49,8 @@ fn join_warnings(s: &JoinStats, filter: &Filter) -> Vec<String> {
     let windowed = filter.start.is_some() || filter.end.is_some();
     // Only joins the filter itself cannot break: a window cuts launches from their calls and ranges in two.
     let launch_joins = apis_kept && !windowed;
+    // Without kernel records no PC sample can be placed; a window is no cause (rates use the whole file's runs).
+    let kernels_kept = filter.wants_kind(kinds::CONCURRENT_KERNEL) || filter.wants_kind(kinds::KERNEL);
     let warnings = [
         (launch_joins, s.gpu_without_api, "GPU records have no launching runtime/driver API record (no arrow)"),
         (launch_joins, s.graph_kernels_without_launch, "CUDA graph kernels have no graph launch record"),
@@ -64,6 +66,11 @@ fn join_warnings(s: &JoinStats, filter: &Filter) -> Vec<String> {
         (true, s.graph_events_lost, "CUDA graph events were lost by the recorder"),
         (true, s.graph_nodes_without_api, "CUDA graph nodes were made outside any recorded API call"),
         (true, s.graph_events_unjoined, "CUDA graph events repeat a creation or name a node no event made"),
+        (
+            kernels_kept,
+            s.pc_samples_unplaced,
+            "PC samples are of kernels with no recorded run on their GPU: in no stall-rate track",
+        ),
     ];
     warnings.iter().filter(|(on, n, _)| *on && *n > 0).map(|(_, n, what)| format!("{n} {what}")).collect()
 }
@@ -91,5 +98,15 @@ mod tests {
         let windowed = Filter { start: Some(5), kinds: vec![kinds::CONCURRENT_KERNEL], ..Default::default() };
         assert_eq!(join_warnings(&s, &windowed), want);
         assert_eq!(join_warnings(&JoinStats::default(), &Filter::default()), [] as [String; 0]);
+    }
+
+    #[test]
+    fn unplaced_pc_samples_are_warned_unless_kernels_are_filtered_out() {
+        let s = JoinStats { pc_samples_unplaced: 150, ..Default::default() };
+        let want = ["150 PC samples are of kernels with no recorded run on their GPU: in no stall-rate track"];
+        assert_eq!(join_warnings(&s, &Filter::default()), want);
+        assert_eq!(join_warnings(&s, &Filter { start: Some(5), ..Default::default() }), want);
+        let no_kernels = Filter { kinds: vec![kinds::RUNTIME], ..Default::default() };
+        assert_eq!(join_warnings(&s, &no_kernels), [] as [String; 0]);
     }
 }

@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 19_756;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 49_747;
+const CUDA_WORKLOAD_PFTRACE: u64 = 20_648;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 56_566;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -44,7 +44,7 @@ fn converts_a_fixture_with_one_summary_line() {
     assert!(lines[0].starts_with(&format!("cupti-convert: wrote {} ({bytes} bytes): ", out.display())), "{lines:?}");
     // One arrow per GPU record, 75 kernels + 73 memcpys + 21 memsets, and per sync, 21 stream syncs + 10 waits on
     // events + 10 event syncs + 2 device syncs (workloads/cuda/EXPECTED.md). 25 tracks: the health track, the
-    // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the device-wide syncs, CUPTI overhead,
+    // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the context's syncs, CUPTI overhead,
     // the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost), and beside
     // each of the 5 streams its NVTX ranges' GPU spans (75 of the 880 slices).
     assert!(lines[0].contains(" bytes): 880 slices, 212 arrows, 25 tracks in "), "{lines:?}");
@@ -369,10 +369,11 @@ fn export_reports_progress_shard_by_shard() {
         // counters and instants).
         assert_eq!((summary.slices, summary.tracks, summary.shards), (28_147, 15, 22), "{format:?}");
         if format == Format::Perfetto {
-            // The exact sizes guard the encoding against silent growth: 72.7 bytes per slice on this mix (every
-            // kernel with its device, context, stream, correlation, occupancy and shared memory split; the GPU
-            // spans without args), 17.1 as compressed packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 480_426 } else { 2_045_518 });
+            // The exact sizes guard the encoding against silent growth: 91.9 bytes per slice on this mix (every
+            // kernel with the Chrome JSON's args: device, context, stream, correlation, queued, occupancy, shared
+            // memory total and split, blocks and warps per SM; every API call its cbid; the NVTX ranges' GPU spans
+            // their device), 17.9 as compressed packets (libdeflate level 1, pinned by Cargo.lock).
+            assert_eq!(summary.bytes, if compress_packets { 502_637 } else { 2_586_411 });
         }
         let total = 22 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);

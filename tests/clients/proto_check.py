@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Parse a Perfetto protobuf trace with the official schema and count unknown fields.
 
-    python tests/clients/proto_check.py FILE.pftrace
+    python tests/clients/proto_check.py [--tracks] FILE.pftrace
 
 Uses perfetto_trace_pb2.Trace from the `perfetto` wheel (0.59.1, Perfetto v59.1
 schema) and protobuf's UnknownFieldSet API. Prints one JSON document:
@@ -17,7 +17,11 @@ schema) and protobuf's UnknownFieldSet API. Prints one JSON document:
      "track_event_types": {"TYPE_SLICE_BEGIN": N, ...},
      "packets_with_interned_data": N,
      "sequences": N,                 # distinct trusted_packet_sequence_id values
-     "schema": "perfetto 0.59.1 / protobuf X"}
+     "schema": "perfetto 0.59.1 / protobuf X",
+     "tracks": [...]}                # with --tracks only: every TrackDescriptor, in file order, as
+                                     # {"uuid", "parent_uuid", "name", "description", "child_ordering",
+                                     #  "sibling_order_rank", "counter": {"unit", "unit_name"}}, each key only
+                                     # where the field is set (enums by name: "UNIT_SIZE_BYTES", "EXPLICIT")
 
 Exit status: 0 parsed, 1 could not parse (then {"file":..., "error": ...}), 2 usage.
 Run it with the venv from .ci/setup-clients.sh; started with another Python it
@@ -81,9 +85,29 @@ def _count_unknown(msg, path, out):
             _count_unknown(value, name, out)
 
 
+def _track(d):
+    """A TrackDescriptor's fields that say where and how a track is shown, those set only."""
+    out = {}
+    for key in ("uuid", "parent_uuid", "name", "description", "sibling_order_rank"):
+        if d.HasField(key):
+            out[key] = getattr(d, key)
+    if d.HasField("child_ordering"):
+        out["child_ordering"] = pb.TrackDescriptor.ChildTracksOrdering.Name(d.child_ordering)
+    if d.HasField("counter"):
+        c = {}
+        if d.counter.HasField("unit"):
+            c["unit"] = pb.CounterDescriptor.Unit.Name(d.counter.unit)
+        if d.counter.HasField("unit_name"):
+            c["unit_name"] = d.counter.unit_name
+        out["counter"] = c
+    return out
+
+
 def main(argv):
+    tracks = "--tracks" in argv[1:]
+    argv = [a for a in argv if a != "--tracks"]
     if len(argv) != 2 or argv[1] in ("-h", "--help"):
-        sys.stderr.write("usage: proto_check.py FILE.pftrace\n")
+        sys.stderr.write("usage: proto_check.py [--tracks] FILE.pftrace\n")
         return 2
     path = argv[1]
     with open(path, "rb") as f:
@@ -151,26 +175,25 @@ def main(argv):
         if p.HasField("trusted_packet_sequence_id"):
             seqs.add(p.trusted_packet_sequence_id)
 
-    print(
-        json.dumps(
-            {
-                "file": path,
-                "bytes": len(data),
-                "packets": len(trace.packet),
-                "compressed_wrappers": wrappers,
-                "compressed_plain_bytes": wrapper_plain_bytes,
-                "wrappers_with_other_fields": wrappers_with_other_fields,
-                "unknown_fields": out["count"],
-                "unknown_paths": out["paths"],
-                "track_events": n_te,
-                "track_descriptors": n_td,
-                "track_event_types": dict(sorted(te_types.items())),
-                "packets_with_interned_data": n_interned,
-                "sequences": len(seqs),
-                "schema": "perfetto 0.59.1 / protobuf %s" % google.protobuf.__version__,
-            }
-        )
-    )
+    doc = {
+        "file": path,
+        "bytes": len(data),
+        "packets": len(trace.packet),
+        "compressed_wrappers": wrappers,
+        "compressed_plain_bytes": wrapper_plain_bytes,
+        "wrappers_with_other_fields": wrappers_with_other_fields,
+        "unknown_fields": out["count"],
+        "unknown_paths": out["paths"],
+        "track_events": n_te,
+        "track_descriptors": n_td,
+        "track_event_types": dict(sorted(te_types.items())),
+        "packets_with_interned_data": n_interned,
+        "sequences": len(seqs),
+        "schema": "perfetto 0.59.1 / protobuf %s" % google.protobuf.__version__,
+    }
+    if tracks:
+        doc["tracks"] = [_track(p.track_descriptor) for p in trace.packet if p.HasField("track_descriptor")]
+    print(json.dumps(doc))
     return 0
 
 

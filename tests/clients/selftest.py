@@ -240,6 +240,34 @@ def test_proto(tmp):
           (pc.get("unknown_fields"), pc.get("unknown_paths")),
           (1, ["packet[2].track_event#9999(varint)"]))
 
+    # --tracks: where and how each track is shown, the fields set only, enums by name.
+    t = pb.Trace()
+    p = t.packet.add()
+    p.track_descriptor.uuid = 1
+    p.track_descriptor.name = "GPU metrics"
+    p.track_descriptor.child_ordering = pb.TrackDescriptor.EXPLICIT
+    for uuid, name, rank in ((2, "SM Issue", 0), (3, "memory", 1)):
+        p = t.packet.add()
+        d = p.track_descriptor
+        d.uuid, d.parent_uuid, d.name, d.sibling_order_rank = uuid, 1, name, rank
+        if uuid == 2:
+            d.description = "PM: sm__inst_executed_realtime (percent)"
+            d.counter.unit_name = "%"
+        else:
+            d.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
+    tracks = os.path.join(tmp, "tracks.pftrace")
+    with open(tracks, "wb") as f:
+        f.write(t.SerializeToString())
+    pc = run_json([sys.executable, PROTO_CHECK, "--tracks", tracks])
+    check("proto_check --tracks: descriptors", pc.get("tracks"), [
+        {"uuid": 1, "name": "GPU metrics", "child_ordering": "EXPLICIT"},
+        {"uuid": 2, "parent_uuid": 1, "name": "SM Issue", "description": "PM: sm__inst_executed_realtime (percent)",
+         "sibling_order_rank": 0, "counter": {"unit_name": "%"}},
+        {"uuid": 3, "parent_uuid": 1, "name": "memory", "sibling_order_rank": 1,
+         "counter": {"unit": "UNIT_SIZE_BYTES"}},
+    ])
+    check("proto_check: no tracks without --tracks", "tracks" in run_json([sys.executable, PROTO_CHECK, tracks]), False)
+
     bad = os.path.join(tmp, "garbage.pftrace")
     with open(bad, "wb") as f:
         f.write(b"\x0a\xff\xff\xff\x0f garbage")

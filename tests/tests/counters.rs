@@ -99,11 +99,11 @@ fn counter_samples_reach_stats_and_both_viewers_exactly() {
         &[
             STATS,
             "select t.name, count(*), min(c.value), max(c.value) from counter c join counter_track t \
-             on c.track_id = t.id where t.name = 'memory utilization (%)' group by t.name",
+             on c.track_id = t.id where t.name = 'Memory Utilization' group by t.name",
         ],
     );
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
-    assert_eq!(serde_json::json!(r[1]), serde_json::json!([["memory utilization (%)", n, 10, 80]]));
+    assert_eq!(serde_json::json!(r[1]), serde_json::json!([["Memory Utilization", n, 10, 80]]));
     let json = dir.path().join("c.json");
     export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -111,10 +111,11 @@ fn counter_samples_reach_stats_and_both_viewers_exactly() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["ph"] == "C" && e["name"] == "memory utilization (%)")
+        .filter(|e| e["ph"] == "C" && e["name"] == "Memory Utilization (%)")
         .collect();
     assert_eq!(c.len(), n);
-    assert_eq!(c.iter().filter(|e| e["args"]["value"] == 80.0).count(), n / 2);
+    // The one series is the model's name of it.
+    assert_eq!(c.iter().filter(|e| e["args"]["memory utilization (%)"] == 80.0).count(), n / 2);
 }
 
 /// `diff` reports a counter average that moved: the same program, its series 80 -> 88 over K (+10%) and 10 -> 10
@@ -160,6 +161,10 @@ fn fixture_phases(t: &cutr_model::Trace) -> Vec<(String, u64, u64)> {
 
 const DRAM_READ: &str = "PM: dram__bytes_read.sum.per_second (byte/second)";
 const SM_ISSUE: &str = "PM: sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed (percent)";
+/// The Perfetto tracks of these series and of NVML's power (`counter_tracks.rs` checks every name).
+const DRAM_READ_TRACK: &str = "DRAM Read Bandwidth";
+const SM_ISSUE_TRACK: &str = "SM Issue";
+const POWER_TRACK: &str = "GPU Power";
 
 /// Memory-bound and compute-bound phases, told apart by the hardware counters recorded beside the kernels:
 /// DRAM reads run at 1.40e12 B/s in every copy phase and under 2.4e8 B/s in every FMA phase (threshold 1e11,
@@ -216,7 +221,7 @@ fn trace_processor_shows_the_fixtures_counter_tracks() {
     let q = |name: &str| {
         format!("select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = '{name}'")
     };
-    let r = trace_processor(&pf, &[STATS, &q(DRAM_READ), &q(SM_ISSUE), &q("power (W)")]);
+    let r = trace_processor(&pf, &[STATS, &q(DRAM_READ_TRACK), &q(SM_ISSUE_TRACK), &q(POWER_TRACK)]);
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
     let counts: Vec<i64> = r[1..].iter().map(|rows| cutr_tests::int(rows)).collect();
     assert_eq!(counts, [25_799, 25_799, power as i64]);
@@ -257,7 +262,7 @@ fn the_100_khz_fixture_holds_every_interval() {
     let pf = dir.path().join("c.pftrace");
     export(&t, &pf, &ExportOptions::default()).unwrap();
     let q = format!(
-        "select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = '{DRAM_READ}'"
+        "select count(*) from counter c join counter_track t on c.track_id = t.id where t.name = '{DRAM_READ_TRACK}'"
     );
     let r = trace_processor(&pf, &[STATS, &q]);
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
@@ -265,6 +270,7 @@ fn the_100_khz_fixture_holds_every_interval() {
 }
 
 const NVLRX: &str = "PM: nvlrx__bytes.sum.per_second (byte/second)";
+const NVLRX_TRACK: &str = "NVLink RX Bandwidth";
 const NVML_NVLINK_RX: &str = "NVLink RX (B/s)";
 
 /// Two GPUs in one process (`fixtures/counter_two_gpus.cutr`: the counter workload on devices 0 and 1 of an
@@ -316,7 +322,7 @@ fn two_gpus_have_their_own_counter_tracks_and_nvlink_shows_the_peer_copies() {
     export(&t, &pf, &ExportOptions::default()).unwrap();
     let q = format!(
         "select p.name, count(*) from counter c join process_counter_track t on c.track_id = t.id join process p \
-         using(upid) where t.name = '{NVLRX}' group by p.upid order by p.name"
+         using(upid) where t.name = '{NVLRX_TRACK}' group by p.upid order by p.name"
     );
     let r = trace_processor(&pf, &[STATS, &q]);
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");

@@ -74,7 +74,7 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
             "select count(*) from slice s join thread_track tt on s.track_id = tt.id \
              where s.category = 'user_annotation'",
             "select count(*) from slice s join track t on s.track_id = t.id where t.name like 'stream % (sync)%' \
-             or t.name like 'device-wide syncs%'",
+             or t.name like 'syncs (context%'",
             "select count(*) from flow",
             "select name, count(*), sum(dur) from slice where category = 'kernel' group by name",
             "select count(*) from slice where dur < 0",
@@ -129,7 +129,7 @@ fn perfetto_trace_processor_reads_our_protobuf_exactly() {
 
     // Perfetto's own schema parses every byte, inside the compressed packets too.
     let slices = slices_expected(t, gpu_spans);
-    for (file, wrappers) in [(&pf, 19), (&whole, 0)] {
+    for (file, wrappers) in [(&pf, 22), (&whole, 0)] {
         let p = python_tool("proto_check.py", &[file.as_os_str()], &[]);
         assert_eq!(p["unknown_fields"], 0, "{p}");
         assert_eq!(p["track_event_types"]["TYPE_SLICE_BEGIN"].as_u64().unwrap(), slices);
@@ -639,8 +639,9 @@ fn threads_are_named_by_their_os_names_in_both_outputs() {
 
 /// A recording with PC samples (`fixtures/source_workload_pcs.cutr`, H100): each sampled kernel's slices carry its
 /// samples, hottest lines and stall reasons, and each stall reason of the GPU is a counter track of samples per ms
-/// whose integral over time is that reason's sample count; Perfetto's trace processor reads both from our
-/// protobuf, and the Chrome JSON has the same args.
+/// whose integral over time is that reason's sample count (drawn over the sampled kernels' executions: a point at
+/// each start and end, `stall_rates.rs` checks where); Perfetto's trace processor reads both from our protobuf,
+/// and the Chrome JSON has the same args.
 #[test]
 fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     let dir = tempfile::tempdir().unwrap();
@@ -657,7 +658,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     }
     assert_eq!(series.len(), 11, "{series:?}");
     let (points, samples) = series["PC samples/ms: long_scoreboard"];
-    assert_eq!(points, 3);
+    assert_eq!(points, 11, "12 points: the starts and ends of chase's and jit_scale's 3 runs each");
     let report = cutr_analyses::source::report(&[&reader], &Default::default());
     let want: u64 =
         report.kernels.iter().flat_map(|k| &k.stalls).filter(|s| s.0 == "long_scoreboard").map(|s| s.1).sum();
@@ -674,7 +675,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
         &[
             STATS,
             "select t.name, count(*) from counter c join counter_track t on c.track_id = t.id \
-             where t.name like 'PC samples/ms:%' group by t.name order by t.name",
+             where t.name like 'stall %' group by t.name order by t.name",
             "select a.key, coalesce(a.string_value, cast(a.int_value as text)) from slice s join args a using (arg_set_id) \
              where s.name like 'chase(%' and a.key in ('debug.pc samples (whole recording)', 'debug.top lines', \
              'debug.top stall reasons') group by a.key order by a.key",
@@ -682,7 +683,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
     );
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
     assert_eq!(r[1].len(), 11);
-    assert!(r[1].iter().all(|row| row[1] == 4), "{:?}", r[1]);
+    assert_eq!(r[1][4], [serde_json::json!("stall long_scoreboard"), serde_json::json!(12)]);
     assert_eq!(
         serde_json::json!(r[2]),
         serde_json::json!([
@@ -703,6 +704,7 @@ fn pc_samples_reach_both_viewers_as_kernel_args_and_stall_counters() {
         assert_eq!(k["args"]["pc samples (whole recording)"], chase_args.0);
         assert_eq!(k["args"]["top lines"], chase_args.1);
     }
-    let counters = events.iter().filter(|e| e["ph"] == "C" && e["name"] == "PC samples/ms: long_scoreboard").count();
-    assert_eq!(counters, 4);
+    let counters =
+        events.iter().filter(|e| e["ph"] == "C" && e["name"] == "stall long_scoreboard (samples/ms)").count();
+    assert_eq!(counters, 12);
 }

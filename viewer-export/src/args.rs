@@ -168,6 +168,16 @@ impl ArgKey {
             ArgKey::CapturedNodeId => "captured node id",
         }
     }
+
+    /// The name in a Perfetto trace: as [`ArgKey::name`], but without a dot, which Perfetto reads as nesting
+    /// (Kineto's `est. achieved occupancy %` showed as `est_ achieved occupancy %`). The Chrome JSON keeps
+    /// Kineto's spelling, which its readers look up.
+    pub fn perfetto_name(self) -> &'static str {
+        match self {
+            ArgKey::Occupancy => "estimated achieved occupancy %",
+            key => key.name(),
+        }
+    }
 }
 
 /// An argument's value.
@@ -214,5 +224,8 @@ mod tests {
         assert_eq!(ArgKey::CapturedNodeId as usize + 1, ArgKey::COUNT);
         assert_eq!(Category::GraphReplayAnnotation as usize + 1, Category::COUNT);
         assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
+        // Kineto's one dotted key gets a Perfetto spelling without the dot (Perfetto nests at dots).
+        assert_eq!(ArgKey::Occupancy.name(), "est. achieved occupancy %");
+        assert_eq!(ArgKey::Occupancy.perfetto_name(), "estimated achieved occupancy %");
     }
 }

@@ -10,16 +10,14 @@ use crate::timeline::{Src, Timeline, um_endpoints};
 
 /// A kernel's launch: registers, grid, block, the estimated achieved occupancy (Kineto's), graph node and
 /// channel, static and dynamic shared memory, then what is not the plain launch (local memory, cluster, launch
-/// type). `kineto` adds Kineto's own derived keys: the total shared memory, and blocks and warps per SM (what the
-/// grid and the device's SMs give). Then, where the recording has PC samples, the kernel's hottest lines and
+/// type), with Kineto's own derived keys: the total shared memory, and blocks and warps per SM (what the grid and
+/// the device's SMs give). Then, where the recording has PC samples, the kernel's hottest lines and
 /// stall reasons over the whole recording.
-pub(crate) fn kernel_launch<'t>(trace: &'t Trace, k: &Kernel, kineto: bool, out: &mut Vec<Arg<'t>>) {
+pub(crate) fn kernel_launch<'t>(trace: &'t Trace, k: &Kernel, out: &mut Vec<Arg<'t>>) {
     use Value::*;
     out.push(Arg::new(ArgKey::RegistersPerThread, UInt(k.registers as u64)));
-    if kineto {
-        out.push(Arg::new(ArgKey::SharedMemory, Int(k.static_smem as i64 + k.dynamic_smem as i64)));
-    }
-    if kineto && let Some(n) = trace.device_sms(k.proc, k.device).filter(|&n| n > 0) {
+    out.push(Arg::new(ArgKey::SharedMemory, Int(k.static_smem as i64 + k.dynamic_smem as i64)));
+    if let Some(n) = trace.device_sms(k.proc, k.device).filter(|&n| n > 0) {
         let blocks = k.grid.iter().map(|&g| g.max(0) as u64).product::<u64>() as f64 / n as f64;
         let threads = k.block.iter().map(|&b| b.max(0) as u64).product::<u64>() as f64;
         out.push(Arg::new(ArgKey::BlocksPerSm, Double(blocks)));

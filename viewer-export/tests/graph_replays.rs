@@ -53,14 +53,8 @@ fn trace() -> Trace {
         path: "graphs.cutr".into(),
         meta: Arc::new(meta),
         pid: PID,
-        time: Default::default(),
-        loss: Default::default(),
-        problems: Vec::new(),
-        recovery: None,
-        warnings: Vec::new(),
-        stats: Default::default(),
         api_names: Default::default(),
-        thread_names: Default::default(),
+        ..Default::default()
     });
     let [fwd, a, b, k] = ["fwd", "a", "b", "k"].map(|s| t.names.intern(s));
     t.ranges =

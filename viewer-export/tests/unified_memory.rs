@@ -41,14 +41,8 @@ fn trace() -> Trace {
         path: "um.cutr".into(),
         meta: Arc::new(meta),
         pid: PID,
-        time: Default::default(),
-        loss: Default::default(),
-        problems: Vec::new(),
-        recovery: None,
-        warnings: Vec::new(),
-        stats: Default::default(),
         api_names: Default::default(),
-        thread_names: Default::default(),
+        ..Default::default()
     });
     let name = t.names.intern("touch");
     t.kernels.push(Kernel { start: 1000, end: 5000, stream: 7, name, ..Default::default() });

@@ -46,6 +46,7 @@ pub mod nvtx_spans;
 pub mod occupancy;
 pub mod par;
 pub mod rows;
+pub mod stall_rates;
 pub mod timebase;
 pub mod timing;
 mod trace;

@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cutr_format::{ChunkError, ChunkInfo, ChunkType, DecodedBuffer, Problem, Reader, SessionMetadata};
+use cutr_schema::kinds;
 use rayon::prelude::*;
 
 use crate::decode::{ChunkCounts, ChunkRows, FileDecoder, RawExternal, RawMarker};
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::nvtx::pair_markers;
+use crate::stall_rates::{self, FileStalls};
 use crate::timebase::TimeBase;
 use crate::timing::{self, timed, timed_with};
 use crate::trace::{JoinStats, Process, Trace};
@@ -38,7 +40,7 @@ impl Filter {
         self.start.is_none_or(|s| end >= s) && self.end.is_none_or(|e| start <= e)
     }
 
-    fn has_window(&self) -> bool {
+    pub(crate) fn has_window(&self) -> bool {
         self.start.is_some() || self.end.is_some()
     }
 }
@@ -175,14 +177,17 @@ pub fn load_prefetched(
     let mut trace = Trace::default();
     let mut per_kind: HashMap<u32, u64> = HashMap::new();
     let mut prefetched = Some(prefetched);
+    let mut stalls = Vec::with_capacity(paths.len());
     for (i, (path, r)) in paths.iter().zip(readers).enumerate() {
         let ahead = if i == 0 { prefetched.take().unwrap_or_default() } else { Prefetched::default() };
-        load_file(&mut trace, &mut per_kind, ProcId(i as u16), path, r, &opts.filter, ahead)?;
+        stalls.push(load_file(&mut trace, &mut per_kind, ProcId(i as u16), path, r, &opts.filter, ahead)?);
     }
     trace.records_per_kind = per_kind.into_iter().collect();
     trace.records_per_kind.sort();
     timing::mark("decode");
     trace.finish();
+    // The stall rates are drawn over the kernels' executions, so only once all of them are loaded.
+    timed("PC sample rates", || stall_rates::draw(&mut trace, stalls, &opts.filter));
     timing::mark("joins");
     Ok(trace)
 }
@@ -193,7 +198,8 @@ type WindowRows = Vec<Result<ChunkRows, ChunkError>>;
 /// Decoded chunks waiting for their window, by chunk sequence number.
 type Ahead = HashMap<u32, Result<DecodedBuffer, ChunkError>>;
 
-/// Decodes one file's activity chunks into `trace` and adds the file to its processes.
+/// Decodes one file's activity chunks into `trace` and adds the file to its processes. Returns its PC samples,
+/// to be drawn once every file's kernels are loaded.
 fn load_file(
     trace: &mut Trace,
     per_kind: &mut HashMap<u32, u64>,
@@ -202,7 +208,7 @@ fn load_file(
     r: &Reader,
     filter: &Filter,
     ahead: Prefetched,
-) -> Result<(), LoadError> {
+) -> Result<FileStalls, LoadError> {
     let mut warnings = Vec::new();
     let (meta, layouts) = match (r.metadata_shared(), r.layouts()) {
         (Some(meta), Some(layouts)) => (meta.clone(), layouts.clone()),
@@ -253,12 +259,15 @@ fn load_file(
     if let Some((prev, done)) = pending {
         rows.append(prev, done);
     }
-    let FileRows { markers, external, mut stats, damaged, .. } = rows;
+    let FileRows { markers, external, mut stats, damaged, names: text_names, .. } = rows;
     let mut problems = r.problems().to_vec();
     problems.extend(damaged);
-    let (counters, pc_damage) =
-        timed("PC sample rates", || crate::counters::stall_rates(r, proc, &time, filter, &mut trace.names));
-    trace.counters.extend(counters);
+    let (mut stalls, pc_damage) = timed("PC samples", || stall_rates::read_samples(r, proc, &mut trace.names));
+    let kernels_kept = filter.wants_kind(kinds::CONCURRENT_KERNEL) || filter.wants_kind(kinds::KERNEL);
+    if filter.has_window() && kernels_kept && !stalls.functions.is_empty() {
+        stalls.whole_file_time =
+            Some(timed("kernel time outside the window", || stall_rates::whole_file_time(&decoder, &text_names)));
+    }
     let (counters, counter_damage) =
         timed("counter samples", || crate::counters::metric_samples(r, proc, &time, filter, &mut trace.names));
     trace.counters.extend(counters);
@@ -284,9 +293,10 @@ fn load_file(
         stats,
         api_names,
         thread_names: r.thread_names().clone(),
+        rank_given: None,
         meta,
     });
-    Ok(())
+    Ok(stalls)
 }
 
 /// Counts the chunks the reader found damaged or cut (of any type), and the records claimed by the activity

@@ -13,7 +13,7 @@ use crate::rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, NvtxMark
 use crate::timebase::TimeBase;
 
 /// An input file: one recorded process.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Process {
     pub path: PathBuf,
     pub meta: Arc<SessionMetadata>,
@@ -32,6 +32,9 @@ pub struct Process {
     pub api_names: rustc_hash::FxHashMap<(u32, u32), u32>,
     /// OS thread names by tid, as the recorder saw them (format 1.1; empty for older files).
     pub thread_names: std::collections::BTreeMap<u32, String>,
+    /// The rank the user gave for this file (`cupti-convert --rank`), which wins over the environment's: ranks
+    /// started by `torch.multiprocessing.spawn` have no rank variable in their environment.
+    pub rank_given: Option<Rank>,
 }
 
 /// Where a process stood in a distributed job, as its environment said at start.
@@ -50,10 +53,14 @@ impl Process {
         }
     }
 
-    /// The process's rank and world size, from the environment variables launchers set: torchrun's `RANK` and
-    /// `WORLD_SIZE`, Open MPI's `OMPI_COMM_WORLD_RANK`/`_SIZE`, MPICH's `PMI_RANK`/`PMI_SIZE`, Slurm's
-    /// `SLURM_PROCID`/`SLURM_NTASKS` (in that order of preference).
+    /// The process's rank and world size: the one the user gave ([`Process::rank_given`]), else from the
+    /// environment variables launchers set: torchrun's `RANK` and `WORLD_SIZE`, Open MPI's
+    /// `OMPI_COMM_WORLD_RANK`/`_SIZE`, MPICH's `PMI_RANK`/`PMI_SIZE`, Slurm's `SLURM_PROCID`/`SLURM_NTASKS` (in
+    /// that order of preference).
     pub fn rank(&self) -> Option<Rank> {
+        if self.rank_given.is_some() {
+            return self.rank_given;
+        }
         let env =
             |k: &str| self.meta.environment.iter().find(|e| e.0 == k).and_then(|e| e.1.trim().parse::<u32>().ok());
         [
@@ -109,6 +116,10 @@ pub struct JoinStats {
     /// Graph events that could not be used: a graph, node or executable made twice, or a clone, update or
     /// dependency naming a node no event made.
     pub graph_events_unjoined: u64,
+    /// PC samples of functions with no kernel execution on their device in the recording (its kernel records
+    /// lost, filtered out by kind, evicted from a ring): counted by `source`, drawn in no stall-rate track
+    /// ([`crate::stall_rates`]).
+    pub pc_samples_unplaced: u64,
 }
 
 impl JoinStats {
@@ -131,6 +142,7 @@ impl JoinStats {
         self.graph_events_lost = self.graph_events_lost.saturating_add(o.graph_events_lost);
         self.graph_nodes_without_api += o.graph_nodes_without_api;
         self.graph_events_unjoined += o.graph_events_unjoined;
+        self.pc_samples_unplaced += o.pc_samples_unplaced;
     }
 }
 
@@ -152,7 +164,8 @@ pub struct Trace {
     pub memory: Vec<MemoryOp>,
     /// Unified memory migrations, faults, thrashing (sorted by start).
     pub um: Vec<crate::rows::UmEvent>,
-    /// Counter samples (today: PC-sample stall rates), each series' samples together in time order.
+    /// Counter samples (`--counters` metrics, PC-sample stall rates drawn over the sampled kernels' executions),
+    /// each series' samples together in time order, each file's together.
     pub counters: Vec<crate::CounterSample>,
     /// CUDA graphs, the nodes the application made with where it made them, and the node each replayed kernel,
     /// copy and memset comes from ([`crate::graphs`]; [`Trace::capture_of_kernel`]).
@@ -227,15 +240,23 @@ impl Trace {
         self.api_name_of(a.proc, a.driver, a.cbid)
     }
 
-    /// The function name of a runtime (`driver` false) or driver API cbid as recorded in file `proc`.
+    /// The function name of a runtime (`driver` false) or driver API cbid as recorded in file `proc`. A program on
+    /// a CUDA 12 runtime recorded through CUPTI 13 gets its calls' CUDA 12 names (`cudaGetDeviceProperties_v2`,
+    /// which CUPTI 13 calls `cudaGetDeviceProperties`: `cutr_schema::callbacks::cuda12_runtime_raw_name`).
     pub fn api_name_of(&self, proc: ProcId, driver: bool, cbid: u32) -> String {
-        let domain = if driver { 1 } else { 2 };
+        use cutr_schema::callbacks;
+        let domain = if driver { callbacks::DOMAIN_DRIVER } else { callbacks::DOMAIN_RUNTIME };
         let p = &self.processes[proc.index()];
-        p.api_names
-            .get(&(domain, cbid))
-            .and_then(|&i| p.meta.callback_names.get(i as usize))
-            .map(|(_, _, n)| cutr_schema::callbacks::display_name(n).to_string())
-            .or_else(|| cutr_schema::callbacks::name(domain, cbid).map(str::to_string))
+        let recorded = p.api_names.get(&(domain, cbid)).and_then(|&i| p.meta.callback_names.get(i as usize));
+        let mut raw = recorded.map(|(_, _, n)| n.as_str()).or_else(|| callbacks::raw_name(domain, cbid));
+        if !driver
+            && callbacks::is_cuda12_runtime(p.meta.cuda_runtime_version)
+            && raw == callbacks::raw_name(domain, cbid)
+            && let Some(older) = callbacks::cuda12_runtime_raw_name(cbid)
+        {
+            raw = Some(older);
+        }
+        raw.map(|n| callbacks::display_name(n).to_string())
             .unwrap_or_else(|| format!("{}_cbid_{cbid}", if driver { "cuDriver" } else { "cudaRuntime" }))
     }
 

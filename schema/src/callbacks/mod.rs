@@ -36,6 +36,20 @@ pub fn name(domain: u32, cbid: u32) -> Option<&'static str> {
     raw_name(domain, cbid).map(display_name)
 }
 
+/// The header name a CUDA 12 runtime's cbid had, where CUDA 13 renamed it: CUDA 13 removed the old forms of
+/// functions such as `cudaGetDeviceProperties` and gave their names to the `_v2` forms, and CUPTI 13 names the
+/// cbids so (`cudaGetDeviceProperties_v12000`), while a program built with CUDA 12 called
+/// `cudaGetDeviceProperties_v2` (what Kineto and Nsight Systems show). `None` where the name did not change.
+pub fn cuda12_runtime_raw_name(cbid: u32) -> Option<&'static str> {
+    cbid_names::RUNTIME_12_NAMES.iter().find(|(c, _)| *c == cbid).map(|(_, n)| *n)
+}
+
+/// Whether a recording's `cudaRuntimeGetVersion` (`12080` for 12.8; 0 = unknown) is a CUDA 12 runtime, whose
+/// calls are named by [`cuda12_runtime_raw_name`] where that differs.
+pub fn is_cuda12_runtime(runtime_version: i32) -> bool {
+    (12000..13000).contains(&runtime_version)
+}
+
 /// Runtime API cbids used by the synthetic generator and tests.
 pub mod runtime {
     pub const CUDA_MALLOC: u32 = 20;
@@ -53,6 +67,15 @@ pub mod runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cuda12_runtime_keeps_its_v2_names() {
+        assert_eq!(name(DOMAIN_RUNTIME, 440), Some("cudaGetDeviceProperties"));
+        assert_eq!(cuda12_runtime_raw_name(440).map(display_name), Some("cudaGetDeviceProperties_v2"));
+        assert_eq!(cuda12_runtime_raw_name(461).map(display_name), Some("cudaStreamGetCaptureInfo_v3"));
+        assert_eq!(cuda12_runtime_raw_name(runtime::CUDA_LAUNCH_KERNEL), None);
+        assert!(is_cuda12_runtime(12080) && !is_cuda12_runtime(13000) && !is_cuda12_runtime(0));
+    }
 
     #[test]
     fn names_match_the_headers() {

@@ -9,13 +9,15 @@ use std::io;
 use std::path::Path;
 
 use cutr_model::{CorrKey, NameId, ProcId, Trace};
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::gpu_args;
 
 use crate::args::{Arg, ArgKey, Value};
 use crate::output::Output;
 use crate::slice;
-use crate::timeline::{Item, Src, Timeline, TrackRole, base_track, health_args, health_name};
+use crate::timeline::counter_names::with_unit;
+use crate::timeline::{Item, Src, Timeline, TrackRole, base_track, counter_name, health_args, health_name};
 
 pub use encoder::{Complete, EventWriter, FlowEnd, InstantEvent, Row, base_time_ns, micros, string};
 
@@ -133,7 +135,7 @@ fn kineto_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, ids: &JsonIds,
             out.push(Arg::new(ArgKey::Context, UInt(k.context as u64)));
             out.push(Arg::new(ArgKey::Stream, UInt(k.stream as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(ids.correlation(k.corr()))));
-            gpu_args::kernel_launch(trace, k, true, out);
+            gpu_args::kernel_launch(trace, k, out);
             gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memcpy(i) => {
@@ -268,9 +270,10 @@ fn side_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
         w.instant(&InstantEvent { cat: "nvtx", name, row, ts: m.ts, global: false, args: &[] });
     }
     step_counters(tl, w);
+    let counters = counter_rows(trace, tl);
     for c in &trace.counters {
-        if let Some(&t) = tl.counter_track.get(&(c.proc, c.device, c.series)) {
-            w.counter(&tl.tracks[t as usize].name, tl.tracks[t as usize].json_pid, c.ts, "value", c.value);
+        if let Some((name, pid, series)) = counters.get(&(c.proc, c.device, c.series)) {
+            w.counter(name, *pid, c.ts, series, c.value);
         }
     }
     let hargs = health_args(trace);
@@ -279,6 +282,19 @@ fn side_events(trace: &Trace, tl: &Timeline, w: &mut EventWriter<'_>) {
     let row = Row { pid: 0, tid: 0 };
     w.instant(&InstantEvent { cat: "cutr", name: &name, row, ts: tl.span.0, global: true, args: &hargs });
     metadata_events(trace, tl, w, tl.span.0);
+}
+
+/// Each metric counter series' Chrome JSON counter: its track's short name with the unit (`SM Issue (%)`), its
+/// GPU's pid, and as the one series the model's name of it (`PM: sm__inst_executed_realtime... (percent)`, what
+/// `stats` and Parquet call it), which the viewer shows beside each value.
+fn counter_rows<'t>(trace: &'t Trace, tl: &Timeline) -> HashMap<(ProcId, u32, NameId), (String, i64, &'t str)> {
+    tl.counter_track
+        .iter()
+        .map(|(&key, &t)| {
+            let (track, raw) = (&tl.tracks[t as usize], trace.names.get(key.2));
+            (key, (with_unit(&track.name, &counter_name(raw).unit), track.json_pid, raw))
+        })
+        .collect()
 }
 
 /// The step counters (device memory in use, unified memory migration rates) as counter events on their GPU's

@@ -17,8 +17,10 @@
 
 use std::cell::RefCell;
 
+use super::descriptor_fields::{counter_unit, track};
 use crate::args::{Arg, ArgKey, Category, Value};
 use crate::protobuf as pb;
+use crate::timeline::Unit;
 
 /// `TracePacket` fields.
 mod packet {
@@ -114,10 +116,12 @@ pub enum TrackKind {
     Process { pid: u32, name: String },
     /// A host thread of a process.
     Thread { pid: u32, tid: u32, name: String },
-    /// Any other track (context, stream, NVTX lane), under `parent`.
-    Custom { name: String },
-    /// A counter track.
-    Counter { name: String, unit_name: String },
+    /// Any other track (context, stream, NVTX lane), under `parent`. `ordered_children`: its children are shown
+    /// in the order of their [`TrackDescriptor::sibling_order`], not by name.
+    Custom { name: String, ordered_children: bool },
+    /// A counter track: the unit of its values, and what it is (shown by the viewer beside the name; empty:
+    /// none).
+    Counter { name: String, unit: Unit, description: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,6 +130,8 @@ pub struct TrackDescriptor {
     pub uuid: u64,
     pub parent: Option<u64>,
     pub kind: TrackKind,
+    /// The track's place among its siblings, where their parent orders its children.
+    pub sibling_order: Option<i32>,
 }
 
 /// A DebugAnnotation's value field.
@@ -188,11 +194,22 @@ pub fn write_descriptors(tracks: &[TrackDescriptor], seq_id: u32, out: &mut Vec<
                             pb::string(td, 5, name);
                         });
                     }
-                    TrackKind::Custom { name } => pb::string(d, 2, name),
-                    TrackKind::Counter { name, unit_name } => {
+                    TrackKind::Custom { name, ordered_children } => {
                         pb::string(d, 2, name);
-                        pb::message(d, 8, |c| pb::string(c, 6, unit_name));
+                        if *ordered_children {
+                            pb::uint(d, track::CHILD_ORDERING, track::ORDER_EXPLICIT);
+                        }
                     }
+                    TrackKind::Counter { name, unit, description } => {
+                        pb::string(d, 2, name);
+                        if !description.is_empty() {
+                            pb::string(d, track::DESCRIPTION, description);
+                        }
+                        pb::message(d, 8, |c| counter_unit(c, unit));
+                    }
+                }
+                if let Some(rank) = t.sibling_order {
+                    pb::int(d, track::SIBLING_ORDER_RANK, rank as i64);
                 }
             });
         });
@@ -327,7 +344,7 @@ impl Shard {
             let iid = self.next_arg_iid;
             self.next_arg_iid += 1;
             self.arg_iids[k] = iid;
-            let name = key.name();
+            let name = key.perfetto_name();
             pb::message(&mut self.pending, 3, |e| {
                 pb::uint(e, 1, iid as u64);
                 pb::string(e, 2, name);

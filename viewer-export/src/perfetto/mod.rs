@@ -3,18 +3,20 @@
 //! the counters (device memory in use, unified memory migration rates, counter samples). Args are Perfetto's own
 //! choice: what a slice's track, name or arrow already states is left out.
 
+mod descriptor_fields;
 mod encoder;
 
 use std::io;
 
 use cutr_model::Trace;
 use cutr_model::timing::timed_with;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::args::{Arg, ArgKey, Category, Value};
 use crate::gpu_args;
 use crate::output::Output;
 use crate::slice;
-use crate::timeline::{Item, Src, Timeline, TrackRole, health_args};
+use crate::timeline::{Item, Src, Timeline, TrackRole, Unit, counter_name, health_args};
 
 pub use encoder::{
     COMPRESS_BATCH, Instant, Name, Shard, SliceBegin, TrackDescriptor, TrackKind, write_descriptors, write_epoch,
@@ -36,7 +38,7 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, compress: bo
     let epoch = epoch(tl);
     let mut desc = Vec::new();
     write_epoch(epoch, 1, &mut desc);
-    write_descriptors(&descriptors(tl), 1, &mut desc);
+    write_descriptors(&descriptors(trace, tl), 1, &mut desc);
     out.write(&desc)?;
     let n_shards = tl.shards.len();
     let health = health_args(trace);
@@ -55,26 +57,44 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, compress: bo
     Ok(())
 }
 
-fn descriptors(tl: &Timeline) -> Vec<TrackDescriptor> {
+/// Every track's descriptor. Counter tracks carry their unit; a GPU's metric tracks, the model's name of their
+/// series as their description (what `stats` and Parquet call it) and their place in the GPU metrics block,
+/// whose children are shown in that order.
+fn descriptors(trace: &Trace, tl: &Timeline) -> Vec<TrackDescriptor> {
+    // Per GPU metrics track, the rank of its next child: the tracks are made in display order.
+    let mut next_rank: HashMap<u32, i32> = HashMap::default();
     tl.tracks
         .iter()
         .enumerate()
-        .map(|(i, t)| TrackDescriptor {
-            uuid: uuid(i as u32),
-            parent: t.parent.map(uuid),
-            kind: match &t.role {
-                TrackRole::HostProcess { pid, .. } => TrackKind::Process { pid: *pid, name: t.name.clone() },
-                TrackRole::Gpu { .. } => TrackKind::Process { pid: t.pid, name: t.name.clone() },
-                TrackRole::Thread { pid, tid, .. } => TrackKind::Thread { pid: *pid, tid: *tid, name: t.name.clone() },
+        .map(|(i, t)| {
+            let name = t.name.clone();
+            let kind = match &t.role {
+                TrackRole::HostProcess { pid, .. } => TrackKind::Process { pid: *pid, name },
+                TrackRole::Gpu { .. } => TrackKind::Process { pid: t.pid, name },
+                TrackRole::Thread { pid, tid, .. } => TrackKind::Thread { pid: *pid, tid: *tid, name },
                 TrackRole::Memory { .. } | TrackRole::MemoryOfClass { .. } => {
-                    TrackKind::Counter { name: t.name.clone(), unit_name: "bytes".into() }
+                    TrackKind::Counter { name, unit: Unit::Bytes, description: String::new() }
                 }
                 TrackRole::UmRate { kind, .. } => {
-                    TrackKind::Counter { name: t.name.clone(), unit_name: crate::timeline::rate_unit(*kind).into() }
+                    let unit = Unit::Named(crate::timeline::rate_unit(*kind).into());
+                    TrackKind::Counter { name, unit, description: String::new() }
                 }
-                TrackRole::Counter { .. } => TrackKind::Counter { name: t.name.clone(), unit_name: String::new() },
-                _ => TrackKind::Custom { name: t.name.clone() },
-            },
+                TrackRole::Counter { series, .. } => {
+                    let raw = trace.names.get(*series);
+                    TrackKind::Counter { name, unit: counter_name(raw).unit, description: raw.to_string() }
+                }
+                TrackRole::GpuMetrics { .. } => TrackKind::Custom { name, ordered_children: true },
+                _ => TrackKind::Custom { name, ordered_children: false },
+            };
+            let sibling_order = match (&t.role, t.parent) {
+                (TrackRole::Counter { .. }, Some(parent)) => {
+                    let rank = next_rank.entry(parent).or_default();
+                    *rank += 1;
+                    Some(*rank - 1)
+                }
+                _ => None,
+            };
+            TrackDescriptor { uuid: uuid(i as u32), parent: t.parent.map(uuid), kind, sibling_order }
         })
         .collect()
 }
@@ -132,9 +152,8 @@ fn shard(trace: &Trace, tl: &Timeline, s: usize, compress: bool, health: &[(&str
     shard.into_bytes()
 }
 
-/// The args of a slice in the Perfetto trace: Kineto's, less what the track, name or arrow already states
-/// (blocks and warps per SM, which grid and the device's SMs give; an API call's cbid, its name; a zero
-/// `queued`); the correlation id on every record, so trace processor queries can join by it.
+/// The args of a slice in the Perfetto trace: Kineto's, the same keys the Chrome JSON has (a user comparing the
+/// two sees the same fields), and the correlation id on every record, so trace processor queries can join by it.
 fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<Arg<'t>>) {
     use Value::*;
     out.clear();
@@ -148,14 +167,12 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
             if user != 0 {
                 out.push(Arg::new(ArgKey::UserAnnotation, UInt(user)));
             }
-            if k.queued != 0 {
-                out.push(Arg::new(ArgKey::Queued, UInt(k.queued)));
-            }
+            out.push(Arg::new(ArgKey::Queued, UInt(k.queued)));
             out.push(Arg::new(ArgKey::Device, UInt(k.device as u64)));
             out.push(Arg::new(ArgKey::Context, UInt(k.context as u64)));
             out.push(Arg::new(ArgKey::Stream, UInt(k.stream as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(k.correlation as u64)));
-            gpu_args::kernel_launch(trace, k, false, out);
+            gpu_args::kernel_launch(trace, k, out);
             gpu_args::capture(trace, tl, it.src(), out);
         }
         Src::Memcpy(i) => {
@@ -180,6 +197,7 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
             if op != 0 {
                 out.push(Arg::new(ArgKey::ExternalId, UInt(op)));
             }
+            out.push(Arg::new(ArgKey::Cbid, UInt(a.cbid as u64)));
             out.push(Arg::new(ArgKey::Correlation, UInt(a.correlation as u64)));
             if a.return_value != 0 {
                 out.push(Arg::new(ArgKey::ReturnValue, UInt(a.return_value as u64)));
@@ -215,8 +233,8 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
         Src::Replay(i) => {
             out.push(Arg::new(ArgKey::Correlation, UInt(tl.graphs.replays[i as usize].launch.correlation as u64)))
         }
-        // The name says the range, the track the stream.
-        Src::Annotation(_) => {}
+        // As the Chrome JSON: the device (the name says the range, the track the stream).
+        Src::Annotation(i) => out.push(Arg::new(ArgKey::Device, UInt(tl.annotations[i as usize].device as u64))),
         Src::Health => {}
     }
 }

@@ -5,10 +5,13 @@
 //! overlap without nesting move to overflow lanes (`lanes`); each track's slices are cut into shards
 //! (`shards`); the arrows are counted per launch (`flows`), CUDA graph replays tied to their capture
 //! (`graphs`), NVTX ranges laid over the GPU work they launched (`annotations`); the names that are not in the
-//! model are resolved once (`labels`).
+//! model are resolved once (`labels`); counter series get short names, units and an order in their GPU's
+//! metrics block (`counter_names`, `gpu_metrics`).
 
 mod annotations;
+pub mod counter_names;
 mod flows;
+mod gpu_metrics;
 pub mod graphs;
 mod grouping;
 mod item;
@@ -24,7 +27,9 @@ use cutr_model::timing::{mark, timed};
 use cutr_model::{NameId, ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;
 
+pub use counter_names::{CounterName, MetricGroup, Unit, counter_name};
 pub use flows::Flows;
+pub use gpu_metrics::GPU_METRICS;
 pub use item::{Item, MAX_OVERHEADS, MAX_RANGES, MAX_ROWS_PER_KIND, Src};
 pub use labels::{LabelNames, Labels, health_args, health_name};
 pub use shards::ShardRange;

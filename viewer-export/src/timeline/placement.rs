@@ -128,8 +128,9 @@ fn gpu_rows(maker: &mut TrackMaker<'_>, trace: &Trace) -> (Vec<u32>, Vec<u32>, V
     )
 }
 
-/// NVTX ranges on their threads' tracks (in start order), synchronizations on their stream's sync track (or the
-/// context's device-wide one).
+/// NVTX ranges on their threads' tracks (in start order), synchronizations on their stream's sync track, or the
+/// context's sync track: syncs of no one stream (context and event syncs), and those of a stream that ran no GPU
+/// work (a row beside a stream that has no row would stand alone; the `stream` arg still says which).
 fn ranges_and_syncs(
     maker: &mut TrackMaker<'_>,
     trace: &Trace,
@@ -141,9 +142,13 @@ fn ranges_and_syncs(
     }
     let mut sync_tracks: HashMap<(ProcId, u32, u32), u32> = HashMap::default();
     let sync_key = |i: usize| (trace.syncs[i].proc, trace.syncs[i].context, trace.syncs[i].stream);
-    for ((proc, context, stream), _) in first_seen(trace.syncs.len(), sync_key) {
+    let keys = first_seen(trace.syncs.len(), sync_key);
+    let busy =
+        if keys.iter().any(|((_, _, stream), _)| *stream != u32::MAX) { streams_with_work(trace) } else { Vec::new() };
+    for ((proc, context, stream), _) in keys {
         let device = ctx_device.get(&(proc, context)).copied().unwrap_or(0);
-        sync_tracks.insert((proc, context, stream), maker.sync(proc, device, context, stream));
+        let on = if busy.binary_search(&(proc, context, stream)).is_ok() { stream } else { u32::MAX };
+        sync_tracks.insert((proc, context, stream), maker.sync(proc, device, context, on));
     }
     let range_tracks: Vec<u32> = trace.ranges.par_iter().map(|r| range_threads[&(r.proc, r.tid)]).collect();
     let sync: Vec<u32> = trace.syncs.par_iter().map(|s| sync_tracks[&(s.proc, s.context, s.stream)]).collect();
@@ -152,6 +157,26 @@ fn ranges_and_syncs(
     range_order.par_sort_by_key(|&i| trace.ranges[i as usize].start);
     let range: Vec<u32> = range_order.par_iter().map(|&i| range_tracks[i as usize]).collect();
     (range_order, range, sync)
+}
+
+/// The (file, context, stream) of every stream that ran a kernel, copy or memset.
+fn streams_with_work(trace: &Trace) -> Vec<(ProcId, u32, u32)> {
+    let kernels = first_seen(trace.kernels.len(), |i| {
+        let k = &trace.kernels[i];
+        (k.proc, k.context, k.stream)
+    });
+    let memcpys = first_seen(trace.memcpys.len(), |i| {
+        let m = &trace.memcpys[i];
+        (m.proc, m.context, m.stream)
+    });
+    let memsets = first_seen(trace.memsets.len(), |i| {
+        let m = &trace.memsets[i];
+        (m.proc, m.context, m.stream)
+    });
+    let mut all: Vec<_> = kernels.into_iter().chain(memcpys).chain(memsets).map(|(key, _)| key).collect();
+    all.sort_unstable();
+    all.dedup();
+    all
 }
 
 /// The tracks of counters: (file, device) -> memory track; (file, device, series) -> counter track.
@@ -168,12 +193,7 @@ fn other_rows(maker: &mut TrackMaker<'_>, trace: &Trace, span: (u64, u64)) -> (V
     for m in &trace.memory {
         memory_track.insert((m.proc, m.device), maker.memory(m.proc, m.device));
     }
-    let mut counter_track = HashMap::default();
-    for c in &trace.counters {
-        counter_track
-            .entry((c.proc, c.device, c.series))
-            .or_insert_with(|| maker.counter(c.proc, c.device, c.series, trace.names.get(c.series)));
-    }
+    let counter_track = super::gpu_metrics::counter_tracks(maker, trace);
     items.push(Item::new(maker.health(), span.0, span.1.max(span.0), Src::Health));
     for ((proc, tid), _) in first_seen(trace.marks.len(), |i| (trace.marks[i].proc, trace.marks[i].tid)) {
         maker.thread(proc, tid);

@@ -1,7 +1,7 @@
 //! The tracks of a timeline: host processes and their threads, GPUs with their contexts and streams, a
 //! synchronization track per context, CUPTI overhead, device memory counters, the recording-health track, and
-//! overflow lanes (the unified memory tracks are made in `um`). Each track knows its place in the hierarchy
-//! (Perfetto) and its Chrome JSON row (Kineto's pid/tid conventions).
+//! overflow lanes (the unified memory tracks are made in `um`, the GPU metrics in `gpu_metrics`). Each track
+//! knows its place in the hierarchy (Perfetto) and its Chrome JSON row (Kineto's pid/tid conventions).
 
 use cutr_model::{ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;
@@ -59,7 +59,12 @@ pub enum TrackRole {
         proc: ProcId,
         device: u32,
     },
-    /// One series of counter samples of a GPU (`cutr_model::counters`).
+    /// The parent of a GPU's metric counter tracks ([`TrackRole::Counter`]), under the GPU (`gpu_metrics`).
+    GpuMetrics {
+        proc: ProcId,
+        device: u32,
+    },
+    /// One series of counter samples of a GPU (`cutr_model::counters`), under its GPU's [`TrackRole::GpuMetrics`].
     Counter {
         proc: ProcId,
         device: u32,
@@ -360,8 +365,9 @@ impl<'t> TrackMaker<'t> {
     }
 
     /// The track of a synchronization: a stream's syncs beside the stream (under its context), on Kineto's row
-    /// `stream N (sync)`; syncs of no one stream (`u32::MAX`: context and event syncs) on a per-context track under
-    /// the GPU, on Kineto's device-wide row (tid 1).
+    /// `stream N (sync)`; the rest (`u32::MAX`: context and event syncs, and the placement's syncs of streams that
+    /// ran no GPU work) on a per-context track `syncs (context C)` under the GPU, on Kineto's device-wide row
+    /// (tid 1).
     pub fn sync(&mut self, proc: ProcId, device: u32, context: u32, stream: u32) -> u32 {
         let gpu = self.gpu(proc, device);
         let json_pid = self.set.tracks[gpu as usize].json_pid;
@@ -370,7 +376,7 @@ impl<'t> TrackMaker<'t> {
             return self.set.get(role.clone(), |_| Track {
                 role,
                 parent: Some(gpu),
-                name: format!("device-wide syncs (context {context})"),
+                name: format!("syncs (context {context})"),
                 json_pid,
                 json_tid: DEVICE_SYNC_TID,
                 pid: 0,
@@ -485,22 +491,6 @@ impl TrackMaker<'_> {
             json_tid: stream as i64,
             pid: 0,
             flat: false,
-        })
-    }
-
-    /// The counter track of one series of a GPU, under the GPU, named by the series.
-    pub fn counter(&mut self, proc: ProcId, device: u32, series: cutr_model::NameId, name: &str) -> u32 {
-        let gpu = self.gpu(proc, device);
-        let json_pid = self.set.tracks[gpu as usize].json_pid;
-        let role = TrackRole::Counter { proc, device, series };
-        self.set.get(role.clone(), |_| Track {
-            role,
-            parent: Some(gpu),
-            name: name.to_string(),
-            json_pid,
-            json_tid: 0,
-            pid: 0,
-            flat: true,
         })
     }
 }

@@ -152,19 +152,7 @@ impl Scenario {
 
 /// A process entry for a trace built by hand.
 pub(super) fn process() -> Process {
-    Process {
-        path: "probe.cutr".into(),
-        meta: Arc::new(SessionMetadata::default()),
-        pid: PID,
-        time: Default::default(),
-        loss: Default::default(),
-        problems: Vec::new(),
-        recovery: None,
-        warnings: Vec::new(),
-        stats: JoinStats::default(),
-        api_names: Default::default(),
-        thread_names: Default::default(),
-    }
+    Process { path: "probe.cutr".into(), meta: Arc::new(SessionMetadata::default()), pid: PID, ..Default::default() }
 }
 
 /// The scenario as the rows a load of its file makes, its events pending (`recorded`: the file had `graphs`
