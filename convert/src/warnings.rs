@@ -64,6 +64,8 @@ fn join_warnings(s: &JoinStats, filter: &Filter) -> Vec<String> {
         (true, s.graph_events_lost, "CUDA graph events were lost by the recorder"),
         (true, s.graph_nodes_without_api, "CUDA graph nodes were made outside any recorded API call"),
         (true, s.graph_events_unjoined, "CUDA graph events repeat a creation or name a node no event made"),
+        (true, s.recorder_thread_records, "records made on the recorder's own threads (cutr-*) left out"),
+        (true, s.recorder_thread_launches, "GPU records were launched from the recorder's own threads (kept)"),
     ];
     warnings.iter().filter(|(on, n, _)| *on && *n > 0).map(|(_, n, what)| format!("{n} {what}")).collect()
 }

@@ -109,6 +109,11 @@ pub struct JoinStats {
     /// Graph events that could not be used: a graph, node or executable made twice, or a clone, update or
     /// dependency naming a node no event made.
     pub graph_events_unjoined: u64,
+    /// Records made on the recorder's own threads (`cutr-*`: API calls, NVTX markers, CUPTI overhead), left out
+    /// of every table ([`crate::recorder_threads`]).
+    pub recorder_thread_records: u64,
+    /// GPU records (kernels, copies, memsets) launched by a call on a recorder thread: kept, with their calls.
+    pub recorder_thread_launches: u64,
 }
 
 impl JoinStats {
@@ -131,6 +136,8 @@ impl JoinStats {
         self.graph_events_lost = self.graph_events_lost.saturating_add(o.graph_events_lost);
         self.graph_nodes_without_api += o.graph_nodes_without_api;
         self.graph_events_unjoined += o.graph_events_unjoined;
+        self.recorder_thread_records += o.recorder_thread_records;
+        self.recorder_thread_launches += o.recorder_thread_launches;
     }
 }
 
