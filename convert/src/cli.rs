@@ -72,6 +72,10 @@ pub struct ConvertArgs {
     /// Keep only these kinds: kernel, memcpy, memset, runtime, driver, sync, nvtx, overhead, memory, event.
     #[arg(long, value_delimiter = ',')]
     pub kinds: Vec<String>,
+    /// Draw every driver API call. By default the timeline leaves out the driver calls made inside a runtime call
+    /// on the same thread (the runtime's own, as Nsight Systems does) and says how many; `stats` counts them all.
+    #[arg(long)]
+    pub driver_calls: bool,
     /// Print nothing but errors and warnings.
     #[arg(short, long)]
     pub quiet: bool,

@@ -47,6 +47,12 @@ fn converts_a_fixture_with_one_summary_line() {
     // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the device-wide syncs, CUPTI overhead
     // and the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost).
     assert!(lines[0].contains(" bytes): 805 slices, 212 arrows, 20 tracks in "), "{lines:?}");
+    // --driver-calls draws every driver call: the same 805 here, as CUDA 13's CUPTI recorded none of the 177
+    // inside a runtime call (tests/tests/driver_calls.rs hides some), and the line says none was left out.
+    let all = dir.path().join("all.pftrace");
+    let o = run(&[path_str(&fixture("cuda_workload.cutr")), "--perfetto", "--driver-calls", "-o", path_str(&all)]);
+    let all_lines = stderr_lines(&o);
+    assert!(all_lines[0].contains(" bytes): 805 slices, 212 arrows, 20 tracks in "), "{all_lines:?}");
     // The default is compressed packets; --no-compress writes them plain (exact sizes, this fixture).
     let plain = dir.path().join("plain.pftrace");
     let o =
