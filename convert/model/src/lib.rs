@@ -43,6 +43,7 @@ mod names;
 mod nvtx;
 pub mod occupancy;
 pub mod par;
+pub mod recorder_threads;
 pub mod rows;
 pub mod stall_rates;
 pub mod timebase;
