@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use cutr_format::Reader;
 use cutr_model::{Filter, LoadOptions, TimeBase, load_prefetched, open_inputs, timing};
 use cutr_viewer_export::timeline::slice_rows;
-use cutr_viewer_export::{ExportOptions, Format, export, shard_slices_for};
+use cutr_viewer_export::{DriverCalls, ExportOptions, Format, export, shard_slices_for};
 
 use crate::cli::{ConvertArgs, kinds, parse_time, usage};
 use crate::progress::ProgressBar;
@@ -64,6 +64,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         compress_packets: !a.no_compress,
         shard_slices: shard_slices_for(slice_rows(&trace), format),
         progress: bar.export_progress(),
+        driver_calls: if a.driver_calls { DriverCalls::All } else { DriverCalls::Direct },
     };
     let summary = export(&trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
     bar.clear();
@@ -76,8 +77,13 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         );
     }
     if !a.quiet {
+        // The calls the timeline leaves out by default are said, so that fewer slices than calls is no surprise.
+        let hidden = match summary.driver_calls_hidden {
+            0 => String::new(),
+            n => format!(" ({n} driver calls inside runtime calls left out: --driver-calls draws them)"),
+        };
         eprintln!(
-            "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks in {:.3} s",
+            "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks{hidden} in {:.3} s",
             output.display(),
             summary.bytes,
             summary.slices,

@@ -71,6 +71,8 @@ fn join_warnings(s: &JoinStats, filter: &Filter) -> Vec<String> {
             s.pc_samples_unplaced,
             "PC samples are of kernels with no recorded run on their GPU: in no stall-rate track",
         ),
+        (true, s.recorder_thread_records, "records made on the recorder's own threads (cutr-*) left out"),
+        (true, s.recorder_thread_launches, "GPU records were launched from the recorder's own threads (kept)"),
     ];
     warnings.iter().filter(|(on, n, _)| *on && *n > 0).map(|(_, n, what)| format!("{n} {what}")).collect()
 }

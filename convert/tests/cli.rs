@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 20_648;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 56_566;
+const CUDA_WORKLOAD_PFTRACE: u64 = 20_671;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 56_639;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -48,6 +48,12 @@ fn converts_a_fixture_with_one_summary_line() {
     // the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost), and beside
     // each of the 5 streams its NVTX ranges' GPU spans (75 of the 880 slices).
     assert!(lines[0].contains(" bytes): 880 slices, 212 arrows, 25 tracks in "), "{lines:?}");
+    // --driver-calls draws every driver call: the same 880 here, as CUDA 13's CUPTI recorded none of the 177
+    // inside a runtime call (tests/tests/driver_calls.rs hides some), and the line says none was left out.
+    let all = dir.path().join("all.pftrace");
+    let o = run(&[path_str(&fixture("cuda_workload.cutr")), "--perfetto", "--driver-calls", "-o", path_str(&all)]);
+    let all_lines = stderr_lines(&o);
+    assert!(all_lines[0].contains(" bytes): 880 slices, 212 arrows, 25 tracks in "), "{all_lines:?}");
     // The default is compressed packets; --no-compress writes them plain (exact sizes, this fixture).
     let plain = dir.path().join("plain.pftrace");
     let o =
@@ -373,7 +379,7 @@ fn export_reports_progress_shard_by_shard() {
             // kernel with the Chrome JSON's args: device, context, stream, correlation, queued, occupancy, shared
             // memory total and split, blocks and warps per SM; every API call its cbid; the NVTX ranges' GPU spans
             // their device), 17.9 as compressed packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 502_637 } else { 2_586_411 });
+            assert_eq!(summary.bytes, if compress_packets { 502_660 } else { 2_586_484 });
         }
         let total = 22 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);

@@ -112,7 +112,7 @@ fn install_signals() {
     REQUEST_FD.store(req[1], Ordering::Release);
     DONE_FD.store(done[0], Ordering::Release);
     let (req_read, done_write) = (req[0], done[1]);
-    let spawned = std::thread::Builder::new().name("cutr-signal".into()).spawn(move || {
+    let spawned = crate::threads::spawn("cutr-signal", move || {
         loop {
             let mut b = [0u8; 1];
             // SAFETY: reading one byte into a valid buffer.

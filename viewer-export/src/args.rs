@@ -106,10 +106,12 @@ pub enum ArgKey {
     CapturedIn,
     CapturedBy,
     CapturedNodeId,
+    /// On a runtime call: the driver calls inside it that the timeline leaves out.
+    DriverCallsHidden,
 }
 
 impl ArgKey {
-    pub const COUNT: usize = 53;
+    pub const COUNT: usize = 54;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -166,6 +168,7 @@ impl ArgKey {
             ArgKey::CapturedIn => "captured in",
             ArgKey::CapturedBy => "captured by",
             ArgKey::CapturedNodeId => "captured node id",
+            ArgKey::DriverCallsHidden => "driver calls hidden",
         }
     }
 
@@ -221,7 +224,7 @@ mod tests {
     #[test]
     fn keys_and_categories_are_numbered_densely() {
         // The Perfetto writer interns by number: every key's number is below COUNT.
-        assert_eq!(ArgKey::CapturedNodeId as usize + 1, ArgKey::COUNT);
+        assert_eq!(ArgKey::DriverCallsHidden as usize + 1, ArgKey::COUNT);
         assert_eq!(Category::GraphReplayAnnotation as usize + 1, Category::COUNT);
         assert_eq!(ArgKey::Bandwidth.name(), "memory bandwidth (GB/s)");
         // Kineto's one dotted key gets a Perfetto spelling without the dot (Perfetto nests at dots).

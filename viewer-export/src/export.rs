@@ -10,7 +10,7 @@ use cutr_model::timing::{mark, note, timed};
 use serde::Serialize;
 
 use crate::output::Output;
-use crate::timeline::{self, Timeline};
+use crate::timeline::{self, DriverCalls, Timeline};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -29,6 +29,8 @@ pub struct ExportOptions {
     pub shard_slices: usize,
     /// Told where the export stands (for a progress bar).
     pub progress: Option<Progress>,
+    /// Which driver API calls to draw: by default those not inside a runtime call (`--driver-calls`: all).
+    pub driver_calls: DriverCalls,
 }
 
 impl Default for ExportOptions {
@@ -39,6 +41,7 @@ impl Default for ExportOptions {
             compress_packets: true,
             shard_slices: 50_000,
             progress: None,
+            driver_calls: DriverCalls::default(),
         }
     }
 }
@@ -70,6 +73,8 @@ pub struct ExportSummary {
     pub tracks: usize,
     pub shards: usize,
     pub overflow_lanes: u32,
+    /// Driver calls inside runtime calls, left out of the timeline ([`ExportOptions::driver_calls`]).
+    pub driver_calls_hidden: u64,
     /// NVTX ranges' GPU spans past what one conversion can lay out, not drawn.
     pub annotation_spans_dropped: u64,
 }
@@ -100,7 +105,7 @@ pub fn export(trace: &Trace, path: &Path, opts: &ExportOptions) -> io::Result<Ex
     if let Some(why) = timeline::too_large(trace) {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{why}; use --start/--end or --kinds")));
     }
-    let tl = Timeline::build(trace, opts.shard_slices.max(1));
+    let tl = Timeline::build_with(trace, opts.shard_slices.max(1), opts.driver_calls);
     mark("layout");
     note(|| {
         let largest = tl.shards.iter().map(|s| s.end - s.start).max().unwrap_or(0);
@@ -130,6 +135,7 @@ pub fn export(trace: &Trace, path: &Path, opts: &ExportOptions) -> io::Result<Ex
         tracks: tl.tracks.len(),
         shards: tl.shards.len(),
         overflow_lanes: tl.overflow_lanes,
+        driver_calls_hidden: tl.driver_calls.hidden,
         annotation_spans_dropped: tl.annotations_dropped,
     })
 }

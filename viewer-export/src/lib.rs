@@ -14,4 +14,4 @@ mod slice;
 pub mod timeline;
 
 pub use export::{ExportOptions, ExportSummary, Format, Progress, Stage, export, shard_slices_for};
-pub use timeline::Timeline;
+pub use timeline::{DriverCalls, Timeline};

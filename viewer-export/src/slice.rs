@@ -48,13 +48,16 @@ pub(crate) fn flow_in(trace: &Trace, tl: &Timeline, it: &Item) -> Option<u64> {
     (k != Flows::NONE).then(|| key.flow_id(k, trace.processes.len() as u64))
 }
 
-/// The arrows starting at an API call (one per GPU record it launched), into `out`.
+/// The arrows starting at an API call (one per GPU record it launched, and per record a hidden driver call
+/// inside it launched), into `out`.
 pub(crate) fn flows_out(trace: &Trace, tl: &Timeline, it: &Item, out: &mut Vec<u64>) {
     out.clear();
     if let Src::Api(i) = it.src() {
-        let key = trace.apis[i as usize].corr();
         let files = trace.processes.len() as u64;
-        out.extend((0..tl.flows.api[i as usize]).map(|k| key.flow_id(k, files)));
+        for &call in std::iter::once(&i).chain(tl.driver_calls.adopted(i)) {
+            let key = trace.apis[call as usize].corr();
+            out.extend((0..tl.flows.api[call as usize]).map(|k| key.flow_id(k, files)));
+        }
     }
 }
 

@@ -6,9 +6,12 @@ batch on the GPU, cross-entropy loss, AdamW (foreach). A few hundred small kerne
 step after the first (AdamW creates its state in step 1, which is why warm-up steps run first).
 
 NVTX (torch.cuda.nvtx.range_push/pop): warm-up steps are "warmup i"; measured steps are "step i" (i = 0..steps-1),
-each containing "forward", "backward" and "optimizer".
+each containing "forward", "backward" and "optimizer". With --annotations record_function the same regions are
+torch.profiler.record_function ranges instead, which the PyTorch profiler (Kineto) writes as `user_annotation`
+and `gpu_user_annotation` events: the Kineto baseline of the NVTX ranges cutr records.
 
     python3 train_loop.py [--steps N] [--warmup W] [--mode plain|profiler] [--trace-out PATH]
+                          [--annotations nvtx|record_function]
 
 Prints one JSON line on stdout: steps, seconds of the measured steps (torch.cuda.synchronize before and after,
 time.perf_counter), and in profiler mode the profiled-region time (entering the profiler to leaving it, which
@@ -82,6 +85,7 @@ def parse():
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--annotations", choices=["nvtx", "record_function"], default="nvtx")
     a = p.parse_args()
     if a.steps < 1 or a.warmup < 1:
         p.error("--steps and --warmup must be >= 1 (warm-up step 1 creates the optimizer state)")
@@ -105,21 +109,20 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
     x = torch.randn(a.batch, a.seq, d_in, device=dev)
     y = torch.randint(0, classes, (a.batch,), device=dev)
-    nvtx = torch.cuda.nvtx
+    if a.annotations == "nvtx":
+        region = torch.cuda.nvtx.range
+    else:
+        region = torch.profiler.record_function
 
     def step(label):
-        nvtx.range_push(label)
-        nvtx.range_push("forward")
-        loss = F.cross_entropy(model(x), y)
-        nvtx.range_pop()
-        nvtx.range_push("backward")
-        loss.backward()
-        nvtx.range_pop()
-        nvtx.range_push("optimizer")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        nvtx.range_pop()
-        nvtx.range_pop()
+        with region(label):
+            with region("forward"):
+                loss = F.cross_entropy(model(x), y)
+            with region("backward"):
+                loss.backward()
+            with region("optimizer"):
+                opt.step()
+                opt.zero_grad(set_to_none=True)
         return loss
 
     for i in range(a.warmup):
@@ -150,6 +153,7 @@ def main():
         "device": torch.cuda.get_device_name(dev),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "annotations": a.annotations,
     }
     if a.mode == "plain":
         seconds, loss = measured()

@@ -61,6 +61,9 @@ pub struct InfoReport {
     /// from them), and how many have no build id (their functions cannot be named: the file could have changed).
     pub mappings: usize,
     pub mappings_without_build_id: usize,
+    /// The recorder's own threads (`cutr-*`, by tid), whose records every other command leaves out
+    /// ([`cutr_model::recorder_threads`]).
+    pub recorder_threads: BTreeMap<u32, String>,
     pub chunks: BTreeMap<String, u64>,
     pub records_total: u64,
     pub records: Vec<KindCount>,
@@ -187,6 +190,12 @@ pub fn report(reader: &Reader) -> InfoReport {
             .collect(),
         mappings: meta.mappings.len(),
         mappings_without_build_id: meta.mappings.iter().filter(|m| m.build_id.is_empty()).count(),
+        recorder_threads: reader
+            .thread_names()
+            .iter()
+            .filter(|(_, name)| cutr_model::recorder_threads::is_recorder_thread(name))
+            .map(|(&tid, name)| (tid, name.clone()))
+            .collect(),
         chunks,
         records_total,
         records,
@@ -276,6 +285,10 @@ pub fn render_text(r: &InfoReport) -> String {
         let without = r.mappings_without_build_id;
         let ids = if without > 0 { format!(", {without} without a build id") } else { String::new() };
         line(&mut o, "mappings", format!("{} executable (host code of CPU page faults){ids}", r.mappings));
+    }
+    if !r.recorder_threads.is_empty() {
+        let threads: Vec<String> = r.recorder_threads.iter().map(|(tid, name)| format!("{name} {tid}")).collect();
+        line(&mut o, "recorder", format!("threads {}: what they call is left out of every output", threads.join(", ")));
     }
     let chunk_list: Vec<String> = r.chunks.iter().map(|(k, v)| format!("{k} {v}")).collect();
     line(&mut o, "chunks", format!("{} ({})", r.chunks.values().sum::<u64>(), chunk_list.join(", ")));

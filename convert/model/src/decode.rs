@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::load::Filter;
+use crate::recorder_threads::RecorderThreads;
 use crate::rows::{ApiCall, CudaEvent, Kernel, Memcpy, MemoryOp, Memset, Overhead, Sync, UmEvent, UmKind};
 use crate::timebase::TimeBase;
 use crate::timing;
@@ -43,6 +44,8 @@ pub(crate) struct ChunkRows {
     pub overheads: Vec<Overhead>,
     pub memory: Vec<MemoryOp>,
     pub um: Vec<UmEvent>,
+    /// API calls made on the recorder's threads, set aside ([`crate::recorder_threads`]).
+    pub recorder_calls: Vec<ApiCall>,
     /// Records per CUPTI kind (every record of the chunk, decoded or not).
     pub per_kind: Vec<(u32, u64)>,
     pub counts: ChunkCounts,
@@ -63,6 +66,8 @@ pub(crate) struct ChunkCounts {
     pub unparsed: u64,
     /// Unified memory records whose counter kind is outside CUDA 13's (unknown, or damaged).
     pub um_unknown_kind: u64,
+    /// NVTX markers and CUPTI overhead made on the recorder's threads.
+    pub recorder_thread: u64,
 }
 
 impl ChunkCounts {
@@ -73,6 +78,7 @@ impl ChunkCounts {
         self.unresolved += o.unresolved;
         self.unparsed += o.unparsed;
         self.um_unknown_kind += o.um_unknown_kind;
+        self.recorder_thread += o.recorder_thread;
     }
 }
 
@@ -110,6 +116,7 @@ pub(crate) struct FileDecoder<'r> {
     pub proc: ProcId,
     pub time: TimeBase,
     pub filter: &'r Filter,
+    pub recorder: RecorderThreads,
 }
 
 /// Records of one kind decoded by one task (see [`FileDecoder::chunk`]).
@@ -146,6 +153,7 @@ impl FileDecoder<'_> {
             out.absorb(&mut p);
         }
         out.counts.unparsed = d.tail.len() as u64;
+        self.recorder.strip(&mut out);
         out
     }
 

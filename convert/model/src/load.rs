@@ -15,6 +15,8 @@ use crate::decode::{ChunkCounts, ChunkRows, FileDecoder, RawExternal, RawMarker}
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::nvtx::pair_markers;
+use crate::recorder_threads::{GpuRowsBefore, RecorderThreads};
+use crate::rows::ApiCall;
 use crate::stall_rates::{self, FileStalls};
 use crate::timebase::TimeBase;
 use crate::timing::{self, timed, timed_with};
@@ -225,7 +227,8 @@ fn load_file(
     };
     let layouts = &layouts;
     let time = TimeBase::from_clocks(r.clocks());
-    let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter };
+    let recorder = RecorderThreads::of(r.thread_names());
+    let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter, recorder };
     // Chunks whose time range is entirely outside the window are skipped without decoding.
     let outside = |c: &ChunkInfo| {
         let (a, b) = (time.to_trace(c.header.t_min), time.to_trace(c.header.t_max));
@@ -246,6 +249,7 @@ fn load_file(
         || decoder.window(first, first_ahead),
     );
     let file_stored: u64 = chunks.iter().map(|c| c.header.stored_len).sum();
+    let gpu_before = GpuRowsBefore::of(trace);
     let mut rows = FileRows::new(trace, per_kind, names, file_stored);
     let mut pending = (!first.is_empty()).then_some((first, first_rows));
     for win in windows {
@@ -259,7 +263,8 @@ fn load_file(
     if let Some((prev, done)) = pending {
         rows.append(prev, done);
     }
-    let FileRows { markers, external, mut stats, damaged, names: text_names, .. } = rows;
+    let FileRows { markers, external, mut stats, damaged, names: text_names, recorder_calls, .. } = rows;
+    crate::recorder_threads::settle(trace, proc, gpu_before, recorder_calls, &mut stats);
     let mut problems = r.problems().to_vec();
     problems.extend(damaged);
     let (mut stalls, pc_damage) = timed("PC samples", || stall_rates::read_samples(r, proc, &mut trace.names));
@@ -376,6 +381,8 @@ struct FileRows<'t> {
     stats: JoinStats,
     /// Activity chunks that failed to decode.
     damaged: Vec<Problem>,
+    /// API calls made on the recorder's threads, until the file is read.
+    recorder_calls: Vec<ApiCall>,
 }
 
 /// One kind's rows of each chunk, taken out of them.
@@ -407,6 +414,7 @@ impl<'t> FileRows<'t> {
             external: Vec::new(),
             stats: JoinStats::default(),
             damaged: Vec::new(),
+            recorder_calls: Vec::new(),
         }
     }
 
@@ -460,6 +468,7 @@ impl<'t> FileRows<'t> {
                 *self.per_kind.entry(k).or_default() += n;
             }
             counts.add(&c.counts);
+            self.recorder_calls.append(&mut c.recorder_calls);
             ok.push(c);
         }
         let s = &mut self.stats;
@@ -469,6 +478,7 @@ impl<'t> FileRows<'t> {
         s.unresolved_names += counts.unresolved;
         s.unparsed_bytes += counts.unparsed;
         s.um_unknown_kind += counts.um_unknown_kind;
+        s.recorder_thread_records += counts.recorder_thread;
         self.append_rows(ok);
     }
 

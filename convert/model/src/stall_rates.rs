@@ -93,7 +93,7 @@ pub(crate) fn read_samples(reader: &Reader, proc: ProcId, names: &mut Names) -> 
 /// load does not read them.
 pub(crate) fn whole_file_time(decoder: &FileDecoder<'_>, text_names: &[NameId]) -> FxHashMap<(u32, NameId), u64> {
     let only_kernels = Filter { kinds: vec![kinds::CONCURRENT_KERNEL, kinds::KERNEL], ..Default::default() };
-    let all = FileDecoder { filter: &only_kernels, ..*decoder };
+    let all = FileDecoder { filter: &only_kernels, recorder: decoder.recorder.clone(), ..*decoder };
     let reader = decoder.reader;
     let chunks: Vec<&ChunkInfo> = reader.activity_chunks().collect();
     chunks

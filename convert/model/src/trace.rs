@@ -120,6 +120,11 @@ pub struct JoinStats {
     /// lost, filtered out by kind, evicted from a ring): counted by `source`, drawn in no stall-rate track
     /// ([`crate::stall_rates`]).
     pub pc_samples_unplaced: u64,
+    /// Records made on the recorder's own threads (`cutr-*`: API calls, NVTX markers, CUPTI overhead), left out
+    /// of every table ([`crate::recorder_threads`]).
+    pub recorder_thread_records: u64,
+    /// GPU records (kernels, copies, memsets) launched by a call on a recorder thread: kept, with their calls.
+    pub recorder_thread_launches: u64,
 }
 
 impl JoinStats {
@@ -143,6 +148,8 @@ impl JoinStats {
         self.graph_nodes_without_api += o.graph_nodes_without_api;
         self.graph_events_unjoined += o.graph_events_unjoined;
         self.pc_samples_unplaced += o.pc_samples_unplaced;
+        self.recorder_thread_records += o.recorder_thread_records;
+        self.recorder_thread_launches += o.recorder_thread_launches;
     }
 }
 

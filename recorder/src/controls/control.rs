@@ -264,16 +264,12 @@ pub(crate) fn start(target: &'static dyn Controlled, pid: u32) -> Result<PathBuf
     let dir = socket_dir();
     let socket = Socket::bind(&dir, pid)?;
     let c = claim.clone();
-    std::thread::Builder::new()
-        .name("cutr-control".into())
-        .spawn(move || accept_loop(target, socket, c))
+    crate::threads::spawn("cutr-control", move || accept_loop(target, socket, c))
         .map_err(|e| format!("cannot start the control thread: {e}"))?;
     // Without the signals, the socket still works.
     if let Some(tap) = signals::SignalTap::install() {
         // A thread that cannot start drops the tap, which puts the signals back.
-        let _ = std::thread::Builder::new()
-            .name("cutr-control-sig".into())
-            .spawn(move || watch_signals(target, tap, claim));
+        let _ = crate::threads::spawn("cutr-control-sig", move || watch_signals(target, tap, claim));
     }
     Ok(dir.join(format!("{pid}.sock")))
 }
@@ -368,7 +364,7 @@ fn dispatch(target: &'static dyn Controlled, stream: UnixStream) {
     }
     let answering = Answering;
     // A thread that cannot start drops the closure: the connection closes, the count goes back.
-    let _ = std::thread::Builder::new().name("cutr-control-req".into()).spawn(move || {
+    let _ = crate::threads::spawn("cutr-control-req", move || {
         let _a = answering;
         answer(target, &stream);
     });

@@ -221,20 +221,18 @@ impl NvmlSampler {
     ) -> Result<NvmlSampler, String> {
         let nvml = Nvml::init().map_err(|e| format!("NVML could not be loaded ({e}): no device metrics"))?;
         let (stop, stop_rx) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("cutr-nvml".into())
-            .spawn(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    // The CUDA devices are asked for from this thread, once CUDA has finished initializing.
-                    let devices = cuda_devices(&*devices, &stop_rx);
-                    let source = Source { devices: &devices, in_use: &*in_use, now: &*now };
-                    sample_loop(&nvml, interval, &source, &*send, &*note, &stop_rx)
-                }));
-                if r.is_err() {
-                    note("NVML sampling stopped on an internal error".into());
-                }
-            })
-            .map_err(|e| e.to_string())?;
+        let thread = crate::threads::spawn("cutr-nvml", move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // The CUDA devices are asked for from this thread, once CUDA has finished initializing.
+                let devices = cuda_devices(&*devices, &stop_rx);
+                let source = Source { devices: &devices, in_use: &*in_use, now: &*now };
+                sample_loop(&nvml, interval, &source, &*send, &*note, &stop_rx)
+            }));
+            if r.is_err() {
+                note("NVML sampling stopped on an internal error".into());
+            }
+        })
+        .map_err(|e| e.to_string())?;
         Ok(NvmlSampler { stop, thread })
     }
 

@@ -229,9 +229,7 @@ fn start_subscribed(
         // Nobody needs callbacks: leave the callback API to others, as a recorder of activity alone.
         session.subscriber.unsubscribe();
     }
-    let writer_thread = std::thread::Builder::new()
-        .name("cutr-writer".into())
-        .spawn(move || writer_loop(session, writer, rx, meta, layouts))
+    let writer_thread = crate::threads::spawn("cutr-writer", move || writer_loop(session, writer, rx, meta, layouts))
         .map_err(|e| RecorderError::Thread(e.to_string()))?;
     *session.writer.lock().unwrap() = Some(writer_thread);
 
@@ -251,9 +249,7 @@ fn start_subscribed(
         }
     }
     let (stop_tx, stop_rx) = mpsc::channel();
-    let ticker = std::thread::Builder::new()
-        .name("cutr-flush".into())
-        .spawn(move || ticker::ticker_loop(session, stop_rx))
+    let ticker = crate::threads::spawn("cutr-flush", move || ticker::ticker_loop(session, stop_rx))
         .map_err(|e| RecorderError::Thread(e.to_string()))?;
     *session.ticker.lock().unwrap() = Some((ticker, stop_tx));
     Ok(session)

@@ -202,6 +202,10 @@ fn slice_args<'t>(trace: &'t Trace, tl: &'t Timeline, it: &Item, out: &mut Vec<A
             if a.return_value != 0 {
                 out.push(Arg::new(ArgKey::ReturnValue, UInt(a.return_value as u64)));
             }
+            let hidden = tl.driver_calls.hidden_in(i);
+            if hidden > 0 {
+                out.push(Arg::new(ArgKey::DriverCallsHidden, UInt(hidden as u64)));
+            }
         }
         Src::Range(i) => {
             let r = &trace.ranges[i as usize];

@@ -6,10 +6,12 @@
 //! (`shards`); the arrows are counted per launch (`flows`), CUDA graph replays tied to their capture
 //! (`graphs`), NVTX ranges laid over the GPU work they launched (`annotations`); the names that are not in the
 //! model are resolved once (`labels`); counter series get short names, units and an order in their GPU's
-//! metrics block (`counter_names`, `gpu_metrics`).
+//! metrics block (`counter_names`, `gpu_metrics`); the driver calls a runtime call made are left out unless
+//! asked for (`driver_calls`).
 
 mod annotations;
 pub mod counter_names;
+mod driver_calls;
 mod flows;
 mod gpu_metrics;
 pub mod graphs;
@@ -25,9 +27,11 @@ mod um;
 use cutr_model::par::{Source, group_by_key};
 use cutr_model::timing::{mark, timed};
 use cutr_model::{NameId, ProcId, Trace};
+use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
 pub use counter_names::{CounterName, MetricGroup, Unit, counter_name};
+pub use driver_calls::{DriverCalls, NestedDriverCalls};
 pub use flows::Flows;
 pub use gpu_metrics::GPU_METRICS;
 pub use item::{Item, MAX_OVERHEADS, MAX_RANGES, MAX_ROWS_PER_KIND, Src};
@@ -50,6 +54,8 @@ pub struct Timeline {
     /// End times of the slices open at each shard's start ([`ShardRange::open`]).
     pub open_ends: Vec<u64>,
     pub flows: Flows,
+    /// The driver calls left out (those inside a runtime call, unless all are drawn).
+    pub driver_calls: NestedDriverCalls,
     pub labels: Labels,
     /// CUDA graph replays: each op's capture context, and the capture-time ranges over each replay.
     pub graphs: graphs::GraphView,
@@ -117,8 +123,14 @@ fn rows_over_limit(kinds: &[(&str, usize)]) -> Option<String> {
 }
 
 impl Timeline {
-    /// Lays out `trace` with shards of `shard_slices` slices (see [`too_large`] for the limits).
+    /// Lays out `trace` with shards of `shard_slices` slices (see [`too_large`] for the limits), the driver calls
+    /// made inside runtime calls left out.
     pub fn build(trace: &Trace, shard_slices: usize) -> Timeline {
+        Timeline::build_with(trace, shard_slices, DriverCalls::default())
+    }
+
+    /// [`Timeline::build`], drawing the driver calls `driver_calls` says.
+    pub fn build_with(trace: &Trace, shard_slices: usize, driver_calls: DriverCalls) -> Timeline {
         let labels = timed("labels", || Labels::new(trace));
         let graphs = timed("graph replays", || graphs::GraphView::build(trace, &labels, slice_rows(trace)));
         let room = annotations::room(slice_rows(trace) + graphs.replays.len());
@@ -126,23 +138,27 @@ impl Timeline {
         let span = trace.span();
         let mut maker = tracks::TrackMaker::new(trace);
         let mut placed = placement::place(&mut maker, trace, span, &graphs.replays, &annotations);
+        let mut nested =
+            timed("nested driver calls", || NestedDriverCalls::find(trace, driver_calls, &placed.api, maker.set.len()));
         let memory_track = std::mem::take(&mut placed.memory_track);
         let counter_track = std::mem::take(&mut placed.counter_track);
         let step_counters = timed("step counters", || um::step_counters(&mut maker, trace, &memory_track));
         let um_kernel = timed("kernels under unified memory", || um::running_kernels(trace));
-        let mut items = timed("group by track", || group_items(trace, placed, maker.set.len(), span.1));
+        let mut items = timed("group by track", || group_items(trace, placed, &nested, maker.set.len(), span.1));
         mark("layout items");
         let health_track = maker.health();
         let mut tracks = maker.set;
         let overflow_lanes = timed("assign lanes", || lanes::assign_lanes(&mut tracks, &mut items));
         let (shards, open_ends) = timed("shard", || shards::shard(&items, shard_slices.max(1)));
         let flows = timed("flows", || Flows::build(trace));
+        nested.adopt_launches(&flows);
         Timeline {
             tracks: tracks.tracks,
             items,
             shards,
             open_ends,
             flows,
+            driver_calls: nested,
             labels,
             graphs,
             annotations,
@@ -166,8 +182,24 @@ impl Timeline {
 }
 
 /// Every slice, made straight into its track's group (a parallel stable counting sort over time slices) and
-/// each group sorted into layout order.
-fn group_items(trace: &Trace, placed: placement::Placement, tracks: usize, end: u64) -> Vec<Item> {
+/// each group sorted into layout order. The hidden driver calls go to one bucket past the tracks, cut off after.
+fn group_items(
+    trace: &Trace,
+    mut placed: placement::Placement,
+    nested: &NestedDriverCalls,
+    tracks: usize,
+    end: u64,
+) -> Vec<Item> {
+    let hidden_bucket = tracks as u32;
+    if nested.hidden > 0 {
+        placed
+            .api
+            .par_iter_mut()
+            .enumerate()
+            .filter(|(i, _)| nested.is_hidden(*i))
+            .for_each(|(_, t)| *t = hidden_bucket);
+    }
+    let buckets = tracks + usize::from(nested.hidden > 0);
     let (kernels, memcpys, memsets, apis) = (&trace.kernels, &trace.memcpys, &trace.memsets, &trace.apis);
     let (ranges, syncs, other, order) = (&trace.ranges, &trace.syncs, &placed.other, &placed.range_order);
     let kernel = |i: usize, t| Item::new(t, kernels[i].start, kernels[i].end, Src::Kernel(i as u32));
@@ -205,8 +237,11 @@ fn group_items(trace: &Trace, placed: placement::Placement, tracks: usize, end: 
         &|i| other[i].start,
     ];
     let (blocks, slices) = grouping::time_slices(&sources, &starts);
-    let (mut items, bounds) = group_by_key(tracks, &sources, &blocks, slices);
+    let (mut items, mut bounds) = group_by_key(buckets, &sources, &blocks, slices);
     drop(sources);
+    // The hidden bucket comes last: its rows are the end of `items`.
+    bounds.truncate(tracks * slices + 1);
+    items.truncate(bounds[tracks * slices]);
     timed("sort items", || grouping::sort_segments(&mut items, &bounds));
     mark("sort items");
     items

@@ -235,6 +235,7 @@ fn losses(s: &Stats) -> Vec<(String, u64)> {
         (j.um_unknown_kind, "unified memory records of unknown counter kind"),
         (j.graph_events_lost, "CUDA graph events the recorder lost"),
         (j.graph_ops_without_capture, "CUDA graph ops not traced back to their node"),
+        (j.recorder_thread_records, "records of the recorder's own threads, left out"),
     ] {
         if n > 0 {
             lost.push((what.to_string(), n));

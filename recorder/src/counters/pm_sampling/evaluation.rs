@@ -124,18 +124,16 @@ impl Evaluation {
             left_running: std::sync::atomic::AtomicBool::new(false),
         });
         let mine = Arc::clone(&e);
-        let thread = std::thread::Builder::new()
-            .name(format!("cutr-pm-eval{device}"))
-            .spawn(move || {
-                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| mine.run(shared))).is_err() {
-                    let mut st = mine.state.lock().unwrap_or_else(|e| e.into_inner());
-                    st.lost += st.in_hand.take().unwrap_or(0);
-                    mine.changed.notify_all();
-                    drop(st);
-                    shared.note("PM sampling: the evaluating thread stopped on an internal error".into());
-                }
-            })
-            .map_err(|e| format!("cannot start the evaluating thread: {e}"))?;
+        let thread = crate::threads::spawn(format!("cutr-pm-eval{device}"), move || {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| mine.run(shared))).is_err() {
+                let mut st = mine.state.lock().unwrap_or_else(|e| e.into_inner());
+                st.lost += st.in_hand.take().unwrap_or(0);
+                mine.changed.notify_all();
+                drop(st);
+                shared.note("PM sampling: the evaluating thread stopped on an internal error".into());
+            }
+        })
+        .map_err(|e| format!("cannot start the evaluating thread: {e}"))?;
         *e.thread.lock().unwrap() = Some(thread);
         Ok(e)
     }

@@ -304,21 +304,19 @@ impl PmSampler {
         let shared: &'static Shared = Box::leak(Box::new(Shared::new(api, send, note)));
         subscriber.register(&CONTEXT_CALLBACKS, shared).map_err(|e| e.to_string())?;
         let (stop, stop_rx) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("cutr-pm".into())
-            .spawn(move || {
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run(shared, &config, &*devices, &*started, &stop_rx)
-                }));
-                if r.is_err() {
-                    // Nothing of CUPTI's is called any more (the evaluating threads stop at their next sample);
-                    // a context's end still stops sampling in its callback.
-                    shared.gate.end();
-                    shared.note("PM sampling stopped on an internal error".into());
-                    shared.flush_notes();
-                }
-            })
-            .map_err(|e| e.to_string())?;
+        let thread = crate::threads::spawn("cutr-pm", move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(shared, &config, &*devices, &*started, &stop_rx)
+            }));
+            if r.is_err() {
+                // Nothing of CUPTI's is called any more (the evaluating threads stop at their next sample);
+                // a context's end still stops sampling in its callback.
+                shared.gate.end();
+                shared.note("PM sampling stopped on an internal error".into());
+                shared.flush_notes();
+            }
+        })
+        .map_err(|e| e.to_string())?;
         Ok(PmSampler { stop, thread, shared })
     }
 
@@ -458,7 +456,7 @@ fn start_device(
         }
     };
     let (tx, rx) = mpsc::channel();
-    let spawned = std::thread::Builder::new().name(format!("cutr-pm-dec{d}")).spawn({
+    let spawned = crate::threads::spawn(format!("cutr-pm-dec{d}"), {
         let session = Arc::clone(&session);
         move || decode_loop(shared, &session, period, &rx)
     });
