@@ -5,9 +5,11 @@
 # a. counters.cutr: cupti-record --counters -- counter_workload --idle-ms 300 --phases 2 --phase-ms 200 (PM
 #    sampling and NVML threads start and stop inside the run: every recorder thread must reach the file's thread
 #    names, short-lived ones too, so that the converter leaves their calls out).
-# b. train_nvtx.cutr: cupti-record -- train_loop.py --steps 5 --warmup 2 (NVTX "step i" > forward, backward,
-#    optimizer), and kineto.json.gz: the same program under the PyTorch profiler with --annotations
-#    record_function (the same regions as Kineto user annotations), for HTA's annotation analyses on both.
+# b. train_nvtx.cutr: cupti-record --capture-range cuda-profiler-api -- train_loop.py --steps 5 --warmup 2
+#    --profiler-api (NVTX "step i" > forward, backward, optimizer; the 5 measured steps recorded), and
+#    kineto.json.gz: the same program under the PyTorch profiler (which profiles the same 5 steps) with
+#    --annotations record_function (the same regions as Kineto user annotations), for HTA's annotation analyses
+#    on both.
 # Each command's stdout goes to OUT/NAME.log, its stderr to OUT/NAME.stderr.log, its exit status and time to
 # OUT/runs.txt. Needs target/final/{cupti-record,libcutr_recorder.so} (CUTR_BIN overrides), nvcc and PyTorch.
 set -uo pipefail
@@ -39,8 +41,10 @@ else
   echo "build.sh failed (build.log)" >> "$out/runs.txt"
 fi
 train=$repo/workloads/pytorch/train_loop.py
-run train_nvtx 300 "$rec" -o "$out/train_nvtx.cutr" -- python3 "$train" --steps 5 --warmup 2
+run train_nvtx 300 "$rec" --capture-range cuda-profiler-api -o "$out/train_nvtx.cutr" -- python3 "$train" \
+  --steps 5 --warmup 2 --profiler-api
 run train_kineto 300 python3 "$train" --steps 5 --warmup 2 --mode profiler --annotations record_function \
   --trace-out "$out/kineto.json"
 gzip -9 -f "$out/kineto.json"
 ls -l "$out" >> "$out/runs.txt"
+tar -C "$out" -czf "$out/../annotations_recordings.tgz" .

@@ -81,7 +81,8 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "N", requires = "rank")]
     pub world_size: Option<u32>,
     /// Draw every driver API call. By default the timeline leaves out the driver calls made inside a runtime call
-    /// on the same thread (the runtime's own, as Nsight Systems does) and says how many; `stats` counts them all.
+    /// on the same thread (the runtime's own, as Nsight Systems does) and driver queries (`cu...Get...`) that
+    /// launched nothing, and says how many; `stats` counts them all.
     #[arg(long)]
     pub driver_calls: bool,
     /// Print nothing but errors and warnings.

@@ -80,7 +80,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         // The calls the timeline leaves out by default are said, so that fewer slices than calls is no surprise.
         let hidden = match summary.driver_calls_hidden {
             0 => String::new(),
-            n => format!(" ({n} driver calls inside runtime calls left out: --driver-calls draws them)"),
+            n => format!(" ({n} driver calls left out, the runtime's own and queries: --driver-calls draws them)"),
         };
         eprintln!(
             "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks{hidden} in {:.3} s",

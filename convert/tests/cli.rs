@@ -29,8 +29,8 @@ fn path_str(p: &Path) -> &str {
 }
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 20_671;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 56_639;
+const CUDA_WORKLOAD_PFTRACE: u64 = 18_696;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 49_555;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -46,10 +46,16 @@ fn converts_a_fixture_with_one_summary_line() {
     // events + 10 event syncs + 2 device syncs (workloads/cuda/EXPECTED.md). 25 tracks: the health track, the
     // process, 4 threads, the GPU, its context, 5 streams, 3 streams' syncs, the context's syncs, CUPTI overhead,
     // the memory counters (device memory, and the pinned host memory of the workload's cudaMallocHost), and beside
-    // each of the 5 streams its NVTX ranges' GPU spans (75 of the 880 slices).
-    assert!(lines[0].contains(" bytes): 880 slices, 212 arrows, 25 tracks in "), "{lines:?}");
-    // --driver-calls draws every driver call: the same 880 here, as CUDA 13's CUPTI recorded none of the 177
-    // inside a runtime call (tests/tests/driver_calls.rs hides some), and the line says none was left out.
+    // each of the 5 streams its NVTX ranges' GPU spans (75 of the slices). 175 of the 177 driver calls are
+    // queries (cuKernelGetName before each launch, cuDeviceGetAttribute...), left out and said.
+    assert!(
+        lines[0].contains(
+            " bytes): 705 slices, 212 arrows, 25 tracks (175 driver calls left out, the runtime's own and queries: \
+             --driver-calls draws them) in "
+        ),
+        "{lines:?}"
+    );
+    // --driver-calls draws every driver call: 880 slices, and the line says none was left out.
     let all = dir.path().join("all.pftrace");
     let o = run(&[path_str(&fixture("cuda_workload.cutr")), "--perfetto", "--driver-calls", "-o", path_str(&all)]);
     let all_lines = stderr_lines(&o);
@@ -129,8 +135,8 @@ fn a_truncated_file_converts_up_to_its_last_chunk_with_warnings() {
         ]
     );
     assert_eq!(lines.len(), 3, "{lines:?}");
-    // 40 of the slices, and 2 of the tracks, the NVTX ranges' GPU spans.
-    assert!(lines[2].contains(": 326 slices, 90 arrows, 11 tracks in "), "{lines:?}");
+    // 40 of the slices, and 2 of the tracks, the NVTX ranges' GPU spans; 31 driver queries left out.
+    assert!(lines[2].contains(": 295 slices, 90 arrows, 11 tracks (31 driver calls left out"), "{lines:?}");
     assert!(out.exists());
 }
 

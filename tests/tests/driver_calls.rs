@@ -1,10 +1,10 @@
 //! Driver API calls in the viewers (issue 31, item 6): by default a driver call inside a runtime call on the same
 //! thread (the runtime's own) is left out of both timelines, its GPU work's arrow starting at the runtime call
-//! around it, which says how many it hides; driver calls the program made itself are drawn; `--driver-calls`
-//! (`DriverCalls::All`) draws them all. Checked by Perfetto's trace processor on both outputs: an in-memory trace
-//! with nested calls, and the PyTorch fixture, whose 29,655 driver records all lie outside runtime calls (CUDA
-//! 13's CUPTI records none of the runtime's own driver calls) and whose 391 direct `cuLaunchKernel` keep their
-//! arrows.
+//! around it, which says how many it hides, and so are driver queries (`cu...Get...`) that launched nothing;
+//! the other driver calls the program made are drawn; `--driver-calls` (`DriverCalls::All`) draws them all.
+//! Checked by Perfetto's trace processor on both outputs: an in-memory trace with nested calls, and the PyTorch
+//! fixture, whose 29,655 driver records all lie outside runtime calls (CUDA 13's CUPTI records none of the
+//! runtime's own driver calls), 28,842 of them queries, and whose 391 direct `cuLaunchKernel` keep their arrows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -34,7 +34,8 @@ fn call(tid: u32, (start, end): (u64, u64), correlation: u32, driver: bool, cbid
 /// [5000, 6000] (corr 6, kernel `k3`) holding one `cuCtxGetCurrent`. Thread 12: a `cuCtxGetCurrent` at the time
 /// of thread 11's first runtime call, inside nothing of its own thread.
 fn nested_trace() -> Trace {
-    let get_current = (0..2000).find(|&c| cutr_schema::callbacks::name(1, c) == Some("cuCtxGetCurrent")).unwrap();
+    let driver = |name| (0..2000).find(|&c| cutr_schema::callbacks::name(1, c) == Some(name)).unwrap();
+    let (get_current, synchronize) = (driver("cuCtxGetCurrent"), driver("cuStreamSynchronize"));
     let mut t = Trace::default();
     let meta = SessionMetadata {
         pid: PID,
@@ -44,7 +45,8 @@ fn nested_trace() -> Trace {
     t.processes.push(Process { path: "nested.cutr".into(), meta: Arc::new(meta), pid: PID, ..Default::default() });
     t.apis = vec![
         call(11, (1_000, 2_000), 1, false, CUDA_LAUNCH_KERNEL),
-        call(12, (1_100, 1_300), 5, true, get_current),
+        call(12, (1_100, 1_300), 5, true, synchronize),
+        call(12, (2_500, 2_600), 8, true, get_current),
         call(11, (1_200, 1_500), 2, true, CU_LAUNCH_KERNEL),
         call(11, (1_600, 1_700), 3, true, get_current),
         call(11, (3_000, 3_400), 4, true, CU_LAUNCH_KERNEL),
@@ -97,8 +99,9 @@ const HIDDEN_ARGS: &str = "select s.name, a.int_value from slice s join args a u
 fn driver_calls_inside_runtime_calls_are_hidden_and_their_arrows_moved() {
     let t = nested_trace();
     for (summary, r) in both(&t, DriverCalls::Direct, &[DRIVER_SLICES, ARROWS, HIDDEN_ARGS]) {
-        assert_eq!((summary.driver_calls_hidden, summary.slices, summary.flows), (3, 8, 3));
-        assert_eq!(int(&r[0]), 2, "the direct cuLaunchKernel and thread 12's call");
+        // Hidden: the three calls inside runtime calls, and thread 12's cuCtxGetCurrent (a query).
+        assert_eq!((summary.driver_calls_hidden, summary.slices, summary.flows), (4, 8, 3));
+        assert_eq!(int(&r[0]), 2, "the direct cuLaunchKernel and thread 12's cuStreamSynchronize");
         assert_eq!(
             json!(r[1]),
             json!([
@@ -111,8 +114,8 @@ fn driver_calls_inside_runtime_calls_are_hidden_and_their_arrows_moved() {
         assert_eq!(json!(r[2]), json!([["cudaLaunchKernel", 2], ["cudaLaunchKernel", 1]]));
     }
     for (summary, r) in both(&t, DriverCalls::All, &[DRIVER_SLICES, ARROWS, HIDDEN_ARGS]) {
-        assert_eq!((summary.driver_calls_hidden, summary.slices, summary.flows), (0, 11, 3));
-        assert_eq!(int(&r[0]), 5);
+        assert_eq!((summary.driver_calls_hidden, summary.slices, summary.flows), (0, 12, 3));
+        assert_eq!(int(&r[0]), 6);
         assert_eq!(
             json!(r[1]),
             json!([
@@ -167,15 +170,55 @@ fn chrome_driver_events_and_bound_arrows(path: &Path) -> (u64, bool) {
     (driver, events.iter().filter(|e| e["ph"] == "s").all(|e| slice_starts.contains(&key(e))))
 }
 
+/// Whether a driver function only asks something, decided here on its own: `Get` followed by a capital or the
+/// end, after `cu`.
+fn query(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("cu") else { return false };
+    (0..rest.len().saturating_sub(2))
+        .any(|i| &rest[i..i + 3] == "Get" && rest[i + 3..].chars().next().is_none_or(|c| c.is_ascii_uppercase()))
+}
+
 #[test]
-fn the_pytorch_fixtures_driver_calls_are_all_the_programs() {
+fn the_pytorch_fixtures_driver_queries_are_left_out_and_its_launches_kept() {
     let t = load(&[repo().join("fixtures/pytorch_loop.cutr")], &LoadOptions::default()).unwrap();
-    let drawn = driver_calls_outside_runtime(&t);
-    assert_eq!((drawn, t.apis.iter().filter(|a| a.driver).count() as u64), (29_655, 29_655));
-    let launches_from_driver = t.kernels.iter().filter_map(|k| t.launcher(k.corr())).filter(|a| a.driver).count();
+    let outside = driver_calls_outside_runtime(&t);
+    let all = t.apis.iter().filter(|a| a.driver).count() as u64;
+    assert_eq!((outside, all), (29_655, 29_655), "no driver record lies inside a runtime call (CUDA 13)");
+    let launched: BTreeSet<u32> = t.kernels.iter().filter_map(|k| t.launcher_index(k.corr())).collect();
+    let launches_from_driver = launched.iter().filter(|&&i| t.apis[i as usize].driver).count();
     assert_eq!(launches_from_driver, 391, "PyTorch's own cuLaunchKernel");
+    let mut queries: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, a) in t.apis.iter().enumerate() {
+        if a.driver && !launched.contains(&(i as u32)) && query(&t.api_name(a)) {
+            *queries.entry(t.api_name(a)).or_default() += 1;
+        }
+    }
+    let hidden: u64 = queries.values().sum();
+    assert_eq!(
+        queries.into_iter().collect::<Vec<_>>(),
+        [
+            ("cuCtxGetCurrent", 2_656),
+            ("cuCtxGetDevice", 1),
+            ("cuCtxGetLimit", 3),
+            ("cuDeviceGet", 4),
+            ("cuDeviceGetAttribute", 342),
+            ("cuDeviceGetCount", 3),
+            ("cuDeviceGetName", 4),
+            ("cuDeviceGetUuid", 3),
+            ("cuDevicePrimaryCtxGetState", 21_158),
+            ("cuDriverGetVersion", 3),
+            ("cuGetProcAddress", 880),
+            ("cuKernelGetFunction", 391),
+            ("cuKernelGetName", 3_353),
+            ("cuLibraryGetKernel", 38),
+            ("cuModuleGetLoadingMode", 3),
+        ]
+        .map(|(n, c)| (n.to_string(), c)),
+        "the queries left out by default"
+    );
+    assert_eq!(hidden, 28_842, "of 29,655 driver records: 813 drawn, 391 of them PyTorch's cuLaunchKernel");
     let dir = tempfile::tempdir().unwrap();
-    for driver_calls in [DriverCalls::Direct, DriverCalls::All] {
+    for (driver_calls, drawn) in [(DriverCalls::Direct, all - hidden), (DriverCalls::All, all)] {
         let pf = dir.path().join("p.pftrace");
         let opts = ExportOptions { driver_calls, ..Default::default() };
         let summary = export(&t, &pf, &opts).unwrap();
@@ -189,7 +232,7 @@ fn the_pytorch_fixtures_driver_calls_are_all_the_programs() {
             ],
         );
         assert_eq!(r[0], Vec::<Vec<Value>>::new(), "clean import");
-        assert_eq!(summary.driver_calls_hidden, 0);
+        assert_eq!(summary.driver_calls_hidden, all - drawn, "{driver_calls:?}");
         assert_eq!([int(&r[1]), int(&r[2]), int(&r[3])], [drawn as i64, summary.flows as i64, 391]);
         let json = dir.path().join("p.json");
         export(&t, &json, &ExportOptions { format: Format::Chrome, ..opts }).unwrap();

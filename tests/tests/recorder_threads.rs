@@ -14,7 +14,7 @@ use cutr_format::records::FieldReader;
 use cutr_model::{LoadOptions, load};
 use cutr_schema::kinds;
 use cutr_tests::{int, python_tool, repo, trace_processor};
-use cutr_viewer_export::{ExportOptions, Format, export};
+use cutr_viewer_export::{DriverCalls, ExportOptions, Format, export};
 
 const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
                      and name != 'clock_sync_cache_miss'";
@@ -93,7 +93,8 @@ fn no_record_of_a_recorder_thread_reaches_any_output() {
     let queries: Vec<&str> = queries.iter().map(String::as_str).collect();
     for (format, name) in [(Format::Perfetto, "c.pftrace"), (Format::Chrome, "c.json")] {
         let out = dir.path().join(name);
-        export(&t, &out, &ExportOptions { format, ..Default::default() }).unwrap();
+        // Every driver call drawn (`--driver-calls`): the count is then the model's, queries included.
+        export(&t, &out, &ExportOptions { format, driver_calls: DriverCalls::All, ..Default::default() }).unwrap();
         let r = trace_processor(&out, &queries);
         assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "{name}: clean import");
         let counts: Vec<i64> = r[1..].iter().map(|rows| int(rows)).collect();

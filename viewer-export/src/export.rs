@@ -73,7 +73,8 @@ pub struct ExportSummary {
     pub tracks: usize,
     pub shards: usize,
     pub overflow_lanes: u32,
-    /// Driver calls inside runtime calls, left out of the timeline ([`ExportOptions::driver_calls`]).
+    /// Driver calls inside runtime calls and driver queries, left out of the timeline
+    /// ([`ExportOptions::driver_calls`]).
     pub driver_calls_hidden: u64,
     /// NVTX ranges' GPU spans past what one conversion can lay out, not drawn.
     pub annotation_spans_dropped: u64,

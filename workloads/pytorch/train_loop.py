@@ -11,7 +11,10 @@ torch.profiler.record_function ranges instead, which the PyTorch profiler (Kinet
 and `gpu_user_annotation` events: the Kineto baseline of the NVTX ranges cutr records.
 
     python3 train_loop.py [--steps N] [--warmup W] [--mode plain|profiler] [--trace-out PATH]
-                          [--annotations nvtx|record_function]
+                          [--annotations nvtx|record_function] [--profiler-api]
+
+--profiler-api (plain mode) calls cudaProfilerStart/Stop around the measured steps, so that `cupti-record
+--capture-range cuda-profiler-api` records exactly what the profiler mode profiles.
 
 Prints one JSON line on stdout: steps, seconds of the measured steps (torch.cuda.synchronize before and after,
 time.perf_counter), and in profiler mode the profiled-region time (entering the profiler to leaving it, which
@@ -86,6 +89,7 @@ def parse():
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--annotations", choices=["nvtx", "record_function"], default="nvtx")
+    p.add_argument("--profiler-api", action="store_true", help="cudaProfilerStart/Stop around the measured steps")
     a = p.parse_args()
     if a.steps < 1 or a.warmup < 1:
         p.error("--steps and --warmup must be >= 1 (warm-up step 1 creates the optimizer state)")
@@ -156,7 +160,11 @@ def main():
         "annotations": a.annotations,
     }
     if a.mode == "plain":
+        if a.profiler_api:
+            torch.cuda.profiler.start()
         seconds, loss = measured()
+        if a.profiler_api:
+            torch.cuda.profiler.stop()
     else:
         from torch.profiler import ProfilerActivity, profile
 

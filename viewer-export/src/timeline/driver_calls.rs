@@ -1,11 +1,19 @@
-//! Which driver API calls the viewers draw. A driver call that lies inside a runtime call on the same thread is
-//! the runtime's own doing, not the program's: Nsight Systems and the PyTorch profiler show the runtime call
-//! alone, and so do the timelines by default ([`DriverCalls::Direct`]). Driver calls outside any runtime call
-//! (JAX, Triton, a program's own `cuLaunchKernel`) are the program's and always drawn. Every driver call stays in
-//! the model, so `stats` and the tables count them all; `--driver-calls` ([`DriverCalls::All`]) draws them all.
+//! Which driver API calls the viewers draw. By default ([`DriverCalls::Direct`]) two kinds are left out:
+//! - a driver call that lies inside a runtime call on the same thread: the runtime's own doing, not the program's
+//!   (Nsight Systems and the PyTorch profiler show the runtime call alone);
+//! - a driver *query* (a function named `cu...Get...`: `cuKernelGetName`, `cuDeviceGetAttribute`,
+//!   `cuDevicePrimaryCtxGetState`, `cuGetProcAddress`) that launched no GPU work: bookkeeping that does no work
+//!   and waits on nothing. CUDA 13's runtime calls `cuKernelGetName` before every kernel launch from its launch
+//!   stub, outside any recorded runtime call, and PyTorch asks `cuDevicePrimaryCtxGetState` thousands of times: in
+//!   the PyTorch loop fixture queries are 97% of the driver records (28,842 of 29,655), rows the PyTorch profiler
+//!   never shows.
 //!
-//! Arrows stay on drawn slices: GPU work launched by a hidden call gets its arrow from the runtime call around
-//! it ([`NestedDriverCalls::adopted`]).
+//! Every other driver call is the program's and drawn (JAX, Triton, NCCL, an allocator's `cuMemCreate`/`cuMemMap`,
+//! a program's own `cuLaunchKernel`). Every driver call stays in the model, so `stats` and the tables count them
+//! all; `--driver-calls` ([`DriverCalls::All`]) draws them all, and the summary line says how many were left out.
+//!
+//! Arrows stay on drawn slices: GPU work launched by a hidden nested call gets its arrow from the runtime call
+//! around it ([`NestedDriverCalls::adopted`]); a query that launched GPU work is drawn after all.
 //!
 //! (CUDA 13's CUPTI records none of the driver calls its runtime makes inside a runtime call: the fixtures'
 //! driver records all lie between runtime calls. Other CUDA versions, or CUPTI clients' own driver calls made
@@ -19,7 +27,7 @@ use super::Flows;
 /// Which driver API calls the timeline draws.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum DriverCalls {
-    /// Those not inside a runtime call on the same thread: the calls the program made itself.
+    /// Those not inside a runtime call on the same thread and not queries: the calls the program made itself.
     #[default]
     Direct,
     /// Every recorded driver call.
@@ -29,8 +37,9 @@ pub enum DriverCalls {
 /// The driver calls left out of a timeline, each with the runtime call it lies in.
 #[derive(Clone, Debug, Default)]
 pub struct NestedDriverCalls {
-    /// Per API call (index into `Trace::apis`): the runtime call it lies in for a hidden driver call,
-    /// [`NestedDriverCalls::DRAWN`] otherwise. Empty when no call is hidden.
+    /// Per API call (index into `Trace::apis`): the runtime call it lies in for a hidden nested driver call,
+    /// [`NestedDriverCalls::QUERY`] for a hidden query, [`NestedDriverCalls::DRAWN`] otherwise. Empty when no call
+    /// is hidden.
     enclosing: Vec<u32>,
     /// How many driver calls each runtime call hides (only those hiding any).
     hidden_in: HashMap<u32, u32>,
@@ -42,6 +51,8 @@ pub struct NestedDriverCalls {
 
 impl NestedDriverCalls {
     pub const DRAWN: u32 = u32::MAX;
+    /// A hidden driver query (not inside a runtime call).
+    pub const QUERY: u32 = u32::MAX - 1;
 
     /// The driver calls of `trace` that `which` hides; `thread_track[i]` is API call `i`'s track (one per
     /// thread), below `tracks`.
@@ -50,12 +61,23 @@ impl NestedDriverCalls {
         if which == DriverCalls::All || !apis.iter().any(|a| a.driver) {
             return NestedDriverCalls::default();
         }
-        let enclosing = enclosing_runtime_calls(apis, thread_track, tracks);
-        let mut hidden_in: HashMap<u32, u32> = HashMap::default();
-        for &r in enclosing.iter().filter(|&&r| r != Self::DRAWN) {
-            *hidden_in.entry(r).or_default() += 1;
+        let mut enclosing = enclosing_runtime_calls(apis, thread_track, tracks);
+        let mut queries: HashMap<(cutr_model::ProcId, u32), bool> = HashMap::default();
+        for (a, slot) in apis.iter().zip(enclosing.iter_mut()).filter(|(a, slot)| a.driver && **slot == Self::DRAWN) {
+            let known = a.proc.index() < trace.processes.len();
+            let query = *queries.entry((a.proc, a.cbid)).or_insert_with(|| known && is_query(&trace.api_name(a)));
+            if query {
+                *slot = Self::QUERY;
+            }
         }
-        let hidden = hidden_in.values().map(|&n| n as u64).sum();
+        let mut hidden_in: HashMap<u32, u32> = HashMap::default();
+        let mut hidden = 0;
+        for &r in enclosing.iter().filter(|&&r| r != Self::DRAWN) {
+            hidden += 1;
+            if r != Self::QUERY {
+                *hidden_in.entry(r).or_default() += 1;
+            }
+        }
         if hidden == 0 {
             return NestedDriverCalls::default();
         }
@@ -78,14 +100,27 @@ impl NestedDriverCalls {
         self.adopted.get(&api).map_or(&[], Vec::as_slice)
     }
 
-    /// Hands the arrows of every hidden call that launched GPU work to the runtime call it lies in.
+    /// Hands the arrows of every hidden nested call that launched GPU work to the runtime call it lies in; a
+    /// query that launched GPU work is drawn after all (it did work).
     pub(crate) fn adopt_launches(&mut self, flows: &Flows) {
-        for (i, &r) in self.enclosing.iter().enumerate() {
-            if r != Self::DRAWN && flows.api[i] > 0 {
-                self.adopted.entry(r).or_default().push(i as u32);
+        for (i, r) in self.enclosing.iter_mut().enumerate() {
+            if *r == Self::QUERY && flows.api[i] > 0 {
+                *r = Self::DRAWN;
+                self.hidden -= 1;
+            } else if *r != Self::DRAWN && flows.api[i] > 0 {
+                self.adopted.entry(*r).or_default().push(i as u32);
             }
         }
     }
+}
+
+/// Whether a driver function only asks something (`cuKernelGetName`, `cuGetProcAddress`, `cuCtxGetCurrent`): its
+/// name is `cu` + a capital, with `Get` as a word after it.
+pub fn is_query(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("cu").filter(|r| r.starts_with(|c: char| c.is_ascii_uppercase())) else {
+        return false;
+    };
+    rest.match_indices("Get").any(|(i, _)| rest[i + 3..].chars().next().is_none_or(|c| c.is_ascii_uppercase()))
 }
 
 /// Per API call, the runtime call on its thread that encloses it, for driver calls ([`NestedDriverCalls::DRAWN`]
@@ -134,6 +169,22 @@ mod tests {
             cbid: 1,
             driver,
             return_value: 0,
+        }
+    }
+
+    #[test]
+    fn queries_are_the_get_functions() {
+        for q in [
+            "cuKernelGetName",
+            "cuDeviceGetAttribute",
+            "cuDevicePrimaryCtxGetState",
+            "cuGetProcAddress",
+            "cuCtxGetCurrent",
+        ] {
+            assert!(is_query(q), "{q}");
+        }
+        for w in ["cuLaunchKernel", "cuMemCreate", "cuStreamSynchronize", "cuGetter", "cudaGetDevice", "cuMemset"] {
+            assert!(!is_query(w), "{w}");
         }
     }
 
