@@ -5,7 +5,7 @@
 # BIN_A/BIN_B: folders holding cupti-record and libcutr_recorder.so. Default workload: counter_workload --idle-ms
 # 300 --phases 2 --phase-ms 200. OUT/exits.tsv: round, build, exit status, last stderr line.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
+repo=${REPO:-$(cd "$(dirname "$0")/../.." && pwd)}
 out=${1:?usage: $0 OUT BIN_A BIN_B [ROUNDS]}; a=${2:?}; b=${3:?}; rounds=${4:-5}
 shift $(( $# < 4 ? $# : 4 ))
 [ "${1:-}" = "--" ] && shift

@@ -1,5 +1,5 @@
 //! The operating-system calls the recorder makes outside its signal handlers, as safe functions: clocks, the host
-//! name, thread ids, call stacks.
+//! name, thread ids, call stacks, exit hooks.
 
 use std::time::Duration;
 
@@ -11,6 +11,13 @@ pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
         return None;
     }
     Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
+/// Registers `hook` to run at `exit()` (`atexit`); false where the C library refused. `exit()` runs its hooks
+/// last-registered first (a hook registered while `exit()` runs hooks runs next).
+pub fn at_exit(hook: extern "C" fn()) -> bool {
+    // SAFETY: registering a plain extern "C" function that takes nothing and may run on any thread that exits.
+    unsafe { libc::atexit(hook) == 0 }
 }
 
 /// The CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`); zero where it cannot be read.

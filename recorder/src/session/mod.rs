@@ -474,8 +474,16 @@ impl Session {
 
     /// Stops PM sampling (its last samples go to the writer); the session goes on.
     pub(crate) fn stop_pm_sampling(&self) {
-        if let Some(p) = self.pm.lock().unwrap().take() {
+        let pm = self.pm.lock().unwrap().take();
+        if let Some(p) = pm {
             p.finish();
+        }
+    }
+
+    /// The process is exiting and PM sampling was not stopped first: it makes no CUPTI call from now on.
+    pub(crate) fn pm_exit_began(&self) {
+        if let Some(p) = self.pm.lock().unwrap().as_ref() {
+            p.exit_began();
         }
     }
 

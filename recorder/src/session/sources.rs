@@ -2,7 +2,6 @@
 //! capture ranges. Each that cannot start is a note, and the recording goes on without it. The ones that need
 //! CUPTI's callbacks register with the session's one subscriber.
 
-use std::sync::Once;
 use std::time::Duration;
 
 use super::{Msg, Session, current_session};
@@ -159,18 +158,19 @@ pub(super) fn start_pm_sampling(session: &'static Session, pm: crate::counters::
         }
     });
     let note = Box::new(move |n: String| session.note(n));
-    // Sampling must stop while the CUDA contexts live: an exit hook registered now, after the CUDA runtime
-    // registered its own teardown, runs before it.
-    let started = Box::new(stop_counters_before_cuda_teardown);
-    match crate::counters::pm_sampling::PmSampler::start(&library, session.subscriber, pm, devices, send, note, started)
-    {
+    let hooks = crate::counters::pm_sampling::ExitHooks {
+        exit_began: Box::new(|| register_exit_hook(pm_exit_began)),
+        stop: Box::new(|| register_exit_hook(stop_counters_at_exit)),
+    };
+    match crate::counters::pm_sampling::PmSampler::start(&library, session.subscriber, pm, devices, send, note, hooks) {
         Ok(s) => *session.pm.lock().unwrap() = Some(s),
         Err(e) => session.note(format!("not sampling hardware counters: {e}")),
     }
 }
 
-static COUNTERS_HOOK: Once = Once::new();
-
+/// Stops PM sampling at `exit()`, ahead of the CUDA runtime's teardown and of the exit handlers CUPTI's libraries
+/// registered before it (see `pm_sampling`'s "Exit"). The session's own hook, registered when CUDA loaded the
+/// recorder, runs after all of them.
 extern "C" fn stop_counters_at_exit() {
     let _ = std::panic::catch_unwind(|| {
         if let Some(s) = current_session() {
@@ -179,13 +179,20 @@ extern "C" fn stop_counters_at_exit() {
     });
 }
 
-/// Registers an `exit()` hook that stops PM sampling. Called once sampling runs, which is after CUDA initialized
-/// and the CUDA runtime registered its own teardown: `exit()` runs hooks in reverse order of registration, so this
-/// one runs while the contexts still live (the session's own hook, registered when CUDA loaded the recorder, runs
-/// after the teardown).
-fn stop_counters_before_cuda_teardown() {
-    COUNTERS_HOOK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function.
-        unsafe { libc::atexit(stop_counters_at_exit) };
+/// Tells PM sampling that the process exits, where `exit()` began before the stop hook was registered (it is
+/// registered when set-up begins, the stop hook later): no CUPTI call of sampling's from here on.
+extern "C" fn pm_exit_began() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = current_session() {
+            s.pm_exit_began();
+        }
     });
+}
+
+fn register_exit_hook(hook: extern "C" fn()) {
+    if !crate::ffi::os::at_exit(hook)
+        && let Some(s) = current_session()
+    {
+        s.note("PM sampling: no exit hook could be registered; sampling may outlive CUDA at exit".into());
+    }
 }

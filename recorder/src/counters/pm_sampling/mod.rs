@@ -16,6 +16,25 @@
 //! one device's session (set-up, decoding, finishing), `host` the choice of metrics, `evaluation` the
 //! evaluating threads, `gate` when CUPTI may be called (and the lock order), and `debug` the
 //! `CUTR_PM_DEBUG` timing. The CUPTI calls themselves are in [`crate::ffi::pm`].
+//!
+//! # Exit
+//! Sampling must be stopped and disabled before `exit()` runs the exit handlers that CUDA's and CUPTI's libraries
+//! registered after the recorder was loaded (libnvperf_host's among them: cuptiProfilerInitialize loads it, and
+//! set-up's calls go on in it). After them, cuptiPmSamplingDisable crashed inside libnvperf_host on the H100
+//! (SIGSEGV, or glibc's "double free or corruption") or hung: the session's own hook, registered when CUDA loaded
+//! the recorder, runs after them (`exit()` runs hooks last-registered first), and used to be what stopped sampling
+//! when the process exited while set-up was still under way (runs of under a second; 5 of 10 crashed,
+//! measurements/2026-11-27-h100-counters-exit-crash). So the set-up thread registers hooks as it goes
+//! ([`ExitHooks`]), each running before every handler registered before it:
+//! - before its first CUPTI call: a hook that ends the gate ([`PmSampler::exit_began`]): no CUPTI call of
+//!   sampling's from then on (one under way is waited for), what was set up left alone;
+//! - once cuptiProfilerInitialize returned, and again once the first device samples: a hook that stops sampling
+//!   ([`PmSampler::finish`]; a device being set up is finished first, ~0.8 s at most; no further one is begun).
+//!
+//! A process that exits while a device is set up thus has its samples and sampling stopped first; one that exits
+//! before cuptiProfilerInitialize returned makes no further CUPTI call of sampling's. What CUPTI registers during
+//! set-up after cuptiProfilerInitialize still runs before the first stop hook (none was seen to matter: 0 crashes
+//! in 10 such exits).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -42,6 +61,16 @@ mod tests;
 use device::SessionRef;
 use evaluation::Evaluation;
 use gate::{ExclusiveSide, GATE_WAIT, Gate};
+
+/// What the set-up thread asks the session for as it goes (see "Exit" in the module's doc): each registers an
+/// `exit()` hook.
+pub(crate) struct ExitHooks {
+    /// A hook that calls [`PmSampler::exit_began`]; asked for once, before set-up's first CUPTI call.
+    pub exit_began: Box<dyn Fn() + Send>,
+    /// A hook that stops sampling ([`PmSampler::finish`]); asked for once cuptiProfilerInitialize returned and
+    /// again once the first device samples (each later one runs earlier, ahead of what CUPTI registered meanwhile).
+    pub stop: Box<dyn Fn() + Send>,
+}
 
 /// Metrics sampled by default, by what a user asks first: is the GPU busy, memory- or compute-bound, how full,
 /// using its tensor cores, moving data over PCIe or NVLink. `a|b` takes the first of the names the chip has (the
@@ -149,6 +178,8 @@ struct Shared {
     devices: Mutex<Vec<u32>>,
     /// Set when the sampler has finished: the subscriber's later context callbacks are ignored.
     retired: AtomicBool,
+    /// The process began to exit before sampling was stopped (the gate is ended too): notes say so.
+    exiting: AtomicBool,
 }
 
 impl Shared {
@@ -162,6 +193,7 @@ impl Shared {
             gate: Gate::new(),
             devices: Mutex::new(Vec::new()),
             retired: AtomicBool::new(false),
+            exiting: AtomicBool::new(false),
         }
     }
 
@@ -228,6 +260,18 @@ impl EventUser for Shared {
     }
 }
 
+impl Shared {
+    /// The process began to exit and sampling was not stopped first (see "Exit" in the module's doc): the gate is
+    /// ended, so no CUPTI call of sampling's begins, and one under way (set-up's) is waited for, [`GATE_WAIT`] at
+    /// most, so that it does not run beside the CUDA runtime's teardown. What was set up is left alone.
+    fn exit_began(&self) {
+        debug!("exit began before sampling was stopped");
+        self.exiting.store(true, Ordering::Release);
+        self.gate.end();
+        drop(self.gate.exclusive_within(GATE_WAIT));
+    }
+}
+
 /// The callbacks PM sampling registers for.
 const CONTEXT_CALLBACKS: [(u32, u32); 2] =
     [(DOMAIN_RESOURCE, CBID_CONTEXT_DESTROY_STARTING), (DOMAIN_RESOURCE, CBID_CONTEXT_CREATED)];
@@ -289,8 +333,8 @@ pub(crate) struct PmSampler {
 impl PmSampler {
     /// Starts a thread that sets PM sampling up on each device this process makes a CUDA context on (CUPTI's
     /// context-created callback; `devices()`: those that already have one) and samples until stopped. `send`
-    /// takes each chunk, `note` each problem; `started` is called once sampling runs. Registers for CUPTI's
-    /// context callbacks with the recorder's subscriber.
+    /// takes each chunk, `note` each problem; `hooks` are asked for as set-up goes (see "Exit"). Registers for
+    /// CUPTI's context callbacks with the recorder's subscriber.
     pub fn start(
         library: &Path,
         subscriber: &Subscriber,
@@ -298,7 +342,7 @@ impl PmSampler {
         devices: Box<dyn Fn() -> Vec<u32> + Send>,
         send: Box<dyn Fn(CounterSamples) + Send>,
         note: Box<dyn Fn(String) + Send>,
-        started: Box<dyn Fn() + Send>,
+        hooks: ExitHooks,
     ) -> Result<PmSampler, String> {
         let api = Api::load(library)?;
         let shared: &'static Shared = Box::leak(Box::new(Shared::new(api, send, note)));
@@ -306,7 +350,7 @@ impl PmSampler {
         let (stop, stop_rx) = mpsc::channel();
         let thread = crate::threads::spawn("cutr-pm", move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(shared, &config, &*devices, &*started, &stop_rx)
+                run(shared, &config, &*devices, &hooks, &stop_rx)
             }));
             if r.is_err() {
                 // Nothing of CUPTI's is called any more (the evaluating threads stop at their next sample);
@@ -325,7 +369,13 @@ impl PmSampler {
         self.shared.devices.lock().unwrap_or_else(|e| e.into_inner()).contains(&d)
     }
 
-    /// Stops sampling, drains what the hardware holds and sends it; later context callbacks are ignored.
+    /// The process is exiting and sampling was not stopped first: see [`Shared::exit_began`].
+    pub fn exit_began(&self) {
+        self.shared.exit_began();
+    }
+
+    /// Stops sampling, drains what the hardware holds and sends it; later context callbacks are ignored. A device
+    /// being set up is finished first (set-up takes up to ~0.8 s); devices not yet set up are not.
     pub fn finish(self) {
         let _ = self.stop.send(());
         let _ = self.thread.join();
@@ -339,7 +389,7 @@ fn run(
     shared: &'static Shared,
     config: &PmConfig,
     devices: &dyn Fn() -> Vec<u32>,
-    started: &dyn Fn(),
+    hooks: &ExitHooks,
     stop: &mpsc::Receiver<()>,
 ) {
     let note = |m: String| shared.note(m);
@@ -358,20 +408,41 @@ fn run(
     // waits. (Set-up on each device's own thread, tried on two H200s, `bench/gpu/pm_setup_per_gpu_and_nvml_devices.sh`: CUPTI's set-up calls
     // then took turns: the first device's sampling began ~0.3 s later, medians of 3 runs, the second's no earlier.)
     let mut decoders: Vec<(mpsc::Sender<()>, JoinHandle<()>)> = Vec::new();
-    loop {
+    let mut sampling = false;
+    let mut stopped = false;
+    while !stopped {
         // Each device is set up once, when this process first makes a context on it.
         let new: Vec<u32> = shared.devices.lock().unwrap().iter().filter(|d| !tried.contains(d)).copied().collect();
         for d in new {
+            // Told to stop meanwhile (the exit hook, while the device before was set up): no more set-up.
+            if !matches!(stop.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+                stopped = true;
+                break;
+            }
             tried.push(d);
-            let ended_first =
-                || format!("PM sampling on device {d}: the CUDA context ended before sampling could start");
+            let ended_first = || {
+                if shared.exiting.load(Ordering::Acquire) {
+                    format!("PM sampling on device {d}: the process exited before sampling could start")
+                } else {
+                    format!("PM sampling on device {d}: the CUDA context ended before sampling could start")
+                }
+            };
             if shared.gate.ended() {
                 note(ended_first());
+                shared.flush_notes();
                 continue;
             }
             if !initialized {
+                if tried.len() == 1 {
+                    (hooks.exit_began)();
+                }
                 match initialize_profiler(shared) {
-                    Some(Ok(())) => initialized = true,
+                    Some(Ok(())) => {
+                        initialized = true;
+                        // libnvperf_host is loaded now (its exit handlers registered): a hook registered from here
+                        // on runs before them and before the CUDA runtime's teardown.
+                        (hooks.stop)();
+                    }
                     Some(Err(e)) => {
                         note(format!("PM sampling: {e}; not sampling"));
                         shared.flush_notes();
@@ -379,12 +450,22 @@ fn run(
                     }
                     None => {
                         note(ended_first());
+                        shared.flush_notes();
                         continue;
                     }
                 }
             }
-            decoders.extend(start_device(shared, d, config, period, started));
+            let started = start_device(shared, d, config, period);
+            if started.is_some() && !sampling {
+                sampling = true;
+                // Again, ahead of whatever CUPTI registered while setting the device up.
+                (hooks.stop)();
+            }
+            decoders.extend(started);
             shared.flush_notes();
+        }
+        if stopped {
+            break;
         }
         // A device's first context is noticed within DEVICE_POLL (set-up itself takes ~0.5 s).
         match stop.recv_timeout(DEVICE_POLL) {
@@ -398,7 +479,11 @@ fn run(
     for (_, handle) in decoders {
         let _ = handle.join();
     }
-    if tried.is_empty() {
+    let untried: Vec<u32> = shared.devices.lock().unwrap().iter().filter(|d| !tried.contains(d)).copied().collect();
+    for d in &untried {
+        note(format!("PM sampling on device {d}: the recording ended before sampling could start"));
+    }
+    if tried.is_empty() && untried.is_empty() {
         note("PM sampling: the process made no CUDA context; nothing was sampled".into());
     }
     let gate = shared.gate.exclusive();
@@ -440,7 +525,6 @@ fn start_device(
     d: u32,
     config: &PmConfig,
     period: Duration,
-    started: &dyn Fn(),
 ) -> Option<(mpsc::Sender<()>, JoinHandle<()>)> {
     let note = |m: String| shared.note(m);
     debug!("set-up of device {d} begins");
@@ -462,12 +546,7 @@ fn start_device(
     });
     match spawned {
         Ok(handle) => {
-            let mut sessions = shared.sessions.lock().unwrap_or_else(|e| e.into_inner());
-            sessions.push(session);
-            if sessions.len() == 1 {
-                drop(sessions);
-                started();
-            }
+            shared.sessions.lock().unwrap_or_else(|e| e.into_inner()).push(session);
             Some((tx, handle))
         }
         Err(e) => {

@@ -161,3 +161,63 @@ fn the_default_metrics_are_full_names() {
         assert!(m.split('.').count() >= 3, "{m}: counter.rollup.submetric");
     }
 }
+
+/// Exit hooks asked for by the set-up thread, counted (`run` with no hook registered).
+fn counted_hooks() -> (ExitHooks, Arc<Mutex<Vec<&'static str>>>) {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let (a, b) = (asked.clone(), asked.clone());
+    let hooks = ExitHooks {
+        exit_began: Box::new(move || a.lock().unwrap().push("exit_began")),
+        stop: Box::new(move || b.lock().unwrap().push("stop")),
+    };
+    (hooks, asked)
+}
+
+/// The process exits while set-up is under way, before the stop hook was registered (the H100 crashed in
+/// cuptiPmSamplingDisable when sampling was stopped after the CUDA and CUPTI libraries' own exit handlers): the
+/// exit-began hook waits for the set-up call under way (bounded), then ends the gate; set-up begins nothing more,
+/// and its note says the process exited.
+#[test]
+fn an_exit_during_set_up_waits_for_the_call_under_way_then_makes_no_cupti_call() {
+    let (shared, notes) = shared_for_test();
+    let held = mpsc::channel();
+    let holder = std::thread::spawn(move || {
+        let _g = shared.gate.device_calls().unwrap();
+        held.0.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+    });
+    held.1.recv().unwrap();
+    let t0 = Instant::now();
+    shared.exit_began();
+    let waited = t0.elapsed();
+    holder.join().unwrap();
+    assert!(waited >= Duration::from_millis(100) && waited < GATE_WAIT, "{waited:?}");
+    assert!(shared.gate.device_calls().is_none(), "no CUPTI call after the exit began");
+
+    // A device whose context comes now is not set up (no hook asked for, no CUPTI call made).
+    let (hooks, asked) = counted_hooks();
+    let (stop, stop_rx) = mpsc::channel();
+    let thread = std::thread::spawn(move || run(shared, &PmConfig::default(), &|| vec![0], &hooks, &stop_rx));
+    let t0 = Instant::now();
+    while notes.lock().unwrap().is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+    assert!(asked.lock().unwrap().is_empty(), "{:?}", asked.lock().unwrap());
+    assert_eq!(*notes.lock().unwrap(), ["PM sampling on device 0: the process exited before sampling could start"]);
+}
+
+/// The stop hook ran before a device seen was set up: set-up is not begun (it would run after the exit began),
+/// and the note names the device.
+#[test]
+fn a_stop_before_set_up_begins_sets_nothing_up() {
+    let (shared, notes) = shared_for_test();
+    let (hooks, asked) = counted_hooks();
+    let (stop, stop_rx) = mpsc::channel();
+    stop.send(()).unwrap();
+    run(shared, &PmConfig::default(), &|| vec![1], &hooks, &stop_rx);
+    assert!(asked.lock().unwrap().is_empty(), "{:?}", asked.lock().unwrap());
+    assert!(!shared.gate.ended(), "the gate stays open: the contexts live");
+    assert_eq!(*notes.lock().unwrap(), ["PM sampling on device 1: the recording ended before sampling could start"]);
+}
