@@ -25,11 +25,11 @@
 //! the recorder, runs after them (`exit()` runs hooks last-registered first), and used to be what stopped sampling
 //! when the process exited while set-up was still under way (runs of under a second; 5 of 10 crashed,
 //! measurements/2026-11-27-h100-counters-exit-crash). So the set-up thread registers hooks as it goes
-//! ([`ExitHooks`]), each running before every handler registered before it:
-//! - before its first CUPTI call: a hook that ends the gate ([`PmSampler::exit_began`]): no CUPTI call of
+//! (`ExitHooks`), each running before every handler registered before it:
+//! - before its first CUPTI call: a hook that ends the gate (`PmSampler::exit_began`): no CUPTI call of
 //!   sampling's from then on (one under way is waited for), what was set up left alone;
 //! - once cuptiProfilerInitialize returned, and again once the first device samples: a hook that stops sampling
-//!   ([`PmSampler::finish`]; a device being set up is finished first, ~0.8 s at most; no further one is begun).
+//!   (`PmSampler::finish`; a device being set up is finished first, ~0.8 s at most; no further one is begun).
 //!
 //! A process that exits while a device is set up thus has its samples and sampling stopped first; one that exits
 //! before cuptiProfilerInitialize returned makes no further CUPTI call of sampling's. What CUPTI registers during
