@@ -24,64 +24,19 @@ document (stdout carries nothing else; HTA's own logging goes to stderr):
 Exit status: 0 ok, 1 HTA failed (then {"error": ...}), 2 usage.
 """
 
-import io
 import json
-import logging
 import os
 import sys
 
+import hta_common  # beside this script
 
-def _reexec_in_venv():
-    here = os.path.dirname(os.path.abspath(__file__))
-    cache = os.environ.get("CUTR_CACHE") or os.path.join(here, "..", "..", ".cache")
-    py = os.path.join(os.path.abspath(cache), "clients", "venv", "bin", "python")
-    if os.path.exists(py) and os.path.realpath(sys.prefix) != os.path.realpath(
-        os.path.join(os.path.dirname(py), "..")
-    ):
-        os.execv(py, [py, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.stderr.write("hta_annotations.py: hta not importable; run .ci/setup-clients.sh\n")
-    sys.exit(2)
-
-
-# HTA's logging.config sends its log records to stdout, and plotly may print:
-# keep the real stdout for our JSON only and point fd 1 at stderr.
-_json_out = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
+_json_out = hta_common.json_stdout()
 
 try:
-    import pandas as pd
     from hta.configs.config import logger as hta_logger
     from hta.trace_analysis import TraceAnalysis
 except ImportError:
-    _json_out.flush()
-    os.dup2(_json_out.fileno(), 1)
-    _reexec_in_venv()
-
-
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(level=logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-def _num(x):
-    """numpy/pandas scalar -> JSON number (ints stay ints)."""
-    if x is None:
-        return None
-    try:
-        if pd.isna(x):
-            return None
-    except (TypeError, ValueError):
-        pass
-    if hasattr(x, "item"):
-        x = x.item()
-    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
-        return int(x)
-    return x
+    hta_common.reexec_in_venv(__file__, _json_out)
 
 
 def _breakdown(ta, t):
@@ -101,11 +56,11 @@ def _breakdown(ta, t):
     out = {}
     for row in df.to_dict("records"):
         out[row["name"]] = {
-            "sum": _num(row["sum (us)"]),
-            "max": _num(row["max (us)"]),
-            "min": _num(row["min (us)"]),
-            "mean": _num(row["mean (us)"]),
-            "stddev": _num(row["stddev"]),
+            "sum": hta_common.num(row["sum (us)"]),
+            "max": hta_common.num(row["max (us)"]),
+            "min": hta_common.num(row["min (us)"]),
+            "mean": hta_common.num(row["mean (us)"]),
+            "stddev": hta_common.num(row["stddev"]),
             "count": counts.get(row["name"]),
         }
     return dict(sorted(out.items()))
@@ -119,12 +74,12 @@ def _kernels(ta, rank):
     annotated = df[df["user_annotation"].ne(-1)]
     out = {}
     for name, g in annotated.groupby("s_user_annotation"):
-        out[name] = {"count": int(len(g)), "sum": _num(g["dur"].sum())}
+        out[name] = {"count": int(len(g)), "sum": hta_common.num(g["dur"].sum())}
     return dict(sorted(out.items())), int(len(df) - len(annotated))
 
 
 def run(trace_dir):
-    cap = _Capture()
+    cap = hta_common.Capture()
     hta_logger.addHandler(cap)
     ta = TraceAnalysis(trace_dir=trace_dir)
     t = ta.t

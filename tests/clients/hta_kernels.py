@@ -32,75 +32,30 @@ JSON document (stdout carries nothing else; HTA's own logging goes to stderr):
 Exit status: 0 ok, 1 HTA failed (then {"error": ...}), 2 usage.
 """
 
-import io
 import json
-import logging
 import os
 import sys
 
+import hta_common  # beside this script
 
-def _reexec_in_venv():
-    here = os.path.dirname(os.path.abspath(__file__))
-    cache = os.environ.get("CUTR_CACHE") or os.path.join(here, "..", "..", ".cache")
-    py = os.path.join(os.path.abspath(cache), "clients", "venv", "bin", "python")
-    if os.path.exists(py) and os.path.realpath(sys.prefix) != os.path.realpath(
-        os.path.join(os.path.dirname(py), "..")
-    ):
-        os.execv(py, [py, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.stderr.write("hta_kernels.py: hta not importable; run .ci/setup-clients.sh\n")
-    sys.exit(2)
-
-
-# HTA's logging.config sends its log records to stdout, and plotly may print:
-# keep the real stdout for our JSON only and point fd 1 at stderr.
-_json_out = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
+_json_out = hta_common.json_stdout()
 
 try:
-    import pandas as pd
     from hta.common.trace_filter import CPUOperatorFilter
     from hta.configs.config import logger as hta_logger
     from hta.trace_analysis import TraceAnalysis
     from hta.utils.utils import get_kernel_type
 except ImportError:
-    _json_out.flush()
-    os.dup2(_json_out.fileno(), 1)
-    _reexec_in_venv()
-
-
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__(level=logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-def _num(x):
-    """numpy/pandas scalar -> JSON number (ints stay ints)."""
-    if x is None:
-        return None
-    try:
-        if pd.isna(x):
-            return None
-    except (TypeError, ValueError):
-        pass
-    if hasattr(x, "item"):
-        x = x.item()
-    if isinstance(x, float) and x.is_integer() and abs(x) < 2**53:
-        return int(x)
-    return x
+    hta_common.reexec_in_venv(__file__, _json_out)
 
 
 def _float(x):
-    x = _num(x)
+    x = hta_common.num(x)
     return float(x) if x is not None else None
 
 
 def run(trace_dir, include_last_profiler_step):
-    cap = _Capture()
+    cap = hta_common.Capture()
     hta_logger.addHandler(cap)
     ta = TraceAnalysis(trace_dir=trace_dir, include_last_profiler_step=include_last_profiler_step)
     t = ta.t
@@ -126,7 +81,7 @@ def run(trace_dir, include_last_profiler_step):
             cpu_corr = set(cpu.loc[cpu["correlation"].ne(-1), "correlation"].tolist())
             linked += int(g["correlation"].isin(cpu_corr).sum())
         for s, n in g["stream"].value_counts().items():
-            streams[str(_num(s))] = streams.get(str(_num(s)), 0) + int(n)
+            streams[str(hta_common.num(s))] = streams.get(str(hta_common.num(s)), 0) + int(n)
         for name_id, n in g["name"].value_counts().items():
             name = sym[name_id]
             counts[(rank, name)] = int(n)
@@ -147,16 +102,16 @@ def run(trace_dir, include_last_profiler_step):
         key = row["name"] if len(ranks) == 1 else "%s@%d" % (row["name"], rank)
         kernels[key] = {
             "count": counts.get((rank, row["name"])),
-            "sum": _num(row["sum (us)"]),
-            "max": _num(row["max (us)"]),
-            "min": _num(row["min (us)"]),
+            "sum": hta_common.num(row["sum (us)"]),
+            "max": hta_common.num(row["max (us)"]),
+            "min": hta_common.num(row["min (us)"]),
             "mean": _float(row["mean (us)"]),
             "stddev": _float(row["stddev"]),
             "kernel_type": row["kernel_type"],
             "rank": rank,
         }
     kernel_types = [
-        {"kernel_type": r["kernel_type"], "sum": _num(r["sum"]), "percentage": _float(r["percentage"])}
+        {"kernel_type": r["kernel_type"], "sum": hta_common.num(r["sum"]), "percentage": _float(r["percentage"])}
         for r in kernel_type_df.to_dict("records")
     ]
     hta_logger.removeHandler(cap)

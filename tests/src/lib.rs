@@ -25,6 +25,12 @@ pub fn installed(rel: &str, installer: &str) -> PathBuf {
 use std::path::Path;
 use std::process::Command;
 
+/// The trace processor's stricter stats query (tests/clients/README.md): empty for a trace that imported cleanly.
+/// Besides the timing rows it leaves out `clock_sync_cache_miss`, v20's count of first-time clock conversions
+/// (severity info, source analysis): the sequence-scoped delta clock of each sequence is converted once.
+pub const IMPORT_PROBLEMS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not \
+                                   like '%_duration_ns' and name != 'clock_sync_cache_miss'";
+
 /// Runs the real Perfetto trace processor (wasm, tests/clients/tp.cjs) on `trace` with one SQL statement per
 /// query and returns each query's rows. Panics with the tool's output if anything fails to load or run.
 pub fn trace_processor(trace: &Path, queries: &[&str]) -> Vec<Vec<Vec<serde_json::Value>>> {

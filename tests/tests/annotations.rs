@@ -15,9 +15,7 @@ use cutr_viewer_export::timeline::TrackRole;
 use cutr_viewer_export::{ExportOptions, Format, export};
 use serde_json::Value;
 
-/// tests/clients/README.md's stricter stats query (as in viewers.rs): empty for a trace that imported cleanly.
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 fn fixture(name: &str) -> (PathBuf, Trace) {
     let path = cutr_tests::repo().join("fixtures").join(name);

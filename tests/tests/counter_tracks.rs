@@ -12,9 +12,7 @@ use cutr_tests::{python_tool, trace_processor};
 use cutr_viewer_export::{ExportOptions, Format, export};
 use serde_json::{Value, json};
 
-/// The stricter stats query of tests/clients/README.md (as in `viewers.rs`).
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 fn fixture(name: &str) -> Trace {
     load(&[cutr_tests::repo().join("fixtures").join(name)], &LoadOptions::default()).unwrap()

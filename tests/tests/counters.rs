@@ -11,9 +11,7 @@ use cutr_synth::{SynthOptions, write_file};
 use cutr_tests::trace_processor;
 use cutr_viewer_export::{ExportOptions, Format, export};
 
-/// The stricter stats query of tests/clients/README.md (as in `viewers.rs`).
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 /// A synthetic recording whose `memory utilization (%)` series is `hi` from the start of each instance of the most
 /// launched kernel K to its end and `lo` from there to K's next start. Returns the file, K, a kernel J that never

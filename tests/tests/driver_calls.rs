@@ -18,8 +18,7 @@ use cutr_tests::{int, repo, trace_processor};
 use cutr_viewer_export::{DriverCalls, ExportOptions, ExportSummary, Format, export};
 use serde_json::{Value, json};
 
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 const PID: u32 = 4242;
 /// `cudaLaunchKernel` (runtime) and `cuLaunchKernel` (driver) cbids.
 const CUDA_LAUNCH_KERNEL: u32 = 211;

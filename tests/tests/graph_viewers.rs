@@ -12,9 +12,7 @@ use cutr_tests::{int, trace_processor};
 use cutr_viewer_export::{ExportOptions, ExportSummary, Format, export};
 use serde_json::{Value, json};
 
-/// tests/clients/README.md's stricter stats query (as in viewers.rs): empty for a trace that imported cleanly.
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 fn fixture(name: &str) -> (PathBuf, Trace) {
     let path = cutr_tests::repo().join("fixtures").join(name);

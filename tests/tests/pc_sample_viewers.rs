@@ -8,9 +8,7 @@ use cutr_model::{LoadOptions, load};
 use cutr_tests::trace_processor;
 use cutr_viewer_export::{ExportOptions, Format, export};
 
-/// tests/clients/README.md's stricter stats query (as in viewers.rs): empty for a trace that imported cleanly.
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 /// A recording with PC samples (`fixtures/source_workload_pcs.cutr`, H100): each sampled kernel's slices carry its
 /// samples, hottest lines and stall reasons, and each stall reason of the GPU is a counter track of samples per ms

@@ -16,8 +16,7 @@ use cutr_schema::kinds;
 use cutr_tests::{int, python_tool, repo, trace_processor};
 use cutr_viewer_export::{DriverCalls, ExportOptions, Format, export};
 
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 fn fixture() -> PathBuf {
     repo().join("fixtures/counter_100khz.cutr")

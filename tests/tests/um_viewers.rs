@@ -17,8 +17,7 @@ use cutr_tests::{int, trace_processor};
 use cutr_viewer_export::timeline::TrackRole;
 use cutr_viewer_export::{ExportOptions, Format, Timeline, export};
 
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 /// One raw UM record as CUDA 13 lays it out (104 bytes; offsets from the schema's layout table).
 #[derive(Clone, Copy)]

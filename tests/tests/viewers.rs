@@ -10,11 +10,7 @@ use cutr_tests::{int, python_tool, trace_processor};
 use cutr_viewer_export::timeline::TrackRole;
 use cutr_viewer_export::{ExportOptions, Format, export};
 
-/// The stricter stats query of tests/clients/README.md: empty for a trace that imported cleanly. Besides the
-/// timing rows it leaves out `clock_sync_cache_miss`, v20's count of first-time clock conversions (severity info,
-/// source analysis): the sequence-scoped delta clock of each sequence is converted once.
-const STATS: &str = "select name, idx, severity, source, value from stats where value > 0 and name not like '%_duration_ns' \
-                     and name != 'clock_sync_cache_miss'";
+use cutr_tests::IMPORT_PROBLEMS as STATS;
 
 struct Case {
     _dir: tempfile::TempDir,
