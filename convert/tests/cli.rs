@@ -1,32 +1,11 @@
 //! The `cupti-convert` binary as a user runs it: exit codes, one-line errors for bad input, warnings for recovered
 //! files, no partial output, no terminal control characters when stderr is not a terminal.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(rel)
-}
+use std::process::Command;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cupti-convert")).args(args).output().expect("cupti-convert runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8(b.to_vec()).expect("UTF-8 output")
-}
-
-/// Lines of stderr; none may be a panic, and none may carry progress-bar control characters.
-fn stderr_lines(o: &Output) -> Vec<String> {
-    let e = text(&o.stderr);
-    assert!(!e.contains("panicked"), "panic: {e}");
-    assert!(!e.contains('\r') && !e.contains('\x1b'), "control characters on a non-terminal stderr: {e:?}");
-    e.lines().map(str::to_string).collect()
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{fixture, path_str, run, stderr_lines, text};
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
 const CUDA_WORKLOAD_PFTRACE: u64 = 18_696;
@@ -208,147 +187,6 @@ fn wrong_arguments_and_unwritable_outputs_are_refused() {
     );
     // Nothing was left behind: no output, no temporary file.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-}
-
-#[test]
-fn diff_exits_3_on_a_regression_and_0_otherwise() {
-    let base = fixture("regress/base_a.cutr");
-    let o = run(&["diff", path_str(&base), path_str(&fixture("regress/heavy_a.cutr")), "--json"]);
-    assert_eq!(o.status.code(), Some(3));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(j["verdict"], "regression");
-    let o = run(&["diff", path_str(&base), path_str(&fixture("regress/base_b.cutr")), "--json"]);
-    assert_eq!(o.status.code(), Some(0));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_ne!(j["verdict"], "regression");
-    let o = run(&["diff", path_str(&base)]);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(stderr_lines(&o), ["cupti-convert: error: give BASE NEW, or --base RUN... --new RUN..."]);
-}
-
-/// `diff --by-rank` judges each rank on its own: the rank whose `heavy` kernel doubled is the one that regressed
-/// (exit 3), the unchanged rank is neutral; files are matched by the rank in their metadata, not their order; a
-/// launcher without a rank is left out with a warning; no common rank is an error.
-#[test]
-fn diff_by_rank_names_the_rank_and_kernel_that_regressed() {
-    let r = |f: &str| fixture(&format!("regress/{f}.cutr")).display().to_string();
-    let (ba, bb, ha) = (r("base_a"), r("base_b"), r("heavy_a"));
-    // Files without ranks: their position on each side is their rank.
-    let o = run(&["diff", "--by-rank", "--json", "--base", &ba, &bb, "--new", &ha, &bb]);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((j["verdict"].as_str(), j["regressed_ranks"].clone()), (Some("regression"), serde_json::json!([0])));
-    let ranks = j["ranks"].as_array().unwrap();
-    assert_eq!(ranks.len(), 2);
-    let judged = |rank: &serde_json::Value, v: &str| -> Vec<String> {
-        rank["report"]["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|x| x["section"] == "kernel" && x["verdict"] == v)
-            .map(|x| x["name"].as_str().unwrap().to_string())
-            .collect()
-    };
-    assert_eq!(judged(&ranks[0], "regression"), ["heavy(float*, int, int)"]);
-    assert_eq!(ranks[1]["report"]["verdict"], "neutral");
-    assert_eq!(judged(&ranks[1], "regression"), Vec::<String>::new());
-    // The same comparison for people: one line per rank, the regressed kernel named on rank 0's.
-    let o = run(&["diff", "--by-rank", "--base", &ba, &bb, "--new", &ha, &bb]);
-    let out = text(&o.stdout);
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], "verdict: REGRESSION (2 rank(s) compared; regressed: rank 0)");
-    assert!(
-        lines[3].starts_with(
-            "     0   regression   1/1    24.426 ms    27.231 ms   +11.5%  regression heavy(float*, int, int) +99.6%"
-        ),
-        "{out}"
-    );
-    assert_eq!(lines[4], "     1      neutral   1/1    24.250 ms    24.250 ms    +0.0%  -");
-
-    // torchrun's files carry RANK: the new side given in reverse order still pairs rank 0 with rank 0.
-    let t = |f: &str| fixture(&format!("allreduce_torchrun/{f}.cutr")).display().to_string();
-    let (launcher, r0, r1) = (t("ar-3326"), t("ar-3373"), t("ar-3374"));
-    let o = run(&["diff", "--by-rank", "--json", "--base", &launcher, &r0, &r1, "--new", &r1, &r0]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let per: Vec<(u64, String, f64)> = j["ranks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            let total = x["report"]["rows"].as_array().unwrap().iter().find(|r| r["section"] == "total").unwrap();
-            (
-                x["rank"].as_u64().unwrap(),
-                x["report"]["verdict"].as_str().unwrap().to_string(),
-                total["delta_ns"].as_f64().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(per, [(0, "neutral".to_string(), 0.0), (1, "neutral".to_string(), 0.0)]);
-    assert!(
-        text(&o.stderr).contains(&format!(
-            "cupti-convert: warning: {launcher}: no rank in its metadata (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, \
-             SLURM_PROCID) beside files that have one: left out of --by-rank (no GPU work)"
-        )),
-        "{}",
-        text(&o.stderr)
-    );
-    // Rank 0 against rank 1 only: nothing to compare.
-    let o = run(&["diff", "--by-rank", "--base", &r0, "--new", &r1]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        text(&o.stderr).ends_with("cupti-convert: error: --by-rank: no rank is on both sides, nothing to compare\n")
-    );
-    let o = run(&["diff", "--by-rank", &ba, &bb]);
-    assert_eq!(stderr_lines(&o), ["cupti-convert: error: --by-rank compares two jobs: --base FILES... --new FILES..."]);
-    assert_eq!(o.status.code(), Some(2));
-}
-
-/// The wall span is reported, not judged, until `--fail-on span` asks; small rows are judged with `--min-share 0`;
-/// wrong values of the new options are usage errors.
-#[test]
-fn diff_options_move_rows_between_reported_and_judged() {
-    let (base, new) = (fixture("regress/base_a.cutr"), fixture("regress/heavy_a.cutr"));
-    let rows = |extra: &[&str]| -> (Option<i32>, serde_json::Value) {
-        let mut args = vec!["diff", path_str(&base), path_str(&new), "--json"];
-        args.extend_from_slice(extra);
-        let o = run(&args);
-        (o.status.code(), serde_json::from_slice(&o.stdout).unwrap())
-    };
-    let row = |j: &serde_json::Value, section: &str, name: &str| -> String {
-        let r = j["rows"].as_array().unwrap().iter().find(|r| r["section"] == section && r["name"] == name).unwrap();
-        r["verdict"].as_str().unwrap().to_string()
-    };
-    let (code, j) = rows(&[]);
-    assert_eq!(code, Some(3));
-    assert_eq!(row(&j, "span", "wall span (first to last record)"), "reported");
-    assert_eq!(row(&j, "nvtx", "main:teardown"), "reported");
-    assert_eq!(j["counts"]["reported"], 11);
-    // The heavy pair's span shrank 8.6%: an improvement once judged, and teardown's -60.6% of 0.8% of GPU time
-    // is judged at --min-share 0.
-    let (_, j) = rows(&["--fail-on", "span", "--min-share", "0"]);
-    assert_eq!(row(&j, "span", "wall span (first to last record)"), "improvement");
-    assert_eq!(row(&j, "nvtx", "main:teardown"), "inconclusive");
-    assert_eq!(j["counts"].get("reported"), None);
-    // A per-instance floor above the heavy kernel's +2.9 ms makes it neutral.
-    let (_, j) = rows(&["--instance-floor", "3ms"]);
-    assert_eq!(row(&j, "kernel", "heavy(float*, int, int)"), "neutral");
-    for (bad, message) in [
-        (vec!["--fail-on", "speed"], None),
-        (vec!["--min-share", "101"], Some("cupti-convert: error: --min-share must be a percentage from 0 to 100")),
-        (
-            vec!["--instance-floor", "fast"],
-            Some("cupti-convert: error: not a time: 'fast' (use e.g. 1.5, 200ms, 10us)"),
-        ),
-    ] {
-        let mut args = vec!["diff", path_str(&base), path_str(&new)];
-        args.extend_from_slice(&bad);
-        let o = run(&args);
-        assert_eq!(o.status.code(), Some(2), "{bad:?}");
-        if let Some(m) = message {
-            assert_eq!(stderr_lines(&o), [m]);
-        }
-    }
 }
 
 /// What drives the progress bar: the layout stage, then every shard counted once, ending at the total.

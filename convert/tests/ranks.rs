@@ -2,18 +2,12 @@
 //! the user gives, in the JSON's `distributedInfo` (which HTA reads), the inputs list and the timeline's labels;
 //! bad rank lists are refused with one line and the usage exit code.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use common::{fixture, run};
 use serde_json::{Value, json};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(rel)
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cupti-convert")).args(args).output().expect("cupti-convert runs")
-}
 
 fn convert(inputs: &[PathBuf], extra: &[&str], out: &Path) -> Value {
     let mut args: Vec<&str> = inputs.iter().map(|p| p.to_str().unwrap()).collect();
