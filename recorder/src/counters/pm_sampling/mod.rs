@@ -16,25 +16,9 @@
 //! one device's session (set-up, decoding, finishing), `host` the choice of metrics, `evaluation` the
 //! evaluating threads, `gate` when CUPTI may be called (and the lock order), and `debug` the
 //! `CUTR_PM_DEBUG` timing. The CUPTI calls themselves are in [`crate::ffi::pm`].
+
 //!
-//! # Exit
-//! Sampling must be stopped and disabled before `exit()` runs the exit handlers that CUDA's and CUPTI's libraries
-//! registered after the recorder was loaded (libnvperf_host's among them: cuptiProfilerInitialize loads it, and
-//! set-up's calls go on in it). After them, cuptiPmSamplingDisable crashed inside libnvperf_host on the H100
-//! (SIGSEGV, or glibc's "double free or corruption") or hung: the session's own hook, registered when CUDA loaded
-//! the recorder, runs after them (`exit()` runs hooks last-registered first), and used to be what stopped sampling
-//! when the process exited while set-up was still under way (runs of under a second; 5 of 10 crashed,
-//! measurements/2026-11-27-h100-counters-exit-crash). So the set-up thread registers hooks as it goes
-//! (`ExitHooks`), each running before every handler registered before it:
-//! - before its first CUPTI call: a hook that ends the gate (`PmSampler::exit_began`): no CUPTI call of
-//!   sampling's from then on (one under way is waited for), what was set up left alone;
-//! - once cuptiProfilerInitialize returned, and again once the first device samples: a hook that stops sampling
-//!   (`PmSampler::finish`; a device being set up is finished first, ~0.8 s at most; no further one is begun).
-//!
-//! A process that exits while a device is set up thus has its samples and sampling stopped first; one that exits
-//! before cuptiProfilerInitialize returned makes no further CUPTI call of sampling's. What CUPTI registers during
-//! set-up after cuptiProfilerInitialize still runs before the first stop hook (none was seen to matter: 0 crashes
-//! in 10 such exits).
+//! How sampling is stopped before the process's exit handlers run: `exit`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +37,7 @@ use crate::ffi::subscriber::{
 mod debug;
 mod device;
 mod evaluation;
+mod exit;
 mod gate;
 mod host;
 #[cfg(test)]
@@ -62,15 +47,7 @@ use device::SessionRef;
 use evaluation::Evaluation;
 use gate::{ExclusiveSide, GATE_WAIT, Gate};
 
-/// What the set-up thread asks the session for as it goes (see "Exit" in the module's doc): each registers an
-/// `exit()` hook.
-pub(crate) struct ExitHooks {
-    /// A hook that calls [`PmSampler::exit_began`]; asked for once, before set-up's first CUPTI call.
-    pub exit_began: Box<dyn Fn() + Send>,
-    /// A hook that stops sampling ([`PmSampler::finish`]); asked for once cuptiProfilerInitialize returned and
-    /// again once the first device samples (each later one runs earlier, ahead of what CUPTI registered meanwhile).
-    pub stop: Box<dyn Fn() + Send>,
-}
+pub(crate) use exit::ExitHooks;
 
 /// Metrics sampled by default, by what a user asks first: is the GPU busy, memory- or compute-bound, how full,
 /// using its tensor cores, moving data over PCIe or NVLink. `a|b` takes the first of the names the chip has (the
@@ -261,7 +238,7 @@ impl EventUser for Shared {
 }
 
 impl Shared {
-    /// The process began to exit and sampling was not stopped first (see "Exit" in the module's doc): the gate is
+    /// The process began to exit and sampling was not stopped first (see `exit`): the gate is
     /// ended, so no CUPTI call of sampling's begins, and one under way (set-up's) is waited for, [`GATE_WAIT`] at
     /// most, so that it does not run beside the CUDA runtime's teardown. What was set up is left alone.
     fn exit_began(&self) {
@@ -333,7 +310,7 @@ pub(crate) struct PmSampler {
 impl PmSampler {
     /// Starts a thread that sets PM sampling up on each device this process makes a CUDA context on (CUPTI's
     /// context-created callback; `devices()`: those that already have one) and samples until stopped. `send`
-    /// takes each chunk, `note` each problem; `hooks` are asked for as set-up goes (see "Exit"). Registers for
+    /// takes each chunk, `note` each problem; `hooks` are asked for as set-up goes (see `exit`). Registers for
     /// CUPTI's context callbacks with the recorder's subscriber.
     pub fn start(
         library: &Path,
