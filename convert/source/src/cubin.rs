@@ -1,9 +1,15 @@
 //! The parts of a cubin's ELF the source map needs: the functions (FUNC symbols, each with its own code section),
 //! `.debug_line`, `.debug_str`, and the relocations that tie each line sequence to its function.
 
+use std::collections::HashMap;
+
 use object::{Object, ObjectSection, ObjectSymbol, RelocationTarget, SymbolKind};
 
 use crate::SourceError;
+
+/// Bytes of function names allowed beyond the cubin's own size: names are copied out of the string table, and
+/// symbols naming overlapping offsets of one long string could otherwise copy it once per symbol.
+const NAME_SLACK: usize = 64 << 10;
 
 /// A kernel or device function of the cubin.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -18,10 +24,13 @@ pub struct Function {
 
 pub(crate) struct Cubin<'a> {
     pub functions: Vec<Function>,
-    pub debug_line: Option<&'a [u8]>,
+    /// `.debug_line`'s bytes, `Err` (why) when its section header points outside the cubin.
+    pub debug_line: Option<Result<&'a [u8], String>>,
     pub debug_str: &'a [u8],
     /// `(offset in .debug_line, index into functions)` of each address relocation, sorted by offset.
     pub line_relocations: Vec<(u64, usize)>,
+    /// What was damaged outside the line programs.
+    pub problems: Vec<String>,
 }
 
 impl<'a> Cubin<'a> {
@@ -30,27 +39,59 @@ impl<'a> Cubin<'a> {
         if file.format() != object::BinaryFormat::Elf {
             return Err(SourceError::NotElf(format!("{:?}", file.format())));
         }
-        let functions: Vec<Function> = file
-            .symbols()
-            .filter(|s| s.kind() == SymbolKind::Text && s.size() > 0)
-            .filter_map(|s| {
-                Some(Function { name: s.name().ok()?.to_string(), symbol_index: s.index().0, size: s.size() })
-            })
-            .collect();
-        let data = |name: &str| file.section_by_name(name).and_then(|s| s.data().ok());
-        let debug_line = data(".debug_line");
-        let debug_str = data(".debug_str").unwrap_or(&[]);
+        let functions = functions(&file, bytes.len())?;
+        let mut problems = Vec::new();
+        let section = |name: &str| {
+            let s = file.section_by_name(name)?;
+            Some(s.data().map_err(|_| {
+                let (start, size) = s.file_range().unwrap_or((0, 0));
+                format!(
+                    "the {name} section header points outside the cubin (bytes {start}..{} of {})",
+                    start.saturating_add(size),
+                    bytes.len()
+                )
+            }))
+        };
+        let debug_line = section(".debug_line");
+        let debug_str = match section(".debug_str") {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => {
+                problems.push(e);
+                &[]
+            }
+            None => &[],
+        };
+        // Symbol index -> function, so that each relocation finds its function in one step.
+        let by_symbol: HashMap<usize, usize> =
+            functions.iter().enumerate().map(|(i, f)| (f.symbol_index, i)).collect();
         let mut line_relocations = Vec::new();
         if let Some(section) = file.section_by_name(".debug_line") {
             for (offset, r) in section.relocations() {
                 if let RelocationTarget::Symbol(sym) = r.target()
-                    && let Some(f) = functions.iter().position(|f| f.symbol_index == sym.0)
+                    && let Some(&f) = by_symbol.get(&sym.0)
                 {
                     line_relocations.push((offset, f));
                 }
             }
         }
         line_relocations.sort_unstable();
-        Ok(Cubin { functions, debug_line, debug_str, line_relocations })
+        Ok(Cubin { functions, debug_line, debug_str, line_relocations, problems })
     }
+}
+
+/// The FUNC symbols with code, their names copied within a budget of the cubin's size.
+fn functions(file: &object::File<'_>, cubin_len: usize) -> Result<Vec<Function>, SourceError> {
+    let mut budget = cubin_len + NAME_SLACK;
+    let mut out = Vec::new();
+    for s in file.symbols().filter(|s| s.kind() == SymbolKind::Text && s.size() > 0) {
+        let Ok(name) = s.name() else { continue };
+        budget = budget.checked_sub(name.len()).ok_or_else(|| {
+            SourceError::NotElf(format!(
+                "its function names overlap: more than {} bytes of names in a {cubin_len}-byte cubin",
+                cubin_len + NAME_SLACK
+            ))
+        })?;
+        out.push(Function { name: name.to_string(), symbol_index: s.index().0, size: s.size() });
+    }
+    Ok(out)
 }

@@ -10,11 +10,15 @@
 
 mod cubin;
 pub mod host;
+mod inline;
 mod lines;
+
+use std::collections::HashMap;
 
 use serde::Serialize;
 
 pub use cubin::Function;
+pub use inline::MAX_INLINE_DEPTH;
 
 /// Why a cubin's source map could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +27,18 @@ pub enum SourceError {
     NotElf(String),
     #[error("malformed line table: {0}")]
     Lines(String),
+}
+
+/// What a cubin says about lines: the three answers a user acts on differently.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineTables {
+    /// Line rows were read (some parts may still have been damaged: [`SourceMap::problems`]).
+    Present,
+    /// No `.debug_line`: built without `-lineinfo` (or `-G`).
+    Absent,
+    /// A `.debug_line` (or what it needs) is there but no row could be read from it.
+    Damaged,
 }
 
 /// A source position.
@@ -39,7 +55,7 @@ pub struct Position {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Location {
     pub position: Position,
-    /// `(function inlined, call site)`, from the innermost call outwards.
+    /// `(function inlined, call site)`, from the innermost call outwards; at most [`MAX_INLINE_DEPTH`].
     pub inlined_at: Vec<(String, Position)>,
 }
 
@@ -47,44 +63,87 @@ pub struct Location {
 #[derive(Clone, Debug, Default)]
 pub struct SourceMap {
     functions: Vec<Function>,
+    /// Function index by name (the first of a name), so that a lookup costs no scan of the functions.
+    by_name: HashMap<String, usize>,
     /// Line rows per function (index into `functions`), sorted by offset, rows at one offset in table order.
     rows: Vec<Vec<lines::Row>>,
-    files: Vec<Position>,
+    files: Vec<lines::File>,
+    dirs: Vec<String>,
     /// Names of inlined functions (`.debug_str` offsets resolved).
     names: Vec<String>,
+    line_tables: Option<LineTables>,
+    problems: Vec<String>,
 }
 
 impl SourceMap {
     /// Reads a cubin's functions and line tables. A cubin without line info gives a map with functions and no
-    /// rows ([`SourceMap::has_lines`] is false).
+    /// rows ([`SourceMap::line_tables`] is `Absent`); damaged line tables give what could be read and say what was
+    /// wrong ([`SourceMap::problems`]). Only a cubin that is no ELF (or whose symbols are forged) is an error.
     pub fn from_cubin(bytes: &[u8]) -> Result<SourceMap, SourceError> {
         let elf = cubin::Cubin::parse(bytes)?;
         let mut rows = vec![Vec::new(); elf.functions.len()];
-        let (files, names) = match elf.debug_line {
-            Some(section) => lines::read(section, elf.debug_str, &elf.line_relocations, &mut rows)?,
-            None => (Vec::new(), Vec::new()),
+        let mut problems = elf.problems;
+        let had_section = matches!(elf.debug_line, Some(Ok(s)) if !s.is_empty()) || matches!(elf.debug_line, Some(Err(_)));
+        let tables = match elf.debug_line {
+            Some(Ok(section)) => lines::read(section, elf.debug_str, &elf.line_relocations, &mut rows),
+            Some(Err(why)) => {
+                problems.push(why);
+                lines::Tables::default()
+            }
+            None => lines::Tables::default(),
         };
-        Ok(SourceMap { functions: elf.functions, rows, files, names })
+        problems.extend(tables.problems);
+        let line_tables = if rows.iter().any(|r| !r.is_empty()) {
+            LineTables::Present
+        } else if had_section || !problems.is_empty() {
+            LineTables::Damaged
+        } else {
+            LineTables::Absent
+        };
+        let mut by_name = HashMap::with_capacity(elf.functions.len());
+        for (i, f) in elf.functions.iter().enumerate() {
+            by_name.entry(f.name.clone()).or_insert(i);
+        }
+        Ok(SourceMap {
+            functions: elf.functions,
+            by_name,
+            rows,
+            files: tables.files,
+            dirs: tables.dirs,
+            names: tables.names,
+            line_tables: Some(line_tables),
+            problems,
+        })
     }
 
     pub fn functions(&self) -> &[Function] {
         &self.functions
     }
 
-    /// Whether the cubin had line tables (built with `-lineinfo` or `-G`).
+    /// Whether the cubin had line tables (built with `-lineinfo` or `-G`) and rows could be read from them.
     pub fn has_lines(&self) -> bool {
-        self.rows.iter().any(|r| !r.is_empty())
+        self.line_tables() == LineTables::Present
+    }
+
+    /// Whether the cubin has line tables, none, or damaged ones.
+    pub fn line_tables(&self) -> LineTables {
+        self.line_tables.unwrap_or(LineTables::Absent)
+    }
+
+    /// What was damaged in the cubin's line tables and what was done about it, one sentence each.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
     }
 
     /// The function of this (mangled) name.
     pub fn function(&self, name: &str) -> Option<&Function> {
-        self.functions.iter().find(|f| f.name == name)
+        self.by_name.get(name).map(|&i| &self.functions[i])
     }
 
     /// Where the instruction at `pc_offset` of `function` came from; `None` for an unknown function, an offset
     /// outside it, or a function without line rows.
     pub fn locate(&self, function: &str, pc_offset: u64) -> Option<Location> {
-        let index = self.functions.iter().position(|f| f.name == function)?;
+        let index = *self.by_name.get(function)?;
         if pc_offset >= self.functions[index].size {
             return None;
         }
@@ -99,23 +158,17 @@ impl SourceMap {
     }
 
     fn position(&self, row: &lines::Row) -> Option<Position> {
-        let mut p = self.files.get(row.file as usize)?.clone();
-        p.line = row.line;
-        Some(p)
+        let f = self.files.get(row.file as usize)?;
+        let dir = self.dirs.get(f.dir as usize).cloned().unwrap_or_default();
+        Some(Position { dir, file: f.name.clone(), line: row.line })
     }
 
-    /// The call sites `row` was inlined through: each `context` names (1-based) the row of its call site within
-    /// the same function's rows, whose own context goes one level further out.
+    /// The call sites `row` was inlined through, each found by the link resolved when the table was read.
     fn inline_chain(&self, rows: &[lines::Row], row: &lines::Row) -> Vec<(String, Position)> {
         let mut out = Vec::new();
-        let mut cur = row;
-        // A context always points back to an earlier row; the bound guards against a malformed table's cycle.
-        while cur.context != 0 && out.len() < rows.len() {
-            let Some(site) = rows.iter().find(|r| r.index == cur.context) else { break };
-            let name = self.names.get(cur.function_name as usize).cloned().unwrap_or_default();
-            let Some(pos) = self.position(site) else { break };
-            out.push((name, pos));
-            cur = site;
+        for (name, site) in inline::chain(rows, row) {
+            let Some(pos) = self.position(&rows[site]) else { break };
+            out.push((self.names.get(name as usize).cloned().unwrap_or_default(), pos));
         }
         out
     }
