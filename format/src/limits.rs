@@ -15,6 +15,21 @@ pub const MAX_SIDE_BYTES: u64 = 256 << 20;
 pub const MAX_RATIO: u64 = 1024;
 /// Slack for tiny payloads, whose frame overhead makes any ratio look large.
 const SMALL_PAYLOAD_SLACK: u64 = 64 << 10;
+/// The largest cubin a reader inflates, unless `CUTR_MAX_CUBIN_MB` says otherwise: 32 MiB, four times what
+/// PyTorch 2.11's 26 cubins (cuBLAS, CUTLASS and PyTorch's own) hold together stored (8.1 MB, docs/BENCHMARKS.md).
+/// A source analysis holds one inflated cubin at a time, so this bounds its memory whatever a file claims; a cubin
+/// over it is refused by name, with its claimed size, and its kernels get no lines.
+pub const MAX_CUBIN_BYTES: u64 = 32 << 20;
+
+/// [`MAX_CUBIN_BYTES`], or `CUTR_MAX_CUBIN_MB` (whole MiB, at most the 256 MiB of any side chunk) for a program
+/// with a larger cubin.
+pub fn max_cubin_bytes() -> u64 {
+    std::env::var("CUTR_MAX_CUBIN_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(MAX_CUBIN_BYTES, |mb| mb.saturating_mul(1 << 20).min(MAX_SIDE_BYTES))
+}
+
 /// No CUPTI record is smaller (every record starts with its 4-byte kind, and the smallest kinds are 16+ bytes).
 pub const MIN_RECORD_BYTES: u64 = 8;
 

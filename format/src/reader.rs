@@ -20,6 +20,9 @@ use crate::error::{ChunkError, FormatError};
 use crate::limits::check_claims;
 use crate::meta::{self, ClockSample, LossCounters, SessionMetadata};
 
+mod cubins;
+pub use cubins::Cubin;
+
 /// One chunk as listed by the footer or found by scanning.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChunkInfo {
@@ -434,12 +437,6 @@ impl Reader {
     /// OS thread names by tid (the last seen for each), from the `threads` chunks (format 1.1; empty before).
     pub fn thread_names(&self) -> &std::collections::BTreeMap<u32, String> {
         &self.thread_names
-    }
-
-    /// The cubins of the file (`blob` chunks), decoded now (they are not read at open: only source-level analyses
-    /// need them), and the chunks that failed.
-    pub fn cubins(&self) -> (Vec<crate::source::CubinBlob>, Vec<Problem>) {
-        self.decode_each(ChunkType::Blob, crate::source::CubinBlob::from_bytes)
     }
 
     /// The PC sample collections of the file, in file order, and the chunks that failed.

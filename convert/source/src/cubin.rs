@@ -22,24 +22,35 @@ pub struct Function {
     pub size: u64,
 }
 
+/// What a line sequence's relocation ties it to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Target {
+    /// A function the map keeps (index into the functions).
+    Kept(usize),
+    /// A function left out (none of its PCs is asked about): its rows are read and dropped.
+    LeftOut,
+}
+
 pub(crate) struct Cubin<'a> {
     pub functions: Vec<Function>,
     /// `.debug_line`'s bytes, `Err` (why) when its section header points outside the cubin.
     pub debug_line: Option<Result<&'a [u8], String>>,
     pub debug_str: &'a [u8],
-    /// `(offset in .debug_line, index into functions)` of each address relocation, sorted by offset.
-    pub line_relocations: Vec<(u64, usize)>,
+    /// `(offset in .debug_line, the function it names)` of each address relocation against a function, sorted by
+    /// offset.
+    pub line_relocations: Vec<(u64, Target)>,
     /// What was damaged outside the line programs.
     pub problems: Vec<String>,
 }
 
 impl<'a> Cubin<'a> {
-    pub fn parse(bytes: &'a [u8]) -> Result<Cubin<'a>, SourceError> {
+    /// The cubin's functions (those `keep` accepts) and what their line tables need.
+    pub fn parse(bytes: &'a [u8], keep: &dyn Fn(&str) -> bool) -> Result<Cubin<'a>, SourceError> {
         let file = object::File::parse(bytes).map_err(|e| SourceError::NotElf(e.to_string()))?;
         if file.format() != object::BinaryFormat::Elf {
             return Err(SourceError::NotElf(format!("{:?}", file.format())));
         }
-        let functions = functions(&file, bytes.len())?;
+        let (functions, by_symbol) = functions(&file, bytes.len(), keep)?;
         let mut problems = Vec::new();
         let section = |name: &str| {
             let s = file.section_by_name(name)?;
@@ -61,9 +72,6 @@ impl<'a> Cubin<'a> {
             }
             None => &[],
         };
-        // Symbol index -> function, so that each relocation finds its function in one step.
-        let by_symbol: HashMap<usize, usize> =
-            functions.iter().enumerate().map(|(i, f)| (f.symbol_index, i)).collect();
         let mut line_relocations = Vec::new();
         if let Some(section) = file.section_by_name(".debug_line") {
             for (offset, r) in section.relocations() {
@@ -79,12 +87,23 @@ impl<'a> Cubin<'a> {
     }
 }
 
-/// The FUNC symbols with code, their names copied within a budget of the cubin's size.
-fn functions(file: &object::File<'_>, cubin_len: usize) -> Result<Vec<Function>, SourceError> {
+/// The FUNC symbols with code that `keep` accepts, their names copied within a budget of the cubin's size, and
+/// every function symbol's target by symbol index (so that each relocation finds its function in one step).
+fn functions(
+    file: &object::File<'_>,
+    cubin_len: usize,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<(Vec<Function>, HashMap<usize, Target>), SourceError> {
     let mut budget = cubin_len + NAME_SLACK;
     let mut out = Vec::new();
+    let mut by_symbol = HashMap::new();
     for s in file.symbols().filter(|s| s.kind() == SymbolKind::Text && s.size() > 0) {
         let Ok(name) = s.name() else { continue };
+        if !keep(name) {
+            by_symbol.insert(s.index().0, Target::LeftOut);
+            continue;
+        }
+        by_symbol.entry(s.index().0).or_insert(Target::Kept(out.len()));
         budget = budget.checked_sub(name.len()).ok_or_else(|| {
             SourceError::NotElf(format!(
                 "its function names overlap: more than {} bytes of names in a {cubin_len}-byte cubin",
@@ -93,5 +112,5 @@ fn functions(file: &object::File<'_>, cubin_len: usize) -> Result<Vec<Function>,
         })?;
         out.push(Function { name: name.to_string(), symbol_index: s.index().0, size: s.size() });
     }
-    Ok(out)
+    Ok((out, by_symbol))
 }

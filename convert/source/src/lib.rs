@@ -80,12 +80,20 @@ impl SourceMap {
     /// rows ([`SourceMap::line_tables`] is `Absent`); damaged line tables give what could be read and say what was
     /// wrong ([`SourceMap::problems`]). Only a cubin that is no ELF (or whose symbols are forged) is an error.
     pub fn from_cubin(bytes: &[u8]) -> Result<SourceMap, SourceError> {
-        let elf = cubin::Cubin::parse(bytes)?;
+        SourceMap::from_cubin_for(bytes, &|_| true)
+    }
+
+    /// [`SourceMap::from_cubin`] keeping only the functions `keep` accepts (by mangled name): a report needs the
+    /// functions its samples name, and the map then costs what they need, whatever else the cubin holds. Whether
+    /// the cubin has line tables is judged on all of them.
+    pub fn from_cubin_for(bytes: &[u8], keep: &dyn Fn(&str) -> bool) -> Result<SourceMap, SourceError> {
+        let elf = cubin::Cubin::parse(bytes, keep)?;
         let mut rows = vec![Vec::new(); elf.functions.len()];
         let mut problems = elf.problems;
-        let had_section = matches!(elf.debug_line, Some(Ok(s)) if !s.is_empty()) || matches!(elf.debug_line, Some(Err(_)));
+        let had_section =
+            matches!(elf.debug_line, Some(Ok(s)) if !s.is_empty()) || matches!(elf.debug_line, Some(Err(_)));
         let tables = match elf.debug_line {
-            Some(Ok(section)) => lines::read(section, elf.debug_str, &elf.line_relocations, &mut rows),
+            Some(Ok(section)) => lines::read(section, elf.debug_str, &elf.line_relocations, bytes.len(), &mut rows),
             Some(Err(why)) => {
                 problems.push(why);
                 lines::Tables::default()
@@ -93,7 +101,7 @@ impl SourceMap {
             None => lines::Tables::default(),
         };
         problems.extend(tables.problems);
-        let line_tables = if rows.iter().any(|r| !r.is_empty()) {
+        let line_tables = if tables.rows_placed > 0 {
             LineTables::Present
         } else if had_section || !problems.is_empty() {
             LineTables::Damaged

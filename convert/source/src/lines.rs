@@ -12,6 +12,8 @@ use std::collections::HashMap;
 
 use gimli::{DebugLine, DebugLineOffset, EndianSlice, LineInstruction, LineRow, LittleEndian, Reader};
 
+use crate::cubin::Target;
+
 /// `DW_LNE_NVIDIA_inlined_call` and `DW_LNE_NVIDIA_set_function_name`.
 const NV_INLINED_CALL: u8 = 0x90;
 const NV_SET_FUNCTION_NAME: u8 = 0x91;
@@ -19,6 +21,13 @@ const NV_SET_FUNCTION_NAME: u8 = 0x91;
 /// Paths longer than Linux's `PATH_MAX` are not paths a compiler wrote: they are cut, so that no path makes every
 /// location that names it costly.
 pub(crate) const MAX_PATH_BYTES: usize = 4096;
+
+/// A cubin's line rows cannot outnumber a quarter of its bytes: each row stands for SASS instructions of 16 bytes
+/// each, besides the bytes that encode the row itself (NVIDIA's tables: 53 rows in a 12,448-byte cubin). A table
+/// with more is forged (one-byte rows at no address at all), and is refused whole rather than kept at 40 bytes a row.
+fn most_rows(cubin_len: usize) -> usize {
+    cubin_len / 4 + 4096
+}
 
 /// Bytes of inline names allowed beyond the size of `.debug_str` (names are interned per offset; overlapping
 /// offsets into one string could otherwise copy it once per offset).
@@ -60,6 +69,8 @@ pub(crate) struct Tables {
     pub names: Vec<String>,
     /// What was damaged, and what was done about it.
     pub problems: Vec<String>,
+    /// Rows tied to a function (of the map or left out of it), none if the table was refused whole.
+    pub rows_placed: usize,
 }
 
 type R<'a> = EndianSlice<'a, LittleEndian>;
@@ -67,13 +78,22 @@ type R<'a> = EndianSlice<'a, LittleEndian>;
 /// Reads every line program of the section into `rows` (indexed like the cubin's functions): the n-th
 /// `DW_LNE_set_address` of the section is relocated against the function of the n-th relocation (sorted by offset).
 /// A unit that cannot be read ends the reading; the rows of the units before it are kept.
-pub(crate) fn read(section: &[u8], debug_str: &[u8], relocations: &[(u64, usize)], rows: &mut [Vec<Row>]) -> Tables {
+pub(crate) fn read(
+    section: &[u8],
+    debug_str: &[u8],
+    relocations: &[(u64, Target)],
+    cubin_len: usize,
+    rows: &mut [Vec<Row>],
+) -> Tables {
     let mut t = Tables::default();
     let mut state = ProgramState {
         debug_str,
         relocations,
         set_addresses: 0,
         unplaced_sequences: 0,
+        rows_read: 0,
+        rows_placed: 0,
+        most_rows: most_rows(cubin_len),
         names: Names::new(debug_str.len()),
         unit_rows: Vec::new(),
     };
@@ -89,7 +109,7 @@ pub(crate) fn read(section: &[u8], debug_str: &[u8], relocations: &[(u64, usize)
                     }
                 }
                 units += 1;
-                if unit_end <= offset {
+                if unit_end <= offset || state.rows_read > state.most_rows {
                     break;
                 }
                 offset = unit_end;
@@ -105,6 +125,15 @@ pub(crate) fn read(section: &[u8], debug_str: &[u8], relocations: &[(u64, usize)
                 break;
             }
         }
+    }
+    t.rows_placed = state.rows_placed;
+    if state.rows_read > state.most_rows {
+        rows.iter_mut().for_each(Vec::clear);
+        t.rows_placed = 0;
+        t.problems.push(format!(
+            "its line tables hold more than {} rows, more than a {cubin_len}-byte cubin can describe: none is used",
+            state.most_rows
+        ));
     }
     if state.unplaced_sequences > 0 {
         t.problems.push(format!(
@@ -132,9 +161,12 @@ pub(crate) fn read(section: &[u8], debug_str: &[u8], relocations: &[(u64, usize)
 /// What running the programs carries from one unit to the next.
 struct ProgramState<'a> {
     debug_str: &'a [u8],
-    relocations: &'a [(u64, usize)],
+    relocations: &'a [(u64, Target)],
     set_addresses: usize,
     unplaced_sequences: usize,
+    rows_read: usize,
+    rows_placed: usize,
+    most_rows: usize,
     names: Names,
     /// `(function, row)` of the unit being read: committed only once the whole unit has been read.
     unit_rows: Vec<(usize, Row)>,
@@ -234,7 +266,7 @@ fn run_program(
     let mut instructions = header.instructions();
     let mut row = LineRow::new(&header);
     let (mut context, mut function_name) = (0u32, 0u32);
-    let mut function: Option<usize> = None;
+    let mut function: Option<Target> = None;
     let mut index = 0u32;
     while let Some(instruction) = instructions.next_instruction(&header)? {
         match instruction {
@@ -257,7 +289,13 @@ fn run_program(
         }
         if row.execute(instruction, &mut program)? {
             index = index.saturating_add(1);
-            if let Some(f) = function {
+            state.rows_read += 1;
+            if state.rows_read > state.most_rows {
+                // Forged: stop here (the caller drops every row and says why).
+                return Ok(());
+            }
+            state.rows_placed += usize::from(function.is_some());
+            if let Some(Target::Kept(f)) = function {
                 state.unit_rows.push((
                     f,
                     Row {

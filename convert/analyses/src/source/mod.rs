@@ -8,6 +8,7 @@
 //! Lines come from the cubin's own line tables (`cutr-source`); a cubin without them (built without `-lineinfo`)
 //! gives offsets only, and the report says so.
 
+mod cubins;
 mod pprof;
 mod sass;
 
@@ -17,6 +18,7 @@ use cutr_format::{PcSamples, Reader};
 use cutr_source::SourceMap;
 use serde::Serialize;
 
+pub use cubins::LineTables;
 pub use pprof::{PprofSummary, pprof};
 
 /// What `source` shows.
@@ -77,6 +79,8 @@ pub struct KernelSource {
     pub stalls: Stalls,
     /// Whether its cubin had line tables.
     pub has_lines: bool,
+    /// What its cubin says about lines: present, absent (no -lineinfo), damaged, or the cubin unreadable or lost.
+    pub line_tables: LineTables,
     pub lines: Vec<LineRow>,
     pub pcs: Vec<PcRow>,
 }
@@ -110,41 +114,25 @@ type LineKey = (String, String, u32, Vec<String>);
 
 /// Every PC's samples per stall reason over the recordings, with the source map of each cubin (`None` where it
 /// could not be read) and CUPTI's counts in `r`.
-pub(crate) struct Samples {
+pub(crate) struct Samples<'r> {
     pub by_pc: HashMap<PcKey, ByReason>,
     pub maps: HashMap<u64, Option<SourceMap>>,
-    /// The cubins' bytes by CRC.
-    pub cubins: HashMap<u64, Vec<u8>>,
+    /// The cubins' bytes by CRC, read again when asked for (none are held).
+    pub cubins: cubins::CubinBytes<'r>,
 }
 
 /// Reads the cubins and PC samples of `readers` (each its own process: contexts and stall tables are per file),
 /// counting into `r` and warning there about what could not be read.
-pub(crate) fn collect(readers: &[&Reader], r: &mut SourceReport) -> Samples {
-    let mut maps: HashMap<u64, Option<SourceMap>> = HashMap::new();
+pub(crate) fn collect<'r>(readers: &'r [&'r Reader], r: &mut SourceReport) -> Samples<'r> {
     let mut by_pc: HashMap<PcKey, ByReason> = HashMap::new();
-    let mut bytes: HashMap<u64, Vec<u8>> = HashMap::new();
     for reader in readers {
-        let (cubins, problems) = reader.cubins();
-        for p in problems {
-            r.warnings.push(format!("a cubin could not be read: {p}"));
-        }
-        for c in cubins {
-            let map = match SourceMap::from_cubin(&c.data) {
-                Ok(m) => Some(m),
-                Err(e) => {
-                    r.warnings.push(format!("cubin {:#x}: {e}", c.crc));
-                    None
-                }
-            };
-            maps.entry(c.crc).or_insert(map);
-            bytes.entry(c.crc).or_insert(c.data);
-        }
         let (collections, problems) = reader.pc_samples();
         for p in problems {
             r.warnings.push(format!("PC samples lost with a damaged chunk: {p}"));
         }
         add_collections(r, &collections, &mut by_pc);
     }
+    let (maps, bytes) = cubins::read(readers, &by_pc, &mut r.warnings);
     r.cubins = maps.len();
     r.cubins_with_lines = maps.values().filter(|m| m.as_ref().is_some_and(SourceMap::has_lines)).count();
     if r.dropped_samples > 0 || r.hardware_buffer_full > 0 {
@@ -180,7 +168,7 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
 }
 
 /// The SASS text of every PC shown, one `nvdisasm` run per cubin (in parallel), where `nvdisasm` is installed.
-fn add_sass(r: &mut SourceReport, cubins: &HashMap<u64, Vec<u8>>, nvdisasm: Option<&std::path::Path>) {
+fn add_sass(r: &mut SourceReport, cubins: &cubins::CubinBytes<'_>, nvdisasm: Option<&std::path::Path>) {
     use rayon::prelude::*;
     let Some(d) = nvdisasm.map(sass::Disassembler::at).or_else(sass::Disassembler::find) else { return };
     r.disassembler = Some(d.path().display().to_string());
@@ -188,7 +176,7 @@ fn add_sass(r: &mut SourceReport, cubins: &HashMap<u64, Vec<u8>>, nvdisasm: Opti
     wanted.sort_unstable();
     wanted.dedup();
     let listings: Vec<(u64, Result<sass::Listing, String>)> =
-        wanted.par_iter().filter_map(|crc| cubins.get(crc).map(|b| (*crc, d.disassemble(b)))).collect();
+        wanted.par_iter().filter_map(|crc| cubins.get(*crc).map(|c| (*crc, d.disassemble(c.data())))).collect();
     let mut by_cubin = HashMap::new();
     for (crc, l) in listings {
         match l {
@@ -338,6 +326,7 @@ fn kernels(
                 percent: 0.0,
                 stalls: sorted(&total),
                 has_lines: map.is_some_and(|m| m.has_lines()),
+                line_tables: LineTables::of(maps.get(&crc)),
                 lines: line_rows,
                 pcs: pc_rows,
             }
@@ -391,8 +380,8 @@ pub fn render_text(r: &SourceReport) -> String {
                     stalls(&l.stalls, l.samples, 3)
                 );
             }
-        } else {
-            let _ = writeln!(o, "  (its cubin has no line tables: build with -lineinfo for lines; offsets below)");
+        } else if let Some(why) = k.line_tables.why_no_lines() {
+            let _ = writeln!(o, "  ({why})");
         }
         let _ = writeln!(o, "  {:>10} {:>6}  {:<10} {:<24} stalls", "samples", "%", "SASS", "line");
         for p in &k.pcs {
