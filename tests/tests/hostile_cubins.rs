@@ -21,7 +21,7 @@ fn samples() -> Vec<Sample> {
     vec![at(0x330, 950), at(0, 50)]
 }
 
-fn write(dir: &Path, name: &str, cubins: &[(u64, Vec<u8>)]) -> PathBuf {
+fn write(dir: &Path, name: &str, cubins: &[(u64, &[u8])]) -> PathBuf {
     let p = dir.join(name);
     cubins::recording(&p, cubins, &samples());
     p
@@ -48,7 +48,7 @@ fn kernel(r: &SourceReport) -> (LineTables, u64, Option<(String, u32)>, Option<S
 #[test]
 fn the_undamaged_recording_has_its_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let r = source(&write(dir.path(), "good.cutr", &[(CRC, fixture_cubin())]));
+    let r = source(&write(dir.path(), "good.cutr", &[(CRC, &fixture_cubin()[..])]));
     assert_eq!(kernel(&r), (LineTables::Present, 1_000, Some(("source_workload.cu".into(), 43)), None));
     assert_eq!(cubin_warnings(&r), [] as [String; 0]);
     assert_eq!((r.cubins, r.cubins_with_lines), (1, 1));
@@ -60,7 +60,7 @@ fn the_undamaged_recording_has_its_lines() {
 #[test]
 fn a_flipped_bit_in_the_blob_header_loses_the_cubin_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
-    let good = write(dir.path(), "good.cutr", &[(CRC, fixture_cubin())]);
+    let good = write(dir.path(), "good.cutr", &[(CRC, &fixture_cubin()[..])]);
     let mut bytes = std::fs::read(&good).unwrap();
     flip_blob_header_bit(&mut bytes, 0);
     let bad = dir.path().join("flipped.cutr");
@@ -77,7 +77,7 @@ fn a_flipped_bit_in_the_blob_header_loses_the_cubin_and_says_so() {
 fn a_cubin_built_without_lineinfo_is_told_to_rebuild() {
     let dir = tempfile::tempdir().unwrap();
     let functions = [cubins::Function { name: CHASE.into(), size: 1920 }];
-    let r = source(&write(dir.path(), "nolines.cutr", &[(CRC, cubins::elf(&functions, None, b""))]));
+    let r = source(&write(dir.path(), "nolines.cutr", &[(CRC, &cubins::elf(&functions, None, b"")[..])]));
     let rebuild = "(its cubin has no line tables: build with -lineinfo for lines; offsets below)";
     assert_eq!(kernel(&r), (LineTables::Absent, 1_000, None, Some(rebuild.into())));
     assert_eq!(cubin_warnings(&r), [] as [String; 0]);
@@ -88,7 +88,7 @@ fn a_cubin_built_without_lineinfo_is_told_to_rebuild() {
 fn line_tables_outside_the_cubin_are_damaged_not_absent() {
     let dir = tempfile::tempdir().unwrap();
     let cubin = cubins::section_outside(&fixture_cubin(), ".debug_line");
-    let r = source(&write(dir.path(), "outside.cutr", &[(CRC, cubin)]));
+    let r = source(&write(dir.path(), "outside.cutr", &[(CRC, &cubin[..])]));
     let damaged = "(its cubin's line tables are damaged (see the warnings); offsets below)";
     assert_eq!(kernel(&r), (LineTables::Damaged, 1_000, None, Some(damaged.into())));
     assert_eq!(
@@ -101,7 +101,7 @@ fn line_tables_outside_the_cubin_are_damaged_not_absent() {
 #[test]
 fn bytes_that_are_no_cubin_are_unreadable() {
     let dir = tempfile::tempdir().unwrap();
-    let r = source(&write(dir.path(), "junk.cutr", &[(CRC, b"not an elf".to_vec())]));
+    let r = source(&write(dir.path(), "junk.cutr", &[(CRC, &b"not an elf"[..])]));
     let unreadable = "(its cubin could not be read (see the warnings); offsets below)";
     assert_eq!(kernel(&r), (LineTables::CubinUnreadable, 1_000, None, Some(unreadable.into())));
     assert_eq!(cubin_warnings(&r), ["cubin 0x75b62bf0: not an ELF cubin: Could not read file magic"]);
@@ -122,7 +122,7 @@ fn a_cubin_over_the_limit_is_refused_with_its_size() {
         x ^= x << 17;
         x as u8
     });
-    let p = write(dir.path(), "big.cutr", &[(CRC, big)]);
+    let p = write(dir.path(), "big.cutr", &[(CRC, &big[..])]);
     let blob = cutr_synth::forge::chunks_of(&std::fs::read(&p).unwrap(), cutr_format::ChunkType::Blob)[0];
     let r = source(&p);
     assert_eq!(kernel(&r).0, LineTables::CubinLost);
@@ -143,7 +143,7 @@ fn a_cubin_over_the_limit_is_refused_with_its_size() {
 fn two_cubins_under_one_crc_are_warned_of_and_the_one_that_parses_wins() {
     let dir = tempfile::tempdir().unwrap();
     let junk = b"not an elf".to_vec();
-    let r = source(&write(dir.path(), "junk_first.cutr", &[(CRC, junk.clone()), (CRC, fixture_cubin())]));
+    let r = source(&write(dir.path(), "junk_first.cutr", &[(CRC, &junk[..]), (CRC, &fixture_cubin()[..])]));
     assert_eq!(kernel(&r), (LineTables::Present, 1_000, Some(("source_workload.cu".into(), 43)), None));
     assert_eq!(
         cubin_warnings(&r),
@@ -152,7 +152,7 @@ fn two_cubins_under_one_crc_are_warned_of_and_the_one_that_parses_wins() {
     );
     // Both parse: the first is used (the inline fixture has no `chase`: its kernel then has no line).
     let inline = std::fs::read(cutr_tests::repo().join("fixtures/cubins/inline.sm_90.cubin")).unwrap();
-    let r = source(&write(dir.path(), "both.cutr", &[(CRC, fixture_cubin()), (CRC, inline)]));
+    let r = source(&write(dir.path(), "both.cutr", &[(CRC, &fixture_cubin()[..]), (CRC, &inline[..])]));
     assert_eq!(kernel(&r).2, Some(("source_workload.cu".into(), 43)));
     assert_eq!(
         cubin_warnings(&r),
@@ -160,7 +160,7 @@ fn two_cubins_under_one_crc_are_warned_of_and_the_one_that_parses_wins() {
           bytes, parses); chunk #0's is used, the first that parses"]
     );
     // The same bytes twice (a cubin every process loads): no warning.
-    let r = source(&write(dir.path(), "twice.cutr", &[(CRC, fixture_cubin()), (CRC, fixture_cubin())]));
+    let r = source(&write(dir.path(), "twice.cutr", &[(CRC, &fixture_cubin()[..]), (CRC, &fixture_cubin()[..])]));
     assert_eq!(cubin_warnings(&r), [] as [String; 0]);
     assert_eq!(r.cubins, 1);
 }
@@ -172,12 +172,12 @@ fn hostile_line_tables_in_a_recording_give_the_figures_of_their_rows() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("relocations.cutr");
     let sample = |function: &str, pc| Sample { crc: 7, function: function.into(), pc, samples: 10 };
-    cubins::recording(&p, &[(7, cubins::many_relocations(20_000))], &[sample("f19999", 0)]);
+    cubins::recording(&p, &[(7, &cubins::many_relocations(20_000)[..])], &[sample("f19999", 0)]);
     let r = source(&p);
     let l = &r.kernels[0].lines[0];
     assert_eq!((l.file.as_str(), l.line, l.samples), ("k.cu", 20_000, 10));
     let p = dir.path().join("deep.cutr");
-    cubins::recording(&p, &[(7, cubins::deep_inline(1_000))], &[sample("deep", 16 * 1_000)]);
+    cubins::recording(&p, &[(7, &cubins::deep_inline(1_000)[..])], &[sample("deep", 16 * 1_000)]);
     let r = source(&p);
     let l = &r.kernels[0].lines[0];
     assert_eq!((l.line, l.inlined_at.len()), (1_001, 64));

@@ -20,13 +20,12 @@ use serde::Serialize;
 pub use cubin::Function;
 pub use inline::MAX_INLINE_DEPTH;
 
-/// Why a cubin's source map could not be read.
+/// Why a cubin's source map could not be read at all (damaged line tables are not an error: they are read as far
+/// as they go, and [`SourceMap::problems`] says what was wrong).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     #[error("not an ELF cubin: {0}")]
     NotElf(String),
-    #[error("malformed line table: {0}")]
-    Lines(String),
 }
 
 /// What a cubin says about lines: the three answers a user acts on differently.
@@ -57,6 +56,17 @@ pub struct Location {
     pub position: Position,
     /// `(function inlined, call site)`, from the innermost call outwards; at most [`MAX_INLINE_DEPTH`].
     pub inlined_at: Vec<(String, Position)>,
+}
+
+/// A source line as samples are grouped by: its file, its line and the call sites it was inlined through, as a few
+/// integers, so that grouping many PCs costs no text per PC ([`SourceMap::locate`] gives the text of the lines
+/// shown). Two keys of one map are equal when their locations are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LineKey {
+    file: u32,
+    pub line: u32,
+    /// A hash of the chain of (inlined function, call site) pairs; 0 when not inlined.
+    chain: u64,
 }
 
 /// Every function of a cubin and its line table.
@@ -151,18 +161,47 @@ impl SourceMap {
     /// Where the instruction at `pc_offset` of `function` came from; `None` for an unknown function, an offset
     /// outside it, or a function without line rows.
     pub fn locate(&self, function: &str, pc_offset: u64) -> Option<Location> {
+        let (rows, row) = self.row_at(function, pc_offset)?;
+        Some(Location { position: self.position(row)?, inlined_at: self.inline_chain(rows, row) })
+    }
+
+    /// The line of the instruction at `pc_offset` of `function` as a key, where [`SourceMap::locate`] gives one:
+    /// at most [`MAX_INLINE_DEPTH`] steps of integers, no text.
+    pub fn line_key(&self, function: &str, pc_offset: u64) -> Option<LineKey> {
+        use std::hash::{Hash, Hasher};
+        let (rows, row) = self.row_at(function, pc_offset)?;
+        self.files.get(row.file as usize)?;
+        let mut chain = 0;
+        if row.parent != 0 {
+            let mut h = std::hash::DefaultHasher::new();
+            for (name, site) in inline::chain(rows, row) {
+                (self.names.get(name as usize), rows[site].file, rows[site].line).hash(&mut h);
+            }
+            chain = h.finish().max(1);
+        }
+        Some(LineKey { file: row.file, line: row.line, chain })
+    }
+
+    /// The directory and file name of a key's line.
+    pub fn file_of(&self, key: LineKey) -> (&str, &str) {
+        let Some(f) = self.files.get(key.file as usize) else { return ("", "") };
+        (self.dirs.get(f.dir as usize).map_or("", String::as_str), &f.name)
+    }
+
+    /// The rows of `function` and the last row at or before `pc_offset` (of rows sharing an address, the last is
+    /// the innermost); `None` past the function's end or at a sequence's end.
+    fn row_at(&self, function: &str, pc_offset: u64) -> Option<(&[lines::Row], &lines::Row)> {
         let index = *self.by_name.get(function)?;
         if pc_offset >= self.functions[index].size {
             return None;
         }
         let rows = &self.rows[index];
-        // The last row at or before the offset: of rows sharing an address, the last is the innermost.
         let at = rows.partition_point(|r| r.offset <= pc_offset).checked_sub(1)?;
         let row = &rows[at];
         if row.end_sequence {
             return None;
         }
-        Some(Location { position: self.position(row)?, inlined_at: self.inline_chain(rows, row) })
+        Some((rows, row))
     }
 
     fn position(&self, row: &lines::Row) -> Option<Position> {

@@ -219,12 +219,12 @@ pub struct Sample {
     pub samples: u32,
 }
 
-/// Writes a recording of `cubins` (`(crc, bytes)`, a blob chunk each, in order) and one collection of PC samples
+/// Writes a recording of `cubins` (`(crc, bytes)`, a blob chunk each, in order, one copied at a time) and one collection of PC samples
 /// on context 1 of device 0 (CUPTI's totals equal to the samples), with its stall-reason table.
-pub fn recording(path: &Path, cubins: &[(u64, Vec<u8>)], samples: &[Sample]) {
+pub fn recording(path: &Path, cubins: &[(u64, &[u8])], samples: &[Sample]) {
     let mut w = Writer::create(path, WriterOptions::default()).expect("a new file");
     for (crc, data) in cubins {
-        w.write_cubin(&CubinBlob { crc: *crc, module_id: 1, data: data.clone() }).expect("a blob chunk");
+        w.write_cubin(&CubinBlob { crc: *crc, module_id: 1, data: data.to_vec() }).expect("a blob chunk");
     }
     let total: u64 = samples.iter().map(|s| u64::from(s.samples)).sum();
     let pcs = samples

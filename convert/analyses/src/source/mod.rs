@@ -109,8 +109,6 @@ pub struct SourceReport {
 pub(crate) type PcKey = (u64, String, u64);
 /// Samples per stall reason.
 pub(crate) type ByReason = BTreeMap<String, u64>;
-/// A source line: (file, dir, line, inlined-at chain).
-type LineKey = (String, String, u32, Vec<String>);
 
 /// Every PC's samples per stall reason over the recordings, with the source map of each cubin (`None` where it
 /// could not be read) and CUPTI's counts in `r`.
@@ -281,34 +279,14 @@ fn kernels(
         .map(|((crc, mangled), pcs)| {
             let map = maps.get(&crc).and_then(Option::as_ref);
             let mut total = BTreeMap::new();
-            let mut lines: BTreeMap<LineKey, ByReason> = BTreeMap::new();
             let mut pc_rows = Vec::new();
             for (pc, stalls) in &pcs {
                 add(&mut total, stalls);
-                let loc = map.and_then(|m| m.locate(&mangled, *pc));
-                let location =
-                    loc.as_ref().map(|l| format!("{}:{}", l.position.file, l.position.line)).unwrap_or_default();
-                if let Some(l) = loc {
-                    let chain: Vec<String> = l
-                        .inlined_at
-                        .iter()
-                        .map(|(f, p)| format!("{}@{}:{}", cutr_model::demangle::demangle(f), p.file, p.line))
-                        .collect();
-                    add(lines.entry((l.position.file, l.position.dir, l.position.line, chain)).or_default(), stalls);
-                }
-                pc_rows.push((*pc, location, stalls.clone()));
+                pc_rows.push((*pc, String::new(), stalls.clone()));
             }
             let samples: u64 = total.values().sum();
             let pct = |n: u64| if samples > 0 { 100.0 * n as f64 / samples as f64 } else { 0.0 };
-            let mut line_rows: Vec<LineRow> = lines
-                .into_iter()
-                .map(|((file, dir, line, inlined_at), s)| {
-                    let n = s.values().sum();
-                    LineRow { file, dir, line, samples: n, percent: pct(n), stalls: sorted(&s), inlined_at }
-                })
-                .collect();
-            line_rows.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| (a.line, &a.file).cmp(&(b.line, &b.file))));
-            line_rows.truncate(limit);
+            let line_rows = map.map(|m| cubins::top_lines(m, &mangled, &mut pc_rows, limit, pct)).unwrap_or_default();
             let mut pc_rows: Vec<PcRow> = pc_rows
                 .into_iter()
                 .map(|(pc_offset, location, s)| {
