@@ -14,6 +14,9 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
             // Every instruction of the first 4 KiB, the last byte and one past the end.
             for pc in (0..f.size.min(4096)).step_by(16) {
                 let _ = m.locate(&f.name, pc);
+                if let Some(k) = m.line_key(&f.name, pc) {
+                    let _ = m.file_of(k);
+                }
             }
             let _ = m.locate(&f.name, f.size.saturating_sub(1));
             let _ = m.locate(&f.name, f.size);

@@ -40,7 +40,10 @@ impl Links {
             // Only a link to a lower number is kept: every chain then ends, whatever the table says.
             match position_of.get(&row.context) {
                 Some(&site) if row.context < row.index => {
+                    let at = &rows[site as usize];
+                    let step = [u64::from(row.function_name), u64::from(at.file), u64::from(at.line), at.chain];
                     rows[p as usize].parent = site + 1;
+                    rows[p as usize].chain = mix(&step);
                     depth[p as usize] = depth[site as usize].saturating_add(1);
                     if depth[p as usize] as usize > MAX_INLINE_DEPTH {
                         self.too_deep += 1;
@@ -69,6 +72,21 @@ impl Links {
         }
         out
     }
+}
+
+/// A 64-bit hash of one chain step and the chain beyond it (FNV-1a over the words, then a final avalanche); never
+/// 0, which stands for no chain. Equal chains hash equal; unequal ones collide with odds of 2^-64.
+fn mix(words: &[u64]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h.max(1)
 }
 
 /// The rows a chain goes through, from `row`'s call site outwards: at most [`MAX_INLINE_DEPTH`] steps, each an

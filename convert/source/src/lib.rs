@@ -166,20 +166,12 @@ impl SourceMap {
     }
 
     /// The line of the instruction at `pc_offset` of `function` as a key, where [`SourceMap::locate`] gives one:
-    /// at most [`MAX_INLINE_DEPTH`] steps of integers, no text.
+    /// a lookup and a binary search, no text and no walk of the chain (its hash was computed with the table).
+    /// Chains cut at [`MAX_INLINE_DEPTH`] keep the hash of their whole length.
     pub fn line_key(&self, function: &str, pc_offset: u64) -> Option<LineKey> {
-        use std::hash::{Hash, Hasher};
-        let (rows, row) = self.row_at(function, pc_offset)?;
+        let (_, row) = self.row_at(function, pc_offset)?;
         self.files.get(row.file as usize)?;
-        let mut chain = 0;
-        if row.parent != 0 {
-            let mut h = std::hash::DefaultHasher::new();
-            for (name, site) in inline::chain(rows, row) {
-                (self.names.get(name as usize), rows[site].file, rows[site].line).hash(&mut h);
-            }
-            chain = h.finish().max(1);
-        }
-        Some(LineKey { file: row.file, line: row.line, chain })
+        Some(LineKey { file: row.file, line: row.line, chain: row.chain })
     }
 
     /// The directory and file name of a key's line.

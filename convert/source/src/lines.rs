@@ -51,6 +51,9 @@ pub(crate) struct Row {
     /// 1 + the position of the call site's row among the same function's rows (0: none), resolved once after
     /// reading so that a chain is walked by index, not searched for at every level.
     pub parent: u32,
+    /// A hash of the chain of (inlined function, call site) pairs this row was inlined through (0: not inlined),
+    /// computed once with the links, so that grouping PCs by line costs no walk per PC.
+    pub chain: u64,
 }
 
 /// A file entry: its directory (index into [`Tables::dirs`]) and name.
@@ -307,6 +310,7 @@ fn run_program(
                         function_name,
                         end_sequence: row.end_sequence(),
                         parent: 0,
+                        chain: 0,
                     },
                 ));
             }

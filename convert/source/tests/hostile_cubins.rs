@@ -162,3 +162,25 @@ fn overlapping_inline_names_cannot_multiply_debug_str() {
     assert_eq!(l.inlined_at[0].0.len(), 200_000);
     assert_eq!(m.locate("f0", 32).unwrap().inlined_at[0].0, "");
 }
+
+/// Line keys: PCs on one row, or on rows of one line and one chain, share a key; another line or another chain
+/// does not.
+#[test]
+fn line_keys_group_pcs_as_their_locations_do() {
+    let functions = [Function { name: "f".into(), size: 64 }];
+    let mut unit = LineUnit::new(&["a.cu"]);
+    unit.set_address(0).advance_line(4).copy().advance_pc(16).advance_line(1).copy();
+    unit.advance_pc(16).advance_line(-1).copy().advance_pc(32).end_sequence();
+    let (line, relocations) = line_section(&[unit]);
+    let m = SourceMap::from_cubin(&elf(&functions, Some((&line, &relocations)), b"")).unwrap();
+    let key = |pc| m.line_key("f", pc).unwrap();
+    assert_eq!(key(0), key(8), "one row");
+    assert_eq!(key(0), key(32), "line 5 again");
+    assert_ne!(key(0), key(16));
+    assert_eq!((key(16).line, m.file_of(key(16))), (6, ("/src", "a.cu")));
+    assert_eq!(m.line_key("f", 64), None);
+    let deep = SourceMap::from_cubin(&cubins::deep_inline(100)).unwrap();
+    let dk = |pc| deep.line_key("deep", pc).unwrap();
+    assert_ne!(dk(16 * 10), dk(16 * 11));
+    assert_eq!(dk(16 * 10), dk(16 * 10 + 8));
+}

@@ -183,6 +183,19 @@ pub fn deep_inline(depth: usize) -> Vec<u8> {
     elf(&functions, Some((&line, &relocations)), debug_str.as_bytes())
 }
 
+/// The undamaged counterpart of [`deep_inline`]: the same function, rows and lines, nothing inlined.
+pub fn flat_lines(depth: usize) -> Vec<u8> {
+    let functions = [Function { name: "deep".into(), size: 16 * (depth as u64 + 1) }];
+    let mut unit = LineUnit::new(&["deep.cu"]);
+    unit.set_address(0).copy();
+    for _ in 1..=depth {
+        unit.advance_pc(16).advance_line(1).copy();
+    }
+    unit.advance_pc(16).end_sequence();
+    let (line, relocations) = line_section(&[unit]);
+    elf(&functions, Some((&line, &relocations)), b"")
+}
+
 /// `n` functions and no `.debug_line`: built without `-lineinfo`.
 pub fn without_lines(n: usize) -> Vec<u8> {
     let functions: Vec<Function> = (0..n).map(|i| Function { name: format!("f{i}"), size: 32 }).collect();
@@ -219,12 +232,30 @@ pub struct Sample {
     pub samples: u32,
 }
 
-/// Writes a recording of `cubins` (`(crc, bytes)`, a blob chunk each, in order, one copied at a time) and one collection of PC samples
-/// on context 1 of device 0 (CUPTI's totals equal to the samples), with its stall-reason table.
+/// Writes a recording of `cubins` (`(crc, bytes)`, a blob chunk each, in order, one copied at a time) and one
+/// collection of PC samples on context 1 of device 0 (CUPTI's totals equal to the samples), with its stall-reason
+/// table. Nothing else: `source` reads it; the viewers need a trace (see [`recording_with_trace`]).
 pub fn recording(path: &Path, cubins: &[(u64, &[u8])], samples: &[Sample]) {
     let mut w = Writer::create(path, WriterOptions::default()).expect("a new file");
+    write_source_chunks(&mut w, cubins, samples).expect("blob and pc_samples chunks");
+    w.finish().expect("a closed file");
+}
+
+/// [`recording`] after a generated trace of `records` records (metadata, activity, strings), so that the
+/// viewers convert it too.
+pub fn recording_with_trace(path: &Path, cubins: &[(u64, &[u8])], samples: &[Sample], records: u64) {
+    let w = Writer::create(path, WriterOptions::default()).expect("a new file");
+    let opts = crate::SynthOptions { records, ..Default::default() };
+    crate::write_to_with(w, opts, |w, _| write_source_chunks(w, cubins, samples)).expect("a generated trace");
+}
+
+fn write_source_chunks<W: std::io::Write>(
+    w: &mut Writer<W>,
+    cubins: &[(u64, &[u8])],
+    samples: &[Sample],
+) -> Result<(), cutr_format::FormatError> {
     for (crc, data) in cubins {
-        w.write_cubin(&CubinBlob { crc: *crc, module_id: 1, data: data.to_vec() }).expect("a blob chunk");
+        w.write_cubin(&CubinBlob { crc: *crc, module_id: 1, data: data.to_vec() })?;
     }
     let total: u64 = samples.iter().map(|s| u64::from(s.samples)).sum();
     let pcs = samples
@@ -247,8 +278,8 @@ pub fn recording(path: &Path, cubins: &[(u64, &[u8])], samples: &[Sample]) {
         pcs,
         ..Default::default()
     };
-    w.write_pc_samples(&collection).expect("a pc_samples chunk");
-    w.finish().expect("a closed file");
+    w.write_pc_samples(&collection)?;
+    Ok(())
 }
 
 /// The file with one bit of the `n`-th blob chunk's header flipped (its stored length's lowest bit): the chunk no
