@@ -9,6 +9,9 @@
 //! - `claims`: 30 cubins each claiming 255 MiB, stored at under 1024x (three in 849 KB took 1.03 GB): ~8.5 MB.
 //! - `under_limit`: 30 cubins of 31 MiB each, just under the 32 MiB a reader inflates, stored the same way.
 //!
+//! `inline` is also measured against its flat twin (the same rows, lines and samples, nothing inlined), which
+//! isolates what the chains cost from what 100,000 sampled lines cost.
+//!
 //! The undamaged recordings hold copies of `fixtures/cubins/source_workload.sm_90.cubin` (each its own CRC) with
 //! every instruction of both kernels sampled, as many copies as bring the file to the hostile one's size.
 //!
@@ -81,10 +84,18 @@ fn relocations(path: &Path, functions: usize) {
 }
 
 fn inline(path: &Path, depth: usize) {
-    let samples: Vec<Sample> = (0..=depth as u64)
+    cubins::recording_with_trace(path, &[(7, &cubins::deep_inline(depth)[..])], &every_pc(depth), TRACE_RECORDS);
+}
+
+/// The inline file's undamaged twin: the same rows, lines and samples, nothing inlined.
+fn flat(path: &Path, depth: usize) {
+    cubins::recording_with_trace(path, &[(7, &cubins::flat_lines(depth)[..])], &every_pc(depth), TRACE_RECORDS);
+}
+
+fn every_pc(depth: usize) -> Vec<Sample> {
+    (0..=depth as u64)
         .map(|k| Sample { crc: 7, function: "deep".into(), pc: 16 * k, samples: 1 + (k % 5) as u32 })
-        .collect();
-    cubins::recording_with_trace(path, &[(7, &cubins::deep_inline(depth)[..])], &samples, TRACE_RECORDS);
+        .collect()
 }
 
 /// `count` cubins of `bytes` each: the fixture ELF, then zeros with one noise byte every 512 (so that the stored
@@ -150,6 +161,9 @@ fn main() -> Result<()> {
             p.clone(),
             reference_of_size(dir, "ref_inl.cutr", size(&p)?)?,
         ));
+        let twin = dir.join("flat.cutr");
+        flat(&twin, n);
+        classes.push((format!("inline vs its flat twin (depth {n})"), p.clone(), twin));
     }
     if wanted("claims") {
         let p = dir.join("claims.cutr");
