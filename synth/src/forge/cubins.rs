@@ -110,9 +110,12 @@ pub fn line_section(units: &[LineUnit]) -> (Vec<u8>, Vec<(u64, usize)>) {
     (out, relocations)
 }
 
+/// A `.debug_line` section's bytes and its relocations: `(offset in the section, function index)`.
+pub type LineSection<'a> = (&'a [u8], &'a [(u64, usize)]);
+
 /// An ELF cubin with these functions (global FUNC symbols over one `.text`), and, when given, a `.debug_line` with
 /// its relocations (each against the function of that index) and a `.debug_str`.
-pub fn elf(functions: &[Function], debug_line: Option<(&[u8], &[(u64, usize)])>, debug_str: &[u8]) -> Vec<u8> {
+pub fn elf(functions: &[Function], debug_line: Option<LineSection<'_>>, debug_str: &[u8]) -> Vec<u8> {
     let mut obj = Object::new(BinaryFormat::Elf, Architecture::X86_64, Endianness::Little);
     let text = obj.section_id(StandardSection::Text);
     obj.append_section_data(text, &[0; 16], 16);
