@@ -85,9 +85,29 @@ pub struct ConvertArgs {
     /// launched nothing, and says how many; `stats` counts them all.
     #[arg(long)]
     pub driver_calls: bool,
+    /// Refuse an output larger than SIZE (e.g. 500MB, 20GB; `none`: no limit), checked on an estimate before
+    /// writing and again while writing (nothing is kept past it). Default: 500 bytes per byte of the inputs, at
+    /// least 256 MiB (every real recording's Chrome JSON is under 135 times its size; a hostile one can be
+    /// thousands of times).
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_output)]
+    pub max_output: Option<MaxOutput>,
     /// Print nothing but errors and warnings.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// `--max-output`: a size, or no limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxOutput {
+    Bytes(u64),
+    Unlimited,
+}
+
+fn parse_max_output(s: &str) -> Result<MaxOutput, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(MaxOutput::Unlimited);
+    }
+    cutr_viewer_export::size_limit::parse_size(s).map(MaxOutput::Bytes)
 }
 
 #[derive(Subcommand, Debug)]

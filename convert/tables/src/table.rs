@@ -22,6 +22,9 @@ pub enum TablesError {
     Io(String, std::io::Error),
     #[error("{0}: {1}")]
     Parquet(String, String),
+    /// The output directory (named first) cannot take an export, and why.
+    #[error("{0}: {1}")]
+    Target(String, String),
 }
 
 /// A column: its name and how to read row `i`.
