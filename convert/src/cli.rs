@@ -87,7 +87,7 @@ pub struct ConvertArgs {
     pub driver_calls: bool,
     /// Refuse an output larger than SIZE (e.g. 500MB, 20GB; `none`: no limit), checked on an estimate before
     /// writing and again while writing (nothing is kept past it). Default: 500 bytes per byte of the inputs, at
-    /// least 256 MiB (every real recording's Chrome JSON is under 135 times its size; a hostile one can be
+    /// least 256 MiB (every real recording's Chrome JSON is under 115 times its size; a hostile one can be
     /// thousands of times).
     #[arg(long, value_name = "SIZE", value_parser = parse_max_output)]
     pub max_output: Option<MaxOutput>,

@@ -4,8 +4,8 @@
 //! instead of filling the disk with a trace no viewer opens.
 //!
 //! The default limit is relative to the input: [`SizeLimit::PER_INPUT_BYTE`] bytes of output per byte of
-//! recording, never under [`SizeLimit::FLOOR`]. On the 40 fixtures the Chrome JSON is 0-134 times its recording
-//! (`launch_loop_100k.cutr`, the densest: 134), Perfetto 0-3 times; a generated trace (`cupti-convert generate`,
+//! recording, never under [`SizeLimit::FLOOR`]. On the 40 fixtures the Chrome JSON is 0-112 times its recording
+//! (`launch_loop_100k.cutr`, the densest: 112), Perfetto 0-3 times; a generated trace (`cupti-convert generate`,
 //! 1M records, 3.2 MB) gives 102 times (325 MB), Perfetto 3.7 times. The hostile file of issue 28 gave 3,600 times.
 
 use cutr_model::Trace;
@@ -22,7 +22,7 @@ pub struct SizeLimit {
 }
 
 impl SizeLimit {
-    /// Output bytes allowed per byte of input, by default: 3.7 times the densest fixture's Chrome JSON, 4.9 times
+    /// Output bytes allowed per byte of input, by default: 4.5 times the densest fixture's Chrome JSON, 4.9 times
     /// a generated trace's; a seventh of the hostile file's.
     pub const PER_INPUT_BYTE: u64 = 500;
     /// The default limit for small inputs: any recording under 512 KiB may give this much.
