@@ -381,6 +381,40 @@ mod tests {
         assert!(Output::create(Path::new("/nonexistent-dir/z"), false).is_err());
     }
 
+    #[test]
+    fn writing_past_the_limit_fails_and_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.json");
+        std::fs::write(&p, b"the old trace").unwrap();
+        let mut o = Output::create(&p, false).unwrap();
+        o.set_limit(SizeLimit { bytes: 1000, origin: "--max-output 1.0 KB".into() });
+        o.write(&[b'x'; 1000]).unwrap();
+        let err = o.write(b"y").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(
+            err.to_string(),
+            "the output passed the limit of 1.0 KB (--max-output 1.0 KB) while being written; nothing was kept: \
+             write less with --start/--end or --kinds, or raise the limit with --max-output SIZE"
+        );
+        drop(o);
+        assert_eq!(std::fs::read(&p).unwrap(), b"the old trace", "the old trace stays");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+    }
+
+    #[test]
+    fn a_link_at_the_temporary_name_is_removed_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let p = dir.path().join("t.json");
+        let planted = dir.path().join(format!("t.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        assert_eq!(write_all(&p, b"trace").unwrap(), 5);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&p).unwrap(), b"trace");
+        assert!(!planted.exists() && std::fs::symlink_metadata(&planted).is_err(), "the link is gone");
+    }
+
     fn write_all(path: &Path, bytes: &[u8]) -> io::Result<u64> {
         let mut o = Output::create(path, false)?;
         o.write(bytes)?;

@@ -24,8 +24,12 @@ pub(crate) struct Staging {
 /// `dir` through its symbolic links (a link stays a link; its target is replaced), refused where it is not a
 /// directory, or holds entries no export writes.
 pub(crate) fn check(dir: &Path) -> Result<PathBuf, TablesError> {
-    let target = resolve(dir);
+    let target = normal(&resolve(&normal(dir)));
     let refuse = |why: String| Err(TablesError::Target(dir.display().to_string(), why));
+    if target.file_name().is_none() {
+        // `.`, `..`, `/`: nothing to put a directory beside, nor to rename.
+        return refuse("name the directory itself, not . or .. or /".into());
+    }
     match std::fs::symlink_metadata(&target) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(target),
         Err(e) => return Err(TablesError::Io(dir.display().to_string(), e)),
@@ -50,6 +54,12 @@ pub(crate) fn check(dir: &Path) -> Result<PathBuf, TablesError> {
 /// A table's file (one recording) or directory (Hive partitions).
 fn is_export_entry(name: &str) -> bool {
     TABLES.iter().any(|t| name == *t || name.strip_suffix(".parquet") == Some(t))
+}
+
+/// `path` without `.` components and trailing slashes (`out/` is `out`, whose temporary directory goes beside it,
+/// not inside).
+fn normal(path: &Path) -> PathBuf {
+    path.components().collect()
 }
 
 /// Through symbolic links to what they name; a chain longer than the kernel follows (40) is left for the
@@ -175,6 +185,9 @@ mod tests {
         std::fs::write(staged.path().join("kernels.parquet"), b"new").unwrap();
         drop(staged);
         assert_eq!(names(root.path()), ["out"], "an uncommitted export leaves nothing");
+        // A trailing slash names the same directory: the temporary one goes beside it, not inside.
+        let slashed = check(Path::new(&format!("{}/", target.display()))).unwrap();
+        assert_eq!(slashed, target);
         assert_eq!(names(&target), ["api_calls", "kernels.parquet"], "and the old one as it was");
         let staged = Staging::new(&check(&target).unwrap()).unwrap();
         std::fs::write(staged.path().join("kernels.parquet"), b"new").unwrap();
@@ -199,6 +212,10 @@ mod tests {
                 mine.display()
             )
         );
+        for bare in [".", "..", "/", "out/.."] {
+            let err = check(Path::new(bare)).unwrap_err().to_string();
+            assert_eq!(err, format!("{bare}: name the directory itself, not . or .. or /"));
+        }
         let file = root.path().join("file");
         std::fs::write(&file, b"x").unwrap();
         assert_eq!(check(&file).unwrap_err().to_string(), format!("{}: it is not a directory", file.display()));
