@@ -127,7 +127,9 @@ pub enum Command {
         /// Recordings (one per process or rank): one dataset, each row with its file, host, pid and rank.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The directory to write the tables to (created if missing; existing tables of the same name replaced).
+        /// The directory to write the tables to: written whole beside it and renamed into place once complete, so
+        /// that a failed or interrupted export leaves nothing half-written and an earlier export there intact (it is
+        /// replaced as a whole on success). A directory holding anything else is refused.
         #[arg(long, value_name = "DIR")]
         parquet: PathBuf,
     },
@@ -270,7 +272,8 @@ pub enum Command {
         #[arg(long, value_name = "OUT.pb.gz")]
         pprof: Option<PathBuf>,
         /// Do not run `nvdisasm` for the SASS text of the PCs shown (by default it runs where it is installed:
-        /// `CUTR_NVDISASM`, or on the PATH).
+        /// `CUTR_NVDISASM`, or on the PATH; each run is ended after 60 s, `CUTR_NVDISASM_TIMEOUT`, and the report
+        /// says which cubin lacks SASS and why).
         #[arg(long)]
         no_sass: bool,
     },
