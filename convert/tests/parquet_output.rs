@@ -53,22 +53,26 @@ fn a_failed_export_leaves_the_earlier_one_byte_identical() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let before = snapshot(&tables);
     assert_eq!(before.len(), 13);
-    let o = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(r#"trap '' XFSZ; ulimit -f 64; exec "$0" export "$1" --parquet "$2""#)
-        .arg(env!("CARGO_BIN_EXE_cupti-convert"))
-        .arg(fixture("pytorch_loop.cutr"))
-        .arg(&tables)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
-    let lines = stderr_lines(&o);
-    let error = lines.last().unwrap();
-    let head = format!("cupti-convert: error: cannot write {}: {}.tmp-", tables.display(), tables.display());
-    assert!(error.starts_with(&head), "{error}");
-    assert!(error.ends_with("File too large (os error 27)"), "{error}");
-    assert!(snapshot(&tables) == before, "the earlier export changed");
-    assert_eq!(names(dir.path()), ["tables"], "nothing left beside it");
+    // One recording (a file per table), then two (Hive partitions: a directory per table).
+    let ranks = [fixture("allreduce/allreduce-588.cutr"), fixture("allreduce/allreduce-589.cutr")];
+    for inputs in [&[fixture("pytorch_loop.cutr")][..], &ranks] {
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#"trap '' XFSZ; ulimit -f 64; dir="$1"; shift; exec "$0" export "$@" --parquet "$dir""#)
+            .arg(env!("CARGO_BIN_EXE_cupti-convert"))
+            .arg(&tables)
+            .args(inputs)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        let lines = stderr_lines(&o);
+        let error = lines.last().unwrap();
+        let head = format!("cupti-convert: error: cannot write {}: {}.tmp-", tables.display(), tables.display());
+        assert!(error.starts_with(&head), "{error}");
+        assert!(error.ends_with("File too large (os error 27)"), "{error}");
+        assert!(snapshot(&tables) == before, "the earlier export changed");
+        assert_eq!(names(dir.path()), ["tables"], "nothing left beside it");
+    }
 }
 
 /// An earlier export whose `kernels.parquet` is a link to a file outside, and whose `api_calls` is a link to a
