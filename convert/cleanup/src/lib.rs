@@ -8,6 +8,9 @@
 //! default actions and the registry only ever shrinks back. A writer makes its path and registers it inside
 //! [`hold`], and renames its output into place inside [`hold`] too, so that a signal never falls between the two
 //! (the cleanup waits until the held step is over): either the temporary path is removed, or the output is complete.
+//! Whatever is created inside a registered directory is created inside [`hold`] as well: the other threads go on
+//! while the cleanup runs, and a file made meanwhile would keep the directory from being removed (a
+//! `create_dir_all` would even make it again); once the cleanup has begun, every [`hold`] waits for the exit.
 //! A second signal while the cleanup runs ends the process at once, with the same status.
 
 use std::io;
@@ -185,16 +188,19 @@ fn clean_up() {
 }
 
 /// Removes `path`: a directory with its contents, anything else (a symbolic link included) by its name. What is
-/// already gone is no error.
+/// already gone is no error. A directory is tried a few times: a writer that created a file in it without
+/// [`hold`] (a child, say) only delays its removal.
 fn remove(path: &Path) {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => {
-            let _ = std::fs::remove_dir_all(path);
+    for _ in 0..10 {
+        let removed = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(_) => return,
+        };
+        if removed.is_ok() {
+            return;
         }
-        Ok(_) => {
-            let _ = std::fs::remove_file(path);
-        }
-        Err(_) => {}
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -72,10 +72,15 @@ impl Disassembler {
         .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
         let (input, listing, errors) =
             (work.0.path().join("in.cubin"), work.0.path().join("listing.txt"), work.0.path().join("stderr.txt"));
-        std::fs::write(&input, cubin).map_err(|e| e.to_string())?;
-        // To files, not pipes: a listing of any size never blocks the child while only its exit is waited for.
-        let (out, err) = (File::create(&listing), File::create(&errors));
-        let (out, err) = (out.map_err(|e| e.to_string())?, err.map_err(|e| e.to_string())?);
+        // Created inside `hold`, so that a signal's cleanup never finds a file appearing in the directory it
+        // removes. The listing goes to a file, not a pipe: a listing of any size never blocks the child while
+        // only its exit is waited for.
+        let (mut cubin_file, out, err) = cutr_cleanup::hold(|| {
+            std::io::Result::Ok((File::create(&input)?, File::create(&listing)?, File::create(&errors)?))
+        })
+        .map_err(|e| e.to_string())?;
+        std::io::Write::write_all(&mut cubin_file, cubin).map_err(|e| e.to_string())?;
+        drop(cubin_file);
         let mut command = Command::new(&self.exe);
         command.arg("-c").arg(&input).stdin(Stdio::null()).stdout(out).stderr(err);
         let child = cutr_cleanup::spawn(&mut command).map_err(|e| e.to_string())?;
