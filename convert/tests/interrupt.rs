@@ -1,8 +1,8 @@
 //! Ctrl-C and SIGTERM while a command writes: every conversion format, `export --parquet`, `sql` (with its
 //! companion running) and `source` (with `nvdisasm` running) exit with 130 or 143, leave no temporary file or
-//! directory behind (beside the output, or in `$TMPDIR`), keep an earlier export intact, and leave no child
-//! running. Each signal is sent once the command's temporary output exists (polled for), so the command is
-//! mid-write whatever the machine's load; nothing here measures time.
+//! directory behind (beside the output, or in `$TMPDIR`), keep an earlier output or export as it was, and leave
+//! no child running. Each signal is sent once the command's temporary output exists (polled for), so the command
+//! is mid-write whatever the machine's load; nothing here measures time.
 
 mod common;
 
@@ -92,7 +92,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// A conversion to each format, interrupted while it writes: status 128 + signal, one line on stderr, and the
-/// directory holds the input alone (no output, no `.tmp-PID`).
+/// directory holds the input and the earlier output, as it was (no `.tmp-PID`).
 fn conversions_interrupted_by(signal: i32, name: &str, status: i32) {
     let dir = tempfile::tempdir().unwrap();
     let input = generated(dir.path());
@@ -100,13 +100,16 @@ fn conversions_interrupted_by(signal: i32, name: &str, status: i32) {
         [(&["--chrome"][..], "t.json"), (&["--perfetto"], "t.pftrace"), (&["--chrome", "--gzip"], "t.json.gz")]
     {
         let out = dir.path().join(out_name);
+        std::fs::write(&out, b"an earlier trace").unwrap();
         let mut child = bin().arg(&input).args(format).args(["-q", "-o", path_str(&out)]).spawn().unwrap();
         let tmp = dir.path().join(format!("{out_name}.tmp-{}", child.id()));
         wait_until(&mut child, "temporary output", || tmp.exists());
         let o = interrupt(child, signal);
         assert_eq!(o.status.code(), Some(status), "{format:?}: {}", text(&o.stderr));
         assert_eq!(text(&o.stderr), format!("cupti-convert: interrupted ({name})\n"), "{format:?}");
-        assert_eq!(names(dir.path()), ["big.cutr"], "{format:?}: nothing left beside the input");
+        assert_eq!(names(dir.path()), ["big.cutr", out_name], "{format:?}: nothing left beside the input");
+        assert_eq!(std::fs::read(&out).unwrap(), b"an earlier trace", "{format:?}");
+        std::fs::remove_file(&out).unwrap();
     }
 }
 
