@@ -26,8 +26,7 @@ pub fn edit_collections(file: &[u8], edit: impl FnOnce(&mut Vec<PcSamples>)) -> 
     let mut collections = collections.into_iter();
     let mut out = Rebuilt::new(file);
     for c in chunks(file).into_iter().filter(|c| c.header.chunk_type != ChunkType::Footer) {
-        let kind_counts =
-            reader.chunks().iter().find(|i| i.offset == c.offset as u64).map(|i| i.kind_counts.clone());
+        let kind_counts = reader.chunks().iter().find(|i| i.offset == c.offset as u64).map(|i| i.kind_counts.clone());
         if c.header.chunk_type == ChunkType::PcSamples {
             let payload = collections.next().unwrap_or_default().to_bytes();
             out.zstd(c.header, &payload);
@@ -177,7 +176,12 @@ pub fn contradicting_tables(file: &[u8]) -> Vec<u8> {
             let mut names: Vec<String> = c.stall_reasons.iter().map(|r| r.1.clone()).collect();
             names.rotate_left(1);
             let shifted = c.stall_reasons.iter().map(|r| r.0).zip(names).collect();
-            other.push(PcSamples { context: c.context, device: c.device, stall_reasons: shifted, ..Default::default() });
+            other.push(PcSamples {
+                context: c.context,
+                device: c.device,
+                stall_reasons: shifted,
+                ..Default::default()
+            });
         }
         cs.extend(other);
     })

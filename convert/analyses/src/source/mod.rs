@@ -130,8 +130,8 @@ impl SourceInput {
         let mut out = Vec::new();
         if self.lost_collections > 0 {
             out.push(format!(
-                "{} of {} PC sample collections lost with damaged or cut pc_samples chunks: their samples are in no \
-                 count",
+                "{} of {} PC sample collections are in damaged or cut pc_samples chunks: their samples are lost, \
+                 counted nowhere",
                 self.lost_collections,
                 self.collections + self.lost_collections
             ));
