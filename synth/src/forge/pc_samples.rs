@@ -239,6 +239,56 @@ pub fn many_functions(
         .collect()
 }
 
+/// Which collections of [`write_many_functions`] carry the stall-reason table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tables {
+    /// Every collection, as the recorder writes them since issue 28.
+    Every,
+    /// The first only, as an older recorder wrote them.
+    First,
+    /// None: a `--ring` dump of an older recorder that evicted the first collection.
+    None,
+}
+
+/// The shape of a file of many functions' PC samples ([`write_many_functions`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ManyFunctions {
+    /// Activity records of the synthetic loop (its ~30 kernels run over and over).
+    pub records: u64,
+    /// Functions the PCs are in: the loop's kernels first (they have runs), then functions no kernel record names.
+    pub functions: usize,
+    pub collections: usize,
+    pub pcs_per_collection: usize,
+    /// Entries of the stall-reason table, and reasons per PC.
+    pub reasons: u32,
+    pub reasons_per_pc: u32,
+    pub tables: Tables,
+}
+
+/// The synthetic loop's recording (`records` records, seed 1) with the PC samples of [`many_functions`] after its
+/// activity: the input whose stall-rate tracks cost series x collections before issue 28 (each collection's PCs
+/// in other functions, each function a series of its own per reason index).
+pub fn write_many_functions(
+    path: &std::path::Path,
+    shape: ManyFunctions,
+) -> Result<crate::SynthTruth, cutr_format::FormatError> {
+    let mut names: Vec<String> = crate::KERNELS.iter().map(|k| k.name.to_string()).collect();
+    names.truncate(shape.functions);
+    names.extend((names.len()..shape.functions).map(|i| format!("_Z8functionILi{i}EEvv")));
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut collections =
+        many_functions(&names, shape.collections, shape.pcs_per_collection, shape.reasons, shape.reasons_per_pc);
+    for (i, c) in collections.iter_mut().enumerate() {
+        if shape.tables == Tables::None || (shape.tables == Tables::First && i > 0) {
+            c.stall_reasons.clear();
+        }
+    }
+    let opts = crate::SynthOptions { records: shape.records, seed: 1, ..Default::default() };
+    let w = cutr_format::Writer::create(path, Default::default())?;
+    crate::write_to_with(w, opts, |w, _| collections.iter().try_for_each(|c| w.write_pc_samples(c).map(drop)))
+        .map(|(_, truth)| truth)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

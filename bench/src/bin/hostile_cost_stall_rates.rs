@@ -1,0 +1,159 @@
+//! Issue 28's quadratic class for stall-rate tracks: many functions' PC samples over many collections with few
+//! PCs each (`cutr_synth::forge::pc_samples::write_many_functions`), against an undamaged file of similar size
+//! (the same loop, its kernels' samples in few large collections). Runs `cupti-convert FILE --chrome`,
+//! `--perfetto` and `stats` of each given binary on each file, interleaved, `--reps` times, and prints the median
+//! wall time and the peak RSS of each (the child's `ru_maxrss`).
+//!
+//! ```sh
+//! cargo build --release -p cutr-convert -p cutr-bench
+//! target/release/hostile_cost_stall_rates --bin after=target/release/cupti-convert --bin before=/tmp/before
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use cutr_bench::median;
+use cutr_synth::forge::pc_samples::{ManyFunctions, Tables, write_many_functions};
+
+#[derive(Parser)]
+struct Args {
+    /// `NAME=PATH` of a cupti-convert to measure (repeat to compare builds).
+    #[arg(long, required = true)]
+    bin: Vec<String>,
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Where the files are written (a temporary directory if not given).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Activity records of each file's loop.
+    #[arg(long, default_value_t = 400_000)]
+    records: u64,
+    /// The hostile file's functions, collections, PCs per collection, table entries and reasons per PC.
+    #[arg(long, default_value_t = 5_000)]
+    functions: usize,
+    #[arg(long, default_value_t = 20_000)]
+    collections: usize,
+    #[arg(long, default_value_t = 3)]
+    pcs: usize,
+    #[arg(long, default_value_t = 40)]
+    reasons: u32,
+    #[arg(long, default_value_t = 4)]
+    reasons_per_pc: u32,
+}
+
+/// One child's wall seconds and peak RSS bytes.
+fn run(bin: &Path, args: &[&str]) -> Result<(f64, u64)> {
+    let t = Instant::now();
+    let child = Command::new(bin)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .with_context(|| bin.display().to_string())?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for; the pointers are to live locals.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = t.elapsed().as_secs_f64();
+    if got != pid {
+        bail!("wait4 failed for {}", bin.display());
+    }
+    drop(child);
+    if status != 0 {
+        bail!("{} {args:?} exited with status {status}", bin.display());
+    }
+    Ok((wall, usage.ru_maxrss as u64 * 1024))
+}
+
+fn main() -> Result<()> {
+    let a = Args::parse();
+    let temp = tempfile_dir(&a.dir)?;
+    let dir = temp.as_path();
+    let hostile = ManyFunctions {
+        records: a.records,
+        functions: a.functions,
+        collections: a.collections,
+        pcs_per_collection: a.pcs,
+        reasons: a.reasons,
+        reasons_per_pc: a.reasons_per_pc,
+        tables: Tables::Every,
+    };
+    // Undamaged: the loop's ~30 kernels, each sampled, in one collection per second of a 20 s run.
+    let undamaged = ManyFunctions { functions: 30, collections: 20, pcs_per_collection: 600, ..hostile };
+    let files = [
+        ("undamaged", undamaged),
+        ("hostile", hostile),
+        ("hostile, no tables (old --ring dump)", ManyFunctions { tables: Tables::None, ..hostile }),
+    ];
+    let mut paths = Vec::new();
+    for (i, (name, shape)) in files.iter().enumerate() {
+        let p = dir.join(format!("stall_rates_{i}.cutr"));
+        write_many_functions(&p, *shape)?;
+        println!("{name}: {} ({} bytes) {shape:?}", p.display(), std::fs::metadata(&p)?.len());
+        paths.push((name, p));
+    }
+    let bins: Vec<(&str, PathBuf)> = a
+        .bin
+        .iter()
+        .map(|b| b.split_once('=').map(|(n, p)| (n, PathBuf::from(p))).context("--bin NAME=PATH"))
+        .collect::<Result<_>>()?;
+    let out_json = dir.join("out.json");
+    let out_pf = dir.join("out.pftrace");
+    let commands: [(&str, Vec<&str>); 3] = [
+        ("--chrome", vec!["--chrome", "-q", "-o", out_json.to_str().unwrap()]),
+        ("--perfetto", vec!["--perfetto", "-q", "-o", out_pf.to_str().unwrap()]),
+        ("stats", vec![]),
+    ];
+    println!(
+        "{:<40} {:<11} {:<8} {:>10} {:>12} {:>14}",
+        "file", "command", "binary", "median s", "peak RSS MB", "output bytes"
+    );
+    for (cmd, extra) in &commands {
+        for (name, path) in &paths {
+            let mut samples: Vec<Vec<(f64, u64)>> = vec![Vec::new(); bins.len()];
+            let mut sizes = vec![0u64; bins.len()];
+            for _ in 0..a.reps {
+                for (i, (_, bin)) in bins.iter().enumerate() {
+                    let file = path.to_str().unwrap();
+                    let args: Vec<&str> =
+                        if *cmd == "stats" { vec!["stats", file] } else { [&[file][..], extra].concat() };
+                    samples[i].push(run(bin, &args)?);
+                    sizes[i] = match *cmd {
+                        "--chrome" => std::fs::metadata(&out_json)?.len(),
+                        "--perfetto" => std::fs::metadata(&out_pf)?.len(),
+                        _ => 0,
+                    };
+                }
+            }
+            for (i, (bin_name, _)) in bins.iter().enumerate() {
+                let wall = median(samples[i].iter().map(|s| s.0).collect());
+                let rss = samples[i].iter().map(|s| s.1).max().unwrap_or(0);
+                println!(
+                    "{:<40} {:<11} {:<8} {:>10.3} {:>12.1} {:>14}",
+                    name,
+                    cmd,
+                    bin_name,
+                    wall,
+                    rss as f64 / 1e6,
+                    sizes[i]
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `dir` if given, else a fresh directory under the system's temporary one.
+fn tempfile_dir(dir: &Option<PathBuf>) -> Result<PathBuf> {
+    let d = match dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("cutr-stall-rates-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&d)?;
+    Ok(d)
+}
