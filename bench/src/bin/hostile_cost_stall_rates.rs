@@ -31,14 +31,15 @@ struct Args {
     /// Activity records of each file's loop.
     #[arg(long, default_value_t = 400_000)]
     records: u64,
-    /// The hostile file's functions, collections, PCs per collection, table entries and reasons per PC.
-    #[arg(long, default_value_t = 5_000)]
+    /// The hostile files' functions, collections, PCs per collection, reason indices (the table's entries, in
+    /// the first collection only) and reasons per PC.
+    #[arg(long, default_value_t = 1_000)]
     functions: usize,
     #[arg(long, default_value_t = 20_000)]
     collections: usize,
     #[arg(long, default_value_t = 3)]
     pcs: usize,
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 4096)]
     reasons: u32,
     #[arg(long, default_value_t = 4)]
     reasons_per_pc: u32,
@@ -81,13 +82,22 @@ fn main() -> Result<()> {
         pcs_per_collection: a.pcs,
         reasons: a.reasons,
         reasons_per_pc: a.reasons_per_pc,
-        tables: Tables::Every,
+        tables: Tables::First,
     };
-    // Undamaged: the loop's ~30 kernels, each sampled, in one collection per second of a 20 s run.
-    let undamaged = ManyFunctions { functions: 30, collections: 20, pcs_per_collection: 600, ..hostile };
+    // Undamaged: the loop's 30 kernels, each with one sampled PC in each collection (one a second of a 20 s run),
+    // CUPTI's 40-entry table in every collection: ~20 reasons per kernel, as `--stall-reasons all` can give.
+    let undamaged = ManyFunctions {
+        functions: 30,
+        collections: 20,
+        pcs_per_collection: 30,
+        reasons: 40,
+        reasons_per_pc: 1,
+        tables: Tables::Every,
+        ..hostile
+    };
     let files = [
         ("undamaged", undamaged),
-        ("hostile", hostile),
+        ("hostile, a 4096-entry table", hostile),
         ("hostile, no tables (old --ring dump)", ManyFunctions { tables: Tables::None, ..hostile }),
     ];
     let mut paths = Vec::new();

@@ -13,8 +13,15 @@
 //! - its index is not in the table;
 //! - its index is named differently by two tables of its context (for a collection without one) or twice in one.
 //!
+//! - its reason is not among the file's first [`MAX_REASONS`] distinct reasons: CUPTI's tables hold a few dozen
+//!   (40 entries on an H100, half of them twins), and each reason is a stall-rate track with a point at every run
+//!   of every function stalled on it, so a forged table of thousands would cost runs x reasons.
+//!
 //! A collection whose named samples exceed CUPTI's own count of samples taken is a problem too (kept, reported).
 //! Sums saturate: a forged count cannot wrap a total to a small one.
+
+/// Distinct stall reasons one file may name; samples of any further reason are left out and counted.
+pub const MAX_REASONS: usize = 64;
 
 use cutr_format::{PcRecord, PcSamples};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -49,6 +56,8 @@ pub struct ReasonCheck {
     pub out_of_range: LeftOut,
     /// Samples whose reason index their context's tables (or one table, twice) name differently.
     pub ambiguous: LeftOut,
+    /// Samples of reasons beyond the file's first [`MAX_REASONS`].
+    pub too_many_reasons: LeftOut,
     /// Tables that contradict their context's first table or list an index twice with different names.
     pub conflicting_tables: u64,
     /// Collections whose named samples exceed CUPTI's count of samples taken in them; their named samples and
@@ -92,6 +101,12 @@ impl ReasonCheck {
         }
         if !self.ambiguous.is_empty() {
             out.push(left(&self.ambiguous, "name stall-reason indices their context's tables disagree on"));
+        }
+        if !self.too_many_reasons.is_empty() {
+            out.push(left(
+                &self.too_many_reasons,
+                &format!("name stall reasons beyond the {MAX_REASONS} distinct ones a file may have"),
+            ));
         }
         if self.over_total > 0 {
             out.push(format!(
@@ -187,6 +202,7 @@ pub fn name_samples<'c>(
     let context_tables: FxHashMap<(u32, u32), Table<'c>> =
         context_lists.iter().map(|(key, lists)| (*key, Table::merged(lists))).collect();
     let any_table = !context_tables.is_empty();
+    let mut reasons: FxHashSet<&'c str> = FxHashSet::default();
     let mut own_tables: FxHashMap<&'c [(u32, String)], Table<'c>> = FxHashMap::default();
     for lists in context_lists.values() {
         for list in lists {
@@ -211,16 +227,23 @@ pub fn name_samples<'c>(
             continue;
         };
         let mut named = 0u64;
-        let (mut out_first, mut ambiguous_first) = (true, true);
+        let (mut out_first, mut ambiguous_first, mut beyond_first) = (true, true, true);
         for pc in &c.pcs {
-            let (mut out_pc, mut ambiguous_pc) = (true, true);
+            let (mut out_pc, mut ambiguous_pc, mut beyond_pc) = (true, true, true);
             for &(index, n) in pc.stalls.iter().filter(|s| s.1 > 0) {
                 let n = u64::from(n);
                 match resolve(table, index) {
-                    Named::Reason(reason) => {
+                    Named::Reason(reason) if reasons.contains(reason) || reasons.len() < MAX_REASONS => {
+                        reasons.insert(reason);
                         named = named.saturating_add(n);
                         count(c, pc, reason, n);
                     }
+                    Named::Reason(_) => ReasonCheck::add(
+                        &mut check.too_many_reasons,
+                        n,
+                        std::mem::take(&mut beyond_pc),
+                        std::mem::take(&mut beyond_first),
+                    ),
                     Named::Twin => {}
                     Named::OutOfRange => ReasonCheck::add(
                         &mut check.out_of_range,
@@ -334,6 +357,24 @@ mod tests {
         assert_eq!(got, sums(&[("long_scoreboard", 8), ("selected", 4), ("wait", 3)]));
         assert_eq!(check.conflicting_tables, 2, "context 1's second table, and context 3's");
         assert_eq!(check.ambiguous, LeftOut { samples: 48, pcs: 2, collections: 2 });
+    }
+
+    /// A forged table of 100 reasons: the first 64 the samples name are counted, the rest left out.
+    #[test]
+    fn reasons_beyond_the_files_limit_are_left_out() {
+        let names: Vec<String> = (0..100).map(|i| format!("r{i:03}")).collect();
+        let t = table(&names.iter().enumerate().map(|(i, n)| (i as u32, n.as_str())).collect::<Vec<_>>());
+        let stalls: Vec<(u32, u32)> = (0..100).map(|i| (i, 2)).collect();
+        let c = [collection(1, 1000, t, vec![pc(&stalls), pc(&stalls[90..])])];
+        let (got, check) = named(&c);
+        assert_eq!(got.len(), MAX_REASONS);
+        assert_eq!(got.iter().map(|g| g.1).sum::<u64>(), 2 * 64);
+        assert_eq!(check.too_many_reasons, LeftOut { samples: 2 * 36 + 2 * 10, pcs: 2, collections: 1 });
+        assert_eq!(
+            check.warnings(),
+            ["92 PC samples (2 PCs in 1 collections) name stall reasons beyond the 64 distinct ones a file may have: \
+              left out"]
+        );
     }
 
     /// More named samples than CUPTI took is reported; sums saturate.

@@ -138,6 +138,38 @@ impl Rebuilt {
     }
 }
 
+/// Each collection with PCs split in two: its first half of PCs stays in place, the second is appended as a
+/// collection of the same context after the file's last chunk, and CUPTI's count of samples taken is split by the
+/// samples each half counts (the `*_not_issued` twins left out, by the context's table). A cut inside the last
+/// chunk then loses the second half only.
+pub fn split_collections(file: &[u8]) -> Vec<u8> {
+    edit_collections(file, |cs| {
+        let tables: Vec<((u32, u32), Vec<(u32, String)>)> = cs
+            .iter()
+            .filter(|c| !c.stall_reasons.is_empty())
+            .map(|c| ((c.context, c.device), c.stall_reasons.clone()))
+            .collect();
+        let mut halves = Vec::new();
+        for c in cs.iter_mut().filter(|c| c.pcs.len() >= 2) {
+            let table = tables.iter().find(|t| t.0 == (c.context, c.device)).map(|t| t.1.as_slice()).unwrap_or(&[]);
+            let counted = |index: u32| table.iter().any(|(i, name)| *i == index && !name.ends_with("_not_issued"));
+            let second = c.pcs.split_off(c.pcs.len() / 2);
+            let taken: u64 =
+                second.iter().flat_map(|p| &p.stalls).filter(|s| counted(s.0)).map(|s| u64::from(s.1)).sum();
+            c.total_samples -= taken.min(c.total_samples);
+            halves.push(PcSamples {
+                pcs: second,
+                total_samples: taken,
+                dropped_samples: 0,
+                non_user_samples: 0,
+                hardware_buffer_full: false,
+                ..c.clone()
+            });
+        }
+        cs.extend(halves);
+    })
+}
+
 /// Every collection without its stall-reason table: what a `--ring` dump of a recorder that wrote the table in
 /// a context's first collection only holds once that collection was evicted.
 pub fn without_tables(file: &[u8]) -> Vec<u8> {
