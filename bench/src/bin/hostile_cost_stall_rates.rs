@@ -2,7 +2,7 @@
 //! PCs each (`cutr_synth::forge::pc_samples::write_many_functions`), against an undamaged file of similar size
 //! (the same loop, its kernels' samples in few large collections). Runs `cupti-convert FILE --chrome`,
 //! `--perfetto` and `stats` of each given binary on each file, interleaved, `--reps` times, and prints the median
-//! wall time and the peak RSS of each (the child's `ru_maxrss`).
+//! wall time and the peak RSS of each (GNU time's `%M`).
 //!
 //! ```sh
 //! cargo build --release -p cutr-convert -p cutr-bench
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Parser;
 use cutr_bench::median;
 use cutr_synth::forge::pc_samples::{ManyFunctions, Tables, write_many_functions};
@@ -25,6 +25,9 @@ struct Args {
     bin: Vec<String>,
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Address space each run may take (MB); a run past it fails and is reported as such.
+    #[arg(long, default_value_t = 8192)]
+    limit_mb: u64,
     /// Where the files are written (a temporary directory if not given).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -45,30 +48,29 @@ struct Args {
     reasons_per_pc: u32,
 }
 
-/// One child's wall seconds and peak RSS bytes.
-fn run(bin: &Path, args: &[&str]) -> Result<(f64, u64)> {
+/// One child's wall seconds and peak RSS bytes, the latter from GNU time (`%M`): a child's own `ru_maxrss` would
+/// count this process's resident memory at the spawn (Linux keeps the high-water mark across exec). The child
+/// runs under an address-space limit (`ulimit -v`), so that a quadratic build fails alone instead of calling the
+/// OOM killer on the machine; a child that fails gives `None`.
+fn run(bin: &Path, args: &[&str], rss_file: &Path, limit_mb: u64) -> Result<(f64, Option<u64>)> {
     let t = Instant::now();
-    let child = Command::new(bin)
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {}; exec /usr/bin/time -f %M -o \"$0\" \"$@\"", limit_mb * 1024))
+        .arg(rss_file)
+        .arg(bin)
         .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn()
-        .with_context(|| bin.display().to_string())?;
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is valid; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for; the pointers are to live locals.
-    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        .status()
+        .with_context(|| format!("/usr/bin/time {}", bin.display()))?;
     let wall = t.elapsed().as_secs_f64();
-    if got != pid {
-        bail!("wait4 failed for {}", bin.display());
+    if !status.success() {
+        return Ok((wall, None));
     }
-    drop(child);
-    if status != 0 {
-        bail!("{} {args:?} exited with status {status}", bin.display());
-    }
-    Ok((wall, usage.ru_maxrss as u64 * 1024))
+    let text = std::fs::read_to_string(rss_file)?;
+    let kb: u64 = text.trim().parse().with_context(|| format!("GNU time's %M: {text}"))?;
+    Ok((wall, Some(kb * 1024)))
 }
 
 fn main() -> Result<()> {
@@ -125,33 +127,33 @@ fn main() -> Result<()> {
     );
     for (cmd, extra) in &commands {
         for (name, path) in &paths {
-            let mut samples: Vec<Vec<(f64, u64)>> = vec![Vec::new(); bins.len()];
+            let mut samples: Vec<Vec<(f64, Option<u64>)>> = vec![Vec::new(); bins.len()];
             let mut sizes = vec![0u64; bins.len()];
             for _ in 0..a.reps {
                 for (i, (_, bin)) in bins.iter().enumerate() {
                     let file = path.to_str().unwrap();
                     let args: Vec<&str> =
                         if *cmd == "stats" { vec!["stats", file] } else { [&[file][..], extra].concat() };
-                    samples[i].push(run(bin, &args)?);
-                    sizes[i] = match *cmd {
-                        "--chrome" => std::fs::metadata(&out_json)?.len(),
-                        "--perfetto" => std::fs::metadata(&out_pf)?.len(),
-                        _ => 0,
+                    samples[i].push(run(bin, &args, &dir.join("rss.txt"), a.limit_mb)?);
+                    let out = match *cmd {
+                        "--chrome" => Some(&out_json),
+                        "--perfetto" => Some(&out_pf),
+                        _ => None,
                     };
+                    // A failed run leaves no output (or the previous one's): removed before the next.
+                    sizes[i] = out.and_then(|o| std::fs::metadata(o).ok()).map_or(0, |m| m.len());
+                    if let Some(o) = out {
+                        let _ = std::fs::remove_file(o);
+                    }
                 }
             }
             for (i, (bin_name, _)) in bins.iter().enumerate() {
                 let wall = median(samples[i].iter().map(|s| s.0).collect());
-                let rss = samples[i].iter().map(|s| s.1).max().unwrap_or(0);
-                println!(
-                    "{:<40} {:<11} {:<8} {:>10.3} {:>12.1} {:>14}",
-                    name,
-                    cmd,
-                    bin_name,
-                    wall,
-                    rss as f64 / 1e6,
-                    sizes[i]
-                );
+                let rss = match samples[i].iter().map(|s| s.1).collect::<Option<Vec<u64>>>() {
+                    Some(r) => format!("{:.1}", *r.iter().max().unwrap_or(&0) as f64 / 1e6),
+                    None => format!("over {}", a.limit_mb),
+                };
+                println!("{name:<40} {cmd:<11} {bin_name:<8} {wall:>10.3} {rss:>12} {:>14}", sizes[i]);
             }
         }
     }

@@ -125,6 +125,11 @@ impl ReasonCheck {
     }
 }
 
+/// A stall-reason table as a collection carries it: `(index, full name)`.
+type TableList = [(u32, String)];
+/// A (context, device).
+type ContextKey = (u32, u32);
+
 /// One table as a lookup: index -> name, `None` for an index listed twice with different names.
 struct Table<'c> {
     names: FxHashMap<u32, Option<&'c str>>,
@@ -187,8 +192,8 @@ pub fn name_samples<'c>(
 ) -> ReasonCheck {
     let mut check = ReasonCheck::default();
     // Each context's distinct tables, in file order.
-    let mut context_lists: FxHashMap<(u32, u32), Vec<&'c [(u32, String)]>> = FxHashMap::default();
-    let mut seen: FxHashSet<((u32, u32), &'c [(u32, String)])> = FxHashSet::default();
+    let mut context_lists: FxHashMap<ContextKey, Vec<&'c TableList>> = FxHashMap::default();
+    let mut seen: FxHashSet<(ContextKey, &'c TableList)> = FxHashSet::default();
     for c in collections.iter().filter(|c| !c.stall_reasons.is_empty()) {
         let key = (c.context, c.device);
         if seen.insert((key, &c.stall_reasons)) {

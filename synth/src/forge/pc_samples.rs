@@ -52,10 +52,13 @@ pub fn edit_collections(file: &[u8], edit: impl FnOnce(&mut Vec<PcSamples>)) -> 
     out.finish()
 }
 
+/// A chunk's footer entry: its offset, header and (kind, count) of its records.
+type IndexEntry = (u64, ChunkHeader, Vec<(u32, u32)>);
+
 /// A file being written again chunk by chunk, with its index for the footer.
 struct Rebuilt {
     bytes: Vec<u8>,
-    index: Vec<(u64, ChunkHeader, Vec<(u32, u32)>)>,
+    index: Vec<IndexEntry>,
     next_seq: u32,
 }
 
@@ -144,15 +147,17 @@ impl Rebuilt {
 /// chunk then loses the second half only.
 pub fn split_collections(file: &[u8]) -> Vec<u8> {
     edit_collections(file, |cs| {
-        let tables: Vec<((u32, u32), Vec<(u32, String)>)> = cs
-            .iter()
-            .filter(|c| !c.stall_reasons.is_empty())
-            .map(|c| ((c.context, c.device), c.stall_reasons.clone()))
-            .collect();
+        // Each context's indices that count (not a `*_not_issued` twin).
+        let mut counted: std::collections::HashMap<(u32, u32), Vec<u32>> = Default::default();
+        for c in cs.iter() {
+            let twin = |name: &String| name.ends_with("_not_issued");
+            let indices = c.stall_reasons.iter().filter(|r| !twin(&r.1)).map(|r| r.0);
+            counted.entry((c.context, c.device)).or_default().extend(indices);
+        }
         let mut halves = Vec::new();
         for c in cs.iter_mut().filter(|c| c.pcs.len() >= 2) {
-            let table = tables.iter().find(|t| t.0 == (c.context, c.device)).map(|t| t.1.as_slice()).unwrap_or(&[]);
-            let counted = |index: u32| table.iter().any(|(i, name)| *i == index && !name.ends_with("_not_issued"));
+            let indices = counted.get(&(c.context, c.device)).map(Vec::as_slice).unwrap_or(&[]);
+            let counted = |index: u32| indices.contains(&index);
             let second = c.pcs.split_off(c.pcs.len() / 2);
             let taken: u64 =
                 second.iter().flat_map(|p| &p.stalls).filter(|s| counted(s.0)).map(|s| u64::from(s.1)).sum();
@@ -228,10 +233,16 @@ pub fn counts_of(file: &[u8], n: u64) -> Vec<u8> {
     })
 }
 
+/// A stall-reason table of `reasons` entries (`reason_00000`...).
+pub fn reason_table(reasons: u32) -> Vec<(u32, String)> {
+    (0..reasons).map(|i| (i, format!("{STALL_PREFIX}reason_{i:05}"))).collect()
+}
+
 /// Many functions' samples over many collections, few PCs each (the class that made stall-rate tracks cost
-/// series x collections): `collections` collections of context 1 on device 0, each the table `reasons` names long
-/// and `pcs_per_collection` PCs, PC `p` of collection `c` in function `functions[(c * pcs + p) % len]` with
-/// `reasons_per_pc` reasons, its own run of the table. CUPTI's count of each collection matches its samples.
+/// series x collections): `collections` collections of context 1 on device 0 with `pcs_per_collection` PCs
+/// each, PC `p` of collection `c` in function `functions[(c * pcs + p) % len]` with `reasons_per_pc` reasons
+/// (indices below `reasons`), its own run of the table; the first collection carries [`reason_table`], the others
+/// none (set `stall_reasons` for more). CUPTI's count of each collection matches its samples.
 pub fn many_functions(
     functions: &[&str],
     collections: usize,
@@ -239,7 +250,6 @@ pub fn many_functions(
     reasons: u32,
     reasons_per_pc: u32,
 ) -> Vec<PcSamples> {
-    let table: Vec<(u32, String)> = (0..reasons).map(|i| (i, format!("{STALL_PREFIX}reason_{i:05}"))).collect();
     (0..collections)
         .map(|c| {
             let pcs: Vec<PcRecord> = (0..pcs_per_collection)
@@ -263,7 +273,7 @@ pub fn many_functions(
                 t_end: c as u64 * 1000 + 999,
                 total_samples: total,
                 period_log2: 10,
-                stall_reasons: table.clone(),
+                stall_reasons: if c == 0 { reason_table(reasons) } else { Vec::new() },
                 pcs,
                 ..Default::default()
             }
@@ -308,17 +318,23 @@ pub fn write_many_functions(
     names.truncate(shape.functions);
     names.extend((names.len()..shape.functions).map(|i| format!("_Z8functionILi{i}EEvv")));
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let mut collections =
+    let collections =
         many_functions(&names, shape.collections, shape.pcs_per_collection, shape.reasons, shape.reasons_per_pc);
-    for (i, c) in collections.iter_mut().enumerate() {
-        if shape.tables == Tables::None || (shape.tables == Tables::First && i > 0) {
-            c.stall_reasons.clear();
-        }
-    }
+    let table = reason_table(shape.reasons);
     let opts = crate::SynthOptions { records: shape.records, seed: 1, ..Default::default() };
     let w = cutr_format::Writer::create(path, Default::default())?;
-    crate::write_to_with(w, opts, |w, _| collections.iter().try_for_each(|c| w.write_pc_samples(c).map(drop)))
-        .map(|(_, truth)| truth)
+    // The table is given to each collection as it is written, never held by all of them at once.
+    let write = |w: &mut cutr_format::Writer<std::fs::File>, _: &crate::SynthTruth| {
+        collections.into_iter().enumerate().try_for_each(|(i, mut c)| {
+            c.stall_reasons = match shape.tables {
+                Tables::Every => table.clone(),
+                Tables::First if i == 0 => table.clone(),
+                _ => Vec::new(),
+            };
+            w.write_pc_samples(&c).map(drop)
+        })
+    };
+    crate::write_to_with(w, opts, write).map(|(_, truth)| truth)
 }
 
 #[cfg(test)]
@@ -345,6 +361,7 @@ mod tests {
     #[test]
     fn appended_collections_follow_the_last_chunk() {
         let extra = many_functions(&["_Z1fv", "_Z1gv"], 3, 2, 4, 2);
+        assert_eq!((extra[0].stall_reasons.len(), extra[1].stall_reasons.len()), (4, 0));
         let forged = edit_collections(&fixture(), |cs| cs.extend(extra.clone()));
         let r = Reader::from_bytes(forged).unwrap();
         assert!(r.problems().is_empty(), "{:?}", r.problems());
