@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cutr_analyses::{diff, info, stats};
 use cutr_format::Reader;
-use cutr_model::{Filter, LoadOptions, Trace, load_readers, timing};
+use cutr_model::{Filter, LoadOptions, Process, Trace, load_readers, timing};
 use cutr_synth::{SynthOptions, write_file};
 
 use crate::cli::{parse_time, usage};
@@ -333,8 +333,26 @@ pub fn source(
     let readers = open_all(files)?;
     let refs: Vec<&Reader> = readers.iter().collect();
     let r = source::report(&refs, opts);
-    for (f, reader) in files.iter().zip(&readers) {
-        if reader.pc_samples().0.is_empty() {
+    // Each input's recovery, damaged chunks and recorded losses, said as every other command says them.
+    let mut inputs = Trace::default();
+    inputs.processes = files
+        .iter()
+        .zip(&readers)
+        .zip(&r.inputs)
+        .map(|((f, reader), input)| Process {
+            path: f.clone(),
+            loss: reader.loss().cloned().unwrap_or_default(),
+            problems: input.problems.clone(),
+            recovery: reader.recovery().cloned(),
+            ..Default::default()
+        })
+        .collect();
+    warn_all(&inputs);
+    for (f, input) in files.iter().zip(&r.inputs) {
+        for w in input.warnings() {
+            warn(f, &w);
+        }
+        if input.collections == 0 && input.lost_collections == 0 {
             warn(f, "no PC samples: record with `cupti-record --pc-sampling`");
         }
     }

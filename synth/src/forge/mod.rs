@@ -4,6 +4,8 @@
 
 use cutr_format::container::{CHUNK_HEADER_LEN, ChunkHeader, ChunkType, Codec, FILE_HEADER_LEN, payload_crc};
 
+pub mod pc_samples;
+
 /// One chunk of a file: where it starts and its header.
 #[derive(Clone, Copy, Debug)]
 pub struct Chunk {
