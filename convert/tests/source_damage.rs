@@ -199,3 +199,47 @@ fn counts_below_the_samples_or_overflowing_are_said() {
          dropped, 18,446,744,073,709,551,615 in kernels it does not report); 2 cubins, 2 with line tables"
     );
 }
+
+/// Real `--ring` dumps made on an H100 (`bench/gpu/pc_sampling_ring_stall_tables.sh`, source_workload for ~3.5 s,
+/// `--ring 2s`): by the recorder that wrote a context's stall-reason table in its first collection only, which the
+/// ring evicted (the old `source` named every reason `reason_N`: `reason_14 99%` on chase's hot line), and by the
+/// recorder that writes it in every collection. The first's samples are left out and said; the second's are named.
+#[test]
+fn real_ring_dumps_with_and_without_their_stall_reason_tables() {
+    let old = fixture("pc_ring/table_first_only.cutr");
+    let (o, lines) = source_and_pprof(&old);
+    assert_eq!(
+        lines,
+        [
+            "recording lost data: pc_collections_buffer_full = 1".to_string(),
+            "12290950 PC samples (147 PCs in 1 collections) have no stall-reason table (an older recorder wrote it in \
+             a context's first collection only, which a --ring dump can leave out; without it reasons have no names \
+             and their *_not_issued duplicates cannot be told apart): left out"
+                .to_string(),
+            "PC samples lost: 0 dropped by the hardware, 1 collections with the hardware buffer full (a longer \
+             --pc-period samples less)"
+                .to_string(),
+        ]
+    );
+    assert_eq!(
+        summary(&o),
+        "0 PC samples in 0 kernels (12,293,510 taken by CUPTI, 0 dropped, 2,560 in kernels it does not report); 2 \
+         cubins, 2 with line tables"
+    );
+    assert!(!text(&o.stdout).contains("reason_"), "no reason is named by its index");
+
+    let new = fixture("pc_ring/table_every_collection.cutr");
+    let (o, lines) = source_and_pprof(&new);
+    assert_eq!(lines.len(), 2, "{lines:?}: the recording's losses only");
+    assert_eq!(
+        summary(&o),
+        "12,639,401 PC samples in 3 kernels (12,641,885 taken by CUPTI, 0 dropped, 2,484 in kernels it does not \
+         report); 2 cubins, 2 with line tables"
+    );
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("chase(unsigned int const*, unsigned int, int, unsigned int*) (52.9% of samples, 6,687,081 samples)"),
+        "{out}"
+    );
+    assert!(out.contains("  stalls: long_scoreboard 99%, wait 1%"), "{out}");
+}
