@@ -4,6 +4,7 @@
 
 pub mod clocks;
 pub mod counters;
+pub mod fields;
 
 use cutr_format::container::{CHUNK_HEADER_LEN, ChunkHeader, ChunkType, Codec, FILE_HEADER_LEN, payload_crc};
 

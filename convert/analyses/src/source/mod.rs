@@ -248,9 +248,9 @@ fn add_collections(r: &mut SourceReport, collections: &[PcSamples], by_pc: &mut 
         }
     }
     for c in collections {
-        r.cupti_total_samples += c.total_samples;
-        r.dropped_samples += c.dropped_samples;
-        r.non_user_samples += c.non_user_samples;
+        r.cupti_total_samples = r.cupti_total_samples.saturating_add(c.total_samples);
+        r.dropped_samples = r.dropped_samples.saturating_add(c.dropped_samples);
+        r.non_user_samples = r.non_user_samples.saturating_add(c.non_user_samples);
         r.hardware_buffer_full += u64::from(c.hardware_buffer_full);
         let table = tables.get(&(c.context, c.device));
         for pc in &c.pcs {
