@@ -94,7 +94,7 @@ pub fn report(reader: &Reader) -> InfoReport {
     let verification = reader.verify();
     let mut problems: Vec<Problem> = reader.problems().to_vec();
     problems.extend(verification.damaged.iter().cloned());
-    let side = crate::info_verify::side_chunks(reader, &problems);
+    let side = cutr_model::timing::timed("info side chunks", || crate::info_verify::side_chunks(reader, &problems));
     problems.extend(side.problems);
     problems.sort_by_key(|p| p.to_string());
     let mut warnings = Vec::new();

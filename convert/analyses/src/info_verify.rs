@@ -89,7 +89,7 @@ fn decode(r: &Reader, c: &ChunkInfo) -> Result<Option<u32>, ChunkError> {
     match c.chunk_type() {
         ChunkType::Blob => CubinBlob::from_bytes(&raw).map(|_| None),
         ChunkType::PcSamples => PcSamples::from_bytes(&raw).map(|_| None),
-        ChunkType::Counters => CounterSamples::from_bytes(&raw).map(|s| Some(s.device)),
+        ChunkType::Counters => CounterSamples::check(&raw).map(Some),
         ChunkType::Graphs => GraphEvents::from_bytes(&raw).map(|_| None),
         _ => SessionMetadata::from_bytes(&raw).map(|_| None),
     }

@@ -11,6 +11,7 @@ use cutr_format::{ChunkError, ChunkInfo, ChunkType, DecodedBuffer, Problem, Read
 use cutr_schema::kinds;
 use rayon::prelude::*;
 
+use crate::counters::metric_samples;
 use crate::decode::{ChunkCounts, ChunkRows, FileDecoder, RawExternal, RawMarker};
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
@@ -227,8 +228,8 @@ fn load_file(
     };
     let layouts = &layouts;
     let clocks = ClockCheck::of_reader(r);
-    warnings.extend(clocks.warnings());
     let time = clocks.time;
+    warnings.extend(clocks.warnings());
     let recorder = RecorderThreads::of(r.thread_names());
     let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter, recorder };
     // Chunks whose time range is entirely outside the window are skipped without decoding.
@@ -276,15 +277,13 @@ fn load_file(
             Some(timed("kernel time outside the window", || stall_rates::whole_file_time(&decoder, &text_names)));
     }
     let devices: Vec<u32> = meta.devices.iter().map(|d| d.id).collect();
-    let counters = timed("counter samples", || {
-        crate::counters::metric_samples(r, proc, &time, filter, &mut trace.names, (&devices, &mut stats))
-    });
-    let counter_damage = counters.problems;
+    let names = &mut trace.names;
+    let counters = timed("counter samples", || metric_samples(r, proc, &time, filter, names, (&devices, &mut stats)));
     warnings.extend(counters.warnings);
     trace.counters.extend(counters.samples);
     let graph_damage = timed("graph events", || trace.graphs.read_file(r, proc, &time, filter, &mut stats));
     // A damaged chunk is already in the reader's problems when its checksum failed at open.
-    for p in pc_damage.into_iter().chain(counter_damage).chain(graph_damage) {
+    for p in pc_damage.into_iter().chain(counters.problems).chain(graph_damage) {
         if !problems.contains(&p) {
             problems.push(p);
         }

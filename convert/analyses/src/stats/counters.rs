@@ -55,9 +55,14 @@ struct Group<'s> {
     total: u64,
 }
 
-/// The section with every row (`diff` compares them all); `top` keeps the names with the most time.
+/// The most rows `diff` compares per side: every row of a real recording (8 GPUs x 100 kernels x 25 series is
+/// 20,000), a bounded memory for a hostile one (20,000 metrics x 193 kernels and ranges made 3.9 million rows,
+/// 789 MB and 7.3 s).
+pub const MAX_DIFF_ROWS: usize = 100_000;
+
+/// The section as `diff` compares it, at most [`MAX_DIFF_ROWS`] rows; `top` keeps the names with the most time.
 pub(crate) fn counters(t: &Trace, top: Option<usize>) -> Vec<CounterAverage> {
-    section(t, top, usize::MAX).rows
+    section(t, top, MAX_DIFF_ROWS).rows
 }
 
 /// The section of the `stats` report: at most `max_rows` rows.
@@ -74,9 +79,11 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
             out.groups_not_shown = groups.len() - i;
             break;
         }
-        let mut rows = rows_of(t, g);
-        if out.rows.len() + rows.len() > max_rows {
-            rows.truncate(max_rows - out.rows.len());
+        // One more row than fits tells a group cut short from one that just fits.
+        let room = max_rows - out.rows.len();
+        let mut rows = rows_of(t, g, room.saturating_add(1));
+        if rows.len() > room {
+            rows.truncate(room);
             out.groups_not_shown = groups.len() - i;
         }
         out.rows.append(&mut rows);
@@ -93,21 +100,28 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
     out
 }
 
-/// Series of counter samples per (file, device) (the PC-sample stall rates are `source`'s), sorted by name.
+/// Series of counter samples per (file, device) (the PC-sample stall rates are `source`'s), sorted by name. The
+/// model keeps each series' samples together in time order, so a series is a run of samples with one key: one
+/// map entry per run, not per sample.
 fn series(t: &Trace) -> HashMap<(ProcId, u32), Vec<(NameId, Steps)>> {
-    let mut points: BTreeMap<(ProcId, u32, NameId), Vec<(u64, f64)>> = BTreeMap::new();
-    for c in &t.counters {
-        if c.value.is_finite() && !t.names.get(c.series).starts_with("PC samples/ms:") {
-            points.entry((c.proc, c.device, c.series)).or_default().push((c.ts, c.value));
+    let key = |c: &cutr_model::CounterSample| (c.proc, c.device, c.series);
+    let mut points: HashMap<(ProcId, u32, NameId), Vec<(u64, f64)>> = HashMap::new();
+    for run in t.counters.chunk_by(|a, b| key(a) == key(b)) {
+        if t.names.get(run[0].series).starts_with("PC samples/ms:") {
+            continue;
         }
+        let finite = run.iter().filter(|c| c.value.is_finite()).map(|c| (c.ts, c.value));
+        points.entry(key(&run[0])).or_default().extend(finite);
     }
     let mut series: HashMap<(ProcId, u32), Vec<(NameId, Steps)>> = HashMap::new();
     for ((proc, device, id), mut p) in points {
-        p.sort_by_key(|x| x.0);
+        if !p.is_sorted_by_key(|x| x.0) {
+            p.sort_by_key(|x| x.0);
+        }
         series.entry((proc, device)).or_default().push((id, Steps::new(&p)));
     }
     for list in series.values_mut() {
-        list.sort_by(|a, b| t.names.get(a.0).cmp(t.names.get(b.0)));
+        list.sort_unstable_by(|a, b| t.names.get(a.0).cmp(t.names.get(b.0)));
     }
     series
 }
@@ -185,13 +199,15 @@ fn rank(t: &Trace, groups: &mut Vec<Group>, top: Option<usize>) {
     });
 }
 
-/// A group's rows, one per series with samples during its executions, by series name.
-fn rows_of(t: &Trace, g: &Group) -> Vec<CounterAverage> {
+/// A group's first `limit` rows, one per series with samples during its executions, by series name. Each file's
+/// series are sorted by name, so only the first `limit` with samples there can be among the first `limit` of all:
+/// the rest are not computed.
+fn rows_of(t: &Trace, g: &Group, limit: usize) -> Vec<CounterAverage> {
     // Per series: (average so far, covered ns, total ns); files' averages are merged weighted by their cover.
     let mut per_series: BTreeMap<&str, (f64, u64, u64)> = BTreeMap::new();
     for (runs, list) in &g.parts {
-        for (id, steps) in list.iter() {
-            let Some((average, covered)) = steps.average_over(runs) else { continue };
+        let averaged = list.iter().filter_map(|(id, steps)| Some((id, steps.average_over(runs)?)));
+        for (id, (average, covered)) in averaged.take(limit) {
             let e = per_series.entry(t.names.get(*id)).or_insert((0.0, 0, 0));
             let sum = e.1.saturating_add(covered);
             // A weighted mean of two, never their weighted sum: that could overflow where each is a number.
@@ -203,6 +219,7 @@ fn rows_of(t: &Trace, g: &Group) -> Vec<CounterAverage> {
     let name = t.names.get(g.name);
     per_series
         .into_iter()
+        .take(limit)
         .map(|(series, (average, covered_ns, total_ns))| CounterAverage {
             over: g.over,
             name: name.to_string(),
