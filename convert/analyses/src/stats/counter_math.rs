@@ -10,9 +10,8 @@
 /// whatever the readings (1e300 W for a second is still a number); averages are scaled back.
 pub(crate) struct Steps {
     ts: Vec<u64>,
-    values: Vec<f64>,
-    /// `integral[i]`: the integral of the scaled values from `ts[0]` to `ts[i]`.
-    integral: Vec<f64>,
+    /// Per sample: its scaled value, and the integral of the scaled values from `ts[0]` to its time.
+    values: Vec<(f64, f64)>,
     /// What the values were divided by (1 for a series of zeros).
     scale: f64,
 }
@@ -20,21 +19,22 @@ pub(crate) struct Steps {
 impl Steps {
     /// `points` sorted by time, finite values.
     pub(crate) fn new(points: &[(u64, f64)]) -> Steps {
-        let (ts, values): (Vec<u64>, Vec<f64>) = points.iter().copied().unzip();
         // A power of two, so that dividing and multiplying back are exact: averages are bit for bit what
         // unscaled sums give wherever those stay finite.
-        let largest = values.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let largest = points.iter().fold(0f64, |m, p| m.max(p.1.abs()));
         let scale = if largest > 0.0 && largest.is_finite() { 2f64.powi(largest.log2().floor() as i32) } else { 1.0 };
-        let values: Vec<f64> = values.iter().map(|v| v / scale).collect();
-        let mut integral = Vec::with_capacity(ts.len());
+        let ts: Vec<u64> = points.iter().map(|p| p.0).collect();
         let mut acc = 0.0;
-        for i in 0..ts.len() {
-            integral.push(acc);
-            if i + 1 < ts.len() {
-                acc += values[i] * (ts[i + 1] - ts[i]) as f64;
-            }
-        }
-        Steps { ts, values, integral, scale }
+        let values = points
+            .iter()
+            .zip(points.iter().skip(1).map(|next| next.0).chain(std::iter::once(0)))
+            .map(|(&(t, v), next)| {
+                let here = (v / scale, acc);
+                acc += here.0 * next.saturating_sub(t) as f64;
+                here
+            })
+            .collect();
+        Steps { ts, values, scale }
     }
 
     /// First and last sample: the span the series covers.
@@ -45,7 +45,8 @@ impl Steps {
     /// The scaled integral from the first sample to `x` (inside the sampled span).
     fn at(&self, x: u64) -> f64 {
         let i = self.ts.partition_point(|&t| t <= x).saturating_sub(1);
-        self.integral[i] + self.values[i] * (x - self.ts[i]) as f64
+        let (value, integral) = self.values[i];
+        integral + value * (x - self.ts[i]) as f64
     }
 
     /// (scaled integral, covered ns) over [a, b].
@@ -78,7 +79,7 @@ impl Steps {
             let from = self.ts.partition_point(|&t| t <= a).saturating_sub(1);
             let to = self.ts.partition_point(|&t| t < b);
             (from..to.min(self.ts.len() - 1))
-                .map(|k| self.values[k] * runs.time_between(self.ts[k], self.ts[k + 1]) as f64)
+                .map(|k| self.values[k].0 * runs.time_between(self.ts[k], self.ts[k + 1]) as f64)
                 .sum::<f64>()
         };
         Some((integral / covered as f64 * self.scale, covered))

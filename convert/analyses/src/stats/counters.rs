@@ -67,12 +67,13 @@ pub(crate) fn counters(t: &Trace, top: Option<usize>) -> Vec<CounterAverage> {
 
 /// The section of the `stats` report: at most `max_rows` rows.
 pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> CounterSection {
-    let series = series(t);
+    use cutr_model::timing::timed;
+    let series = timed("counter series", || series(t));
     if series.is_empty() {
         return CounterSection::default();
     }
-    let mut groups = groups(t, &series);
-    rank(t, &mut groups, top);
+    let mut groups = timed("counter groups", || groups(t, &series));
+    timed("counter groups ranked", || rank(t, &mut groups, top));
     let mut out = CounterSection::default();
     for (i, g) in groups.iter().enumerate() {
         if out.rows.len() >= max_rows {
@@ -101,24 +102,25 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
 }
 
 /// Series of counter samples per (file, device) (the PC-sample stall rates are `source`'s), sorted by name. The
-/// model keeps each series' samples together in time order, so a series is a run of samples with one key: one
-/// map entry per run, not per sample.
+/// model keeps each series' samples together in time order, so a series is a run of samples with one key: the
+/// runs are sorted by key (a key in two runs is merged), and each series is built from its samples in one pass.
 fn series(t: &Trace) -> HashMap<(ProcId, u32), Vec<(NameId, Steps)>> {
     let key = |c: &cutr_model::CounterSample| (c.proc, c.device, c.series);
-    let mut points: HashMap<(ProcId, u32, NameId), Vec<(u64, f64)>> = HashMap::new();
-    for run in t.counters.chunk_by(|a, b| key(a) == key(b)) {
-        if t.names.get(run[0].series).starts_with("PC samples/ms:") {
-            continue;
-        }
-        let finite = run.iter().filter(|c| c.value.is_finite()).map(|c| (c.ts, c.value));
-        points.entry(key(&run[0])).or_default().extend(finite);
-    }
+    let mut runs: Vec<&[cutr_model::CounterSample]> = t
+        .counters
+        .chunk_by(|a, b| key(a) == key(b))
+        .filter(|run| !t.names.get(run[0].series).starts_with("PC samples/ms:"))
+        .collect();
+    runs.sort_by_key(|run| key(&run[0]));
     let mut series: HashMap<(ProcId, u32), Vec<(NameId, Steps)>> = HashMap::new();
-    for ((proc, device, id), mut p) in points {
-        if !p.is_sorted_by_key(|x| x.0) {
-            p.sort_by_key(|x| x.0);
+    for same in runs.chunk_by(|a, b| key(&a[0]) == key(&b[0])) {
+        let mut points: Vec<(u64, f64)> =
+            same.iter().flat_map(|run| run.iter()).filter(|c| c.value.is_finite()).map(|c| (c.ts, c.value)).collect();
+        if !points.is_sorted_by_key(|x| x.0) {
+            points.sort_by_key(|x| x.0);
         }
-        series.entry((proc, device)).or_default().push((id, Steps::new(&p)));
+        let (proc, device, id) = key(&same[0][0]);
+        series.entry((proc, device)).or_default().push((id, Steps::new(&points)));
     }
     for list in series.values_mut() {
         list.sort_unstable_by(|a, b| t.names.get(a.0).cmp(t.names.get(b.0)));
