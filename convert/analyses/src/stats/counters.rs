@@ -45,13 +45,19 @@ pub struct CounterSection {
     pub not_finite: Vec<String>,
 }
 
+/// A (file, device)'s series, by name.
+type SeriesList = [(NameId, Steps)];
+
+/// Per process: its executions of a name, and the series they are averaged against.
+type Parts<'s> = Vec<(Runs, &'s SeriesList)>;
+
 /// Executions of one name on one device (of every process with series there), `over` a kernel or a range.
 struct Group<'s> {
     over: &'static str,
     name: NameId,
     device: u32,
     /// Per process: its executions, and the series they are averaged against.
-    parts: Vec<(Runs, &'s [(NameId, Steps)])>,
+    parts: Parts<'s>,
     total: u64,
 }
 
@@ -147,7 +153,7 @@ fn groups<'s>(t: &Trace, series: &'s HashMap<(ProcId, u32), Vec<(NameId, Steps)>
     for r in t.ranges.iter().filter(|r| r.closed()) {
         ranges.entry((r.name, r.proc)).or_default().push((r.start, r.end));
     }
-    let mut by_key: BTreeMap<(&'static str, NameId, u32), Vec<(Runs, &'s [(NameId, Steps)])>> = BTreeMap::new();
+    let mut by_key: BTreeMap<(&'static str, NameId, u32), Parts<'s>> = BTreeMap::new();
     let meets = |runs: &Runs, key: (ProcId, u32)| hull.get(&key).is_some_and(|h| runs.first < h.1 && runs.last > h.0);
     for ((name, device, proc), runs) in kernels {
         let runs = Runs::new(runs);
