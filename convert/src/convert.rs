@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use cutr_format::Reader;
-use cutr_model::{Filter, LoadOptions, TimeBase, load_prefetched, open_inputs, timing};
+use cutr_model::timebase::ClockCheck;
+use cutr_model::{Filter, LoadOptions, load_prefetched, open_inputs, timing};
 use cutr_viewer_export::size_limit::human;
 use cutr_viewer_export::timeline::slice_rows;
 use cutr_viewer_export::{DriverCalls, ExportOptions, Format, SizeLimit, export, shard_slices_for};
@@ -147,7 +148,7 @@ fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
     let mut spans: Vec<(u64, u64)> = readers
         .iter()
         .flat_map(|r| {
-            let tb = TimeBase::from_clocks(r.clocks());
+            let tb = ClockCheck::of_reader(r).time;
             r.activity_chunks()
                 .filter(|c| c.header.t_min != 0 && c.header.t_max >= c.header.t_min)
                 .map(move |c| (tb.to_trace(c.header.t_min), tb.to_trace(c.header.t_max)))
@@ -203,7 +204,7 @@ fn filter(a: &ConvertArgs, readers: &[Reader]) -> Result<Filter> {
     let first = readers
         .iter()
         .filter_map(|r| {
-            let tb = TimeBase::from_clocks(r.clocks());
+            let tb = ClockCheck::of_reader(r).time;
             r.activity_chunks().filter(|c| c.header.t_min != 0).map(|c| tb.to_trace(c.header.t_min)).min()
         })
         .min()

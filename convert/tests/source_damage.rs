@@ -238,7 +238,9 @@ fn real_ring_dumps_with_and_without_their_stall_reason_tables() {
     );
     let out = text(&o.stdout);
     assert!(
-        out.contains("chase(unsigned int const*, unsigned int, int, unsigned int*) (52.9% of samples, 6,687,081 samples)"),
+        out.contains(
+            "chase(unsigned int const*, unsigned int, int, unsigned int*) (52.9% of samples, 6,687,081 samples)"
+        ),
         "{out}"
     );
     assert!(out.contains("  stalls: long_scoreboard 99%, wait 1%"), "{out}");
