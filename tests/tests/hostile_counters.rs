@@ -122,6 +122,15 @@ fn twenty_thousand_metrics_fill_a_bounded_report_and_say_what_is_left_out() {
         &StatsOptions { top: Some(2), sections: vec![Section::Counters], ..Default::default() },
     );
     assert_eq!((top.counters.len(), top.counter_groups_not_shown), (MAX_COUNTER_ROWS, 4));
+    // `diff` compares at most 100,000 rows a side (5 groups of 20,000 metrics) and says what it left out.
+    let both = [load_again(&dir, "flood.cutr")];
+    let d = cutr_analyses::diff::diff(&both, &both, &Default::default());
+    assert_eq!(
+        d.warnings,
+        [
+            "the counters of 376 (kernel or NVTX range, GPU) pairs beyond the 100000 rows a side compares were not compared"
+        ]
+    );
 }
 
 fn load_again(dir: &tempfile::TempDir, name: &str) -> Trace {

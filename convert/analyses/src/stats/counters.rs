@@ -66,9 +66,11 @@ struct Group<'s> {
 /// 789 MB and 7.3 s).
 pub const MAX_DIFF_ROWS: usize = 100_000;
 
-/// The section as `diff` compares it, at most [`MAX_DIFF_ROWS`] rows; `top` keeps the names with the most time.
-pub(crate) fn counters(t: &Trace, top: Option<usize>) -> Vec<CounterAverage> {
-    section(t, top, MAX_DIFF_ROWS).rows
+/// The section as `diff` compares it, at most [`MAX_DIFF_ROWS`] rows (`top` keeps the names with the most time),
+/// and how many (name, device) groups did not fit.
+pub(crate) fn counters(t: &Trace, top: Option<usize>) -> (Vec<CounterAverage>, usize) {
+    let s = section(t, top, MAX_DIFF_ROWS);
+    (s.rows, s.groups_not_shown)
 }
 
 /// The section of the `stats` report: at most `max_rows` rows.
