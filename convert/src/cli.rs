@@ -85,9 +85,29 @@ pub struct ConvertArgs {
     /// launched nothing, and says how many; `stats` counts them all.
     #[arg(long)]
     pub driver_calls: bool,
+    /// Refuse an output larger than SIZE (e.g. 500MB, 20GB; `none`: no limit), checked on an estimate before
+    /// writing and again while writing (nothing is kept past it). Default: 500 bytes per byte of the inputs, at
+    /// least 256 MiB (every real recording's Chrome JSON is under 115 times its size; a hostile one can be
+    /// thousands of times).
+    #[arg(long, value_name = "SIZE", value_parser = parse_max_output)]
+    pub max_output: Option<MaxOutput>,
     /// Print nothing but errors and warnings.
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+/// `--max-output`: a size, or no limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxOutput {
+    Bytes(u64),
+    Unlimited,
+}
+
+fn parse_max_output(s: &str) -> Result<MaxOutput, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(MaxOutput::Unlimited);
+    }
+    cutr_viewer_export::size_limit::parse_size(s).map(MaxOutput::Bytes)
 }
 
 #[derive(Subcommand, Debug)]
@@ -107,7 +127,9 @@ pub enum Command {
         /// Recordings (one per process or rank): one dataset, each row with its file, host, pid and rank.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The directory to write the tables to (created if missing; existing tables of the same name replaced).
+        /// The directory to write the tables to: written whole beside it and renamed into place once complete, so
+        /// that a failed or interrupted export leaves nothing half-written and an earlier export there intact (it is
+        /// replaced as a whole on success). A directory holding anything else is refused.
         #[arg(long, value_name = "DIR")]
         parquet: PathBuf,
     },
@@ -250,7 +272,8 @@ pub enum Command {
         #[arg(long, value_name = "OUT.pb.gz")]
         pprof: Option<PathBuf>,
         /// Do not run `nvdisasm` for the SASS text of the PCs shown (by default it runs where it is installed:
-        /// `CUTR_NVDISASM`, or on the PATH).
+        /// `CUTR_NVDISASM`, or on the PATH; each run is ended after 60 s, `CUTR_NVDISASM_TIMEOUT`, and the report
+        /// says which cubin lacks SASS and why).
         #[arg(long)]
         no_sass: bool,
     },

@@ -5,11 +5,13 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use cutr_format::Reader;
-use cutr_model::{Filter, LoadOptions, TimeBase, load_prefetched, open_inputs, timing};
+use cutr_model::timebase::ClockCheck;
+use cutr_model::{Filter, LoadOptions, load_prefetched, open_inputs, timing};
+use cutr_viewer_export::size_limit::human;
 use cutr_viewer_export::timeline::slice_rows;
-use cutr_viewer_export::{DriverCalls, ExportOptions, Format, export, shard_slices_for};
+use cutr_viewer_export::{DriverCalls, ExportOptions, Format, SizeLimit, export, shard_slices_for};
 
-use crate::cli::{ConvertArgs, kinds, parse_time, usage};
+use crate::cli::{ConvertArgs, MaxOutput, kinds, parse_time, usage};
 use crate::progress::ProgressBar;
 use crate::warnings::{input_warnings, warn};
 
@@ -65,6 +67,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         shard_slices: shard_slices_for(slice_rows(&trace), format),
         progress: bar.export_progress(),
         driver_calls: if a.driver_calls { DriverCalls::All } else { DriverCalls::Direct },
+        limit: size_limit(a.max_output, &a.files),
     };
     let summary = export(&trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
     bar.clear();
@@ -96,6 +99,18 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     // kernel) is work nobody waits for but the user.
     std::mem::forget(trace);
     Ok(())
+}
+
+/// The output's limit: `--max-output`, else the default for the inputs' size on disk.
+fn size_limit(given: Option<MaxOutput>, inputs: &[PathBuf]) -> Option<SizeLimit> {
+    match given {
+        Some(MaxOutput::Unlimited) => None,
+        Some(MaxOutput::Bytes(bytes)) => Some(SizeLimit { bytes, origin: format!("--max-output {}", human(bytes)) }),
+        None => {
+            let input_bytes = inputs.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
+            Some(SizeLimit::for_input(input_bytes))
+        }
+    }
 }
 
 /// In the current directory: the first input's name with .pftrace or .json (and .gz with `gzip`), `.merged`
@@ -133,7 +148,7 @@ fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
     let mut spans: Vec<(u64, u64)> = readers
         .iter()
         .flat_map(|r| {
-            let tb = TimeBase::from_clocks(r.clocks());
+            let tb = ClockCheck::of_reader(r).time;
             r.activity_chunks()
                 .filter(|c| c.header.t_min != 0 && c.header.t_max >= c.header.t_min)
                 .map(move |c| (tb.to_trace(c.header.t_min), tb.to_trace(c.header.t_max)))
@@ -189,7 +204,7 @@ fn filter(a: &ConvertArgs, readers: &[Reader]) -> Result<Filter> {
     let first = readers
         .iter()
         .filter_map(|r| {
-            let tb = TimeBase::from_clocks(r.clocks());
+            let tb = ClockCheck::of_reader(r).time;
             r.activity_chunks().filter(|c| c.header.t_min != 0).map(|c| tb.to_trace(c.header.t_min)).min()
         })
         .min()

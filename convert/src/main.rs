@@ -1,7 +1,8 @@
 //! `cupti-convert`: reads `.cutr` recordings and converts them or reports on them.
 //!
 //! Exit codes: 0 success (warnings, e.g. a recovered file or failed joins, go to stderr); 1 an input could not
-//! be read or an output not written; 2 wrong arguments; 3 `diff` found a regression.
+//! be read or an output not written; 2 wrong arguments; 3 `diff` found a regression; 130 and 143 interrupted by
+//! SIGINT and SIGTERM (temporary outputs removed, children ended: `cutr-cleanup`).
 
 mod cli;
 mod convert;
@@ -125,6 +126,13 @@ fn main() -> ExitCode {
     // instead of failing a print.
     // SAFETY: restoring the default action of a signal; no handler is involved.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    // Ctrl-C or a SIGTERM removes the temporary files of the outputs being written and ends our children
+    // (`cutr-cleanup`), then exits with 130 or 143.
+    if let Err(e) = cutr_cleanup::exit_on_signals("cupti-convert") {
+        eprintln!(
+            "cupti-convert: warning: cannot watch for SIGINT/SIGTERM ({e}): an interrupted command may leave temporary files"
+        );
+    }
     timing::init();
     memory::start_small();
     let cli = timing::timed("parse arguments", Cli::parse);

@@ -1,4 +1,4 @@
-//! The report commands: `info`, `stats` and `diff` over the analyses, and `generate`.
+//! The report commands: `info`, `stats` and `diff` over the analyses, `export` and `sql`, and `generate`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cutr_analyses::{diff, info, stats};
 use cutr_format::Reader;
-use cutr_model::{Filter, LoadOptions, Trace, load_readers, timing};
+use cutr_model::{Filter, LoadOptions, Process, Trace, load_readers, timing};
 use cutr_synth::{SynthOptions, write_file};
 
 use crate::cli::{parse_time, usage};
@@ -76,8 +76,12 @@ pub fn stats(files: &[PathBuf], out: StatsOutput, opts: &stats::StatsOptions) ->
 
 /// `export --parquet DIR`: the tables of the merged trace of `files`.
 pub fn export(files: &[PathBuf], dir: &Path) -> Result<ExitCode> {
-    if dir.exists() && !dir.is_dir() {
-        anyhow::bail!("cannot write tables to {}: it is not a directory", dir.display());
+    // Before the work: a file, or a directory of other files (never replaced), is refused.
+    match cutr_tables::check_output_dir(dir) {
+        Err(cutr_tables::TablesError::Target(_, why)) => {
+            anyhow::bail!("cannot write tables to {}: {why}", dir.display())
+        }
+        other => other?,
     }
     let readers = open_all(files)?;
     let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -110,21 +114,27 @@ pub enum SqlFormat {
 /// the companion program `cupti-convert-sql` (which links DuckDB; this program does not). Its exit status is ours.
 pub fn sql(statement: &str, files: &[PathBuf], dir: Option<&Path>, format: SqlFormat) -> Result<ExitCode> {
     let program = sql_program()?;
+    // The temporary dataset, removed on return, on an error, and on SIGINT/SIGTERM (registered as it is made).
     let temp;
     let dir = match dir {
         Some(d) => d.to_path_buf(),
         None => {
-            temp =
-                tempfile::Builder::new().prefix("cutr-sql").tempdir().context("cannot make a temporary directory")?;
+            temp = cutr_cleanup::hold(|| {
+                let t = tempfile::Builder::new().prefix("cutr-sql").tempdir()?;
+                let registered = cutr_cleanup::remove_on_interrupt(t.path());
+                std::io::Result::Ok((t, registered))
+            })
+            .context("cannot make a temporary directory")?;
+            let tables = temp.0.path().join("tables");
             let readers = open_all(files)?;
             let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
             drop(readers);
             warn_all(&trace);
-            cutr_tables::write_parquet(&trace, temp.path())
-                .with_context(|| format!("cannot write tables to {}", temp.path().display()))?;
+            cutr_tables::write_parquet(&trace, &tables)
+                .with_context(|| format!("cannot write tables to {}", tables.display()))?;
             timing::mark("tables");
             drop(trace);
-            temp.path().to_path_buf()
+            tables
         }
     };
     let mut command = std::process::Command::new(&program);
@@ -140,7 +150,9 @@ pub fn sql(statement: &str, files: &[PathBuf], dir: Option<&Path>, format: SqlFo
     }
     // After `--`: a statement that starts with `-` is not an option.
     command.arg("--").arg(statement);
-    let status = command.status().with_context(|| format!("cannot run {}", program.display()))?;
+    // Through the registry: an interrupted `sql` ends its companion too.
+    let companion = cutr_cleanup::spawn(&mut command).with_context(|| format!("cannot run {}", program.display()))?;
+    let status = companion.wait().with_context(|| format!("cannot wait for {}", program.display()))?;
     timing::mark("query");
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
@@ -321,8 +333,26 @@ pub fn source(
     let readers = open_all(files)?;
     let refs: Vec<&Reader> = readers.iter().collect();
     let r = source::report(&refs, opts);
-    for (f, reader) in files.iter().zip(&readers) {
-        if reader.pc_samples().0.is_empty() {
+    // Each input's recovery, damaged chunks and recorded losses, said as every other command says them.
+    let mut inputs = Trace::default();
+    inputs.processes = files
+        .iter()
+        .zip(&readers)
+        .zip(&r.inputs)
+        .map(|((f, reader), input)| Process {
+            path: f.clone(),
+            loss: reader.loss().cloned().unwrap_or_default(),
+            problems: input.problems.clone(),
+            recovery: reader.recovery().cloned(),
+            ..Default::default()
+        })
+        .collect();
+    warn_all(&inputs);
+    for (f, input) in files.iter().zip(&r.inputs) {
+        for w in input.warnings() {
+            warn(f, &w);
+        }
+        if input.collections == 0 && input.lost_collections == 0 {
             warn(f, "no PC samples: record with `cupti-record --pc-sampling`");
         }
     }

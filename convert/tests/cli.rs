@@ -8,8 +8,8 @@ use std::process::Command;
 use common::{fixture, path_str, run, stderr_lines, text};
 
 /// Sizes of fixtures/cuda_workload.cutr converted to Perfetto: compressed packets (the default) and plain.
-const CUDA_WORKLOAD_PFTRACE: u64 = 18_696;
-const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 49_555;
+const CUDA_WORKLOAD_PFTRACE: u64 = 18_725;
+const CUDA_WORKLOAD_PFTRACE_PLAIN: u64 = 49_636;
 
 #[test]
 fn converts_a_fixture_with_one_summary_line() {
@@ -223,7 +223,7 @@ fn export_reports_progress_shard_by_shard() {
             // kernel with the Chrome JSON's args: device, context, stream, correlation, queued, occupancy, shared
             // memory total and split, blocks and warps per SM; every API call its cbid; the NVTX ranges' GPU spans
             // their device), 17.9 as compressed packets (libdeflate level 1, pinned by Cargo.lock).
-            assert_eq!(summary.bytes, if compress_packets { 502_660 } else { 2_586_484 });
+            assert_eq!(summary.bytes, if compress_packets { 502_690 } else { 2_586_565 });
         }
         let total = 22 + u64::from(format == Format::Perfetto);
         assert_eq!(seen[0], Stage::Layout);

@@ -105,17 +105,35 @@ impl CounterSamples {
             values: s.values().map(|v| v.iter().collect()).unwrap_or_default(),
             lost_samples: s.lost_samples(),
         };
-        if out.t_end.len() != out.t_start.len() || out.values.len() != out.t_start.len() * out.metrics.len() {
-            return Err(ChunkError::Malformed(format!(
-                "counter samples: {} starts, {} ends and {} values for {} metrics",
-                out.t_start.len(),
-                out.t_end.len(),
-                out.values.len(),
-                out.metrics.len()
-            )));
-        }
+        columns_agree(out.t_start.len(), out.t_end.len(), out.values.len(), out.metrics.len())?;
         Ok(out)
     }
+
+    /// Checks a chunk as [`CounterSamples::from_bytes`] reads it (the flatbuffer verified, the columns in
+    /// agreement) without copying its names and readings out; returns its device. For `info`, which reads every
+    /// chunk of a file and keeps none.
+    pub fn check(bytes: &[u8]) -> Result<u32, ChunkError> {
+        let s = flatbuffers::root::<fb::CounterSamples>(bytes)
+            .map_err(|e| ChunkError::Malformed(format!("counter samples: {e}")))?;
+        let len = |n: Option<usize>| n.unwrap_or(0);
+        columns_agree(
+            len(s.t_start().map(|v| v.len())),
+            len(s.t_end().map(|v| v.len())),
+            len(s.values().map(|v| v.len())),
+            len(s.metrics().map(|v| v.len())),
+        )?;
+        Ok(s.device())
+    }
+}
+
+/// As many ends as starts, and a value per metric per sample.
+fn columns_agree(starts: usize, ends: usize, values: usize, metrics: usize) -> Result<(), ChunkError> {
+    if ends != starts || Some(values) != starts.checked_mul(metrics) {
+        return Err(ChunkError::Malformed(format!(
+            "counter samples: {starts} starts, {ends} ends and {values} values for {metrics} metrics"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -149,10 +167,10 @@ mod tests {
     #[test]
     fn columns_that_disagree_are_damage() {
         let mut s = sample();
+        assert_eq!(CounterSamples::check(&s.to_bytes()).unwrap(), 1);
         s.values.pop();
-        assert_eq!(
-            CounterSamples::from_bytes(&s.to_bytes()).unwrap_err().to_string(),
-            ChunkError::Malformed("counter samples: 2 starts, 2 ends and 3 values for 2 metrics".into()).to_string()
-        );
+        let want = ChunkError::Malformed("counter samples: 2 starts, 2 ends and 3 values for 2 metrics".into());
+        assert_eq!(CounterSamples::from_bytes(&s.to_bytes()).unwrap_err().to_string(), want.to_string());
+        assert_eq!(CounterSamples::check(&s.to_bytes()).unwrap_err().to_string(), want.to_string());
     }
 }

@@ -59,7 +59,8 @@ pub struct PcSamples {
     pub non_user_samples: u64,
     pub hardware_buffer_full: bool,
     pub period_log2: u32,
-    /// `(index, name)`: the context's stall-reason table, in its first collection.
+    /// `(index, name)`: the context's stall-reason table, in every collection (in the context's first only before
+    /// issue 28: a reader names a collection without one by its context's).
     pub stall_reasons: Vec<(u32, String)>,
     pub pcs: Vec<PcRecord>,
 }

@@ -51,6 +51,8 @@ struct State {
     pc_calls: Mutex<Vec<String>>,
     /// Contexts with PC sampling enabled.
     pc_sampling: Mutex<Vec<usize>>,
+    /// Samples CUPTI says it took at each `cuptiPCSamplingGetData` (0: none, the default).
+    pc_samples_per_drain: AtomicU64,
     /// Unified memory counter kinds `cuptiActivityConfigureUnifiedMemoryCounter` refuses (the whole call fails
     /// when it holds one, as CUPTI's does), and every configuration it accepted, in order.
     refuse_um: Mutex<Vec<u32>>,
@@ -97,6 +99,12 @@ impl FakeCupti {
 }
 
 impl FakeHandle {
+    /// Makes each `cuptiPCSamplingGetData` say CUPTI took `n` samples (no PCs), so that every collection is
+    /// written.
+    pub fn set_pc_samples_per_drain(&self, n: u64) {
+        self.state.pc_samples_per_drain.store(n, Ordering::Relaxed);
+    }
+
     /// Makes the fake behave as if another CUPTI client were attached.
     pub fn set_other_client(&self, yes: bool) {
         self.state.other_client.store(yes, Ordering::Relaxed);

@@ -16,7 +16,9 @@
 //!
 //! Samples are collected (`cuptiPCSamplingGetData` until CUPTI holds none) on the recorder's ticker thread at every
 //! flush period, so the hardware buffer does not overflow, and once more at the end. Each collection of a context
-//! is one `pc_samples` chunk with CUPTI's counts of samples taken and dropped.
+//! is one `pc_samples` chunk with CUPTI's counts of samples taken and dropped, and the context's stall-reason
+//! table (in every collection, not only the first: `--ring` evicts old collections, and samples without their
+//! table cannot be named).
 //!
 //! The CUPTI calls and the memory CUPTI writes records into are `ffi::pc`'s; this module holds no `unsafe`.
 
@@ -141,8 +143,12 @@ struct Context {
     ctx: ContextHandle,
     id: u32,
     device: u32,
+    /// The context's stall-reason table, written with every collection: a flight recorder (`--ring`) evicts
+    /// collections by time, and samples kept without their table could not be named.
     reasons: Vec<(u32, String)>,
-    reasons_written: bool,
+    /// A collection of the context was written: later ones without samples are not (the first always is, so
+    /// that the file names every context that sampled, and its table).
+    written: bool,
     /// What CUPTI was configured with: at disable, it copies into this buffer what it still holds.
     configured: Configured,
     drain: SampleBuffer,
@@ -341,7 +347,7 @@ impl PcSampler {
             id,
             device,
             reasons,
-            reasons_written: false,
+            written: false,
             configured,
             drain: SampleBuffer::new(PCS_PER_CALL, n),
             last_collection: api.now(),
@@ -389,13 +395,11 @@ impl PcSampler {
         }
         out.t_end = self.api.now();
         c.last_collection = out.t_end;
-        if out.pcs.is_empty() && out.total_samples == 0 && c.reasons_written {
+        if out.pcs.is_empty() && out.total_samples == 0 && c.written {
             return;
         }
-        if !c.reasons_written {
-            out.stall_reasons = c.reasons.clone();
-            c.reasons_written = true;
-        }
+        out.stall_reasons = c.reasons.clone();
+        c.written = true;
         (self.send)(Collected::Samples(out));
     }
 
@@ -419,11 +423,9 @@ impl PcSampler {
             ..Default::default()
         };
         out.pcs = c.configured.take_records();
-        if !c.reasons_written {
+        if !out.pcs.is_empty() || out.total_samples > 0 || !c.written {
             out.stall_reasons = c.reasons.clone();
-            c.reasons_written = true;
-        }
-        if !out.pcs.is_empty() || out.total_samples > 0 || !out.stall_reasons.is_empty() {
+            c.written = true;
             (self.send)(Collected::Samples(out));
         }
     }

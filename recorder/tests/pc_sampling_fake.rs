@@ -163,3 +163,35 @@ fn contexts_sample_only_inside_capture_ranges_after_the_activity_kinds() {
         first_collection(s, ctx, 0);
     }
 }
+
+/// Every collection of a context carries its stall-reason table, not only the first: a flight recorder evicts
+/// collections by time, and a dump that kept samples without their table could not name their reasons. The fake
+/// says CUPTI took 50 samples at each drain, so each of the ticker's collections (every 10 ms) is written.
+#[test]
+fn every_collection_carries_its_contexts_stall_reason_table() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    h.set_pc_samples_per_drain(50);
+    let cfg = Config { flush_period: Duration::from_millis(10), ..config(dir.path(), "every.cutr", Some(12)) };
+    let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
+    h.context_created(0x10);
+    let drains = || h.pc_calls().iter().filter(|c| *c == "get_data 0x10").count();
+    let t0 = std::time::Instant::now();
+    while drains() < 3 && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    h.context_destroy_starting(0x10);
+    let path = rec.path().to_path_buf();
+    stop(rec);
+    let (_, samples) = source_chunks(&path);
+    // One collection per drain (the one at destruction included); disabling adds none (CUPTI held nothing more).
+    assert!(samples.len() >= 3, "{samples:?}");
+    assert_eq!(samples.len(), drains());
+    let table = fake_stall_reasons();
+    let counted: Vec<(u32, String)> = [0, 2, 3].iter().map(|&i| table[i].clone()).collect();
+    for s in &samples {
+        assert_eq!((s.context, s.device, s.total_samples), (0x10, FAKE_DEVICE, 50));
+        assert_eq!(s.stall_reasons, counted, "the table in every collection");
+    }
+}

@@ -1,6 +1,7 @@
-//! What the fuzz target runs on any bytes: open them as a recording, verify every chunk, map PC samples to source
-//! (and pprof), load the trace model, compute `stats` and `diff`, lay out the timeline and render both viewers' outputs (to `/dev/null`, which the
-//! output writes in place). It must return (never panic, never abort on an allocation) whatever the bytes are.
+//! What the fuzz target runs on any bytes: open them as a recording, verify every chunk (`info`), map PC samples to
+//! source (and pprof), load the trace model, compute `stats` and `diff`, write the Parquet tables (`export`) into a
+//! temporary directory, lay out the timeline and render both viewers' outputs (to `/dev/null`, which the output
+//! writes in place). It must return (never panic, never abort on an allocation) whatever the bytes are.
 
 use std::path::PathBuf;
 
@@ -32,6 +33,10 @@ pub fn read_everything(data: &[u8]) {
         std::slice::from_ref(&trace),
         &cutr_analyses::diff::DiffOptions::default(),
     );
+    // The Parquet tables (`export --parquet`), into a directory of their own.
+    if let Ok(dir) = tempfile::tempdir() {
+        let _ = cutr_tables::write_parquet(&trace, dir.path());
+    }
     if cutr_viewer_export::timeline::too_large(&trace).is_none() {
         for format in [cutr_viewer_export::Format::Perfetto, cutr_viewer_export::Format::Chrome] {
             let opts = cutr_viewer_export::ExportOptions { format, shard_slices: 500, ..Default::default() };

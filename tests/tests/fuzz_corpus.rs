@@ -1,20 +1,30 @@
 //! The fuzz target's function (`cutr_tests::fuzz::read_everything`) over a fixed corpus and deterministic mutations
-//! of it, on every test run: bit flips, overwritten bytes, cuts, repeated ranges, and chunk headers rewritten with
-//! hostile sizes, counts and sequence numbers (their checksums recomputed). Longer runs use `cargo fuzz`
-//! (`fuzz/`, docs/BENCHMARKS.md "Fuzzing").
+//! of it, on every test run: bit flips, overwritten bytes, cuts, repeated ranges, chunk headers rewritten with
+//! hostile sizes, counts and sequence numbers, and the side chunks of formats 1.1-1.5 (cubins, PC samples, counter
+//! samples, graph events, thread names, clocks) decoded with one field or one flatbuffer word made hostile (their
+//! checksums recomputed). Longer runs use `cargo fuzz` (`fuzz/`, docs/BENCHMARKS.md "Fuzzing").
 
-use cutr_synth::forge::{chunks, edit_header};
+use cutr_format::container::ChunkType;
+use cutr_synth::forge::counters::{HOSTILE_WORDS, overwrite_word, rewrite_payload};
+use cutr_synth::forge::{Chunk, chunks, edit_header, fields};
 use cutr_tests::fuzz::read_everything;
 
 /// The corpus: small real recordings of each shape (a CUDA program, the regression pair, two ranks, PC samples
-/// with their cubins), a generated one with every record kind, and one with counter samples.
+/// with their cubins and thread names, CUDA graphs' events, unified memory), a generated one with every record
+/// kind, and one with counter samples.
 fn corpus() -> Vec<Vec<u8>> {
     let root = cutr_tests::repo().join("fixtures");
-    let mut out: Vec<Vec<u8>> =
-        ["cuda_workload.cutr", "regress/base_a.cutr", "allreduce/allreduce-589.cutr", "source_workload_pcs.cutr"]
-            .iter()
-            .map(|f| std::fs::read(root.join(f)).unwrap())
-            .collect();
+    let mut out: Vec<Vec<u8>> = [
+        "cuda_workload.cutr",
+        "regress/base_a.cutr",
+        "allreduce/allreduce-589.cutr",
+        "source_workload_pcs.cutr",
+        "graph_workload.cutr",
+        "um_workload.cutr",
+    ]
+    .iter()
+    .map(|f| std::fs::read(root.join(f)).unwrap())
+    .collect();
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("g.cutr");
     cutr_synth::write_file(
@@ -45,6 +55,25 @@ fn corpus() -> Vec<Vec<u8>> {
     out
 }
 
+/// The seeds of the side-chunk replay: the smallest files holding each kind (cubins, PC samples and thread names;
+/// graph events; counter samples, generated).
+fn side_corpus() -> Vec<Vec<u8>> {
+    let root = cutr_tests::repo().join("fixtures");
+    let mut out: Vec<Vec<u8>> = ["source_workload_pcs.cutr", "graph_workload.cutr"]
+        .iter()
+        .map(|f| std::fs::read(root.join(f)).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.cutr");
+    let opts = cutr_synth::SynthOptions { records: 500, buffer_bytes: 16 << 10, ..Default::default() };
+    cutr_synth::forge::counters::write_with_counters(&p, opts, |t| {
+        vec![cutr_synth::forge::counters::metric_flood((t.t_min, t.t_max), 3, 40, 0, |j, i| (i * 10 + j) as f64)]
+    })
+    .unwrap();
+    out.push(std::fs::read(&p).unwrap());
+    out
+}
+
 /// SplitMix64: the same mutations on every machine.
 struct Rng(u64);
 
@@ -60,6 +89,43 @@ impl Rng {
     fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
+}
+
+/// The side chunks of `b` a field or word mutation aims at.
+fn side_chunks(b: &[u8]) -> Vec<Chunk> {
+    let aimed = |t: ChunkType| {
+        matches!(
+            t,
+            ChunkType::Blob
+                | ChunkType::PcSamples
+                | ChunkType::Counters
+                | ChunkType::Graphs
+                | ChunkType::Threads
+                | ChunkType::Clocks
+        )
+    };
+    // Only chunks whose claimed span lies inside the file (an earlier mutation may have made it lie).
+    let inside = |c: &Chunk| (c.offset as u64).checked_add(c.header.span()).is_some_and(|end| end <= b.len() as u64);
+    chunks(b).into_iter().filter(|c| aimed(c.header.chunk_type) && inside(c)).collect()
+}
+
+/// A side chunk of `b` with one field (a valid flatbuffer still) or one 4-byte word of its flatbuffer made hostile.
+fn mutate_side_chunk(b: &mut Vec<u8>, rng: &mut Rng) {
+    let cs = side_chunks(b);
+    if cs.is_empty() {
+        return;
+    }
+    let c = cs[rng.below(cs.len())];
+    let (pick, at) = (rng.next(), rng.next() as usize);
+    let word = if rng.below(2) == 0 { HOSTILE_WORDS[rng.below(HOSTILE_WORDS.len())] } else { rng.next() as u32 };
+    let by_field = rng.below(3) > 0;
+    *b = rewrite_payload(b, &c, |raw| match fields::hostile_field(c.header.chunk_type, raw, pick) {
+        Some(hostile) if by_field => *raw = hostile,
+        _ => {
+            let len = raw.len();
+            overwrite_word(raw, at % len.max(1), word);
+        }
+    });
 }
 
 /// One mutation of `b`.
@@ -112,10 +178,12 @@ fn the_reader_and_everything_after_it_survive_mutated_recordings() {
     for seed in &corpus {
         read_everything(seed);
     }
-    // CUTR_FUZZ_ITERATIONS and CUTR_FUZZ_SEED run it longer or elsewhere by hand.
+    // CUTR_FUZZ_ITERATIONS and CUTR_FUZZ_SEED run it longer or elsewhere by hand. 800 (was 2,000): each file
+    // that loads now also writes the Parquet tables (a file costs 2.7x what it did), and the side-chunk replay
+    // below runs beside this one.
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let mut rng = Rng(env("CUTR_FUZZ_SEED", 0x5eed));
-    let iterations = env("CUTR_FUZZ_ITERATIONS", 2_000) as usize;
+    let iterations = env("CUTR_FUZZ_ITERATIONS", 800) as usize;
     for i in 0..iterations {
         let mut b = corpus[i % corpus.len()].clone();
         for _ in 0..1 + rng.below(4) {
@@ -123,6 +191,25 @@ fn the_reader_and_everything_after_it_survive_mutated_recordings() {
                 break;
             }
             mutate(&mut b, &mut rng);
+        }
+        read_everything(&b);
+    }
+}
+
+/// The side chunks of formats 1.1-1.5 mutated where byte-level mutation rarely reaches: a field of a decoded
+/// cubin, PC-sample, counters or graphs chunk set to a hostile value (a valid flatbuffer still), or one word of
+/// any side chunk's flatbuffer (offsets, lengths, scalars) overwritten, checksums recomputed, once or twice per
+/// file; each through everything that reads a recording, `source` and the Parquet export included. Every such
+/// file loads, so each costs a whole read: 240 by default (`CUTR_FUZZ_SIDE_ITERATIONS` runs more).
+#[test]
+fn mutated_side_chunks_survive_everything_that_reads_them() {
+    let corpus = side_corpus();
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let mut rng = Rng(env("CUTR_FUZZ_SEED", 0x51de));
+    for i in 0..env("CUTR_FUZZ_SIDE_ITERATIONS", 240) as usize {
+        let mut b = corpus[i % corpus.len()].clone();
+        for _ in 0..1 + rng.below(2) {
+            mutate_side_chunk(&mut b, &mut rng);
         }
         read_everything(&b);
     }

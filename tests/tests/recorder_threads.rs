@@ -110,9 +110,10 @@ fn no_record_of_a_recorder_thread_reaches_any_output() {
         events.iter().filter(|e| e["ph"] == "M").filter_map(|e| e["args"]["name"].as_str()).collect();
     assert!(named.iter().all(|n| !n.contains("cutr-")), "{named:?}");
 
-    // The Parquet tables, read by DuckDB.
-    cutr_tables::write_parquet(&t, dir.path()).unwrap();
+    // The Parquet tables, read by DuckDB (a directory of their own: an export replaces its directory whole).
+    let tables = dir.path().join("tables");
+    cutr_tables::write_parquet(&t, &tables).unwrap();
     let sql = format!("select count(*), count(*) filter (where tid in ({tids})) from <api_calls>");
-    let r = python_tool("duck.py", &[dir.path().as_os_str(), std::ffi::OsStr::new(&sql)], &[]);
+    let r = python_tool("duck.py", &[tables.as_os_str(), std::ffi::OsStr::new(&sql)], &[]);
     assert_eq!(r[0]["rows"][0], serde_json::json!([3_444 - 467, 0]));
 }

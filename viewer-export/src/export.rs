@@ -10,6 +10,7 @@ use cutr_model::timing::{mark, note, timed};
 use serde::Serialize;
 
 use crate::output::Output;
+use crate::size_limit::{self, SizeLimit};
 use crate::timeline::{self, DriverCalls, Timeline};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +32,9 @@ pub struct ExportOptions {
     pub progress: Option<Progress>,
     /// Which driver API calls to draw: by default those not inside a runtime call (`--driver-calls`: all).
     pub driver_calls: DriverCalls,
+    /// The bytes the output may not pass: refused before writing when its estimate passes them, stopped (and
+    /// removed) if the file itself does. `None`: no limit.
+    pub limit: Option<SizeLimit>,
 }
 
 impl Default for ExportOptions {
@@ -42,6 +46,7 @@ impl Default for ExportOptions {
             shard_slices: 50_000,
             progress: None,
             driver_calls: DriverCalls::default(),
+            limit: None,
         }
     }
 }
@@ -112,7 +117,13 @@ pub fn export(trace: &Trace, path: &Path, opts: &ExportOptions) -> io::Result<Ex
         let largest = tl.shards.iter().map(|s| s.end - s.start).max().unwrap_or(0);
         format!("{} shards of {} slices, largest {largest}", tl.shards.len(), tl.items.len())
     });
+    if let Some(limit) = &opts.limit {
+        size_limit::check(trace, &tl, opts, limit).map_err(|why| io::Error::new(io::ErrorKind::FileTooLarge, why))?;
+    }
     let mut out = timed("create output", || Output::create(path, opts.gzip))?;
+    if let Some(limit) = &opts.limit {
+        out.set_limit(limit.clone());
+    }
     if let Some(p) = opts.progress.clone() {
         // Perfetto writes one shard more than the timeline has: the side events (counters, instants).
         let total = tl.shards.len() as u64 + u64::from(opts.format == Format::Perfetto);

@@ -1,7 +1,7 @@
 //! The trace model (`cutr-model`) written for viewers: laid out as a [`timeline`] (tracks, nesting lanes, arrows,
 //! shards), then rendered in parallel as a Perfetto protobuf trace ([`perfetto`]: hand-encoded, streamed) or a
 //! Chrome trace JSON in PyTorch profiler (Kineto) conventions ([`chrome`]), into one ordered, optionally gzipped
-//! file ([`output`]). [`export`] does all of it.
+//! file ([`output`]), refused past a [`size_limit`]. [`export`] does all of it.
 
 pub mod args;
 pub mod chrome;
@@ -10,8 +10,10 @@ mod gpu_args;
 pub mod output;
 pub mod perfetto;
 pub mod protobuf;
+pub mod size_limit;
 mod slice;
 pub mod timeline;
 
 pub use export::{ExportOptions, ExportSummary, Format, Progress, Stage, export, shard_slices_for};
+pub use size_limit::SizeLimit;
 pub use timeline::{DriverCalls, Timeline};

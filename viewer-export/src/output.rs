@@ -1,8 +1,9 @@
 //! Writing an output file from shards rendered in parallel: shards are rendered a window at a time (so memory
 //! stays bounded by two windows, never the whole output), and each window is appended in order while the next
 //! renders. With gzip, each shard is also compressed in parallel into deflate blocks that end on a byte boundary
-//! (pigz's method), so the result is one ordinary gzip member any reader accepts. The file is written under a temporary name and renamed at the end;
-//! on any error the partial file is removed.
+//! (pigz's method), so the result is one ordinary gzip member any reader accepts. The file is written under a
+//! temporary name and renamed at the end; on any error the partial file is removed, and on SIGINT/SIGTERM too
+//! (the name is registered with `cutr-cleanup`). A [`SizeLimit`] stops the writing once the file would pass it.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -10,6 +11,8 @@ use std::path::{Path, PathBuf};
 
 use flate2::{Compress, Compression, FlushCompress};
 use rayon::prelude::*;
+
+use crate::size_limit::SizeLimit;
 
 /// Shards rendered at once, per rayon thread.
 const WINDOW_PER_THREAD: usize = 2;
@@ -26,14 +29,16 @@ pub struct Output {
     items: u64,
     /// Told how many shards have been appended since the last call, after each window.
     progress: Option<Box<dyn FnMut(usize) + Send>>,
+    /// Bytes the file may not pass.
+    limit: Option<SizeLimit>,
 }
 
 /// Where an output's bytes go.
 #[derive(Debug)]
 enum Target {
     /// A regular file, new or replaced: written under a temporary name beside it and renamed over it at the end,
-    /// so a failed conversion leaves the old file (or nothing) behind.
-    File { tmp: PathBuf, path: PathBuf },
+    /// so a failed or interrupted conversion leaves the old file (or nothing) behind.
+    File { tmp: PathBuf, path: PathBuf, _removed_on_interrupt: cutr_cleanup::Registered },
     /// Standard output (`-`), or an existing path that is not a regular file (a device such as `/dev/null`, a
     /// FIFO): written in place, never removed or replaced.
     InPlace { path: PathBuf },
@@ -55,6 +60,19 @@ fn resolve(path: &Path) -> PathBuf {
         }
     }
     at
+}
+
+/// Creates `tmp`, a name no other file may hold: one left by an earlier run of the same process id (or a link
+/// planted there) is removed by its name first, never followed or written through.
+fn create_new(tmp: &Path) -> io::Result<File> {
+    let open = || std::fs::OpenOptions::new().write(true).create_new(true).open(tmp);
+    match open() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(tmp)?;
+            open()
+        }
+        other => other,
+    }
 }
 
 struct Gzip {
@@ -102,8 +120,11 @@ impl Output {
                     let mut tmp = path.as_os_str().to_owned();
                     tmp.push(format!(".tmp-{}", std::process::id()));
                     let tmp = PathBuf::from(tmp);
-                    let f = File::create(&tmp)?;
-                    (Target::File { tmp, path }, f)
+                    let (registered, f) = cutr_cleanup::hold(|| {
+                        let registered = cutr_cleanup::remove_on_interrupt(&tmp);
+                        create_new(&tmp).map(|f| (registered, f))
+                    })?;
+                    (Target::File { tmp, path, _removed_on_interrupt: registered }, f)
                 }
             }
         };
@@ -114,6 +135,7 @@ impl Output {
             written: 0,
             items: 0,
             progress: None,
+            limit: None,
         };
         if o.gzip.is_some() {
             // Member header: deflate, no name, no mtime, OS unknown.
@@ -122,7 +144,17 @@ impl Output {
         Ok(o)
     }
 
+    /// From now on, writing past `limit` fails (and the partial file is removed).
+    pub fn set_limit(&mut self, limit: SizeLimit) {
+        self.limit = Some(limit);
+    }
+
     fn raw(&mut self, b: &[u8]) -> io::Result<()> {
+        if let Some(limit) = &self.limit
+            && self.written + b.len() as u64 > limit.bytes
+        {
+            return Err(io::Error::new(io::ErrorKind::FileTooLarge, limit.passed_while_writing()));
+        }
         self.file.as_mut().expect("output open").write_all(b)?;
         self.written += b.len() as u64;
         Ok(())
@@ -255,15 +287,18 @@ impl Output {
         drop(f);
         match &self.target {
             Target::InPlace { .. } => flushed?,
-            Target::File { tmp, path } => {
+            Target::File { tmp, path, .. } => {
                 let done = flushed.and_then(|()| {
                     // No fsync: a converted trace can always be made again, and a sync costs tens of milliseconds
                     // on some disks, as much as the whole conversion of a small recording. An existing trace is
                     // removed first: renaming over it makes ext4 (auto_da_alloc, on by default) write the new
                     // file's data out before the rename returns, 0.15-0.55 ms for a 250 KB trace, as good as a
                     // sync. Removal errors are left to the rename to report.
-                    let _ = std::fs::remove_file(path);
-                    std::fs::rename(tmp, path)
+                    // Under `hold`: a signal meanwhile finds either the temporary file or the complete output.
+                    cutr_cleanup::hold(|| {
+                        let _ = std::fs::remove_file(path);
+                        std::fs::rename(tmp, path)
+                    })
                 });
                 if done.is_err() {
                     let _ = std::fs::remove_file(tmp);
@@ -344,6 +379,40 @@ mod tests {
         drop(o);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(Output::create(Path::new("/nonexistent-dir/z"), false).is_err());
+    }
+
+    #[test]
+    fn writing_past_the_limit_fails_and_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.json");
+        std::fs::write(&p, b"the old trace").unwrap();
+        let mut o = Output::create(&p, false).unwrap();
+        o.set_limit(SizeLimit { bytes: 1000, origin: "--max-output 1.0 KB".into() });
+        o.write(&[b'x'; 1000]).unwrap();
+        let err = o.write(b"y").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(
+            err.to_string(),
+            "the output passed the limit of 1.0 KB (--max-output 1.0 KB) while being written; nothing was kept: \
+             write less with --start/--end or --kinds, or raise the limit with --max-output SIZE"
+        );
+        drop(o);
+        assert_eq!(std::fs::read(&p).unwrap(), b"the old trace", "the old trace stays");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+    }
+
+    #[test]
+    fn a_link_at_the_temporary_name_is_removed_not_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let p = dir.path().join("t.json");
+        let planted = dir.path().join(format!("t.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &planted).unwrap();
+        assert_eq!(write_all(&p, b"trace").unwrap(), 5);
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&p).unwrap(), b"trace");
+        assert!(!planted.exists() && std::fs::symlink_metadata(&planted).is_err(), "the link is gone");
     }
 
     fn write_all(path: &Path, bytes: &[u8]) -> io::Result<u64> {

@@ -81,6 +81,9 @@ pub struct InfoReport {
     pub records_lost_in_damaged_chunks: u64,
     pub unparsed_bytes: u64,
     pub unknown_record_kinds: Vec<u32>,
+    /// Side chunks whose payloads were parsed (cubins, PC samples, counter samples, graph events, session
+    /// metadata), by chunk type: beyond every chunk's checksum and every activity chunk's records.
+    pub side_chunks_parsed: BTreeMap<String, u64>,
     pub problems: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -91,6 +94,9 @@ pub fn report(reader: &Reader) -> InfoReport {
     let verification = reader.verify();
     let mut problems: Vec<Problem> = reader.problems().to_vec();
     problems.extend(verification.damaged.iter().cloned());
+    let side = cutr_model::timing::timed("info side chunks", || crate::info_verify::side_chunks(reader, &problems));
+    problems.extend(side.problems);
+    problems.sort_by_key(|p| p.to_string());
     let mut warnings = Vec::new();
 
     let mut chunks = BTreeMap::new();
@@ -135,6 +141,7 @@ pub fn report(reader: &Reader) -> InfoReport {
             meta.cupti_api_version
         ));
     }
+    warnings.extend(side.warnings);
     if let Some(r) = reader.recovery() {
         warnings.push(format!(
             "not closed cleanly ({}); read up to its last complete chunk, {} bytes lost",
@@ -211,6 +218,7 @@ pub fn report(reader: &Reader) -> InfoReport {
         records_lost_in_damaged_chunks: lost_records,
         unparsed_bytes: verification.unparsed_bytes,
         unknown_record_kinds: verification.unknown_kinds.clone(),
+        side_chunks_parsed: side.verified,
         problems: problems.iter().map(|p| p.to_string()).collect(),
         warnings,
     }
@@ -313,6 +321,9 @@ pub fn render_text(r: &InfoReport) -> String {
     if r.records_lost_in_damaged_chunks > 0 {
         loss.push_str(&format!("; {} records in unreadable chunks", r.records_lost_in_damaged_chunks));
     }
+    let parsed: Vec<String> = r.side_chunks_parsed.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let parsed = if parsed.is_empty() { String::new() } else { format!("; side chunks parsed: {}", parsed.join(", ")) };
+    line(&mut o, "checked", format!("every chunk's checksum, every activity chunk's records{parsed}"));
     line(&mut o, "loss", loss);
     for n in &r.loss_notes {
         line(&mut o, "", format!("note: {n}"));

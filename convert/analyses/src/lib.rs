@@ -7,6 +7,7 @@
 pub mod diff;
 pub mod fmt;
 pub mod info;
+mod info_verify;
 pub mod ranks;
 pub mod source;
 pub mod stats;

@@ -3,9 +3,11 @@
 //! device (`--pc-sampling`), as rates drawn over the sampled kernels' executions ([`crate::stall_rates`]). Each
 //! (file, device, series) becomes one counter track in the viewers.
 
+use std::collections::BTreeMap;
+
 use cutr_format::{Problem, Reader};
 
-use crate::{Filter, NameId, Names, ProcId, timebase::TimeBase};
+use crate::{Filter, JoinStats, NameId, Names, ProcId, timebase::TimeBase};
 
 /// One value of one series at one time: the value holds until the series' next sample.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,20 +31,35 @@ pub fn series_name(source: &str, metric: &cutr_format::CounterMetric) -> String 
     }
 }
 
+/// What a file's `counters` chunks gave: the samples, the chunks that could not be decoded, and what the user
+/// should know of the rest.
+#[derive(Debug, Default)]
+pub(crate) struct FileCounters {
+    pub samples: Vec<CounterSample>,
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<String>,
+}
+
 /// The samples of a file's `counters` chunks, each metric of each (source, device) its own series, values at
-/// each sample's start on the trace's time base; failed readings (NaN) left out. Returns the samples and the
-/// chunks that could not be decoded.
+/// each sample's start on the trace's time base; failed readings (NaN) left out, and infinite ones with them
+/// (counted: an average over one is no number). `devices` are the devices the file's metadata lists (empty when
+/// it is unknown): samples on another are kept and counted.
 pub(crate) fn metric_samples(
     reader: &Reader,
     proc: ProcId,
     time: &TimeBase,
     filter: &Filter,
     names: &mut Names,
-) -> (Vec<CounterSample>, Vec<Problem>) {
+    (devices, stats): (&[u32], &mut JoinStats),
+) -> FileCounters {
     let (chunks, problems) = reader.counter_samples();
-    let mut out = Vec::new();
+    let mut out = FileCounters { problems, ..Default::default() };
+    // Per device the metadata does not list: samples, and per series with infinite readings: how many.
+    let mut unknown: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut infinite: BTreeMap<NameId, u64> = BTreeMap::new();
     for c in &chunks {
         let ids: Vec<NameId> = c.metrics.iter().map(|m| names.intern(&series_name(&c.source, m))).collect();
+        let listed = devices.is_empty() || devices.contains(&c.device);
         for i in 0..c.len() {
             let (start, end) = (time.to_trace(c.t_start[i]), time.to_trace(c.t_end[i]));
             if !filter.keeps(start, end.max(start)) {
@@ -50,15 +67,38 @@ pub(crate) fn metric_samples(
             }
             for (j, &series) in ids.iter().enumerate() {
                 let value = c.value(i, j);
-                if !value.is_nan() {
-                    out.push(CounterSample { proc, device: c.device, series, ts: start, value });
+                if value.is_infinite() {
+                    *infinite.entry(series).or_default() += 1;
+                } else if !value.is_nan() {
+                    out.samples.push(CounterSample { proc, device: c.device, series, ts: start, value });
+                    if !listed {
+                        *unknown.entry(c.device).or_default() += 1;
+                    }
                 }
             }
         }
     }
+    for (device, n) in &unknown {
+        out.warnings.push(format!(
+            "{n} counter samples are on device {device}, which the file's metadata does not list (devices {}): \
+             kept, but no kernel ran there to average them over",
+            devices.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if !infinite.is_empty() {
+        let total: u64 = infinite.values().sum();
+        let series: Vec<&str> = infinite.keys().take(3).map(|&id| names.get(id)).collect();
+        let more = if infinite.len() > 3 { format!(" and {} more", infinite.len() - 3) } else { String::new() };
+        out.warnings.push(format!(
+            "{total} counter readings are infinite ({}{more}): left out, as failed readings are",
+            series.join(", ")
+        ));
+    }
+    stats.counter_samples_unknown_device += unknown.values().sum::<u64>();
+    stats.counter_readings_infinite += infinite.values().sum::<u64>();
     // Each series' samples together, in time order (chunks of one source interleave with other sources').
-    out.sort_by_key(|s| (s.device, s.series, s.ts));
-    (out, problems)
+    out.samples.sort_by_key(|s| (s.device, s.series, s.ts));
+    out
 }
 
 /// The prefix CUPTI puts on every stall-reason name.

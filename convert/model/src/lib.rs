@@ -45,6 +45,7 @@ mod nvtx;
 pub mod nvtx_spans;
 pub mod occupancy;
 pub mod par;
+pub mod pc_reasons;
 pub mod recorder_threads;
 pub mod rows;
 pub mod stall_rates;

@@ -11,6 +11,7 @@ use cutr_format::{ChunkError, ChunkInfo, ChunkType, DecodedBuffer, Problem, Read
 use cutr_schema::kinds;
 use rayon::prelude::*;
 
+use crate::counters::metric_samples;
 use crate::decode::{ChunkCounts, ChunkRows, FileDecoder, RawExternal, RawMarker};
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
@@ -18,7 +19,7 @@ use crate::nvtx::pair_markers;
 use crate::recorder_threads::{GpuRowsBefore, RecorderThreads};
 use crate::rows::ApiCall;
 use crate::stall_rates::{self, FileStalls};
-use crate::timebase::TimeBase;
+use crate::timebase::ClockCheck;
 use crate::timing::{self, timed, timed_with};
 use crate::trace::{JoinStats, Process, Trace};
 
@@ -226,7 +227,9 @@ fn load_file(
         }
     };
     let layouts = &layouts;
-    let time = TimeBase::from_clocks(r.clocks());
+    let clocks = ClockCheck::of_reader(r);
+    let time = clocks.time;
+    warnings.extend(clocks.warnings());
     let recorder = RecorderThreads::of(r.thread_names());
     let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter, recorder };
     // Chunks whose time range is entirely outside the window are skipped without decoding.
@@ -273,12 +276,14 @@ fn load_file(
         stalls.whole_file_time =
             Some(timed("kernel time outside the window", || stall_rates::whole_file_time(&decoder, &text_names)));
     }
-    let (counters, counter_damage) =
-        timed("counter samples", || crate::counters::metric_samples(r, proc, &time, filter, &mut trace.names));
-    trace.counters.extend(counters);
+    let devices: Vec<u32> = meta.devices.iter().map(|d| d.id).collect();
+    let names = &mut trace.names;
+    let counters = timed("counter samples", || metric_samples(r, proc, &time, filter, names, (&devices, &mut stats)));
+    warnings.extend(counters.warnings);
+    trace.counters.extend(counters.samples);
     let graph_damage = timed("graph events", || trace.graphs.read_file(r, proc, &time, filter, &mut stats));
     // A damaged chunk is already in the reader's problems when its checksum failed at open.
-    for p in pc_damage.into_iter().chain(counter_damage).chain(graph_damage) {
+    for p in pc_damage.into_iter().chain(counters.problems).chain(graph_damage) {
         if !problems.contains(&p) {
             problems.push(p);
         }

@@ -16,8 +16,9 @@ use cutr_schema::kinds;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use crate::counters::{CounterSample, stall_reason_name};
+use crate::counters::CounterSample;
 use crate::decode::FileDecoder;
+use crate::pc_reasons::name_samples;
 use crate::{Filter, Kernel, NameId, Names, ProcId, Trace};
 
 /// One file's PC samples summed per function, waiting for the kernels of the trace ([`draw`]).
@@ -29,6 +30,8 @@ pub(crate) struct FileStalls {
     /// recorded kernel name)'s execution time (ns) over the whole file, so that a rate does not depend on the
     /// window. `None`: the trace's executions are all of them.
     pub whole_file_time: Option<FxHashMap<(u32, NameId), u64>>,
+    /// What naming the samples left out ([`crate::pc_reasons::ReasonCheck::warnings`]), for the file's warnings.
+    pub warnings: Vec<String>,
 }
 
 /// The samples of one function on one device, over all collections of a file.
@@ -41,40 +44,19 @@ pub(crate) struct SampledFunction {
     pub samples: Vec<(NameId, u64)>,
 }
 
-/// The PC samples of one file summed per (device, function) and stall reason, the `*_not_issued` twins left out;
-/// each context's reason table comes with its first collection (a reason missing from it is `reason N`). Returns
-/// the sums and the chunks that could not be decoded.
+/// The PC samples of one file summed per (device, function) and stall reason, named by
+/// [`crate::pc_reasons::name_samples`] (the `*_not_issued` twins and the samples no table names left out, the
+/// latter warned about). Returns the sums and the chunks that could not be decoded.
 pub(crate) fn read_samples(reader: &Reader, proc: ProcId, names: &mut Names) -> (FileStalls, Vec<Problem>) {
     let (collections, problems) = reader.pc_samples();
-    let mut tables: FxHashMap<(u32, u32), &[(u32, String)]> = FxHashMap::default();
-    for c in &collections {
-        if !c.stall_reasons.is_empty() {
-            tables.entry((c.context, c.device)).or_insert(&c.stall_reasons);
-        }
-    }
-    let mut series: FxHashMap<String, NameId> = FxHashMap::default();
+    let mut series: FxHashMap<&str, NameId> = FxHashMap::default();
     let mut per_function: BTreeMap<(u32, &str), BTreeMap<NameId, u64>> = BTreeMap::new();
-    for c in &collections {
-        let table = tables.get(&(c.context, c.device));
-        for pc in &c.pcs {
-            for &(index, n) in &pc.stalls {
-                let full = table.and_then(|t| t.iter().find(|r| r.0 == index)).map(|r| r.1.as_str());
-                let reason = match full {
-                    Some(f) => match stall_reason_name(f) {
-                        Some(s) => s.to_string(),
-                        None => continue,
-                    },
-                    None => format!("reason {index}"),
-                };
-                if n == 0 {
-                    continue;
-                }
-                let id = *series.entry(reason).or_insert_with_key(|r| names.intern(&format!("PC samples/ms: {r}")));
-                let per_reason = per_function.entry((c.device, pc.function_name.as_str())).or_default();
-                *per_reason.entry(id).or_default() += u64::from(n);
-            }
-        }
-    }
+    let check = name_samples(&collections, |c, pc, reason, n| {
+        let id = *series.entry(reason).or_insert_with(|| names.intern(&format!("PC samples/ms: {reason}")));
+        let per_reason = per_function.entry((c.device, pc.function_name.as_str())).or_default();
+        let sum = per_reason.entry(id).or_default();
+        *sum = sum.saturating_add(n);
+    });
     let functions = per_function
         .into_iter()
         .map(|((device, function), samples)| SampledFunction {
@@ -83,7 +65,7 @@ pub(crate) fn read_samples(reader: &Reader, proc: ProcId, names: &mut Names) -> 
             samples: samples.into_iter().collect(),
         })
         .collect();
-    (FileStalls { proc, functions, whole_file_time: None }, problems)
+    (FileStalls { proc, functions, whole_file_time: None, warnings: check.warnings() }, problems)
 }
 
 /// Each (device, kernel name)'s execution time (ns) over every activity chunk of a file, whatever the window of
@@ -121,7 +103,12 @@ pub(crate) fn whole_file_time(decoder: &FileDecoder<'_>, text_names: &[NameId]) 
 /// Adds the stall-rate series of `files` to the trace's counters (each file's before its other series, as the
 /// viewers make their tracks in that order) and counts the samples that could not be placed. Call once the
 /// kernels are loaded.
-pub(crate) fn draw(trace: &mut Trace, files: Vec<FileStalls>, filter: &Filter) {
+pub(crate) fn draw(trace: &mut Trace, mut files: Vec<FileStalls>, filter: &Filter) {
+    for f in &mut files {
+        if let Some(p) = trace.processes.get_mut(f.proc.index()) {
+            p.warnings.append(&mut f.warnings);
+        }
+    }
     if files.iter().all(|f| f.functions.is_empty()) {
         return;
     }
@@ -239,18 +226,24 @@ fn sweep(proc: ProcId, device: u32, execs: &[Execution], functions: &[Function],
     events.sort_unstable_by_key(|&(ts, starts, i)| (ts, !starts, i));
     let mut state = vec![SeriesState::default(); ids.len()];
     let mut points: Vec<Vec<(u64, f64)>> = vec![Vec::new(); ids.len()];
+    // Only the series of the executions starting or ending at a time are looked at then: the work is the
+    // executions' series, never every series of the device at every start and end.
+    let mut touched: Vec<usize> = Vec::new();
     let mut at = 0;
     while at < events.len() {
         let ts = events[at].0;
         while at < events.len() && events[at].0 == ts {
             let (_, starts, i) = events[at];
             for &(s, rate) in &rates[&i] {
+                if !state[s].touched {
+                    touched.push(s);
+                }
                 state[s].apply(starts, rate);
             }
             at += 1;
         }
-        for (s, st) in state.iter_mut().enumerate() {
-            if let Some(v) = st.take_change() {
+        for s in touched.drain(..) {
+            if let Some(v) = state[s].take_change() {
                 points[s].push((ts, v));
             }
         }
@@ -334,7 +327,7 @@ mod tests {
         let kernels = vec![run(a, 1, 3), run(b, 2, 4), run(a, 5, 6)];
         let f = |name, samples| SampledFunction { device: 0, name: Some(name), samples };
         let functions = vec![f(a, vec![(ls, 30), (wait, 6)]), f(b, vec![(ls, 4)]), f(c, vec![(ls, 7)])];
-        (names, kernels, FileStalls { proc: ProcId(0), functions, whole_file_time: None })
+        (names, kernels, FileStalls { proc: ProcId(0), functions, ..Default::default() })
     }
 
     #[test]
@@ -393,7 +386,7 @@ mod tests {
             SampledFunction { device: 0, name: Some(a), samples: vec![(ls, 8)] },
             SampledFunction { device: 0, name: None, samples: vec![(ls, 5)] },
         ];
-        let file = FileStalls { proc: ProcId(3), functions, whole_file_time: None };
+        let file = FileStalls { proc: ProcId(3), functions, ..Default::default() };
         let placed = place(&kernels, &[file], &Filter::default(), &names);
         let got: Vec<(u64, f64)> = placed.samples.iter().map(|c| (c.ts / MS, c.value)).collect();
         assert_eq!(got, [(1, 2.0), (5, 0.0)]);

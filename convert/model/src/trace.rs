@@ -125,6 +125,11 @@ pub struct JoinStats {
     pub recorder_thread_records: u64,
     /// GPU records (kernels, copies, memsets) launched by a call on a recorder thread: kept, with their calls.
     pub recorder_thread_launches: u64,
+    /// Counter samples (values of one metric) on a device the file's metadata does not list: kept, but no kernel
+    /// ran there to average them over ([`crate::counters`]).
+    pub counter_samples_unknown_device: u64,
+    /// Counter readings that are infinite: left out as failed readings (NaN) are.
+    pub counter_readings_infinite: u64,
 }
 
 impl JoinStats {
@@ -150,6 +155,8 @@ impl JoinStats {
         self.pc_samples_unplaced += o.pc_samples_unplaced;
         self.recorder_thread_records += o.recorder_thread_records;
         self.recorder_thread_launches += o.recorder_thread_launches;
+        self.counter_samples_unknown_device += o.counter_samples_unknown_device;
+        self.counter_readings_infinite += o.counter_readings_infinite;
     }
 }
 

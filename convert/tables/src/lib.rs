@@ -5,6 +5,7 @@
 //! recordings land in one dataset. DuckDB, Spark or any Parquet reader takes them as they are; `docs/TABLES.md`
 //! lists every column.
 //!
+//! The directory is written whole beside its target and renamed into place (`target`): never half an export.
 //! Written a batch of rows at a time (65,536), zstd-compressed, one row group per 1M rows: memory stays bounded
 //! by one batch per table, however large the trace.
 //!
@@ -22,6 +23,7 @@ mod graph_tables;
 mod queries;
 mod table;
 mod tables;
+mod target;
 mod um_tables;
 
 use std::path::Path;
@@ -44,8 +46,19 @@ impl TablesSummary {
     }
 }
 
-/// Writes every table of `trace` into `dir` (created if missing) as `<table>.parquet`.
+/// Writes every table of `trace` as the directory `dir` (`<table>.parquet`, or Hive partitions for several
+/// recordings): made beside it and renamed into place once complete, replacing an earlier export there as a
+/// whole; a directory holding anything else is refused (see [`check_output_dir`]). On an error, or SIGINT/SIGTERM
+/// with `cutr_cleanup::exit_on_signals`, nothing is left but what was there before.
 pub fn write_parquet(trace: &cutr_model::Trace, dir: &Path) -> Result<TablesSummary, TablesError> {
-    std::fs::create_dir_all(dir).map_err(|e| TablesError::Io(dir.display().to_string(), e))?;
-    tables::write_all(trace, dir)
+    let staging = target::Staging::new(&target::check(dir)?)?;
+    let summary = tables::write_all(trace, staging.path())?;
+    staging.commit()?;
+    Ok(summary)
+}
+
+/// Whether `dir` can take an export: missing, empty, or an earlier export (only tables' files and directories);
+/// a symbolic link is followed. For commands to refuse before the work.
+pub fn check_output_dir(dir: &Path) -> Result<(), TablesError> {
+    target::check(dir).map(drop)
 }

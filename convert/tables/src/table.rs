@@ -22,6 +22,9 @@ pub enum TablesError {
     Io(String, std::io::Error),
     #[error("{0}: {1}")]
     Parquet(String, String),
+    /// The output directory (named first) cannot take an export, and why.
+    #[error("{0}: {1}")]
+    Target(String, String),
 }
 
 /// A column: its name and how to read row `i`.
@@ -105,10 +108,14 @@ impl Rows<'_> {
 pub(crate) fn write(path: &Path, rows: Rows<'_>, columns: &[&Column<'_>]) -> Result<u64, TablesError> {
     let what = path.display().to_string();
     let pq = |e: parquet::errors::ParquetError| TablesError::Parquet(what.clone(), e.to_string());
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| TablesError::Io(dir.display().to_string(), e))?;
-    }
-    let file = File::create(path).map_err(|e| TablesError::Io(what.clone(), e))?;
+    // Inside `hold`: a signal's cleanup, removing the export's temporary directory, never races a table's
+    // creation (`create_dir_all` would make the removed directory again).
+    let file = cutr_cleanup::hold(|| {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| TablesError::Io(dir.display().to_string(), e))?;
+        }
+        File::create(path).map_err(|e| TablesError::Io(what.clone(), e))
+    })?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).map_err(pq)?))
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))

@@ -1,7 +1,8 @@
 //! The fake CUPTI's PC Sampling API: it records every call the PC sampler makes, in order, for the test to read
 //! ([`super::FakeHandle::pc_calls`]), and keeps which contexts are being sampled, so that the fake can refuse the
-//! kernel activity kinds while one is (as CUPTI does: CUPTI_ERROR_NOT_COMPATIBLE). It writes no samples: the
-//! buffers stay empty (zero PCs, zero counts), so what reaches the file is the state machine's doing alone.
+//! kernel activity kinds while one is (as CUPTI does: CUPTI_ERROR_NOT_COMPATIBLE). It writes no PCs: the buffers
+//! stay empty (zero PCs; CUPTI's count of samples taken 0, or what `FakeHandle::set_pc_samples_per_drain` says), so
+//! what reaches the file is the state machine's doing alone.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -72,8 +73,9 @@ impl PcCupti for FakePc {
         Ok(Configured::new(request))
     }
 
-    fn get_data(&self, ctx: ContextHandle, _buffer: &mut SampleBuffer) -> Result<(), PcError> {
+    fn get_data(&self, ctx: ContextHandle, buffer: &mut SampleBuffer) -> Result<(), PcError> {
         self.log(format!("get_data {:#x}", ctx.0));
+        buffer.set_total_samples(self.state.pc_samples_per_drain.load(Ordering::Relaxed));
         Ok(())
     }
 

@@ -363,6 +363,11 @@ impl SampleBuffer {
         self.data.totalNumPcs = 0;
     }
 
+    /// Sets CUPTI's count of samples taken, as the fake CUPTI's `cuptiPCSamplingGetData` writes it.
+    pub(crate) fn set_total_samples(&mut self, n: u64) {
+        self.data.totalSamples = n as _;
+    }
+
     /// What CUPTI wrote in the header at the last fill.
     pub fn counts(&self) -> BufferCounts {
         let d = &*self.data;

@@ -3979,7 +3979,7 @@ impl<'a> PcSamples<'a> {
     // which contains a valid value in this slot
     unsafe { self._tab.get::<u32>(PcSamples::VT_PERIOD_LOG2, Some(0)).unwrap()}
   }
-  /// The context's stall-reason table, in its first PcSamples chunk.
+  /// The context's stall-reason table, in every PcSamples chunk (recordings before 2026-11-27: the first only).
   #[inline]
   pub fn stall_reasons(&self) -> Option<::flatbuffers::Vector<'a, ::flatbuffers::ForwardsUOffset<PcStallReason<'a>>>> {
     // Safety:

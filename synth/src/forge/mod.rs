@@ -2,9 +2,14 @@
 //! hostile fields, payloads replaced (compression bombs, malformed record images), chunks repeated or appended.
 //! Each edit recomputes the checksums it breaks, so a reader cannot reject the file on a checksum alone.
 
+pub mod clocks;
+pub mod counters;
 pub mod cubins;
+pub mod fields;
 
 use cutr_format::container::{CHUNK_HEADER_LEN, ChunkHeader, ChunkType, Codec, FILE_HEADER_LEN, payload_crc};
+
+pub mod pc_samples;
 
 /// One chunk of a file: where it starts and its header.
 #[derive(Clone, Copy, Debug)]

@@ -196,7 +196,9 @@ fn diff_views(base: &[&Trace], new: &[&Trace], opts: &DiffOptions) -> Report {
         ts.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect()
     };
     let mut report = timed("diff rows", || compare(&b, &n, opts));
-    report.counter_changes = timed("diff counters", || counter_changes(base, new, opts.threshold_pct));
+    let (changes, counter_warning) = timed("diff counters", || counter_changes(base, new, opts.threshold_pct));
+    report.counter_changes = changes;
+    report.warnings.extend(counter_warning);
     report.um_changes = um::um_changes(base, new);
     report.base_files = files(base);
     report.new_files = files(new);
@@ -204,13 +206,17 @@ fn diff_views(base: &[&Trace], new: &[&Trace], opts: &DiffOptions) -> Report {
 }
 
 /// Each side's counter averages per (kernel, device, counter), weighted by the time the samples cover in each run;
-/// the pairs that moved by `threshold_pct` or more.
-fn counter_changes(base: &[&Trace], new: &[&Trace], threshold_pct: f64) -> Vec<CounterChange> {
+/// the pairs that moved by `threshold_pct` or more; and a warning when a side had more counter rows than `diff`
+/// compares (`stats::counters::MAX_DIFF_ROWS`, a bound against hostile files).
+fn counter_changes(base: &[&Trace], new: &[&Trace], threshold_pct: f64) -> (Vec<CounterChange>, Option<String>) {
     type Key = (String, u32, String);
-    let side = |ts: &[&Trace]| -> BTreeMap<Key, f64> {
+    let mut left_out = 0usize;
+    let mut side = |ts: &[&Trace]| -> BTreeMap<Key, f64> {
         let mut sums: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
         for t in ts {
-            for a in crate::stats::counters::counters(t, None).into_iter().filter(|a| a.over == "kernel") {
+            let (rows, not_shown) = crate::stats::counters::counters(t, None);
+            left_out += not_shown;
+            for a in rows.into_iter().filter(|a| a.over == "kernel") {
                 let e = sums.entry((a.name, a.device, a.series)).or_default();
                 e.0 += a.average * a.covered_ns as f64;
                 e.1 += a.covered_ns as f64;
@@ -241,7 +247,13 @@ fn counter_changes(base: &[&Trace], new: &[&Trace], threshold_pct: f64) -> Vec<C
         })
         .collect();
     out.sort_by(|x, y| y.delta_pct.abs().total_cmp(&x.delta_pct.abs()).then_with(|| x.kernel.cmp(&y.kernel)));
-    out
+    let warning = (left_out > 0).then(|| {
+        format!(
+            "the counters of {left_out} (kernel or NVTX range, GPU) pairs beyond the {} rows a side compares were not compared",
+            crate::stats::counters::MAX_DIFF_ROWS
+        )
+    });
+    (out, warning)
 }
 
 /// The rows of every section, judged, the count changes and the overall verdict.

@@ -211,7 +211,7 @@ pub(crate) fn top_lines(
         super::add(&mut entry.1, stalls);
     }
     let mut ranked: Vec<(u64, cutr_source::LineKey, u64, super::ByReason)> =
-        lines.into_iter().map(|(key, (pc, s))| (s.values().sum(), key, pc, s)).collect();
+        lines.into_iter().map(|(key, (pc, s))| (super::total(&s), key, pc, s)).collect();
     ranked.sort_by(|a, b| {
         let file = |k: cutr_source::LineKey| map.file_of(k).1;
         b.0.cmp(&a.0).then_with(|| (a.1.line, file(a.1), a.2).cmp(&(b.1.line, file(b.1), b.2)))

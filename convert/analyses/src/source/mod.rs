@@ -14,7 +14,9 @@ mod sass;
 
 use std::collections::{BTreeMap, HashMap};
 
-use cutr_format::{PcSamples, Reader};
+use cutr_format::container::ChunkType;
+use cutr_format::{Problem, Reader};
+use cutr_model::pc_reasons::{ReasonCheck, name_samples};
 use cutr_source::SourceMap;
 use serde::Serialize;
 
@@ -102,7 +104,57 @@ pub struct SourceReport {
     pub kernels: Vec<KernelSource>,
     /// The `nvdisasm` that gave the SASS text, if one was found.
     pub disassembler: Option<String>,
+    /// Cubins that could not be read, `nvdisasm`'s failures (each input's own warnings are in `inputs`).
     pub warnings: Vec<String>,
+    /// Per input, in order: what was damaged, lost and left out.
+    #[serde(skip)]
+    pub inputs: Vec<SourceInput>,
+}
+
+/// What one input's PC samples lost: its damaged or cut chunks, the samples no stall-reason table names, the
+/// samples the hardware dropped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceInput {
+    /// What the reader found wrong with the file and the `pc_samples` chunks that failed to decode, sorted as the
+    /// other commands print them.
+    pub problems: Vec<Problem>,
+    /// Collections read, and those lost with a damaged or cut `pc_samples` chunk.
+    pub collections: usize,
+    pub lost_collections: usize,
+    /// Samples left out by the stall-reason tables.
+    pub reasons: ReasonCheck,
+    pub dropped_samples: u64,
+    pub hardware_buffer_full: u64,
+}
+
+impl SourceInput {
+    /// Every warning about the input's PC samples beyond its problems: collections lost, samples left out, samples
+    /// the hardware dropped.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.lost_collections > 0 {
+            out.push(format!(
+                "{} of {} PC sample collections are in damaged or cut pc_samples chunks: their samples are lost, \
+                 counted nowhere",
+                self.lost_collections,
+                self.collections + self.lost_collections
+            ));
+        }
+        out.extend(self.reasons.warnings());
+        out.extend(self.dropped());
+        out
+    }
+
+    /// The samples the hardware dropped, if any.
+    pub fn dropped(&self) -> Option<String> {
+        (self.dropped_samples > 0 || self.hardware_buffer_full > 0).then(|| {
+            format!(
+                "PC samples lost: {} dropped by the hardware, {} collections with the hardware buffer full (a \
+                 longer --pc-period samples less)",
+                self.dropped_samples, self.hardware_buffer_full
+            )
+        })
+    }
 }
 
 /// One PC: (cubin CRC, mangled function, offset).
@@ -124,22 +176,12 @@ pub(crate) struct Samples<'r> {
 pub(crate) fn collect<'r>(readers: &'r [&'r Reader], r: &mut SourceReport) -> Samples<'r> {
     let mut by_pc: HashMap<PcKey, ByReason> = HashMap::new();
     for reader in readers {
-        let (collections, problems) = reader.pc_samples();
-        for p in problems {
-            r.warnings.push(format!("PC samples lost with a damaged chunk: {p}"));
-        }
-        add_collections(r, &collections, &mut by_pc);
+        let input = add_file(reader, r, &mut by_pc);
+        r.inputs.push(input);
     }
     let (maps, bytes) = cubins::read(readers, &by_pc, &mut r.warnings);
     r.cubins = maps.len();
     r.cubins_with_lines = maps.values().filter(|m| m.as_ref().is_some_and(SourceMap::has_lines)).count();
-    if r.dropped_samples > 0 || r.hardware_buffer_full > 0 {
-        r.warnings.push(format!(
-            "PC samples lost: {} dropped by the hardware, {} collections with the hardware buffer full (a longer \
-             --pc-period samples less)",
-            r.dropped_samples, r.hardware_buffer_full
-        ));
-    }
     Samples { by_pc, maps, cubins: bytes }
 }
 
@@ -151,7 +193,7 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
     };
     let Samples { by_pc, maps, cubins } = collect(readers, &mut r);
     r.kernels = kernels(by_pc, &maps, opts);
-    r.samples = r.kernels.iter().map(|k| k.samples).sum();
+    r.samples = r.kernels.iter().fold(0u64, |a, k| a.saturating_add(k.samples));
     let all: u64 = r.samples.max(1);
     for k in &mut r.kernels {
         k.percent = 100.0 * k.samples as f64 / all as f64;
@@ -195,8 +237,10 @@ fn add_sass(r: &mut SourceReport, cubins: &cubins::CubinBytes<'_>, nvdisasm: Opt
 }
 
 /// Attaches to `trace` what the PC samples of its recordings (`readers`, in the trace's file order) say about each
-/// kernel: samples, top 3 lines and top 3 stall reasons, for the viewers' kernel slices. Returns the report's
-/// warnings. Kernels are matched by their recorded (mangled) name.
+/// kernel: samples, top 3 lines and top 3 stall reasons, for the viewers' kernel slices. Returns the warnings the
+/// trace's load has not given already (samples the hardware dropped, unreadable cubins): the load reports the
+/// damaged chunks and the samples no stall-reason table names. Kernels are matched by their recorded (mangled)
+/// name.
 pub fn annotate(trace: &mut cutr_model::Trace, readers: &[&Reader]) -> Vec<String> {
     const TOP: usize = 3;
     let has_samples = |r: &&Reader| r.chunks().iter().any(|c| c.chunk_type() == cutr_format::ChunkType::PcSamples);
@@ -222,33 +266,52 @@ pub fn annotate(trace: &mut cutr_model::Trace, readers: &[&Reader]) -> Vec<Strin
             note.top_stalls = top_stalls;
         }
     }
-    r.warnings
+    r.inputs.iter().filter_map(SourceInput::dropped).chain(r.warnings).collect()
 }
 
-/// Adds one file's collections: each context's stall-reason table comes with its first collection.
-fn add_collections(r: &mut SourceReport, collections: &[PcSamples], by_pc: &mut HashMap<PcKey, BTreeMap<String, u64>>) {
-    let mut tables: HashMap<(u32, u32), HashMap<u32, String>> = HashMap::new();
-    for c in collections {
-        if !c.stall_reasons.is_empty() {
-            tables.insert((c.context, c.device), c.stall_reasons.iter().cloned().collect());
+/// Adds one file's PC samples, named by their stall-reason tables (`cutr_model::pc_reasons`), to `by_pc` and
+/// CUPTI's counts to `r`; returns what the file lost. Sums saturate: a forged count cannot wrap a total (and hide
+/// the dropped samples).
+fn add_file(reader: &Reader, r: &mut SourceReport, by_pc: &mut HashMap<PcKey, ByReason>) -> SourceInput {
+    let (collections, damaged) = reader.pc_samples();
+    let mut input = SourceInput { problems: reader.problems().to_vec(), ..Default::default() };
+    // A chunk that failed its checksum at open is already among the reader's problems.
+    for p in damaged {
+        if !input.problems.contains(&p) {
+            input.problems.push(p);
         }
     }
-    for c in collections {
-        r.cupti_total_samples += c.total_samples;
-        r.dropped_samples += c.dropped_samples;
-        r.non_user_samples += c.non_user_samples;
-        r.hardware_buffer_full += u64::from(c.hardware_buffer_full);
-        let table = tables.get(&(c.context, c.device));
-        for pc in &c.pcs {
-            let entry = by_pc.entry((pc.cubin_crc, pc.function_name.clone(), pc.pc_offset)).or_default();
-            for &(reason, n) in &pc.stalls {
-                let full = table.and_then(|t| t.get(&reason)).cloned().unwrap_or_else(|| format!("reason_{reason}"));
-                if let Some(name) = cutr_model::counters::stall_reason_name(&full) {
-                    *entry.entry(name.to_string()).or_default() += u64::from(n);
-                }
-            }
-        }
+    input.problems.sort_by_key(|p| format!("{p}"));
+    input.lost_collections = input.problems.iter().filter(|p| is_lost_pc_chunk(p)).count();
+    input.collections = collections.len();
+    for c in &collections {
+        r.cupti_total_samples = r.cupti_total_samples.saturating_add(c.total_samples);
+        input.dropped_samples = input.dropped_samples.saturating_add(c.dropped_samples);
+        r.non_user_samples = r.non_user_samples.saturating_add(c.non_user_samples);
+        input.hardware_buffer_full += u64::from(c.hardware_buffer_full);
     }
+    r.dropped_samples = r.dropped_samples.saturating_add(input.dropped_samples);
+    r.hardware_buffer_full += input.hardware_buffer_full;
+    // PC records of one PC come one after another within a collection: its entry is looked up once per run.
+    let mut last: Option<(&cutr_format::PcRecord, PcKey)> = None;
+    input.reasons = name_samples(&collections, |_, pc, reason, n| {
+        if !last.as_ref().is_some_and(|(at, _)| std::ptr::eq(*at, pc)) {
+            last = Some((pc, (pc.cubin_crc, pc.function_name.clone(), pc.pc_offset)));
+        }
+        let key = last.as_ref().map(|l| l.1.clone()).unwrap_or_default();
+        let sum = by_pc.entry(key).or_default().entry(reason.to_string()).or_default();
+        *sum = sum.saturating_add(n);
+    });
+    input
+}
+
+/// A `pc_samples` chunk the reader could not read (damaged, or cut by the end of the file).
+fn is_lost_pc_chunk(p: &Problem) -> bool {
+    matches!(
+        p,
+        Problem::DamagedChunk { chunk_type: ChunkType::PcSamples, .. }
+            | Problem::TruncatedChunk { chunk_type: ChunkType::PcSamples, .. }
+    )
 }
 
 fn sorted(m: &BTreeMap<String, u64>) -> Stalls {
@@ -259,8 +322,14 @@ fn sorted(m: &BTreeMap<String, u64>) -> Stalls {
 
 fn add(into: &mut BTreeMap<String, u64>, from: &BTreeMap<String, u64>) {
     for (k, n) in from {
-        *into.entry(k.clone()).or_default() += n;
+        let sum = into.entry(k.clone()).or_default();
+        *sum = sum.saturating_add(*n);
     }
+}
+
+/// The samples of every reason, saturating.
+fn total(by_reason: &BTreeMap<String, u64>) -> u64 {
+    by_reason.values().fold(0u64, |a, n| a.saturating_add(*n))
 }
 
 /// Per kernel: lines and PCs ranked by samples.
@@ -284,13 +353,13 @@ fn kernels(
                 add(&mut total, stalls);
                 pc_rows.push((*pc, String::new(), stalls.clone()));
             }
-            let samples: u64 = total.values().sum();
+            let samples = self::total(&total);
             let pct = |n: u64| if samples > 0 { 100.0 * n as f64 / samples as f64 } else { 0.0 };
             let line_rows = map.map(|m| cubins::top_lines(m, &mangled, &mut pc_rows, limit, pct)).unwrap_or_default();
             let mut pc_rows: Vec<PcRow> = pc_rows
                 .into_iter()
                 .map(|(pc_offset, location, s)| {
-                    let n = s.values().sum();
+                    let n = self::total(&s);
                     PcRow { pc_offset, location, samples: n, percent: pct(n), stalls: sorted(&s), sass: String::new() }
                 })
                 .collect();

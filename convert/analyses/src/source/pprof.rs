@@ -147,20 +147,22 @@ pub struct PprofSummary {
 }
 
 /// The PC samples of `readers` as a gzipped pprof profile, what it holds, and the warnings of reading the samples
-/// (lost samples, unreadable cubins).
+/// (lost samples, samples left out, unreadable cubins; each input's problems are in [`SourceReport::inputs`]).
 pub fn pprof(readers: &[&Reader]) -> (Vec<u8>, PprofSummary, Vec<String>) {
     let mut r = SourceReport::default();
     let samples = collect(readers, &mut r);
     let profile = build(samples.by_pc, &samples.maps, &r);
     let summary = PprofSummary {
-        samples: profile.sample.iter().map(|s| s.value[0] as u64).sum(),
+        samples: profile.sample.iter().fold(0u64, |a, s| a.saturating_add(s.value[0] as u64)),
         locations: profile.location.len(),
         functions: profile.function.len(),
     };
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     // Writing to a Vec cannot fail.
     let bytes = gz.write_all(&profile.encode_to_vec()).and_then(|()| gz.finish()).unwrap_or_default();
-    (bytes, summary, r.warnings)
+    let mut warnings: Vec<String> = r.inputs.iter().flat_map(|i| i.warnings()).collect();
+    warnings.append(&mut r.warnings);
+    (bytes, summary, warnings)
 }
 
 fn build(
@@ -253,7 +255,7 @@ fn build(
             let reason = s.id(reason);
             p.sample.push(Sample {
                 location_id: vec![id],
-                value: vec![n as i64],
+                value: vec![i64::try_from(n).unwrap_or(i64::MAX)],
                 label: vec![Label { key: reason_key, str: reason }, Label { key: kernel_key, str: kernel_label }],
             });
         }

@@ -1,23 +1,45 @@
 //! The SASS text of sampled PCs, from NVIDIA's `nvdisasm` where one is installed: optional, never required. Found
-//! as `CUTR_NVDISASM` or `nvdisasm` on the PATH (the CUDA toolkit's, or PyPI's `nvidia-cuda-nvdisasm`).
+//! as `CUTR_NVDISASM` or `nvdisasm` on the PATH (the CUDA toolkit's, or PyPI's `nvidia-cuda-nvdisasm`). Each run
+//! gets a private temporary directory (the cubin, the listing) and a time limit (60 s, `CUTR_NVDISASM_TIMEOUT`);
+//! both the directory and the process are registered with `cutr-cleanup`, so an interrupted `source` leaves
+//! neither behind.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How long one `nvdisasm` run may take unless `CUTR_NVDISASM_TIMEOUT` says otherwise: the 26 cubins of a PyTorch
+/// program (8 MB) take a few seconds in all, so a run this long is stuck.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A usable `nvdisasm`.
 #[derive(Clone, Debug)]
 pub(crate) struct Disassembler {
     exe: PathBuf,
+    /// The limit of one run, or why `CUTR_NVDISASM_TIMEOUT` could not be read.
+    timeout: Result<Duration, String>,
 }
 
 /// Instructions by (mangled function, offset in the function).
 pub(crate) type Listing = HashMap<(String, u64), String>;
 
+/// `CUTR_NVDISASM_TIMEOUT` (`30s`, `500ms`), else [`DEFAULT_TIMEOUT`].
+fn timeout() -> Result<Duration, String> {
+    match std::env::var("CUTR_NVDISASM_TIMEOUT") {
+        Err(_) => Ok(DEFAULT_TIMEOUT),
+        Ok(v) => match humantime::parse_duration(v.trim()) {
+            Ok(d) if !d.is_zero() => Ok(d),
+            _ => Err(format!("CUTR_NVDISASM_TIMEOUT={v:?} is not a duration (e.g. 30s, 2m)")),
+        },
+    }
+}
+
 impl Disassembler {
     /// This one.
     pub fn at(exe: &Path) -> Disassembler {
-        Disassembler { exe: exe.to_path_buf() }
+        Disassembler { exe: exe.to_path_buf(), timeout: timeout() }
     }
 
     /// `CUTR_NVDISASM` if set (empty: none), else `nvdisasm` on the PATH.
@@ -31,22 +53,53 @@ impl Disassembler {
                 .into_iter()
                 .find(|p| p.is_file())?,
         };
-        Some(Disassembler { exe })
+        Some(Disassembler::at(&exe))
     }
 
     pub fn path(&self) -> &Path {
         &self.exe
     }
 
-    /// Every instruction of a cubin (`nvdisasm -c`), or why there is none.
+    /// Every instruction of a cubin (`nvdisasm -c`), or why there is none: it failed, or ran past its time limit
+    /// and was ended.
     pub fn disassemble(&self, cubin: &[u8]) -> Result<Listing, String> {
-        let mut file = tempfile::Builder::new().suffix(".cubin").tempfile().map_err(|e| e.to_string())?;
-        std::io::Write::write_all(&mut file, cubin).map_err(|e| e.to_string())?;
-        let out = Command::new(&self.exe).arg("-c").arg(file.path()).output().map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        let limit = self.timeout.clone()?;
+        let work = cutr_cleanup::hold(|| {
+            let dir = tempfile::Builder::new().prefix("cutr-nvdisasm").tempdir()?;
+            let registered = cutr_cleanup::remove_on_interrupt(dir.path());
+            std::io::Result::Ok((dir, registered))
+        })
+        .map_err(|e| format!("cannot make a temporary directory: {e}"))?;
+        let (input, listing, errors) =
+            (work.0.path().join("in.cubin"), work.0.path().join("listing.txt"), work.0.path().join("stderr.txt"));
+        // Created inside `hold`, so that a signal's cleanup never finds a file appearing in the directory it
+        // removes. The listing goes to a file, not a pipe: a listing of any size never blocks the child while
+        // only its exit is waited for.
+        let (mut cubin_file, out, err) = cutr_cleanup::hold(|| {
+            std::io::Result::Ok((File::create(&input)?, File::create(&listing)?, File::create(&errors)?))
+        })
+        .map_err(|e| e.to_string())?;
+        std::io::Write::write_all(&mut cubin_file, cubin).map_err(|e| e.to_string())?;
+        drop(cubin_file);
+        let mut command = Command::new(&self.exe);
+        command.arg("-c").arg(&input).stdin(Stdio::null()).stdout(out).stderr(err);
+        let child = cutr_cleanup::spawn(&mut command).map_err(|e| e.to_string())?;
+        let Some(status) = child.wait_for(limit).map_err(|e| e.to_string())? else {
+            let _ = child.kill();
+            return Err(format!(
+                "it ran past {} and was ended (CUTR_NVDISASM_TIMEOUT sets the limit)",
+                humantime::format_duration(limit)
+            ));
+        };
+        if !status.success() {
+            let why = std::fs::read(&errors).unwrap_or_default();
+            return Err(match String::from_utf8_lossy(&why).trim() {
+                "" => format!("it failed ({status})"),
+                text => text.to_string(),
+            });
         }
-        Ok(parse(&String::from_utf8_lossy(&out.stdout)))
+        let text = std::fs::read(&listing).map_err(|e| e.to_string())?;
+        Ok(parse(&String::from_utf8_lossy(&text)))
     }
 }
 

@@ -3,11 +3,21 @@
 //! until the next sample; the average over an interval is the integral of that step function over the part of the
 //! interval the samples cover, divided by that part. Kernels running at once on a device each get the samples of
 //! the whole time they ran (concurrent kernels share them); a range gets the series of every device of its process.
+//!
+//! The cost is bounded by the report, not by kernels x series: executions are grouped by name first
+//! ([`counter_math::Runs`]), each (name, series) pair costs the smaller of its executions and its samples, groups
+//! are ranked by time before any average is computed, and a report stops at [`MAX_ROWS`] rows (20,000 metrics
+//! over 100 kernels would be 2,000,000), saying how many groups it left out.
 
 use std::collections::{BTreeMap, HashMap};
 
 use cutr_model::{NameId, ProcId, Trace};
 use serde::Serialize;
+
+use super::counter_math::{Runs, Steps};
+
+/// The most rows a `counters` section holds (real recordings have tens of series over hundreds of names).
+pub const MAX_ROWS: usize = 10_000;
 
 /// One series' time-weighted average over every execution of a kernel (or every instance of a range).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -24,145 +34,210 @@ pub struct CounterAverage {
     pub total_ns: u64,
 }
 
-/// A series as a step function with its running integral.
-struct Steps {
-    ts: Vec<u64>,
-    values: Vec<f64>,
-    /// `integral[i]`: the integral from `ts[0]` to `ts[i]`.
-    integral: Vec<f64>,
+/// The section, and what it left out.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CounterSection {
+    pub rows: Vec<CounterAverage>,
+    /// (kernel or range, device) groups with series over them whose rows are not in the report (past
+    /// [`MAX_ROWS`]), the first of them perhaps in part.
+    pub groups_not_shown: usize,
+    /// Averages that came out as no number (an infinite or NaN reading the model let through), named.
+    pub not_finite: Vec<String>,
 }
 
-impl Steps {
-    fn new(points: &[(u64, f64)]) -> Steps {
-        let (ts, values): (Vec<u64>, Vec<f64>) = points.iter().copied().unzip();
-        let mut integral = Vec::with_capacity(ts.len());
-        let mut acc = 0.0;
-        for i in 0..ts.len() {
-            integral.push(acc);
-            if i + 1 < ts.len() {
-                acc += values[i] * (ts[i + 1] - ts[i]) as f64;
-            }
-        }
-        Steps { ts, values, integral }
-    }
+/// A (file, device)'s series, by name.
+type SeriesList = [(NameId, Steps)];
 
-    /// The integral from the first sample to `x` (inside the sampled span).
-    fn at(&self, x: u64) -> f64 {
-        let i = self.ts.partition_point(|&t| t <= x).saturating_sub(1);
-        self.integral[i] + self.values[i] * (x - self.ts[i]) as f64
-    }
+/// Per process: its executions of a name, and the series they are averaged against.
+type Parts<'s> = Vec<(Runs, &'s SeriesList)>;
 
-    /// (integral, covered ns) over [a, b].
-    fn over(&self, a: u64, b: u64) -> (f64, u64) {
-        let (first, last) = (self.ts[0], self.ts[self.ts.len() - 1]);
-        let (a, b) = (a.max(first), b.min(last));
-        if b <= a {
-            return (0.0, 0);
-        }
-        (self.at(b) - self.at(a), b - a)
-    }
+/// Executions of one name on one device (of every process with series there), `over` a kernel or a range.
+struct Group<'s> {
+    over: &'static str,
+    name: NameId,
+    device: u32,
+    /// Per process: its executions, and the series they are averaged against.
+    parts: Parts<'s>,
+    total: u64,
 }
 
-/// Sums per (what, name, device, series): integral, covered, total.
-type Sums = BTreeMap<(&'static str, String, u32, NameId), (f64, u64, u64)>;
+/// The most rows `diff` compares per side: every row of a real recording (8 GPUs x 100 kernels x 25 series is
+/// 20,000), a bounded memory for a hostile one (20,000 metrics x 193 kernels and ranges made 3.9 million rows,
+/// 789 MB and 7.3 s).
+pub const MAX_DIFF_ROWS: usize = 100_000;
 
-/// The section; `top` keeps the names with the most time (`None`: all).
-pub(crate) fn counters(t: &Trace, top: Option<usize>) -> Vec<CounterAverage> {
-    // Series of counter samples (the PC-sample stall rates are `source`'s).
-    let mut series: HashMap<(ProcId, u32), Vec<(NameId, Steps)>> = HashMap::new();
-    {
-        let mut points: BTreeMap<(ProcId, u32, NameId), Vec<(u64, f64)>> = BTreeMap::new();
-        for c in &t.counters {
-            if !t.names.get(c.series).starts_with("PC samples/ms:") {
-                points.entry((c.proc, c.device, c.series)).or_default().push((c.ts, c.value));
-            }
-        }
-        for ((proc, device, id), mut p) in points {
-            p.sort_by_key(|x| x.0);
-            series.entry((proc, device)).or_default().push((id, Steps::new(&p)));
-        }
-    }
+/// The section as `diff` compares it, at most [`MAX_DIFF_ROWS`] rows (`top` keeps the names with the most time),
+/// and how many (name, device) groups did not fit.
+pub(crate) fn counters(t: &Trace, top: Option<usize>) -> (Vec<CounterAverage>, usize) {
+    let s = section(t, top, MAX_DIFF_ROWS);
+    (s.rows, s.groups_not_shown)
+}
+
+/// The section of the `stats` report: at most `max_rows` rows.
+pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> CounterSection {
+    use cutr_model::timing::timed;
+    let series = timed("counter series", || series(t));
     if series.is_empty() {
-        return Vec::new();
+        return CounterSection::default();
     }
-    let mut sums: Sums = BTreeMap::new();
-    let mut add = |what: &'static str, name: &str, device: u32, id: NameId, (a, b): (u64, u64), s: &Steps| {
-        let (integral, covered) = s.over(a, b);
-        let e = sums.entry((what, name.to_string(), device, id)).or_default();
-        e.0 += integral;
-        e.1 += covered;
-        e.2 += b.saturating_sub(a);
-    };
-    for k in &t.kernels {
-        for (id, s) in series.get(&(k.proc, k.device)).into_iter().flatten() {
-            add("kernel", t.kernel_name(k), k.device, *id, (k.start, k.end), s);
+    let mut groups = timed("counter groups", || groups(t, &series));
+    timed("counter groups ranked", || rank(t, &mut groups, top));
+    let mut out = CounterSection::default();
+    for (i, g) in groups.iter().enumerate() {
+        if out.rows.len() >= max_rows {
+            out.groups_not_shown = groups.len() - i;
+            break;
+        }
+        // One more row than fits tells a group cut short from one that just fits.
+        let room = max_rows - out.rows.len();
+        let mut rows = rows_of(t, g, room.saturating_add(1));
+        if rows.len() > room {
+            rows.truncate(room);
+            out.groups_not_shown = groups.len() - i;
+        }
+        out.rows.append(&mut rows);
+        if out.groups_not_shown > 0 {
+            break;
         }
     }
-    for r in t.ranges.iter().filter(|r| r.closed()) {
-        for ((proc, device), list) in &series {
-            if *proc == r.proc {
-                for (id, s) in list {
-                    add("nvtx", t.names.get(r.name), *device, *id, (r.start, r.end), s);
-                }
-            }
-        }
-    }
-    let mut out: Vec<CounterAverage> = sums
-        .into_iter()
-        .filter(|(_, (_, covered, _))| *covered > 0)
-        .map(|((over, name, device, id), (integral, covered, total))| CounterAverage {
-            over,
-            name,
-            device,
-            series: t.names.get(id).to_string(),
-            average: integral / covered as f64,
-            covered_ns: covered,
-            total_ns: total,
-        })
+    out.not_finite = out
+        .rows
+        .iter()
+        .filter(|r| !r.average.is_finite())
+        .map(|r| format!("{} over {} {} on GPU {}", r.series, r.over, r.name, r.device))
         .collect();
-    if let Some(n) = top {
-        // The names with the most time, per kind.
-        let mut time: BTreeMap<(&str, &str), u64> = BTreeMap::new();
-        for a in &out {
-            let e = time.entry((a.over, a.name.as_str())).or_default();
-            *e = (*e).max(a.total_ns);
-        }
-        let mut ranked: Vec<((&str, &str), u64)> = time.into_iter().collect();
-        ranked.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
-        let keep: std::collections::HashSet<(String, String)> = ranked
-            .iter()
-            .fold(BTreeMap::<&str, Vec<&str>>::new(), |mut m, ((over, name), _)| {
-                let v = m.entry(over).or_default();
-                if v.len() < n {
-                    v.push(name);
-                }
-                m
-            })
-            .into_iter()
-            .flat_map(|(over, names)| names.into_iter().map(move |n| (over.to_string(), n.to_string())))
-            .collect();
-        out.retain(|a| keep.contains(&(a.over.to_string(), a.name.clone())));
-    }
-    // Kernels first, then ranges; by time, then name, device, series.
-    out.sort_by(|a, b| {
-        (b.over == "kernel")
-            .cmp(&(a.over == "kernel"))
-            .then(b.total_ns.cmp(&a.total_ns))
-            .then_with(|| (&a.name, a.device, &a.series).cmp(&(&b.name, b.device, &b.series)))
-    });
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_step_function_is_averaged_over_the_part_the_samples_cover() {
-        // 10 from 100 to 200, 30 from 200 to 300, last sample at 300.
-        let s = Steps::new(&[(100, 10.0), (200, 30.0), (300, 5.0)]);
-        assert_eq!(s.over(150, 250), (10.0 * 50.0 + 30.0 * 50.0, 100));
-        assert_eq!(s.over(0, 1000), (10.0 * 100.0 + 30.0 * 100.0, 200), "clamped to the sampled span");
-        assert_eq!(s.over(400, 500), (0.0, 0));
+/// Series of counter samples per (file, device) (the PC-sample stall rates are `source`'s), sorted by name. The
+/// model keeps each series' samples together in time order, so a series is a run of samples with one key: the
+/// runs are sorted by key (a key in two runs is merged), and each series is built from its samples in one pass.
+fn series(t: &Trace) -> HashMap<(ProcId, u32), Vec<(NameId, Steps)>> {
+    let key = |c: &cutr_model::CounterSample| (c.proc, c.device, c.series);
+    let mut runs: Vec<&[cutr_model::CounterSample]> = t
+        .counters
+        .chunk_by(|a, b| key(a) == key(b))
+        .filter(|run| !t.names.get(run[0].series).starts_with("PC samples/ms:"))
+        .collect();
+    runs.sort_by_key(|run| key(&run[0]));
+    let mut series: HashMap<(ProcId, u32), Vec<(NameId, Steps)>> = HashMap::new();
+    for same in runs.chunk_by(|a, b| key(&a[0]) == key(&b[0])) {
+        let mut points: Vec<(u64, f64)> =
+            same.iter().flat_map(|run| run.iter()).filter(|c| c.value.is_finite()).map(|c| (c.ts, c.value)).collect();
+        if !points.is_sorted_by_key(|x| x.0) {
+            points.sort_by_key(|x| x.0);
+        }
+        let (proc, device, id) = key(&same[0][0]);
+        series.entry((proc, device)).or_default().push((id, Steps::new(&points)));
     }
+    for list in series.values_mut() {
+        list.sort_unstable_by(|a, b| t.names.get(a.0).cmp(t.names.get(b.0)));
+    }
+    series
+}
+
+/// Kernels by (name, device) on the devices with series, ranges by (name, device) for every device of their
+/// process with series; only those whose executions meet some series' samples.
+fn groups<'s>(t: &Trace, series: &'s HashMap<(ProcId, u32), Vec<(NameId, Steps)>>) -> Vec<Group<'s>> {
+    // The span all of a (file, device)'s series cover together: a group outside it has no row.
+    let hull: HashMap<(ProcId, u32), (u64, u64)> = series
+        .iter()
+        .map(|(k, list)| {
+            let spans = list.iter().filter_map(|(_, s)| s.span());
+            (*k, spans.fold((u64::MAX, 0), |h, (a, b)| (h.0.min(a), h.1.max(b))))
+        })
+        .collect();
+    let mut kernels: HashMap<(NameId, u32, ProcId), Vec<(u64, u64)>> = HashMap::new();
+    for k in t.kernels.iter().filter(|k| series.contains_key(&(k.proc, k.device))) {
+        kernels.entry((t.display_name_id(k.name), k.device, k.proc)).or_default().push((k.start, k.end));
+    }
+    let mut ranges: HashMap<(NameId, ProcId), Vec<(u64, u64)>> = HashMap::new();
+    for r in t.ranges.iter().filter(|r| r.closed()) {
+        ranges.entry((r.name, r.proc)).or_default().push((r.start, r.end));
+    }
+    let mut by_key: BTreeMap<(&'static str, NameId, u32), Parts<'s>> = BTreeMap::new();
+    let meets = |runs: &Runs, key: (ProcId, u32)| hull.get(&key).is_some_and(|h| runs.first < h.1 && runs.last > h.0);
+    for ((name, device, proc), runs) in kernels {
+        let runs = Runs::new(runs);
+        if meets(&runs, (proc, device)) {
+            by_key.entry(("kernel", name, device)).or_default().push((runs, &series[&(proc, device)]));
+        }
+    }
+    for ((name, proc), runs) in ranges {
+        for ((p, device), list) in series.iter().filter(|((p, _), _)| *p == proc) {
+            let runs = Runs::new(runs.clone());
+            if meets(&runs, (*p, *device)) {
+                by_key.entry(("nvtx", name, *device)).or_default().push((runs, list));
+            }
+        }
+    }
+    by_key
+        .into_iter()
+        .map(|((over, name, device), parts)| {
+            let total = parts.iter().fold(0u64, |t, p| t.saturating_add(p.0.total));
+            Group { over, name, device, parts, total }
+        })
+        .collect()
+}
+
+/// Kernels first, then ranges; by time, then name and device. With `top`, only the `top` names of each kind with
+/// the most time (on their busiest device).
+fn rank(t: &Trace, groups: &mut Vec<Group>, top: Option<usize>) {
+    let name = |g: &Group| t.names.get(g.name);
+    if let Some(n) = top {
+        let mut time: BTreeMap<(&str, NameId), u64> = BTreeMap::new();
+        for g in groups.iter() {
+            let e = time.entry((g.over, g.name)).or_default();
+            *e = (*e).max(g.total);
+        }
+        let mut ranked: Vec<((&str, NameId), u64)> = time.into_iter().collect();
+        ranked.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.0.cmp(y.0.0)).then(t.names.get(x.0.1).cmp(t.names.get(y.0.1))));
+        let mut kept: BTreeMap<&str, Vec<NameId>> = BTreeMap::new();
+        for ((over, id), _) in ranked {
+            let v = kept.entry(over).or_default();
+            if v.len() < n {
+                v.push(id);
+            }
+        }
+        groups.retain(|g| kept.get(g.over).is_some_and(|v| v.contains(&g.name)));
+    }
+    groups.sort_by(|a, b| {
+        (b.over == "kernel")
+            .cmp(&(a.over == "kernel"))
+            .then(b.total.cmp(&a.total))
+            .then_with(|| (name(a), a.device).cmp(&(name(b), b.device)))
+    });
+}
+
+/// A group's first `limit` rows, one per series with samples during its executions, by series name. Each file's
+/// series are sorted by name, so only the first `limit` with samples there can be among the first `limit` of all:
+/// the rest are not computed.
+fn rows_of(t: &Trace, g: &Group, limit: usize) -> Vec<CounterAverage> {
+    // Per series: (average so far, covered ns, total ns); files' averages are merged weighted by their cover.
+    let mut per_series: BTreeMap<&str, (f64, u64, u64)> = BTreeMap::new();
+    for (runs, list) in &g.parts {
+        let averaged = list.iter().filter_map(|(id, steps)| Some((id, steps.average_over(runs)?)));
+        for (id, (average, covered)) in averaged.take(limit) {
+            let e = per_series.entry(t.names.get(*id)).or_insert((0.0, 0, 0));
+            let sum = e.1.saturating_add(covered);
+            // A weighted mean of two, never their weighted sum: that could overflow where each is a number.
+            e.0 = e.0 * (e.1 as f64 / sum as f64) + average * (covered as f64 / sum as f64);
+            e.1 = sum;
+            e.2 = e.2.saturating_add(runs.total);
+        }
+    }
+    let name = t.names.get(g.name);
+    per_series
+        .into_iter()
+        .take(limit)
+        .map(|(series, (average, covered_ns, total_ns))| CounterAverage {
+            over: g.over,
+            name: name.to_string(),
+            device: g.device,
+            series: series.to_string(),
+            average,
+            covered_ns,
+            total_ns,
+        })
+        .collect()
 }

@@ -153,7 +153,7 @@ pub(super) fn sites(
     for op in ops.iter().filter(|o| o.node != NONE) {
         if let Some(row) = node_site.get(op.node as usize).and_then(Option::as_ref).and_then(|k| rows.get_mut(k)) {
             row.ops += 1;
-            row.gpu_ns += op.duration;
+            row.gpu_ns = row.gpu_ns.saturating_add(op.duration);
         }
     }
     let mut out: Vec<CaptureSite> = rows.into_values().collect();

@@ -67,7 +67,7 @@ pub(super) fn replays_by_range(t: &Trace) -> Vec<(u64, u64)> {
     let mut per_node = vec![(0u64, 0u64); t.graphs.nodes.len()];
     for op in graph_ops(t).iter().filter(|o| o.node != NONE) {
         let n = &mut per_node[op.node as usize];
-        n.0 += op.duration;
+        n.0 = n.0.saturating_add(op.duration);
         n.1 += 1;
     }
     for (n, &(ns, ops)) in t.graphs.nodes.iter().zip(&per_node) {
@@ -75,7 +75,7 @@ pub(super) fn replays_by_range(t: &Trace) -> Vec<(u64, u64)> {
         // Parents come before their children in `ranges` (the model's order); the walk also stops at a parent that
         // does not, so it ends whatever the table holds.
         while let Some(range) = t.ranges.get(r as usize) {
-            out[r as usize].0 += ns;
+            out[r as usize].0 = out[r as usize].0.saturating_add(ns);
             out[r as usize].1 += ops;
             if range.parent >= r {
                 break;
@@ -200,8 +200,10 @@ fn execs(t: &Trace, ops: &[GraphOp]) -> Vec<GraphExecStats> {
     let (replays, keys) = buckets(&keys);
     let op = |i: usize, _| ops[i].duration;
     let (mut durs, bounds) = group(replays.len(), &[Source { keys, make: &op }]);
-    let per_replay: Vec<(u64, u64)> =
-        split_at_bounds(&mut durs, &bounds).iter().map(|d| (d.iter().sum(), d.len() as u64)).collect();
+    let per_replay: Vec<(u64, u64)> = split_at_bounds(&mut durs, &bounds)
+        .iter()
+        .map(|d| (super::saturating_sum(d.iter().copied()), d.len() as u64))
+        .collect();
     // Replays of one executable, in order of first appearance.
     let mut by_exec: Vec<((ProcId, u32), Vec<u64>, u64)> = Vec::new();
     let mut index = rustc_hash::FxHashMap::default();
@@ -243,7 +245,7 @@ fn execs(t: &Trace, ops: &[GraphOp]) -> Vec<GraphExecStats> {
             }
         })
         .collect();
-    let total: u64 = rows.iter().map(|r| r.per_replay.total_ns).sum();
+    let total = super::saturating_sum(rows.iter().map(|r| r.per_replay.total_ns));
     for r in &mut rows {
         r.per_replay.percent = if total > 0 { 100.0 * r.per_replay.total_ns as f64 / total as f64 } else { 0.0 };
     }
@@ -268,11 +270,11 @@ fn ranges(node_paths: &[String], ops: &[GraphOp]) -> Vec<CaptureRange> {
     for op in ops.iter().filter(|o| o.node != NONE) {
         if let Some(r) = node_paths.get(op.node as usize).and_then(|p| rows.get_mut(p.as_str())) {
             r.ops += 1;
-            r.gpu_ns += op.duration;
+            r.gpu_ns = r.gpu_ns.saturating_add(op.duration);
         }
     }
     let mut rows: Vec<CaptureRange> = rows.into_values().collect();
-    let total: u64 = rows.iter().map(|r| r.gpu_ns).sum();
+    let total = super::saturating_sum(rows.iter().map(|r| r.gpu_ns));
     for r in &mut rows {
         r.percent = if total > 0 { 100.0 * r.gpu_ns as f64 / total as f64 } else { 0.0 };
     }

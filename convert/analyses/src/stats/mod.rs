@@ -3,6 +3,7 @@
 //! CUDA graphs' replays by where their nodes were made, per-stream and per-device utilization, and what was lost.
 
 mod buckets;
+mod counter_math;
 pub(crate) mod counters;
 mod graph_sites;
 mod graphs;
@@ -17,7 +18,7 @@ use serde::Serialize;
 use cutr_model::{JoinStats, Trace};
 use rayon::prelude::*;
 
-pub use counters::CounterAverage;
+pub use counters::{CounterAverage, MAX_ROWS as MAX_COUNTER_ROWS};
 pub use graph_sites::CaptureSite;
 pub use graphs::{CaptureRange, GraphExecStats, GraphReport};
 pub use render::{TextOptions, render_csv, render_text};
@@ -116,7 +117,7 @@ pub struct Summary {
 pub fn summarize(name: String, durs: &mut [u64]) -> Summary {
     durs.par_sort_unstable();
     let n = durs.len() as u64;
-    let total: u64 = durs.iter().sum();
+    let total = saturating_sum(durs.iter().copied());
     let avg = if n > 0 { total as f64 / n as f64 } else { 0.0 };
     let median = match durs.len() {
         0 => 0.0,
@@ -138,8 +139,14 @@ pub fn summarize(name: String, durs: &mut [u64]) -> Summary {
     }
 }
 
+/// The sum of durations or bytes, held at `u64::MAX` (a hostile record's duration may be near it: wrapping would
+/// print a small total as if it were true).
+pub(crate) fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
+    values.fold(0, u64::saturating_add)
+}
+
 pub(crate) fn finish(mut rows: Vec<Summary>, top: Option<usize>) -> Vec<Summary> {
-    let total: u64 = rows.iter().map(|r| r.total_ns).sum();
+    let total = saturating_sum(rows.iter().map(|r| r.total_ns));
     for r in &mut rows {
         r.percent = if total > 0 { 100.0 * r.total_ns as f64 / total as f64 } else { 0.0 };
     }
@@ -235,14 +242,19 @@ pub struct Stats {
     /// CUDA graphs (the `graphs` section).
     pub graphs: GraphReport,
     pub utilization: Vec<Utilization>,
-    /// Counter series averaged over kernels and NVTX ranges (`--counters` recordings).
+    /// Counter series averaged over kernels and NVTX ranges (`--counters` recordings), at most
+    /// [`MAX_COUNTER_ROWS`].
     pub counters: Vec<CounterAverage>,
+    /// (kernel or range, device) groups whose counter averages are past [`MAX_COUNTER_ROWS`], left out.
+    pub counter_groups_not_shown: usize,
     /// Unified memory (the `um` section).
     pub um: UmReport,
     pub gpu_time_ns: u64,
     pub span_ns: u64,
     pub loss: std::collections::BTreeMap<String, u64>,
     pub joins: JoinStats,
+    /// Figures that came out as no number (named), shown with the report.
+    pub warnings: Vec<String>,
 }
 
 /// Everything is grouped and summarized in parallel: a 10M-record trace's sections took ~0.45 s on one worker,
@@ -273,8 +285,12 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     if !on(Section::Utilization) {
         utilization.clear();
     }
-    let counters =
-        if on(Section::Counters) { timed("stats counters", || counters::counters(t, top)) } else { Vec::new() };
+    let counters = if on(Section::Counters) {
+        timed("stats counters", || counters::section(t, top, counters::MAX_ROWS))
+    } else {
+        counters::CounterSection::default()
+    };
+    let warnings = counters.not_finite.iter().map(|what| format!("the average of {what} is not a number")).collect();
     let (a, b) = t.span();
     let mut sections = opts.sections.clone();
     sections.sort_unstable();
@@ -290,12 +306,14 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
         nvtx,
         graphs,
         utilization,
-        counters,
+        counters: counters.rows,
+        counter_groups_not_shown: counters.groups_not_shown,
         um,
         gpu_time_ns: gpu_time,
         span_ns: b - a,
         loss: t.loss().entries().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         joins: t.stats.clone(),
+        warnings,
     }
 }
 

@@ -154,6 +154,15 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             &["Average", "Covered (%)", "Device", "Counter", "Over"],
             rows,
         );
+        if s.counter_groups_not_shown > 0 {
+            let _ = writeln!(
+                o,
+                "  ... and the counters of {} more (kernel or NVTX range, GPU) pairs: a report holds at most {} \
+                 counter rows (--top N keeps the names with the most time)",
+                fmt::thousands(s.counter_groups_not_shown as u64),
+                fmt::thousands(super::MAX_COUNTER_ROWS as u64)
+            );
+        }
     }
     super::um_render::text(&mut o, s, opts);
     if on(Section::Loss) {
@@ -164,6 +173,9 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             lost.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
         };
         let _ = writeln!(o, "\nLoss: {text}");
+    }
+    for w in &s.warnings {
+        let _ = writeln!(o, "Warning: {w}");
     }
     o
 }
@@ -236,6 +248,8 @@ fn losses(s: &Stats) -> Vec<(String, u64)> {
         (j.graph_events_lost, "CUDA graph events the recorder lost"),
         (j.graph_ops_without_capture, "CUDA graph ops not traced back to their node"),
         (j.recorder_thread_records, "records of the recorder's own threads, left out"),
+        (j.counter_samples_unknown_device, "counter samples on devices the metadata does not list"),
+        (j.counter_readings_infinite, "infinite counter readings, left out"),
     ] {
         if n > 0 {
             lost.push((what.to_string(), n));

@@ -6,7 +6,7 @@ use cutr_model::{NameId, ProcId, Trace, describe, nvtx_spans};
 use rayon::prelude::*;
 
 use super::buckets::{buckets, group, split_at_bounds};
-use super::{MemoryOps, MemoryPeak, RangeStats, Summary, Utilization, finish, summarize};
+use super::{MemoryOps, MemoryPeak, RangeStats, Summary, Utilization, finish, saturating_sum, summarize};
 
 /// Kernel durations by demangled name.
 pub(super) fn kernels(t: &Trace, top: Option<usize>) -> Vec<Summary> {
@@ -60,13 +60,13 @@ pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Vec<MemoryOps> {
         .map(|(w, n)| {
             let ops = &ops[w[0]..w[1]];
             let mut d: Vec<u64> = ops.iter().map(|o| o.0).collect();
-            let bytes = ops.iter().map(|o| o.1).sum();
+            let bytes = saturating_sum(ops.iter().map(|o| o.1));
             let time = summarize(n, &mut d);
             let bw = if time.total_ns > 0 { bytes as f64 / time.total_ns as f64 } else { 0.0 };
             MemoryOps { time, bytes, bandwidth_gbps: bw }
         })
         .collect();
-    let mt: u64 = memory_ops.iter().map(|m| m.time.total_ns).sum();
+    let mt = saturating_sum(memory_ops.iter().map(|m| m.time.total_ns));
     for m in &mut memory_ops {
         m.time.percent = if mt > 0 { 100.0 * m.time.total_ns as f64 / mt as f64 } else { 0.0 };
     }
@@ -104,16 +104,16 @@ pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<R
             let mut d: Vec<u64> = rows.iter().map(|r| r.0).collect();
             RangeStats {
                 time: summarize(t.names.get(n).to_string(), &mut d),
-                gpu_ns: rows.iter().map(|r| r.1).sum(),
-                gpu_ops: rows.iter().map(|r| r.2).sum(),
-                replayed_gpu_ns: rows.iter().map(|r| r.3).sum(),
-                replayed_gpu_ops: rows.iter().map(|r| r.4).sum(),
-                gpu_span_ns: rows.iter().map(|r| r.5).sum(),
-                gpu_spans: rows.iter().map(|r| r.6).sum(),
+                gpu_ns: saturating_sum(rows.iter().map(|r| r.1)),
+                gpu_ops: saturating_sum(rows.iter().map(|r| r.2)),
+                replayed_gpu_ns: saturating_sum(rows.iter().map(|r| r.3)),
+                replayed_gpu_ops: saturating_sum(rows.iter().map(|r| r.4)),
+                gpu_span_ns: saturating_sum(rows.iter().map(|r| r.5)),
+                gpu_spans: saturating_sum(rows.iter().map(|r| r.6)),
             }
         })
         .collect();
-    let rt: u64 = nvtx.iter().map(|r| r.time.total_ns).sum();
+    let rt = saturating_sum(nvtx.iter().map(|r| r.time.total_ns));
     for r in &mut nvtx {
         r.time.percent = if rt > 0 { 100.0 * r.time.total_ns as f64 / rt as f64 } else { 0.0 };
     }
@@ -169,7 +169,7 @@ pub(super) fn utilization(t: &Trace) -> (Vec<Utilization>, u64) {
             Source { keys: set_keys, make: &set },
         ],
     );
-    let gpu_time: u64 = iv.par_iter().map(|&(a, b)| b - a).sum();
+    let gpu_time: u64 = iv.par_iter().map(|&(a, b)| b - a).reduce(|| 0, u64::saturating_add);
     let span =
         |iv: &[(u64, u64)]| iv.iter().map(|x| x.1).max().unwrap_or(0) - iv.iter().map(|x| x.0).min().unwrap_or(0);
     let row = |device: u32, stream: Option<u32>, iv: &mut [(u64, u64)]| {
