@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fixture, path_str, text};
+use common::{fixture, names, path_str, snapshot, text};
 
 /// (signal, its name, the exit status it gives).
 const SIGNALS: [(i32, &str, i32); 2] = [(libc::SIGINT, "SIGINT", 130), (libc::SIGTERM, "SIGTERM", 143)];
@@ -52,28 +52,6 @@ fn interrupt(mut child: Child, signal: i32) -> Output {
         std::thread::sleep(Duration::from_millis(10));
     }
     child.wait_with_output().unwrap()
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
-}
-
-/// Every file under `dir` with its bytes, by path relative to `dir`.
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            out.extend(snapshot(&p).into_iter().map(|(rel, b)| (Path::new(&p.file_name().unwrap()).join(rel), b)));
-        } else {
-            out.push((PathBuf::from(p.file_name().unwrap()), std::fs::read(&p).unwrap()));
-        }
-    }
-    out.sort();
-    out
 }
 
 /// A recording of 2M records (6.3 MB; its Chrome JSON is 650 MB): long enough to write that a signal sent as

@@ -7,33 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{fixture, run, stderr_lines, text};
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
-}
-
-/// Every file under `dir` with its bytes, by path relative to `dir` (links as links: their targets).
-fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        let m = std::fs::symlink_metadata(&p).unwrap();
-        let rel = PathBuf::from(p.file_name().unwrap());
-        if m.is_dir() {
-            out.extend(snapshot(&p).into_iter().map(|(r, b)| (rel.join(r), b)));
-        } else if m.file_type().is_symlink() {
-            out.push((rel, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()));
-        } else {
-            out.push((rel, std::fs::read(&p).unwrap()));
-        }
-    }
-    out.sort();
-    out
-}
+use common::{fixture, names, run, snapshot, stderr_lines, text};
 
 fn export(files: &[PathBuf], dir: &Path) -> std::process::Output {
     let mut args = vec!["export".to_string()];
