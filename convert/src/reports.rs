@@ -362,7 +362,21 @@ pub fn source(
     // `--pprof -` puts the profile on standard output, and nothing else there.
     if pprof != Some(Path::new("-")) {
         if json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            // Each input's problems and PC-sample losses, as stderr says them, so a script reading the JSON
+            // alone knows what the figures leave out.
+            let mut v = serde_json::to_value(&r)?;
+            v["inputs"] = files
+                .iter()
+                .zip(&r.inputs)
+                .map(|(f, input)| {
+                    serde_json::json!({
+                        "path": f.display().to_string(),
+                        "problems": input.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                        "warnings": input.warnings(),
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&v)?);
         } else if csv {
             print!("{}", source::render_csv(&r));
         } else {

@@ -78,6 +78,13 @@ fn a_file_cut_inside_its_pc_samples_says_what_it_lost() {
         "283,298 PC samples in 3 kernels (283,472 taken by CUPTI, 0 dropped, 174 in kernels it does not report); 2 \
          cubins, 2 with line tables"
     );
+    // The JSON carries the same, per input.
+    let j = run(&["source", path_str(&f), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    let input = &v["inputs"][0];
+    assert_eq!(input["path"], path_str(&f));
+    assert_eq!(input["problems"].as_array().unwrap().len(), 1, "{input}");
+    assert_eq!(input["warnings"], serde_json::json!([lines[2]]));
     let whole = run(&["source", path_str(&write(&dir, "split.cutr", &split))]);
     assert_eq!(stderr_lines(&whole), Vec::<String>::new());
     assert!(
