@@ -10,8 +10,9 @@ cache=$("$repo/tools/fetch-cupti.sh")
 python3 "$repo/schema/tools/gen_layouts.py" --check
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cargo build -q -p cutr-schema --bin cutr-layouts --manifest-path "$repo/Cargo.toml"
-# The target dir cargo used: CARGO_TARGET_DIR where set (relative to the repository, as cargo reads it).
-target=${CARGO_TARGET_DIR:-target}; case $target in /*) ;; *) target=$repo/$target ;; esac
+# The target dir cargo used: CARGO_TARGET_DIR where set (a relative one from the current directory, as cargo
+# reads it), else the repository's.
+target=${CARGO_TARGET_DIR:-$repo/target}; case $target in /*) ;; *) target=$PWD/$target ;; esac
 bin=$target/debug/cutr-layouts
 for spec in "130001 13.0" "28 12.9"; do
   set -- $spec
