@@ -49,19 +49,6 @@ fn refuse(path: &Path, why: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, format!("{}: {why}", path.display()))
 }
 
-/// Where `path` leads: through symbolic links to the file they name (so a link stays a link), else itself. A
-/// chain longer than the kernel follows (40) is left as it is, for the open to report.
-fn resolve(path: &Path) -> PathBuf {
-    let mut at = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::read_link(&at) {
-            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
-            Err(_) => return at,
-        }
-    }
-    at
-}
-
 /// Creates `tmp`, a name no other file may hold: one left by an earlier run of the same process id (or a link
 /// planted there) is removed by its name first, never followed or written through.
 fn create_new(tmp: &Path) -> io::Result<File> {
@@ -109,7 +96,7 @@ impl Output {
             let fd = io::stdout().as_fd().try_clone_to_owned()?;
             (Target::InPlace { path: path.to_path_buf() }, File::from(fd))
         } else {
-            let path = resolve(path);
+            let path = cutr_cleanup::resolve_links(path);
             match std::fs::metadata(&path) {
                 Ok(m) if m.is_dir() => return Err(refuse(&path, "is a directory")),
                 Ok(m) if !m.is_file() => {

@@ -38,6 +38,20 @@ fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Where `path` leads: through symbolic links to what they name, so that an output written "at" a link replaces
+/// the file it names and the link stays a link. A chain longer than the kernel follows (40) is left as it is, for
+/// the filesystem calls to report.
+pub fn resolve_links(path: &Path) -> PathBuf {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::read_link(&at) {
+            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
+            Err(_) => return at,
+        }
+    }
+    at
+}
+
 /// Runs `f` with the cleanup held off: a signal that arrives meanwhile is acted on once `f` returns. For the
 /// short steps that make a temporary path and register it, or rename an output into place; never nested (the
 /// cleanup, waiting, would block the inner hold).

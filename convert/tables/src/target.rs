@@ -24,7 +24,7 @@ pub(crate) struct Staging {
 /// `dir` through its symbolic links (a link stays a link; its target is replaced), refused where it is not a
 /// directory, or holds entries no export writes.
 pub(crate) fn check(dir: &Path) -> Result<PathBuf, TablesError> {
-    let target = normal(&resolve(&normal(dir)));
+    let target = normal(&cutr_cleanup::resolve_links(&normal(dir)));
     let refuse = |why: String| Err(TablesError::Target(dir.display().to_string(), why));
     if target.file_name().is_none() {
         // `.`, `..`, `/`: nothing to put a directory beside, nor to rename.
@@ -60,19 +60,6 @@ fn is_export_entry(name: &str) -> bool {
 /// not inside).
 fn normal(path: &Path) -> PathBuf {
     path.components().collect()
-}
-
-/// Through symbolic links to what they name; a chain longer than the kernel follows (40) is left for the
-/// filesystem calls to report.
-fn resolve(path: &Path) -> PathBuf {
-    let mut at = path.to_path_buf();
-    for _ in 0..40 {
-        match std::fs::read_link(&at) {
-            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
-            Err(_) => return at,
-        }
-    }
-    at
 }
 
 /// `<target>.<what>-<pid>-<n>`, the first `n` whose name is free.
