@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cutr_analyses::source::{LineTables, SourceReport, render_text, report};
+use cutr_analyses::source::{KernelLines, SourceReport, render_text, report};
 use cutr_format::Reader;
 use cutr_synth::forge::cubins::{self, Sample, flip_blob_header_bit};
 
@@ -38,7 +38,7 @@ fn cubin_warnings(r: &SourceReport) -> Vec<String> {
 }
 
 /// The kernel's state, its samples, its top line and what the text says instead of lines.
-fn kernel(r: &SourceReport) -> (LineTables, u64, Option<(String, u32)>, Option<String>) {
+fn kernel(r: &SourceReport) -> (KernelLines, u64, Option<(String, u32)>, Option<String>) {
     let k = &r.kernels[0];
     let text = render_text(r);
     let note = text.lines().find(|l| l.trim_start().starts_with("(its cubin")).map(|l| l.trim().to_string());
@@ -49,7 +49,7 @@ fn kernel(r: &SourceReport) -> (LineTables, u64, Option<(String, u32)>, Option<S
 fn the_undamaged_recording_has_its_lines() {
     let dir = tempfile::tempdir().unwrap();
     let r = source(&write(dir.path(), "good.cutr", &[(CRC, &fixture_cubin()[..])]));
-    assert_eq!(kernel(&r), (LineTables::Present, 1_000, Some(("source_workload.cu".into(), 43)), None));
+    assert_eq!(kernel(&r), (KernelLines::Present, 1_000, Some(("source_workload.cu".into(), 43)), None));
     assert_eq!(cubin_warnings(&r), [] as [String; 0]);
     assert_eq!((r.cubins, r.cubins_with_lines), (1, 1));
     let json = serde_json::to_value(&r.kernels[0]).unwrap();
@@ -67,7 +67,7 @@ fn a_flipped_bit_in_the_blob_header_loses_the_cubin_and_says_so() {
     std::fs::write(&bad, &bytes).unwrap();
     let r = source(&bad);
     let lost = "(its cubin was lost: the recording holds no readable copy (see the warnings); offsets below)";
-    assert_eq!(kernel(&r), (LineTables::CubinLost, 1_000, None, Some(lost.into())));
+    assert_eq!(kernel(&r), (KernelLines::CubinLost, 1_000, None, Some(lost.into())));
     assert!(!render_text(&r).contains("-lineinfo"));
     assert_eq!(serde_json::to_value(&r.kernels[0]).unwrap()["line_tables"], "cubin_lost");
     assert_eq!((r.cubins, r.cubins_with_lines), (0, 0));
@@ -79,7 +79,7 @@ fn a_cubin_built_without_lineinfo_is_told_to_rebuild() {
     let functions = [cubins::Function { name: CHASE.into(), size: 1920 }];
     let r = source(&write(dir.path(), "nolines.cutr", &[(CRC, &cubins::elf(&functions, None, b"")[..])]));
     let rebuild = "(its cubin has no line tables: build with -lineinfo for lines; offsets below)";
-    assert_eq!(kernel(&r), (LineTables::Absent, 1_000, None, Some(rebuild.into())));
+    assert_eq!(kernel(&r), (KernelLines::Absent, 1_000, None, Some(rebuild.into())));
     assert_eq!(cubin_warnings(&r), [] as [String; 0]);
 }
 
@@ -90,7 +90,7 @@ fn line_tables_outside_the_cubin_are_damaged_not_absent() {
     let cubin = cubins::section_outside(&fixture_cubin(), ".debug_line");
     let r = source(&write(dir.path(), "outside.cutr", &[(CRC, &cubin[..])]));
     let damaged = "(its cubin's line tables are damaged (see the warnings); offsets below)";
-    assert_eq!(kernel(&r), (LineTables::Damaged, 1_000, None, Some(damaged.into())));
+    assert_eq!(kernel(&r), (KernelLines::Damaged, 1_000, None, Some(damaged.into())));
     assert_eq!(
         cubin_warnings(&r),
         ["cubin 0x75b62bf0: its line tables are damaged: the .debug_line section header points outside the cubin \
@@ -103,7 +103,7 @@ fn bytes_that_are_no_cubin_are_unreadable() {
     let dir = tempfile::tempdir().unwrap();
     let r = source(&write(dir.path(), "junk.cutr", &[(CRC, &b"not an elf"[..])]));
     let unreadable = "(its cubin could not be read (see the warnings); offsets below)";
-    assert_eq!(kernel(&r), (LineTables::CubinUnreadable, 1_000, None, Some(unreadable.into())));
+    assert_eq!(kernel(&r), (KernelLines::CubinUnreadable, 1_000, None, Some(unreadable.into())));
     assert_eq!(cubin_warnings(&r), ["cubin 0x75b62bf0: not an ELF cubin: Could not read file magic"]);
 }
 
@@ -125,7 +125,7 @@ fn a_cubin_over_the_limit_is_refused_with_its_size() {
     let p = write(dir.path(), "big.cutr", &[(CRC, &big[..])]);
     let blob = cutr_synth::forge::chunks_of(&std::fs::read(&p).unwrap(), cutr_format::ChunkType::Blob)[0];
     let r = source(&p);
-    assert_eq!(kernel(&r).0, LineTables::CubinLost);
+    assert_eq!(kernel(&r).0, KernelLines::CubinLost);
     assert_eq!(
         cubin_warnings(&r),
         [format!(
@@ -144,7 +144,7 @@ fn two_cubins_under_one_crc_are_warned_of_and_the_one_that_parses_wins() {
     let dir = tempfile::tempdir().unwrap();
     let junk = b"not an elf".to_vec();
     let r = source(&write(dir.path(), "junk_first.cutr", &[(CRC, &junk[..]), (CRC, &fixture_cubin()[..])]));
-    assert_eq!(kernel(&r), (LineTables::Present, 1_000, Some(("source_workload.cu".into(), 43)), None));
+    assert_eq!(kernel(&r), (KernelLines::Present, 1_000, Some(("source_workload.cu".into(), 43)), None));
     assert_eq!(
         cubin_warnings(&r),
         ["cubin 0x75b62bf0 is recorded 2 times with different bytes: chunk #0 (10 bytes, does not parse: not an ELF \

@@ -16,7 +16,7 @@ use serde::Serialize;
 /// What a kernel's report can say about its lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LineTables {
+pub enum KernelLines {
     /// Its cubin's line tables were read.
     Present,
     /// Its cubin has none: built without `-lineinfo`.
@@ -29,17 +29,17 @@ pub enum LineTables {
     CubinLost,
 }
 
-impl LineTables {
+impl KernelLines {
     /// What the report says of the cubin of this CRC, from the maps read (`None`: no copy was read; `Some(None)`:
     /// one was, but did not parse).
-    pub fn of(map: Option<&Option<SourceMap>>) -> LineTables {
+    pub fn of(map: Option<&Option<SourceMap>>) -> KernelLines {
         match map {
-            None => LineTables::CubinLost,
-            Some(None) => LineTables::CubinUnreadable,
+            None => KernelLines::CubinLost,
+            Some(None) => KernelLines::CubinUnreadable,
             Some(Some(m)) => match m.line_tables() {
-                cutr_source::LineTables::Present => LineTables::Present,
-                cutr_source::LineTables::Absent => LineTables::Absent,
-                cutr_source::LineTables::Damaged => LineTables::Damaged,
+                cutr_source::LineTables::Present => KernelLines::Present,
+                cutr_source::LineTables::Absent => KernelLines::Absent,
+                cutr_source::LineTables::Damaged => KernelLines::Damaged,
             },
         }
     }
@@ -47,11 +47,11 @@ impl LineTables {
     /// Why a kernel has no lines, for people; `None` when it has them.
     pub fn why_no_lines(self) -> Option<&'static str> {
         match self {
-            LineTables::Present => None,
-            LineTables::Absent => Some("its cubin has no line tables: build with -lineinfo for lines; offsets below"),
-            LineTables::Damaged => Some("its cubin's line tables are damaged (see the warnings); offsets below"),
-            LineTables::CubinUnreadable => Some("its cubin could not be read (see the warnings); offsets below"),
-            LineTables::CubinLost => {
+            KernelLines::Present => None,
+            KernelLines::Absent => Some("its cubin has no line tables: build with -lineinfo for lines; offsets below"),
+            KernelLines::Damaged => Some("its cubin's line tables are damaged (see the warnings); offsets below"),
+            KernelLines::CubinUnreadable => Some("its cubin could not be read (see the warnings); offsets below"),
+            KernelLines::CubinLost => {
                 Some("its cubin was lost: the recording holds no readable copy (see the warnings); offsets below")
             }
         }

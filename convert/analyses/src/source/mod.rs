@@ -20,7 +20,7 @@ use cutr_model::pc_reasons::{ReasonCheck, name_samples};
 use cutr_source::SourceMap;
 use serde::Serialize;
 
-pub use cubins::LineTables;
+pub use cubins::KernelLines;
 pub use pprof::{PprofSummary, pprof};
 
 /// What `source` shows.
@@ -82,7 +82,7 @@ pub struct KernelSource {
     /// Whether its cubin had line tables.
     pub has_lines: bool,
     /// What its cubin says about lines: present, absent (no -lineinfo), damaged, or the cubin unreadable or lost.
-    pub line_tables: LineTables,
+    pub line_tables: KernelLines,
     pub lines: Vec<LineRow>,
     pub pcs: Vec<PcRow>,
 }
@@ -373,7 +373,7 @@ fn kernels(
                 percent: 0.0,
                 stalls: sorted(&total),
                 has_lines: map.is_some_and(|m| m.has_lines()),
-                line_tables: LineTables::of(maps.get(&crc)),
+                line_tables: KernelLines::of(maps.get(&crc)),
                 lines: line_rows,
                 pcs: pc_rows,
             }
