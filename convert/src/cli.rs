@@ -309,7 +309,7 @@ pub enum Command {
     #[command(hide = true)]
     Docs {
         #[command(subcommand)]
-        what: DocsCommand,
+        what: crate::docs::DocsCommand,
     },
 }
 
@@ -322,28 +322,6 @@ fn parse_rank(s: &str) -> Result<(u32, u32), String> {
         return Err(format!("rank {r} is not below the world size {w}"));
     }
     Ok((r, w))
-}
-
-/// The hidden commands that print documentation: `tools/install.sh` installs their output.
-#[derive(Subcommand, Debug)]
-pub enum DocsCommand {
-    /// The shell completion script for SHELL.
-    Completions { shell: clap_complete::Shell },
-    /// The man page (roff).
-    Manpage,
-}
-
-/// Prints a completion script or the man page on stdout.
-pub fn print_docs(what: &DocsCommand) -> std::io::Result<()> {
-    use clap::CommandFactory;
-    let mut cmd = Cli::command();
-    match what {
-        DocsCommand::Completions { shell } => {
-            clap_complete::generate(*shell, &mut cmd, "cupti-convert", &mut std::io::stdout());
-            Ok(())
-        }
-        DocsCommand::Manpage => clap_mangen::Man::new(cmd).render(&mut std::io::stdout()),
-    }
 }
 
 /// A wrong argument: the command exits with status 2, as for the arguments clap itself rejects.

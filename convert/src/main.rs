@@ -6,6 +6,7 @@
 
 mod cli;
 mod convert;
+mod docs;
 mod memory;
 mod progress;
 mod reports;
@@ -93,7 +94,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             reports::sql(&statement, &files, parquet.as_deref(), format)
         }
         Some(Command::Docs { what }) => {
-            cli::print_docs(&what).map_err(|e| anyhow::anyhow!("cannot write: {e}"))?;
+            docs::run(&what)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Generate {
