@@ -31,7 +31,9 @@ fn summary(o: &std::process::Output) -> String {
 fn source_and_pprof(f: &std::path::Path) -> (std::process::Output, Vec<String>) {
     let o = run(&["source", path_str(f), "--top", "1"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let pb = f.with_extension("pb.gz");
+    // The profile goes to a folder of its own: beside a fixture it would land in the source tree.
+    let pb_dir = tempfile::tempdir().unwrap();
+    let pb = pb_dir.path().join("profile.pb.gz");
     let p = run(&["source", path_str(f), "--pprof", path_str(&pb), "--top", "1"]);
     assert_eq!(p.status.code(), Some(0));
     let mut pprof_lines = stderr_lines(&p);

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod doc_check;
 pub mod fuzz;
 pub mod sass_to_source;
 
