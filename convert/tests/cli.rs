@@ -312,7 +312,7 @@ fn an_empty_window_names_where_the_records_lie() {
         ["cupti-convert: warning: the window --start 2s --end 3s keeps no record: the records lie at 0.000-0.164 s, \
           0.817-0.820 s, 4.819-5.494 s and 5.821-5.822 s (seconds after the first record)"]
     );
-    // The README's window: 100 ms of the training steps.
+    // A window over the training steps (the README's, 5.3-5.4 s, runs in readme_commands.rs).
     let o = run(&[path_str(&f), "--perfetto", "--start", "4.9s", "--end", "5s", "-o", path_str(&out), "-q"]);
     assert_eq!((o.status.code(), stderr_lines(&o)), (Some(0), Vec::<String>::new()));
 }

@@ -264,3 +264,27 @@ pub fn shell_lines(markdown: &str) -> Vec<(usize, String)> {
         .map(|(line, _, text)| (line, text))
         .collect()
 }
+
+/// The `cupti-convert` commands of a document's shell lines, as argument lists: `cupti-convert ARGS`,
+/// `DIR/cupti-convert ARGS` and `cargo run ... -p cutr-convert -- ARGS`. Words are split as a shell splits them
+/// (quotes kept together); a word starting with `#` starts a comment.
+pub fn convert_commands(markdown: &str) -> Vec<(usize, Vec<String>)> {
+    let mut commands = Vec::new();
+    for (line, text) in shell_lines(markdown) {
+        let Some(words) = shlex::split(&text) else { continue };
+        let words: Vec<String> = words.into_iter().take_while(|w| !w.starts_with('#')).collect();
+        let Some(program) = words.first() else { continue };
+        let args = if program == "cupti-convert" || program.ends_with("/cupti-convert") {
+            &words[1..]
+        } else if program == "cargo" && words.iter().any(|w| w == "cutr-convert") {
+            match words.iter().position(|w| w == "--") {
+                Some(dashes) => &words[dashes + 1..],
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        commands.push((line, args.to_vec()));
+    }
+    commands
+}
