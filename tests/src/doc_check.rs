@@ -267,12 +267,16 @@ pub fn shell_lines(markdown: &str) -> Vec<(usize, String)> {
 
 /// The `cupti-convert` commands of a document's shell lines, as argument lists: `cupti-convert ARGS`,
 /// `DIR/cupti-convert ARGS` and `cargo run ... -p cutr-convert -- ARGS`. Words are split as a shell splits them
-/// (quotes kept together); a word starting with `#` starts a comment.
+/// (quotes kept together) once the comment is cut off (from a `#` after a space: comments hold apostrophes). A line
+/// the shell could not split is an error naming it, never a command silently left out.
 pub fn convert_commands(markdown: &str) -> Vec<(usize, Vec<String>)> {
     let mut commands = Vec::new();
     for (line, text) in shell_lines(markdown) {
-        let Some(words) = shlex::split(&text) else { continue };
-        let words: Vec<String> = words.into_iter().take_while(|w| !w.starts_with('#')).collect();
+        if text.trim_start().starts_with('#') {
+            continue;
+        }
+        let code = text.find(" #").map_or(text.as_str(), |comment| &text[..comment]);
+        let words = shlex::split(code).unwrap_or_else(|| panic!("line {line}: unbalanced quotes in `{code}`"));
         let Some(program) = words.first() else { continue };
         let args = if program == "cupti-convert" || program.ends_with("/cupti-convert") {
             &words[1..]

@@ -4,7 +4,7 @@
 //! binary). Issue 32: two docs named files that were never in the repository, and `workloads/README.md` listed 6
 //! of its 14 CUDA programs.
 
-use cutr_tests::doc_check::{Named, Tree, missing_paths, named_paths, unlisted};
+use cutr_tests::doc_check::{Named, Tree, convert_commands, missing_paths, named_paths, unlisted};
 use cutr_tests::repo;
 
 /// The documents a newcomer reads.
@@ -147,4 +147,39 @@ tools/test.sh && tools/nothing.sh --flag target/release/cupti-record   # fixture
         ["a.cutr", "regress/base_a.cutr", "regress/base_b.cutr", "diff/aa-1.cutr", "cubins/x.cubin"].map(String::from);
     let listing = "`a.cutr`, `regress/base_{a,b}.cutr`, `diff/aa-*.cutr`";
     assert_eq!(unlisted(&files, listing), ["cubins/x.cubin"]);
+}
+
+/// The README's commands as `convert/tests/readme_commands.rs` reads them: from shell blocks only, split as a shell
+/// splits them, comments (with their apostrophes) cut off; the three ways the README runs `cupti-convert`.
+#[test]
+fn convert_commands_are_read_as_a_shell_reads_them() {
+    let doc = "\
+```sh
+# it's a comment line
+cupti-convert stats a.cutr --step \"iter \"   # the runtime's own
+target/release/cupti-convert info b.cutr
+cargo run --release -p cutr-convert -- c.cutr --perfetto
+cargo build -p cutr-convert
+cupti-record -o run.cutr -- ./app
+```
+
+```yaml
+cupti-convert d.cutr
+```
+";
+    let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        convert_commands(doc),
+        [
+            (3, words(&["stats", "a.cutr", "--step", "iter "])),
+            (4, words(&["info", "b.cutr"])),
+            (5, words(&["c.cutr", "--perfetto"])),
+        ]
+    );
+}
+
+#[test]
+#[should_panic(expected = "line 2: unbalanced quotes in `cupti-convert stats \"a.cutr`")]
+fn an_unbalanced_quote_in_a_command_is_an_error() {
+    convert_commands("```sh\ncupti-convert stats \"a.cutr\n```\n");
 }
