@@ -133,6 +133,20 @@ impl Runs {
         }
     }
 
+    /// The executions' intervals merged where they overlap or touch, in time order.
+    pub(crate) fn merged(&self) -> Vec<(u64, u64)> {
+        let mut sorted = self.intervals.clone();
+        sorted.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(sorted.len());
+        for (a, b) in sorted {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        out
+    }
+
     /// The executions' time up to `t` (summed over executions, overlapping ones each counted).
     fn time_until(&self, t: u64) -> u128 {
         let started = self.starts.partition_point(|&s| s <= t);

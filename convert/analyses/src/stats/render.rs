@@ -135,25 +135,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
         );
     }
     if on(Section::Counters) && !s.counters.is_empty() {
-        let rows = s
-            .counters
-            .iter()
-            .map(|c| {
-                vec![
-                    format!("{:.2}", c.average),
-                    format!("{:.1}", 100.0 * c.covered_ns as f64 / c.total_ns.max(1) as f64),
-                    format!("GPU {}", c.device),
-                    c.series.clone(),
-                    format!("{} {}", c.over, name(&c.name, opts)),
-                ]
-            })
-            .collect();
-        table(
-            &mut o,
-            "Counters while each kernel ran and each NVTX range was open (time-weighted averages)",
-            &["Average", "Covered (%)", "Device", "Counter", "Over"],
-            rows,
-        );
+        super::counter_render::text(&mut o, &s.counters, opts);
         if s.counter_groups_not_shown > 0 {
             let _ = writeln!(
                 o,
