@@ -37,7 +37,8 @@ pub struct CounterAverage {
     /// Time of the executions the series' readings cover, and their whole time.
     pub covered_ns: u64,
     pub total_ns: u64,
-    /// What each reading averages (`average over the last 1000 ms`), `None` for a reading of one instant.
+    /// What each reading averages (`average over the last 1000 ms`), `None` (left out) for a reading of one instant.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<String>,
     /// The share of the windows covering the executions that the executions fill (1 for an instant reading):
     /// under [`OWN_SHARE`] the average is mostly of other time, the level around the op rather than its own.
@@ -51,7 +52,7 @@ pub const OWN_SHARE: f64 = 0.5;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CounterSection {
     pub rows: Vec<CounterAverage>,
-    /// (kernel or range, device) groups with series over them whose rows are not in the report (past
+    /// (kernel, copy or range, device) groups with series over them whose rows are not in the report (past
     /// [`MAX_ROWS`]), the first of them perhaps in part.
     pub groups_not_shown: usize,
     /// Averages that came out as no number (an infinite or NaN reading the model let through), named.

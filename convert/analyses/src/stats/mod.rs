@@ -247,7 +247,7 @@ pub struct Stats {
     /// Counter series averaged over kernels and NVTX ranges (`--counters` recordings), at most
     /// [`MAX_COUNTER_ROWS`].
     pub counters: Vec<CounterAverage>,
-    /// (kernel or range, device) groups whose counter averages are past [`MAX_COUNTER_ROWS`], left out.
+    /// (kernel, copy or range, device) groups whose counter averages are past [`MAX_COUNTER_ROWS`], left out.
     pub counter_groups_not_shown: usize,
     /// Unified memory (the `um` section).
     pub um: UmReport,

@@ -139,7 +139,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
         if s.counter_groups_not_shown > 0 {
             let _ = writeln!(
                 o,
-                "  ... and the counters of {} more (kernel or NVTX range, GPU) pairs: a report holds at most {} \
+                "  ... and the counters of {} more (kernel, copy or NVTX range, GPU) pairs: a report holds at most {} \
                  counter rows (--top N keeps the names with the most time)",
                 fmt::thousands(s.counter_groups_not_shown as u64),
                 fmt::thousands(super::MAX_COUNTER_ROWS as u64)
