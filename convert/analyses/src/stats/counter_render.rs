@@ -17,6 +17,9 @@ const HEADER_CHARS: usize = 12;
 /// Below this share of an op's time covered by readings, its cell is marked.
 const COVERED_SHARE: f64 = 0.5;
 
+/// An op, (kind, name, GPU), with its rows by series.
+type OpRows<'a> = ((&'a str, &'a str, u32), BTreeMap<&'a str, &'a CounterAverage>);
+
 /// A column: a series, its short name and unit, the factor its values are divided by, and its place.
 struct Column<'a> {
     series: &'a str,
@@ -85,7 +88,7 @@ fn cell(c: &Column, r: &CounterAverage) -> String {
 /// The section's text: blocks of columns, then what the marks and windows mean.
 pub(super) fn text(o: &mut String, rows: &[CounterAverage], opts: TextOptions) {
     // Ops in the section's order (kernels, copies, ranges; by time), each with its rows by series.
-    let mut ops: Vec<((&str, &str, u32), BTreeMap<&str, &CounterAverage>)> = Vec::new();
+    let mut ops: Vec<OpRows> = Vec::new();
     for r in rows {
         let key = (r.over, r.name.as_str(), r.device);
         match ops.last_mut() {
@@ -126,13 +129,7 @@ pub(super) fn text(o: &mut String, rows: &[CounterAverage], opts: TextOptions) {
 }
 
 /// One block of columns: header lines bottom-aligned, then a line per op.
-fn block(
-    o: &mut String,
-    ops: &[((&str, &str, u32), BTreeMap<&str, &CounterAverage>)],
-    columns: &[Column],
-    widths: &[usize],
-    opts: TextOptions,
-) {
+fn block(o: &mut String, ops: &[OpRows], columns: &[Column], widths: &[usize], opts: TextOptions) {
     let lines = columns.iter().map(|c| c.header.len()).max().unwrap_or(1);
     let _ = writeln!(o);
     for line in 0..lines {

@@ -41,7 +41,7 @@ pub struct CounterAverage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<String>,
     /// The share of the windows covering the executions that the executions fill (1 for an instant reading):
-    /// under [`OWN_SHARE`] the average is mostly of other time, the level around the op rather than its own.
+    /// under one half the average is mostly of other time, the level around the op rather than its own.
     pub own_share: f64,
 }
 
@@ -61,6 +61,12 @@ pub struct CounterSection {
 
 /// A (file, device)'s series, by name, with what each reading averages.
 type SeriesList = [(NameId, Window, Series)];
+
+/// Every (file, device)'s series.
+type SeriesByDevice = HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>>;
+
+/// A memcpy's kind: (copy kind, source memory kind, destination memory kind).
+type CopyKind = (u8, u8, u8);
 
 /// Per process: its executions of a name, and the series they are averaged against.
 type Parts<'s> = Vec<(Runs, &'s SeriesList)>;
@@ -152,7 +158,7 @@ pub fn average_over_intervals(
 /// Series of counter samples per (file, device) (the PC-sample stall rates are `source`'s), sorted by name. The
 /// model keeps each series' samples together in time order, so a series is a run of samples with one key: the
 /// runs are sorted by key (a key in two runs is merged), and each series is built from its samples in one pass.
-fn series(t: &Trace) -> HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>> {
+fn series(t: &Trace) -> SeriesByDevice {
     let key = |c: &cutr_model::CounterSample| (c.proc, c.device, c.series);
     let mut runs: Vec<&[cutr_model::CounterSample]> = t
         .counters
@@ -160,7 +166,7 @@ fn series(t: &Trace) -> HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>> {
         .filter(|run| !t.names.get(run[0].series).starts_with("PC samples/ms:"))
         .collect();
     runs.sort_by_key(|run| key(&run[0]));
-    let mut series: HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>> = HashMap::new();
+    let mut series: SeriesByDevice = HashMap::new();
     for same in runs.chunk_by(|a, b| key(&a[0]) == key(&b[0])) {
         let mut points: Vec<(u64, f64)> =
             same.iter().flat_map(|run| run.iter()).filter(|c| c.value.is_finite()).map(|c| (c.ts, c.value)).collect();
@@ -180,7 +186,7 @@ fn series(t: &Trace) -> HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>> {
 
 /// Kernels and copies by (name, device) on the devices with series, ranges by (name, device) for every device of
 /// their process with series; only those whose executions meet some series' readings.
-fn groups<'s>(t: &Trace, series: &'s HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>>) -> Vec<Group<'s>> {
+fn groups<'s>(t: &Trace, series: &'s SeriesByDevice) -> Vec<Group<'s>> {
     // The span all of a (file, device)'s series cover together: a group outside it has no row.
     let hull: HashMap<(ProcId, u32), (u64, u64)> = series
         .iter()
@@ -229,11 +235,8 @@ fn groups<'s>(t: &Trace, series: &'s HashMap<(ProcId, u32), Vec<(NameId, Window,
 }
 
 /// Copies and memsets by (kind's name, device, process): `Memcpy HtoD (Pageable -> Device)`, `Memset (Device)`.
-fn copies(
-    t: &Trace,
-    series: &HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>>,
-) -> HashMap<(String, u32, ProcId), Vec<(u64, u64)>> {
-    let mut kinds: HashMap<((u8, u8, u8), u32, ProcId), Vec<(u64, u64)>> = HashMap::new();
+fn copies(t: &Trace, series: &SeriesByDevice) -> HashMap<(String, u32, ProcId), Vec<(u64, u64)>> {
+    let mut kinds: HashMap<(CopyKind, u32, ProcId), Vec<(u64, u64)>> = HashMap::new();
     for m in t.memcpys.iter().filter(|m| series.contains_key(&(m.proc, m.device))) {
         kinds.entry(((m.copy_kind, m.src_kind, m.dst_kind), m.device, m.proc)).or_default().push((m.start, m.end));
     }
