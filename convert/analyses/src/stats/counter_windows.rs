@@ -84,8 +84,9 @@ pub(crate) enum Series {
     /// A value holds from its reading until the next.
     Held(Steps),
     /// Each reading spread over its window: per instant, the sum of the readings whose windows cover it and their
-    /// count, as step functions; and the windows, by start (their ends are in the same order).
-    Windowed { sum: Steps, count: Steps, windows: Vec<(u64, u64)>, length_prefix: Vec<u128> },
+    /// count, as step functions (the sums of readings divided by `scale`, so that no sum of finite readings
+    /// overflows); and the windows, by start (their ends are in the same order), with their lengths' prefix sums.
+    Windowed { sum: Steps, count: Steps, scale: f64, windows: Vec<(u64, u64)>, length_prefix: Vec<u128> },
 }
 
 impl Series {
@@ -103,7 +104,16 @@ impl Series {
             // The first reading's window is not known (no earlier reading): it is left out.
             Window::SincePrevious => points.windows(2).map(|w| ((w[0].0, w[1].0), w[1].1)).collect(),
         };
-        let windows: Vec<((u64, u64), f64)> = windows.into_iter().filter(|w| w.0.1 > w.0.0).collect();
+        // A power of two about the largest reading: dividing by it is exact, and a sum of the (at most a few
+        // hundred) open windows' readings stays far from overflowing whatever they are.
+        let largest = windows.iter().fold(0f64, |m, w| m.max(w.1.abs()));
+        let scale = if largest > 0.0 && largest.is_finite() {
+            2f64.powi(largest.log2().floor().min(1023.0) as i32)
+        } else {
+            1.0
+        };
+        let windows: Vec<((u64, u64), f64)> =
+            windows.into_iter().filter(|w| w.0.1 > w.0.0).map(|(w, v)| (w, v / scale)).collect();
         // The sweep: +value at each window's start, -value at its end. Sums are redone from the open windows'
         // values at each step, not kept by adding and subtracting, so no rounding builds up over a long series.
         let mut edges: Vec<(u64, bool, usize)> =
@@ -132,6 +142,7 @@ impl Series {
         Series::Windowed {
             sum: Steps::new(&sum_points),
             count: Steps::new(&count_points),
+            scale,
             windows: windows.into_iter().map(|w| w.0).collect(),
             length_prefix,
         }
@@ -151,7 +162,7 @@ impl Series {
             Series::Held(s) => {
                 s.average_over(runs).map(|(value, covered_ns)| Placed { value, covered_ns, own_share: 1.0 })
             }
-            Series::Windowed { sum, count, windows, length_prefix } => {
+            Series::Windowed { sum, count, scale, windows, length_prefix } => {
                 let (sum_avg, covered_ns) = sum.average_over(runs)?;
                 let (count_avg, _) = count.average_over(runs)?;
                 if count_avg <= 0.0 {
@@ -171,7 +182,7 @@ impl Series {
                 }
                 let filled = count_avg * covered_ns as f64;
                 let own_share = if meeting > 0 { (filled / meeting as f64).min(1.0) } else { 0.0 };
-                Some(Placed { value: sum_avg / count_avg, covered_ns, own_share })
+                Some(Placed { value: sum_avg / count_avg * scale, covered_ns, own_share })
             }
         }
     }
@@ -218,6 +229,9 @@ mod tests {
         let placed = s.over(&Runs::new(vec![(90, 110)])).unwrap();
         assert_eq!(placed.value, 30.0);
         assert_eq!((placed.covered_ns, placed.own_share), (20, 40.0 / 300.0));
+        // Readings of the largest float: their sums would overflow unscaled (and log2 of it rounds to 1024).
+        let big = Series::new(&[(100, f64::MAX), (150, f64::MAX)], Window::Before { lag_ns: 0, length_ns: 100 });
+        assert_eq!(big.over(&Runs::new(vec![(60, 90)])).unwrap().value, f64::MAX.next_down(), "a number");
         // A lag moves the windows back: the reading at 200 covers [40, 140].
         let late = Series::new(&[(200, 8.0)], Window::Before { lag_ns: 60, length_ns: 100 });
         assert_eq!(late.over(&Runs::new(vec![(0, 50)])).unwrap().value, 8.0);
