@@ -248,9 +248,9 @@ pub(super) fn csv_field(s: &str) -> String {
 /// = the ranges' summed GPU spans), `nvtx_replayed` (a range name whose graph nodes were made inside it: gpu_ns, gpu_ops = their replays'),
 /// `graph_exec`, `graph_range`, `graph_site`, `graph_join` (the graphs section: see `graphs_render::csv`),
 /// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
-/// `kernel NAME | GPU N | COUNTER` (or `nvtx ...`), total_ns = the executions' time, percent = the share of it the
-/// samples cover, avg_ns = the counter's time-weighted average in its own unit; `memory_peak`: name = `FILE GPU
-/// N CLASS` (device, managed, pinned host), count = allocations, total_ns = when the peak was reached (from the
+/// `kernel NAME | GPU N | COUNTER` (or `copy ...`, `nvtx ...`), total_ns = the executions' time, percent = the
+/// share of it the samples cover, avg_ns = the counter's time-weighted average in its own unit (NVML's averages
+/// placed over their windows, as the text); `memory_peak`: name = `FILE GPU N CLASS` (device, managed, pinned host), count = allocations, total_ns = when the peak was reached (from the
 /// trace's start), bytes = the peak; `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`),
 /// `um_throttling` (`GPU N`): count, total_ns, bytes where they apply; `um_gpu_fault` and `um_fault_groups` (`GPU N
 /// | ACCESS`): count = records, fault groups; `um_cpu_fault` (name = access type), `um_thrashing`,
