@@ -250,8 +250,9 @@ pub(super) fn csv_field(s: &str) -> String {
 /// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
 /// `kernel NAME | GPU N | COUNTER` (or `copy ...`, `nvtx ...`), total_ns = the executions' time, percent = the
 /// share of it the samples cover, avg_ns = the counter's time-weighted average in its own unit (NVML's averages
-/// placed over their windows, as the text); `memory_peak`: name = `FILE GPU N CLASS` (device, managed, pinned host), count = allocations, total_ns = when the peak was reached (from the
-/// trace's start), bytes = the peak; `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`),
+/// placed over their windows, as the text); `memory_peak`: name = `FILE GPU N CLASS` (device, managed, pinned
+/// host), count = allocations, total_ns = when the peak was reached (from the trace's start), bytes = the peak;
+/// `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`),
 /// `um_throttling` (`GPU N`): count, total_ns, bytes where they apply; `um_gpu_fault` and `um_fault_groups` (`GPU N
 /// | ACCESS`): count = records, fault groups; `um_cpu_fault` (name = access type), `um_thrashing`,
 /// `um_address_bytes`, `um_address_faults` (name = hex address),
