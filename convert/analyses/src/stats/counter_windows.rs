@@ -10,7 +10,7 @@
 //! - `GPU utilization (%)`, `memory utilization (%)`: `nvmlDeviceGetUtilizationRates`, "percent of time over the
 //!   past sample period", documented as between 1/6 s and 1 s by product. On the H100 fixture the readings change
 //!   every 100 ms and every phase edge shows up late by the same amounts: memory utilization rises 189-197 ms after
-//!   each copy phase starts and falls 289-296 ms after it ends (three of each), GPU utilization rises 197 ms after
+//!   each copy phase starts and falls 288-296 ms after it ends (three of each), GPU utilization rises 197 ms after
 //!   the first kernel. So on sm_90 a reading at t is the average over [t - 290 ms, t - 190 ms]; on other GPUs,
 //!   never measured, over the longest documented period, [t - 1 s, t].
 //! - `PCIe TX/RX`, `NVLink TX/RX` (B/s): the recorder's rates between two readings of NVML's byte counters, so
@@ -20,6 +20,13 @@
 //! readings whose windows cover it, each weighted by how much of the op's time its window covers. That is the
 //! step function held from each reading, shifted back over the window, where windows tile (PCIe, NVLink); where
 //! they overlap (utilization, power) it is the mean of every reading that saw the op, in proportion to what each saw.
+//! Weighting by overlap, rather than taking the first reading whose window ends after the op, uses every reading
+//! that saw the op and needs no choice of which one: a 1 ms kernel gets the mean of the ~100 power readings whose
+//! 1 s windows hold it. Such a kernel fills 0.1% of each window, so its figure is the level around it: the row
+//! says so ([`Placed::own_share`]). On the fixture memory utilization reads 100% for 400 ms of each 600 ms cycle
+//! (the 300 ms copy phase and 100 ms of the FMA phase after it), so the FMA kernel keeps about a third wherever the
+//! window is put; placed, the copy kernel gets 99.9% and the FMA kernel 34.5% (held from each reading: 35.8% and
+//! 96.6%, the reverse).
 
 use cutr_format::Device;
 
