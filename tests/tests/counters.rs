@@ -13,8 +13,9 @@ use cutr_viewer_export::{ExportOptions, Format, export};
 
 use cutr_tests::IMPORT_PROBLEMS as STATS;
 
-/// A synthetic recording whose `memory utilization (%)` series is `hi` from the start of each instance of the most
-/// launched kernel K to its end and `lo` from there to K's next start. Returns the file, K, a kernel J that never
+/// A synthetic recording whose `SM clock (MHz)` series (an instantaneous NVML reading, held until the next: NVML's
+/// averages are placed over their windows instead) is `hi` from the start of each instance of the most launched
+/// kernel K to its end and `lo` from there to K's next start. Returns the file, K, a kernel J that never
 /// overlaps K (and runs between K's first and last instance), K's instances, and the number of samples.
 struct Marked {
     path: PathBuf,
@@ -50,11 +51,7 @@ fn marked(dir: &Path, name: &str, hi: f64, lo: f64) -> Marked {
     let samples = CounterSamples {
         source: "nvml".into(),
         device: 0,
-        metrics: vec![CounterMetric {
-            name: "memory utilization".into(),
-            unit: "%".into(),
-            description: String::new(),
-        }],
+        metrics: vec![CounterMetric { name: "SM clock".into(), unit: "MHz".into(), description: String::new() }],
         t_start: k_runs.iter().flat_map(|r| [r.0, r.1]).collect(),
         t_end: k_runs.iter().flat_map(|r| [r.0, r.1]).collect(),
         values: k_runs.iter().flat_map(|_| [hi, lo]).collect(),
@@ -84,11 +81,11 @@ fn counter_samples_reach_stats_and_both_viewers_exactly() {
     let s = compute(&t, &StatsOptions { sections: vec![Section::Counters], ..Default::default() });
     let row = |name: &str| s.counters.iter().find(|c| c.over == "kernel" && c.name == name).unwrap();
     let (k, j) = (row(k_name), row(j_name));
-    assert_eq!((k.series.as_str(), k.average, k.covered_ns), ("memory utilization (%)", 80.0, k.total_ns));
+    assert_eq!((k.series.as_str(), k.average, k.covered_ns), ("SM clock (MHz)", 80.0, k.total_ns));
     assert_eq!(k.total_ns, k_runs.iter().map(|r| r.1 - r.0).sum::<u64>());
     assert_eq!((j.average, j.covered_ns), (10.0, j.total_ns));
     let text = cutr_analyses::stats::render_text(&s, Default::default());
-    assert!(text.contains("Counters while each kernel ran"), "{text}");
+    assert!(text.contains("Counters while each kernel, copy and NVTX range ran"), "{text}");
 
     let pf = dir.path().join("c.pftrace");
     export(&t, &pf, &ExportOptions::default()).unwrap();
@@ -97,11 +94,11 @@ fn counter_samples_reach_stats_and_both_viewers_exactly() {
         &[
             STATS,
             "select t.name, count(*), min(c.value), max(c.value) from counter c join counter_track t \
-             on c.track_id = t.id where t.name = 'Memory Utilization' group by t.name",
+             on c.track_id = t.id where t.name = 'SM Clock' group by t.name",
         ],
     );
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
-    assert_eq!(serde_json::json!(r[1]), serde_json::json!([["Memory Utilization", n, 10, 80]]));
+    assert_eq!(serde_json::json!(r[1]), serde_json::json!([["SM Clock", n, 10, 80]]));
     let json = dir.path().join("c.json");
     export(&t, &json, &ExportOptions { format: Format::Chrome, ..Default::default() }).unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -109,11 +106,11 @@ fn counter_samples_reach_stats_and_both_viewers_exactly() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["ph"] == "C" && e["name"] == "Memory Utilization (%)")
+        .filter(|e| e["ph"] == "C" && e["name"] == "SM Clock (MHz)")
         .collect();
     assert_eq!(c.len(), n);
     // The one series is the model's name of it.
-    assert_eq!(c.iter().filter(|e| e["args"]["memory utilization (%)"] == 80.0).count(), n / 2);
+    assert_eq!(c.iter().filter(|e| e["args"]["SM clock (MHz)"] == 80.0).count(), n / 2);
 }
 
 /// `diff` reports a counter average that moved: the same program, its series 80 -> 88 over K (+10%) and 10 -> 10
@@ -129,7 +126,7 @@ fn diff_reports_counter_averages_that_moved() {
         r.counter_changes.iter().map(|c| (c.kernel.clone(), c.series.clone(), c.base, c.new)).collect();
     // K first (the largest change); then kernels that overlap some of K's instances on other streams, whose
     // averages mix K's value and the rest; J, which never overlaps K, stays at 10 and is not listed.
-    assert_eq!(got[0], (a.k.clone(), "memory utilization (%)".to_string(), 80.0, 88.0));
+    assert_eq!(got[0], (a.k.clone(), "SM clock (MHz)".to_string(), 80.0, 88.0));
     assert!((r.counter_changes[0].delta_pct - 10.0).abs() < 1e-9);
     assert!(got[1..].iter().all(|g| g.2 > 10.0 && g.2 < 80.0 && g.3 > g.2), "{got:?}");
     assert!(!got.iter().any(|g| g.0 == a.j), "{got:?}");
@@ -326,4 +323,120 @@ fn two_gpus_have_their_own_counter_tracks_and_nvlink_shows_the_peer_copies() {
     assert_eq!(r[0], Vec::<Vec<serde_json::Value>>::new(), "clean import");
     let gpu = |name: &str, n: i64| vec![serde_json::json!(name), n.into()];
     assert_eq!(r[1], [gpu("GPU 0: NVIDIA H200", 7_590), gpu("GPU 1: NVIDIA H200", 1_695)]);
+}
+
+const MEMORY_UTILIZATION: &str = "memory utilization (%)";
+const GPU_UTILIZATION: &str = "GPU utilization (%)";
+const POWER: &str = "power (W)";
+
+/// When NVML's utilization readings on the H100 fixture see a phase edge: per copy phase, how long after it starts
+/// memory utilization first reads over 50%, and how long after it ends it first reads under 50%, in whole ms.
+fn utilization_edges(t: &cutr_model::Trace) -> (Vec<u64>, Vec<u64>) {
+    let util: Vec<(u64, f64)> =
+        t.counters.iter().filter(|c| t.names.get(c.series) == MEMORY_UTILIZATION).map(|c| (c.ts, c.value)).collect();
+    let after = |edge: u64, high: bool| {
+        let r = util.iter().find(|p| p.0 >= edge && (p.1 > 50.0) == high).expect("a reading after the edge");
+        (r.0 - edge) / 1_000_000
+    };
+    let copies: Vec<(u64, u64)> =
+        fixture_phases(t).into_iter().filter(|p| p.0.starts_with("stream_copy")).map(|p| (p.1, p.2)).collect();
+    (copies.iter().map(|c| after(c.0, true)).collect(), copies.iter().map(|c| after(c.1, false)).collect())
+}
+
+/// NVML's trailing averages placed over the windows they average (`fixtures/counter_workload.cutr`, an H100:
+/// alternating 300 ms phases of memory-bound copies and compute-bound FMA kernels after 1 s idle). The window of
+/// utilization on sm_90 is measured here: each copy phase's start shows up in memory utilization 189-197 ms late,
+/// its end 288-296 ms late, so a reading at t covers [t - 290 ms, t - 190 ms]. Placed there, the copy kernel gets
+/// 99.9% memory utilization and the FMA kernel 34.5% (held from each reading, as before: 35.8% and 96.6%, the
+/// reverse); power (a 1 s average on the H100) is 366.2 W over the copies, 390.6 W over the FMA kernels, both
+/// marked as the level around them (they fill 26% and 24% of the seconds that cover them), and 188.6 W over the
+/// idle second before the first phase, the lowest (its 1 s windows reach into the first copy phase). The
+/// utilization windows are filled 67-69% by each kernel's executions.
+#[test]
+fn nvml_averages_are_placed_over_the_windows_they_average() {
+    use cutr_analyses::stats::{Section, StatsOptions, compute, counter_average_over};
+    let path = cutr_tests::repo().join("fixtures/counter_workload.cutr");
+    let t = load(&[path], &LoadOptions::default()).unwrap();
+    assert_eq!(utilization_edges(&t), (vec![197, 193, 189], vec![296, 290, 288]));
+
+    let s = compute(&t, &StatsOptions { sections: vec![Section::Counters], ..Default::default() });
+    let row = |kernel: &str, series: &str| {
+        let r = s.counters.iter().find(|c| c.over == "kernel" && c.name.starts_with(kernel) && c.series == series);
+        r.unwrap_or_else(|| panic!("{kernel} / {series}"))
+    };
+    let round = |v: f64| (v * 10.0).round() / 10.0;
+    let figures = |series: &str| {
+        let (copy, fma) = (row("stream_copy", series), row("fma_burn", series));
+        [round(copy.average), round(fma.average), round(100.0 * copy.own_share), round(100.0 * fma.own_share)]
+    };
+    assert_eq!(figures(MEMORY_UTILIZATION), [99.9, 34.5, 69.0, 66.7]);
+    assert_eq!(figures(GPU_UTILIZATION), [99.1, 99.6, 69.0, 66.7]);
+    assert_eq!(figures(POWER), [366.2, 390.6, 26.4, 23.8]);
+    assert_eq!(row("fma_burn", POWER).window.as_deref(), Some("average over the last 1000 ms"));
+    assert_eq!(
+        row("fma_burn", MEMORY_UTILIZATION).window.as_deref(),
+        Some("average over 100 ms ending 190 ms before the reading")
+    );
+    assert_eq!(row("fma_burn", "SM clock (MHz)").window, None, "an instant reading");
+
+    // The idle second between the warm-up kernels and the first phase.
+    let phases = fixture_phases(&t);
+    let warm_up_end = t.kernels.iter().map(|k| k.end).filter(|&e| e < phases[0].1).max().unwrap();
+    let idle = vec![(warm_up_end, phases[0].1)];
+    let at_idle = |series: &str| counter_average_over(&t, (t.kernels[0].proc, 0), series, idle.clone()).unwrap();
+    assert_eq!((idle[0].1 - idle[0].0) / 1_000_000, 1000, "1 s idle");
+    let power = at_idle(POWER);
+    assert_eq!((round(power.average), round(100.0 * power.own_share)), (188.6, 50.6));
+    assert!(power.average < row("stream_copy", POWER).average && power.average < row("fma_burn", POWER).average);
+    // The warm-up's 1% and the readings whose windows end just inside the first phase (the window is a model:
+    // edges show up within 7 ms of it).
+    assert_eq!(round(at_idle(GPU_UTILIZATION).average), 4.7);
+}
+
+/// The text layout: one row per op (kernels, then copies and memsets) and a column per counter, short names in
+/// scaled units, blocks of columns that fit 100 characters before the op's name; `*` marks NVML averages the op
+/// fills under half of, and the legend names each averaged series' window.
+#[test]
+fn the_counter_report_is_one_row_per_op_in_scaled_units() {
+    use cutr_analyses::stats::{Section, StatsOptions, compute, render_text};
+    let path = cutr_tests::repo().join("fixtures/counter_workload.cutr");
+    let t = load(&[path], &LoadOptions::default()).unwrap();
+    let s = compute(&t, &StatsOptions { sections: vec![Section::Counters], ..Default::default() });
+    let text = render_text(&s, Default::default());
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
+    let dram = at("DRAM Read");
+    assert_eq!(
+        lines[dram..dram + 6],
+        [
+            "  DRAM Read DRAM Write                                                        GPU",
+            "  Bandwidth  Bandwidth PCIe Read PCIe Write PCIe RX PCIe TX GPU Power Temperature SM Clock",
+            "     (TB/s)     (TB/s)    (MB/s)     (MB/s)  (MB/s)  (MB/s)       (W)        (°C)    (MHz)  Op",
+            "       0.00       0.00      4.39     109.50    5.66  114.17    390.6*        47.2     1980  kernel fma_burn(float*, int) (GPU 0)",
+            "       1.40       1.41     22.89     117.06   28.01  125.40    366.2*        45.6     1980  kernel stream_copy(float4 const*, float4*, unsigned long) (GPU 0)",
+            "          -          -         -          - 351.29*  33.74*    134.4*        41.0     1980  copy Memset (Device) (GPU 0)",
+        ]
+    );
+    // Three blocks of columns, each with a row per op, the numbers within 100 characters.
+    let heads: Vec<usize> = lines.iter().filter(|l| l.ends_with("  Op")).map(|l| l.chars().count() - 4).collect();
+    assert_eq!(heads.len(), 3);
+    assert!(heads.iter().all(|&w| w <= 102), "{heads:?}");
+    let memory =
+        lines.iter().filter(|l| l.ends_with("kernel stream_copy(float4 const*, float4*, unsigned long) (GPU 0)"));
+    assert_eq!(memory.count(), 3);
+    let first = at("Counters while each kernel, copy and NVTX range ran");
+    assert_eq!(
+        lines[first + 2..first + 9],
+        [
+            "                                                                          Unused",
+            "                    GPU      Memory                                       Warps,      Unused",
+            "  GR Active Utilization Utilization SM Active                  Tensor Active SMs Warps, Idle",
+            "        (%)         (%)         (%)       (%) SM Issue (%) Active (%)        (%)     SMs (%)  Op",
+            "       99.7        99.6        34.5      99.5         95.0        5.3       42.2         0.5  kernel fma_burn(float*, int) (GPU 0)",
+            "       99.5        99.1        99.9      90.3          3.4        0.0        1.8         9.7  kernel stream_copy(float4 const*, float4*, unsigned long) (GPU 0)",
+            "          -        0.0*        0.0*         -            -          -          -           -  copy Memset (Device) (GPU 0)",
+        ]
+    );
+    assert!(text.contains("  GPU Power: average over the last 1000 ms\n"), "{text}");
+    assert!(text.contains("  Memory Utilization: average over 100 ms ending 190 ms before the reading\n"));
 }

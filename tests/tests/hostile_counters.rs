@@ -95,10 +95,10 @@ fn twenty_thousand_metrics_fill_a_bounded_report_and_say_what_is_left_out() {
     let (_, flood) = recording(&dir, "flood.cutr", |t| vec![metric_flood((t.t_min, t.t_max), 20_000, 4, 0, steps)]);
     assert_eq!(flood.counters.len(), 80_000);
     let (one, flood) = (counters(&one), counters(&flood));
-    // The undamaged file: one row per (kernel or range, GPU) group. The flood: the first group's first 10,000
+    // The undamaged file: one row per (kernel, copy kind or range, GPU) group. The flood: the first group's first 10,000
     // metrics, each averaging what the one metric does over it, and every group named as left out.
     let groups = one.counters.len();
-    assert_eq!(groups, 193);
+    assert_eq!(groups, 197, "kernels, copy and memset kinds, ranges");
     assert_eq!((flood.counters.len(), flood.counter_groups_not_shown), (MAX_COUNTER_ROWS, groups));
     for (j, row) in flood.counters.iter().enumerate() {
         let want = &one.counters[0];
@@ -110,25 +110,25 @@ fn twenty_thousand_metrics_fill_a_bounded_report_and_say_what_is_left_out() {
     let text = stats::render_text(&flood, Default::default());
     assert!(
         text.contains(
-            "  ... and the counters of 193 more (kernel or NVTX range, GPU) pairs: a report holds at most 10,000 \
+            "  ... and the counters of 197 more (kernel, copy or NVTX range, GPU) pairs: a report holds at most 10,000 \
              counter rows (--top N keeps the names with the most time)"
         ),
         "{}",
         &text[text.len().saturating_sub(2000)..]
     );
-    // With --top 2, two kernels and two ranges: still past the cap, still said.
+    // With --top 2, two kernels, two copy kinds and two ranges: still past the cap, still said.
     let top = stats::compute(
         &load_again(&dir, "flood.cutr"),
         &StatsOptions { top: Some(2), sections: vec![Section::Counters], ..Default::default() },
     );
-    assert_eq!((top.counters.len(), top.counter_groups_not_shown), (MAX_COUNTER_ROWS, 4));
+    assert_eq!((top.counters.len(), top.counter_groups_not_shown), (MAX_COUNTER_ROWS, 6));
     // `diff` compares at most 100,000 rows a side (5 groups of 20,000 metrics) and says what it left out.
     let both = [load_again(&dir, "flood.cutr")];
     let d = cutr_analyses::diff::diff(&both, &both, &Default::default());
     assert_eq!(
         d.warnings,
         [
-            "the counters of 376 (kernel or NVTX range, GPU) pairs beyond the 100000 rows a side compares were not compared"
+            "the counters of 384 (kernel, copy or NVTX range, GPU) pairs beyond the 100000 rows a side compares were not compared"
         ]
     );
 }

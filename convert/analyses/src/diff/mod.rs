@@ -249,7 +249,7 @@ fn counter_changes(base: &[&Trace], new: &[&Trace], threshold_pct: f64) -> (Vec<
     out.sort_by(|x, y| y.delta_pct.abs().total_cmp(&x.delta_pct.abs()).then_with(|| x.kernel.cmp(&y.kernel)));
     let warning = (left_out > 0).then(|| {
         format!(
-            "the counters of {left_out} (kernel or NVTX range, GPU) pairs beyond the {} rows a side compares were not compared",
+            "the counters of {left_out} (kernel, copy or NVTX range, GPU) pairs beyond the {} rows a side compares were not compared",
             crate::stats::counters::MAX_DIFF_ROWS
         )
     });

@@ -22,7 +22,11 @@ impl Steps {
         // A power of two, so that dividing and multiplying back are exact: averages are bit for bit what
         // unscaled sums give wherever those stay finite.
         let largest = points.iter().fold(0f64, |m, p| m.max(p.1.abs()));
-        let scale = if largest > 0.0 && largest.is_finite() { 2f64.powi(largest.log2().floor() as i32) } else { 1.0 };
+        let scale = if largest > 0.0 && largest.is_finite() {
+            2f64.powi(largest.log2().floor().min(1023.0) as i32)
+        } else {
+            1.0
+        };
         let ts: Vec<u64> = points.iter().map(|p| p.0).collect();
         let mut acc = 0.0;
         let values = points
@@ -133,6 +137,20 @@ impl Runs {
         }
     }
 
+    /// The executions' intervals merged where they overlap or touch, in time order.
+    pub(crate) fn merged(&self) -> Vec<(u64, u64)> {
+        let mut sorted = self.intervals.clone();
+        sorted.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(sorted.len());
+        for (a, b) in sorted {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        out
+    }
+
     /// The executions' time up to `t` (summed over executions, overlapping ones each counted).
     fn time_until(&self, t: u64) -> u128 {
         let started = self.starts.partition_point(|&s| s <= t);
@@ -185,5 +203,9 @@ mod tests {
         assert!((big * 1e6).is_infinite());
         let (average, covered) = s.average_over(&Runs::new(vec![(0, 2_000_000)])).unwrap();
         assert_eq!((average, covered), (0.75 * big, 2_000_000));
+        // The largest float itself: log2 of it rounds to 1024, whose power of two is infinite. Its average is a
+        // number, one unit in the last place under it (the integral over 10 ns divided by 10 rounds).
+        let max = Steps::new(&[(0, f64::MAX), (10, 0.0)]);
+        assert_eq!(max.average_over(&Runs::new(vec![(0, 10)])), Some((f64::MAX.next_down(), 10)));
     }
 }

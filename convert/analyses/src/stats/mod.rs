@@ -4,6 +4,8 @@
 
 mod buckets;
 mod counter_math;
+mod counter_render;
+mod counter_windows;
 pub(crate) mod counters;
 mod graph_sites;
 mod graphs;
@@ -18,7 +20,7 @@ use serde::Serialize;
 use cutr_model::{JoinStats, Trace};
 use rayon::prelude::*;
 
-pub use counters::{CounterAverage, MAX_ROWS as MAX_COUNTER_ROWS};
+pub use counters::{CounterAverage, MAX_ROWS as MAX_COUNTER_ROWS, average_over_intervals as counter_average_over};
 pub use graph_sites::CaptureSite;
 pub use graphs::{CaptureRange, GraphExecStats, GraphReport};
 pub use render::{TextOptions, render_csv, render_text};
@@ -245,7 +247,7 @@ pub struct Stats {
     /// Counter series averaged over kernels and NVTX ranges (`--counters` recordings), at most
     /// [`MAX_COUNTER_ROWS`].
     pub counters: Vec<CounterAverage>,
-    /// (kernel or range, device) groups whose counter averages are past [`MAX_COUNTER_ROWS`], left out.
+    /// (kernel, copy or range, device) groups whose counter averages are past [`MAX_COUNTER_ROWS`], left out.
     pub counter_groups_not_shown: usize,
     /// Unified memory (the `um` section).
     pub um: UmReport,

@@ -135,29 +135,11 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
         );
     }
     if on(Section::Counters) && !s.counters.is_empty() {
-        let rows = s
-            .counters
-            .iter()
-            .map(|c| {
-                vec![
-                    format!("{:.2}", c.average),
-                    format!("{:.1}", 100.0 * c.covered_ns as f64 / c.total_ns.max(1) as f64),
-                    format!("GPU {}", c.device),
-                    c.series.clone(),
-                    format!("{} {}", c.over, name(&c.name, opts)),
-                ]
-            })
-            .collect();
-        table(
-            &mut o,
-            "Counters while each kernel ran and each NVTX range was open (time-weighted averages)",
-            &["Average", "Covered (%)", "Device", "Counter", "Over"],
-            rows,
-        );
+        super::counter_render::text(&mut o, &s.counters, opts);
         if s.counter_groups_not_shown > 0 {
             let _ = writeln!(
                 o,
-                "  ... and the counters of {} more (kernel or NVTX range, GPU) pairs: a report holds at most {} \
+                "  ... and the counters of {} more (kernel, copy or NVTX range, GPU) pairs: a report holds at most {} \
                  counter rows (--top N keeps the names with the most time)",
                 fmt::thousands(s.counter_groups_not_shown as u64),
                 fmt::thousands(super::MAX_COUNTER_ROWS as u64)
@@ -266,10 +248,11 @@ pub(super) fn csv_field(s: &str) -> String {
 /// = the ranges' summed GPU spans), `nvtx_replayed` (a range name whose graph nodes were made inside it: gpu_ns, gpu_ops = their replays'),
 /// `graph_exec`, `graph_range`, `graph_site`, `graph_join` (the graphs section: see `graphs_render::csv`),
 /// `utilization`: count = operations, total_ns = busy time, percent = busy share of span_ns; `counter`: name =
-/// `kernel NAME | GPU N | COUNTER` (or `nvtx ...`), total_ns = the executions' time, percent = the share of it the
-/// samples cover, avg_ns = the counter's time-weighted average in its own unit; `memory_peak`: name = `FILE GPU
-/// N CLASS` (device, managed, pinned host), count = allocations, total_ns = when the peak was reached (from the
-/// trace's start), bytes = the peak; `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`),
+/// `kernel NAME | GPU N | COUNTER` (or `copy ...`, `nvtx ...`), total_ns = the executions' time, percent = the
+/// share of it the samples cover, avg_ns = the counter's time-weighted average in its own unit (NVML's averages
+/// placed over their windows, as the text); `memory_peak`: name = `FILE GPU N CLASS` (device, managed, pinned
+/// host), count = allocations, total_ns = when the peak was reached (from the trace's start), bytes = the peak;
+/// `um_migration` (name = direction), `um_cause` (`KIND | CAUSE`),
 /// `um_throttling` (`GPU N`): count, total_ns, bytes where they apply; `um_gpu_fault` and `um_fault_groups` (`GPU N
 /// | ACCESS`): count = records, fault groups; `um_cpu_fault` (name = access type), `um_thrashing`,
 /// `um_address_bytes`, `um_address_faults` (name = hex address),
