@@ -203,7 +203,8 @@ pub enum Command {
         step: Option<String>,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
-    /// Exit code 3 when something regressed.
+    /// Exit code 3 when something regressed; 4 when less than half of the base's kernel time is in kernels the new
+    /// runs also have (verdict "different programs": nothing is judged).
     Diff {
         /// BASE NEW (one recording each); use --base/--new for several runs per side.
         #[arg(num_args = 0..=2)]
@@ -245,7 +246,7 @@ pub enum Command {
         all: bool,
         /// Compare a distributed job rank by rank (--base the files of one job, --new of the other; ranks from
         /// each file's RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID): each rank's verdict and what changed
-        /// on it; exit 3 when any rank regressed.
+        /// on it; exit 3 when any rank regressed, 4 when any rank's sides are of different programs.
         #[arg(long)]
         by_rank: bool,
     },

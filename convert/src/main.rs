@@ -1,7 +1,8 @@
 //! `cupti-convert`: reads `.cutr` recordings and converts them or reports on them.
 //!
 //! Exit codes: 0 success (warnings, e.g. a recovered file or failed joins, go to stderr); 1 an input could not
-//! be read or an output not written; 2 wrong arguments; 3 `diff` found a regression; 130 and 143 interrupted by
+//! be read or an output not written (standard output closed included); 2 wrong arguments; 3 `diff` found a
+//! regression; 4 `diff` compared recordings of different programs; 130 and 143 interrupted by
 //! SIGINT and SIGTERM (temporary outputs removed, children ended: `cutr-cleanup`).
 
 mod cli;

@@ -14,6 +14,17 @@ use crate::warnings::{input_warnings, warn};
 
 /// Exit code of `diff` when it finds a regression.
 const EXIT_REGRESSION: u8 = 3;
+/// Exit code of `diff` when the two sides are probably recordings of different programs (nothing was judged).
+const EXIT_DIFFERENT_PROGRAMS: u8 = 4;
+
+/// The exit code of `diff` for its overall verdict.
+fn diff_exit_code(verdict: diff::Verdict) -> ExitCode {
+    match verdict {
+        diff::Verdict::Regression => ExitCode::from(EXIT_REGRESSION),
+        diff::Verdict::DifferentPrograms => ExitCode::from(EXIT_DIFFERENT_PROGRAMS),
+        _ => ExitCode::SUCCESS,
+    }
+}
 
 fn open(file: &Path) -> Result<Reader> {
     timing::timed_with(|| format!("open {}", file.display()), || Reader::open(file))
@@ -268,11 +279,7 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
         } else {
             print!("{}", diff::render_by_rank_text(&report, a.all));
         }
-        return Ok(if report.verdict == diff::Verdict::Regression {
-            ExitCode::from(EXIT_REGRESSION)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return Ok(diff_exit_code(report.verdict));
     }
     let report = diff::diff(&b, &n, &opts);
     timing::mark("diff");
@@ -288,7 +295,7 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     } else {
         print!("{}", diff::render_text(&report, a.all));
     }
-    Ok(if report.verdict == diff::Verdict::Regression { ExitCode::from(EXIT_REGRESSION) } else { ExitCode::SUCCESS })
+    Ok(diff_exit_code(report.verdict))
 }
 
 /// One report per file, in order; a file that cannot be read ends the command (after the ones before it).
