@@ -39,6 +39,15 @@ impl Cli {
             Some(Command::Generate { .. } | Command::Docs { .. }) => Vec::new(),
         }
     }
+
+    /// Whether the command writes to standard output: a report, the documentation, or a trace to `-o -`.
+    pub fn writes_to_stdout(&self) -> bool {
+        match &self.command {
+            None => self.convert.output.as_deref() == Some(Path::new("-")),
+            Some(Command::Export { .. } | Command::Generate { .. }) => false,
+            Some(_) => true,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

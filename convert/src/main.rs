@@ -10,6 +10,7 @@ mod convert;
 mod memory;
 mod progress;
 mod reports;
+mod stdout;
 mod warnings;
 mod workers;
 
@@ -27,6 +28,10 @@ use cli::{Cli, Command};
 // (10M records: 0.95 GB vs 0.75 GB peak, 2.8 s vs 2.15 s; a small recording: 13.3 ms vs 12.1 ms).
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    // Before any work: a report or trace for a closed standard output would be lost.
+    if cli.writes_to_stdout() {
+        stdout::check_open()?;
+    }
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
         Some(Command::Stats { files, json, by_rank: true, step, .. }) => reports::ranks(&files, step.as_deref(), json),
@@ -123,8 +128,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    // A closed stdout (`cupti-convert info --json F | head`) ends the command quietly, as for any Unix tool,
-    // instead of failing a print.
+    // A pipe closed early (`cupti-convert info --json F | head`) ends the command quietly by SIGPIPE, as for any
+    // Unix tool, instead of failing a print; a standard output closed from the start is an error (`stdout`).
     // SAFETY: restoring the default action of a signal; no handler is involved.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     // Ctrl-C or a SIGTERM removes the temporary files of the outputs being written and ends our children

@@ -10,6 +10,7 @@ use cutr_model::{Filter, LoadOptions, Process, Trace, load_readers, timing};
 use cutr_synth::{SynthOptions, write_file};
 
 use crate::cli::{parse_time, usage};
+use crate::stdout;
 use crate::warnings::{input_warnings, warn};
 
 /// Exit code of `diff` when it finds a regression.
@@ -76,11 +77,11 @@ pub fn stats(files: &[PathBuf], out: StatsOutput, opts: &stats::StatsOptions) ->
     // The process ends after printing: freeing the trace's rows first is work nobody waits for.
     std::mem::forget(trace);
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        stdout::println(&serde_json::to_string_pretty(&s)?)?;
     } else if out.csv {
-        print!("{}", stats::render_csv(&s));
+        stdout::print(&stats::render_csv(&s))?;
     } else {
-        print!("{}", stats::render_text(&s, stats::TextOptions { wide: out.wide }));
+        stdout::print(&stats::render_text(&s, stats::TextOptions { wide: out.wide }))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -198,9 +199,9 @@ pub fn ranks(files: &[PathBuf], step: Option<&str>, json: bool) -> Result<ExitCo
     let r = cutr_analyses::ranks::by_rank(&trace, step);
     std::mem::forget(trace);
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        stdout::println(&serde_json::to_string_pretty(&r)?)?;
     } else {
-        print!("{}", cutr_analyses::ranks::render_text(&r));
+        stdout::print(&cutr_analyses::ranks::render_text(&r))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -273,11 +274,11 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
             anyhow::bail!("--by-rank: no rank is on both sides, nothing to compare");
         }
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            stdout::println(&serde_json::to_string_pretty(&report)?)?;
         } else if a.markdown {
-            print!("{}", diff::render_by_rank_markdown(&report, 50));
+            stdout::print(&diff::render_by_rank_markdown(&report, 50))?;
         } else {
-            print!("{}", diff::render_by_rank_text(&report, a.all));
+            stdout::print(&diff::render_by_rank_text(&report, a.all))?;
         }
         return Ok(diff_exit_code(report.verdict));
     }
@@ -289,11 +290,11 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     // The process ends after printing: freeing two traces' rows first is work nobody waits for.
     std::mem::forget((b, n));
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        stdout::println(&serde_json::to_string_pretty(&report)?)?;
     } else if a.markdown {
-        print!("{}", diff::render_markdown(&report, 20));
+        stdout::print(&diff::render_markdown(&report, 20))?;
     } else {
-        print!("{}", diff::render_text(&report, a.all));
+        stdout::print(&diff::render_text(&report, a.all))?;
     }
     Ok(diff_exit_code(report.verdict))
 }
@@ -309,9 +310,9 @@ pub fn info(files: &[PathBuf], json: bool) -> Result<ExitCode> {
         }
         if !json {
             if i > 0 {
-                println!();
+                stdout::println("")?;
             }
-            print!("{}", info::render_text(&report));
+            stdout::print(&info::render_text(&report))?;
         }
         reports.push(report);
     }
@@ -320,7 +321,7 @@ pub fn info(files: &[PathBuf], json: bool) -> Result<ExitCode> {
             [one] => serde_json::to_string_pretty(one)?,
             all => serde_json::to_string_pretty(all)?,
         };
-        println!("{text}");
+        stdout::println(&text)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -383,11 +384,11 @@ pub fn source(
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            stdout::println(&serde_json::to_string_pretty(&v)?)?;
         } else if csv {
-            print!("{}", source::render_csv(&r));
+            stdout::print(&source::render_csv(&r))?;
         } else {
-            print!("{}", source::render_text(&r));
+            stdout::print(&source::render_text(&r))?;
         }
     }
     if let Some(path) = pprof {
