@@ -50,6 +50,9 @@ impl Cli {
     }
 }
 
+/// Rows per section of `stats`'s text report when `--top` is not given (`sql --query top-kernels` lists as many).
+pub const DEFAULT_TOP: usize = 20;
+
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
     /// Recordings to convert; several (one per process or rank) merge onto one timeline.
@@ -162,7 +165,7 @@ pub enum Command {
         #[arg(long, value_name = "PREFIX", default_value = "iter ")]
         step: String,
         /// top-kernels: this many (0: all).
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = DEFAULT_TOP)]
         top: usize,
         /// Print the rows as a JSON array of objects.
         #[arg(long, conflicts_with = "csv")]
@@ -182,18 +185,25 @@ pub enum Command {
         /// Print CSV (one table of every section; the `section` column tells them apart).
         #[arg(long)]
         csv: bool,
-        /// Show only the N biggest rows of each section (0: all, the default).
-        #[arg(long, default_value_t = 0)]
-        top: usize,
+        /// Show only the N biggest rows of each section, and a line that sums up the rest (0: all). Default: 20 in
+        /// the text report, all in --json and --csv. Totals and percentages are over every row.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
         /// Only these sections, in this order of the report: kernels, api, memory (with peak device memory in use),
         /// nvtx, graphs (CUDA graphs' replays by where their nodes were made; shown by default when the trace has
         /// graphs), utilization, counters, um (unified memory: migrations, faults, thrashing, host functions; shown
         /// by default when the trace has UM events), loss.
         #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "graphs", "utilization", "counters", "um", "loss"])]
         report: Vec<String>,
-        /// Text: full names, however long (shortened to 100 characters otherwise).
-        #[arg(long)]
+        /// Text: full names and lines however long. By default the text fits the terminal's width (or `COLUMNS`,
+        /// when set): tables leave out their least important columns (StdDev, Min, Max, Med...) and shorten names
+        /// in the middle; without a terminal or `COLUMNS`, names are cut at 100 characters. --json and --csv keep
+        /// full names.
+        #[arg(long, conflicts_with = "width")]
         wide: bool,
+        /// Text: fit lines to N characters, whatever the terminal.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(40..))]
+        width: Option<u16>,
         /// Where to look for the host binaries and libraries the recording's mappings name when they are not at
         /// their recorded path (by file name; build id checked): --report um names CPU page faults' functions,
         /// --report graphs the functions that made graph nodes.
@@ -203,6 +213,20 @@ pub enum Command {
         /// launches backward's kernels from its autograd thread), not only by the thread that opened them.
         #[arg(long)]
         nvtx_across_threads: bool,
+        /// Only records overlapping the time after this one since the first record (e.g. 1.5, 1.5s, 200ms, 10us),
+        /// as the conversion's --start (only the chunks there are read).
+        #[arg(long, conflicts_with = "by_rank")]
+        start: Option<String>,
+        /// Only records overlapping the time before this one since the first record.
+        #[arg(long, conflicts_with = "by_rank")]
+        end: Option<String>,
+        /// Only the GPU work (kernels, copies, memsets) inside the NVTX ranges named NAME, or NAME, a space and more
+        /// (`step` names `step 12`): work whose
+        /// launching API call started inside such a range of its process, on any thread (or, with no known
+        /// launching call, that started inside one itself). API calls and NVTX ranges are not narrowed (use
+        /// --start/--end); the report's first line states the window.
+        #[arg(long, value_name = "NAME", conflicts_with = "by_rank")]
+        nvtx: Option<String>,
         /// Instead of the sections: the ranks of a job side by side (kernels, kernel time, NCCL time, GPU busy).
         #[arg(long)]
         by_rank: bool,

@@ -35,19 +35,37 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
         Some(Command::Stats { files, json, by_rank: true, step, .. }) => reports::ranks(&files, step.as_deref(), json),
-        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads, symbols, .. }) => {
+        Some(Command::Stats {
+            files,
+            json,
+            csv,
+            top,
+            report,
+            wide,
+            width,
+            nvtx_across_threads,
+            symbols,
+            start,
+            end,
+            nvtx,
+            ..
+        }) => {
             let sections = if report.is_empty() {
                 cutr_analyses::stats::Section::ALL.to_vec()
             } else {
                 report.iter().filter_map(|r| cutr_analyses::stats::Section::parse(r)).collect()
             };
+            // People read the text: its tables stop at the biggest rows; scripts get every row unless they ask.
+            let top = top.unwrap_or(if json || csv { 0 } else { cli::DEFAULT_TOP });
             let opts = cutr_analyses::stats::StatsOptions {
                 top: (top > 0).then_some(top),
                 sections,
                 nvtx_across_threads,
                 symbol_dirs: symbols,
             };
-            reports::stats(&files, reports::StatsOutput { json, csv, wide }, &opts)
+            let width = width.map(usize::from).or_else(stdout::width);
+            let out = reports::StatsOutput { json, csv, text: cutr_analyses::stats::TextOptions { wide, width } };
+            reports::stats(&files, out, &reports::StatsWindow { start, end, nvtx }, &opts)
         }
         Some(Command::Diff {
             files,

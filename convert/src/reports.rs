@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cutr_analyses::{diff, info, stats};
 use cutr_format::Reader;
-use cutr_model::{Filter, LoadOptions, Process, Trace, load_readers, timing};
+use cutr_model::{Filter, LoadOptions, Process, Trace, load_prefetched, load_readers, open_inputs, timing};
 use cutr_synth::{SynthOptions, write_file};
 
 use crate::cli::{parse_time, usage};
@@ -63,16 +63,59 @@ fn warn_all(trace: &Trace) {
 pub struct StatsOutput {
     pub json: bool,
     pub csv: bool,
-    pub wide: bool,
+    pub text: stats::TextOptions,
 }
 
-pub fn stats(files: &[PathBuf], out: StatsOutput, opts: &stats::StatsOptions) -> Result<ExitCode> {
-    // Several files are one merged trace (one run of a multi-process job).
-    let readers = open_all(files)?;
-    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// The part of the recordings `stats` reports on: `--start`/`--end` and `--nvtx`.
+pub struct StatsWindow {
+    pub start: Option<String>,
+    pub end: Option<String>,
+    pub nvtx: Option<String>,
+}
+
+pub fn stats(
+    files: &[PathBuf],
+    out: StatsOutput,
+    window: &StatsWindow,
+    opts: &stats::StatsOptions,
+) -> Result<ExitCode> {
+    use crate::convert::{extents_text, filter, record_extents, window_text};
+    let (start, end) = (window.start.as_deref(), window.end.as_deref());
+    let timed_window = start.is_some() || end.is_some();
+    // Several files are one merged trace (one run of a multi-process job); a time window reads only its chunks.
+    let (readers, prefetched) = open_inputs(files, !timed_window).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let filter = filter(start, end, &[], &readers)?;
+    let extents = timed_window.then(|| record_extents(&readers));
+    let mut trace =
+        load_prefetched(files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);
     warn_all(&trace);
-    let s = stats::compute(&trace, opts);
+    let mut said = Vec::new();
+    if let Some(extents) = &extents {
+        if trace.records() == 0 {
+            eprintln!(
+                "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the \
+                 first record)",
+                window_text(start, end),
+                extents_text(extents)
+            );
+        }
+        said.push(format!("records overlapping {} (from the first record)", window_text(start, end)));
+    }
+    if let Some(name) = &window.nvtx {
+        let ranges = stats::keep_gpu_work_in_ranges(&mut trace, name);
+        if ranges == 0 {
+            eprintln!(
+                "cupti-convert: warning: --nvtx {name}: no closed NVTX range is named {name}: no GPU work is kept"
+            );
+        }
+        said.push(format!(
+            "GPU work launched inside the {ranges} NVTX ranges named {name} (--nvtx; API calls and NVTX ranges not \
+             narrowed)"
+        ));
+    }
+    let mut s = stats::compute(&trace, opts);
+    s.window = (!said.is_empty()).then(|| said.join("; "));
     timing::mark("stats");
     // The process ends after printing: freeing the trace's rows first is work nobody waits for.
     std::mem::forget(trace);
@@ -81,7 +124,7 @@ pub fn stats(files: &[PathBuf], out: StatsOutput, opts: &stats::StatsOptions) ->
     } else if out.csv {
         stdout::print(&stats::render_csv(&s))?;
     } else {
-        stdout::print(&stats::render_text(&s, stats::TextOptions { wide: out.wide }))?;
+        stdout::print(&stats::render_text(&s, out.text))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -55,3 +55,18 @@ pub fn print(text: &str) -> Result<()> {
 pub fn println(text: &str) -> Result<()> {
     print(&format!("{text}\n"))
 }
+
+/// The width `stats` text fits: the terminal's when standard output is one (else `COLUMNS` there too), `COLUMNS`
+/// when set for a pipe or file, else none (scripts reading the text get it as wide as it comes).
+pub fn width() -> Option<usize> {
+    use std::io::IsTerminal as _;
+    let columns = || std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&c| c > 0);
+    if std::io::stdout().is_terminal() {
+        terminal_size::terminal_size_of(std::io::stdout())
+            .map(|(terminal_size::Width(w), _)| usize::from(w))
+            .filter(|&w| w > 0)
+            .or_else(columns)
+    } else {
+        columns()
+    }
+}

@@ -80,3 +80,139 @@ fn a_pipe_closed_early_ends_the_command_by_sigpipe() {
         assert_eq!(stderr_lines(&o), Vec::<String>::new(), "{args:?}");
     }
 }
+
+/// `stats` with `env`, and its text.
+fn stats_with_env(args: &[&str], env: &[(&str, &str)]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_cupti-convert"))
+        .arg("stats")
+        .args(args)
+        .env_remove("COLUMNS")
+        .envs(env.iter().copied())
+        .output()
+        .expect("cupti-convert runs");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// The 134-character cuBLAS kernel name of fixtures/pytorch_loop.cutr.
+const LONG_KERNEL: &str = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas";
+
+/// Lines no longer than `width` characters.
+fn longest_line(text: &str) -> usize {
+    text.lines().map(|l| l.chars().count()).max().unwrap_or(0)
+}
+
+/// With `COLUMNS=100` (a terminal's width, or set for a pipe) no line of the report is longer: the kernel table
+/// keeps Time, Total, Instances and Avg and shortens names after two thirds; JSON and CSV keep every name whole.
+/// Without `COLUMNS` the text is as wide as before (names cut at 100 characters), `--wide` is whole whatever
+/// `COLUMNS` says, and `--width 80` fits 80.
+#[test]
+fn stats_fits_the_width() {
+    let f = fixture("pytorch_loop.cutr");
+    let columns = [("COLUMNS", "100")];
+    let fitted = stats_with_env(&[path_str(&f)], &columns);
+    assert_eq!(longest_line(&fitted), 100, "{fitted}");
+    let kernels: Vec<&str> = fitted.lines().skip(4).take(3).collect();
+    assert_eq!(
+        kernels,
+        [
+            "  Time (%) Total (ns) Instances Avg (ns) Name",
+            "      13.7  5,063,883       391 12,951.1 sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_..._kernel__5x_cublas",
+            "      11.9  4,385,275       276 15,888.7 sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_..._kernel__5x_cublas",
+        ]
+    );
+    assert!(!fitted.contains(LONG_KERNEL));
+    let json = stats_with_env(&[path_str(&f), "--json"], &columns);
+    let csv = stats_with_env(&[path_str(&f), "--csv"], &columns);
+    assert!(json.contains(&format!("\"name\": \"{LONG_KERNEL}\"")) && csv.contains(&format!("kernel,{LONG_KERNEL},")));
+    let plain = stats_with_env(&[path_str(&f)], &[]);
+    assert_eq!(longest_line(&plain), 317);
+    assert!(plain.contains(&format!(" {}...\n", &LONG_KERNEL[..97])));
+    let wide = stats_with_env(&[path_str(&f), "--wide"], &columns);
+    assert!(wide.contains(&format!(" {LONG_KERNEL}\n")) && longest_line(&wide) > 100);
+    assert_eq!(longest_line(&stats_with_env(&[path_str(&f), "--width", "80"], &columns)), 80);
+}
+
+/// The text shows each section's 20 biggest rows and a line for the rest; the totals (the header's GPU time,
+/// every percentage) stay over all rows. `--top 0` shows all 41 kernels; JSON and CSV have every row unless
+/// `--top` is given, and then say what was left out.
+#[test]
+fn stats_shows_the_top_rows_and_sums_up_the_rest() {
+    let f = fixture("pytorch_loop.cutr");
+    let shown = stats_with_env(&[path_str(&f), "--report", "kernels"], &[]);
+    assert!(shown.contains("pytorch_loop.cutr: GPU time 37.480 ms over a span of 5.822 s"));
+    // Table rows start with their Time (%).
+    let rows = |t: &str| t.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).count();
+    assert_eq!(rows(&shown), 20, "{shown}");
+    assert!(shown.ends_with("  ... 21 more kernels, 8.3% of kernel time (3,043,426 ns; --top 0 shows every row)\n"));
+    let all = stats_with_env(&[path_str(&f), "--report", "kernels", "--top", "0"], &[]);
+    assert_eq!(rows(&all), 41);
+    assert!(!all.contains(" more kernels"));
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![path_str(&f), "--json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(&stats_with_env(&args, &[])).unwrap()
+    };
+    let whole = json(&[]);
+    assert_eq!((whole["kernels"].as_array().unwrap().len(), whole.get("kernels_left_out")), (41, None));
+    let top = json(&["--top", "5"]);
+    assert_eq!(top["kernels"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        (&top["kernels_left_out"]["rows"], &top["kernels_left_out"]["total_ns"]),
+        (&36.into(), &16_969_026.into())
+    );
+    assert_eq!((&top["api_left_out"]["rows"], &top["api_left_out"]["total_ns"]), (&42.into(), &59_216_141.into()));
+    assert_eq!(top["gpu_time_ns"], whole["gpu_time_ns"]);
+}
+
+/// `--start 5.3s --end 5.4s` holds steps 1 to 12 of fixtures/pytorch_loop.cutr: 2,466 kernels of 39 names,
+/// 16,455,358 ns (what the Chrome trace of the same window holds: 2,466 `kernel` events, 16,455,358 ns), against
+/// 5,653 and 36,884,764 ns for the whole recording. `--nvtx step` keeps the kernels launched inside the 20 `step
+/// N` ranges (4,820, 31,977,245 ns): warm-up's are left out; inside the window, every kernel is a step's.
+#[test]
+fn stats_reports_a_time_or_nvtx_window() {
+    let f = fixture("pytorch_loop.cutr");
+    let kernels = |extra: &[&str]| -> (usize, u64, u64, serde_json::Value) {
+        let mut args = vec![path_str(&f), "--json"];
+        args.extend_from_slice(extra);
+        let j: serde_json::Value = serde_json::from_str(&stats_with_env(&args, &[])).unwrap();
+        let k = j["kernels"].as_array().unwrap();
+        let sum = |key: &str| k.iter().map(|x| x[key].as_u64().unwrap()).sum::<u64>();
+        (k.len(), sum("count"), sum("total_ns"), j["window"].clone())
+    };
+    assert_eq!(kernels(&[]), (41, 5_653, 36_884_764, serde_json::Value::Null));
+    let window = "records overlapping --start 5.3s --end 5.4s (from the first record)";
+    assert_eq!(kernels(&["--start", "5.3s", "--end", "5.4s"]), (39, 2_466, 16_455_358, window.into()));
+    let steps =
+        "GPU work launched inside the 20 NVTX ranges named step (--nvtx; API calls and NVTX ranges not narrowed)";
+    assert_eq!(kernels(&["--nvtx", "step"]), (39, 4_820, 31_977_245, steps.into()));
+    let both = format!(
+        "{window}; GPU work launched inside the 12 NVTX ranges named step (--nvtx; API calls and NVTX ranges not \
+         narrowed)"
+    );
+    assert_eq!(kernels(&["--start", "5.3s", "--end", "5.4s", "--nvtx", "step"]), (39, 2_466, 16_455_358, both.into()));
+    // The steps in the window, by the NVTX section.
+    let j: serde_json::Value = serde_json::from_str(&stats_with_env(
+        &[path_str(&f), "--json", "--report", "nvtx", "--start", "5.3s", "--end", "5.4s"],
+        &[],
+    ))
+    .unwrap();
+    let mut steps: Vec<u32> = j["nvtx"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str().unwrap().strip_prefix("step ").map(|n| n.parse().unwrap()))
+        .collect();
+    steps.sort_unstable();
+    assert_eq!(steps, (1..=12).collect::<Vec<u32>>());
+    // The text says the window under its first line.
+    let shown = stats_with_env(&[path_str(&f), "--report", "kernels", "--start", "5.3s", "--end", "5.4s"], &[]);
+    assert_eq!(shown.lines().nth(1), Some(format!("Window: {window}").as_str()));
+    // A name no range has is said, and keeps no GPU work.
+    let o = run(&["stats", path_str(&f), "--nvtx", "nosuch", "--report", "kernels"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(stderr_lines(&o).contains(
+        &"cupti-convert: warning: --nvtx nosuch: no closed NVTX range is named nosuch: no GPU work is kept".to_string()
+    ));
+    assert!(text(&o.stdout).contains("GPU kernels\n  (none)\n"));
+}
