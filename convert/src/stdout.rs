@@ -51,7 +51,7 @@ pub fn print(text: &str) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
-/// [`print`] with a newline.
+/// [`print()`] with a newline.
 pub fn println(text: &str) -> Result<()> {
     print(&format!("{text}\n"))
 }

@@ -236,26 +236,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
     }
     super::graphs_render::text(&mut o, s, opts);
     if on(Section::Utilization) {
-        let rows = s
-            .utilization
-            .iter()
-            .map(|u| {
-                vec![
-                    fmt::thousands(u.busy_ns),
-                    fmt::thousands(u.span_ns),
-                    format!("{:.1}", u.percent),
-                    fmt::thousands(u.ops),
-                    where_(u),
-                ]
-            })
-            .collect();
-        fitted_table(
-            &mut o,
-            "GPU utilization (busy time within the GPU span: first to last GPU operation there)",
-            &["Busy (ns)", "GPU span (ns)", "Busy (%)", "Ops", "Where"],
-            rows,
-            opts,
-        );
+        utilization_text(&mut o, s, opts);
     }
     if on(Section::Counters) && !s.counters.is_empty() {
         let rows = s
@@ -305,6 +286,30 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
         Some(width) => wrap_lines(&o, width),
         None => o,
     }
+}
+
+/// Busy time per device and stream.
+fn utilization_text(o: &mut String, s: &Stats, opts: TextOptions) {
+    let rows = s
+        .utilization
+        .iter()
+        .map(|u| {
+            vec![
+                fmt::thousands(u.busy_ns),
+                fmt::thousands(u.span_ns),
+                format!("{:.1}", u.percent),
+                fmt::thousands(u.ops),
+                where_(u),
+            ]
+        })
+        .collect();
+    fitted_table(
+        o,
+        "GPU utilization (busy time within the GPU span: first to last GPU operation there)",
+        &["Busy (ns)", "GPU span (ns)", "Busy (%)", "Ops", "Where"],
+        rows,
+        opts,
+    );
 }
 
 /// The NVTX table; the columns of graph work captured inside each range only where some range has any, so that
