@@ -122,6 +122,11 @@ fn stats_fits_the_width() {
         ]
     );
     assert!(!fitted.contains(LONG_KERNEL));
+    // Memory in use leaves out who reached the peak and the frees without allocation.
+    assert!(fitted.contains(
+        "\n  Peak (bytes) Peak at Allocs Frees At end (bytes)      Memory Device\n   348,841,256 5.263 s  1,218     0    \
+         348,841,256      device GPU 0\n"
+    ));
     let json = stats_with_env(&[path_str(&f), "--json"], &columns);
     let csv = stats_with_env(&[path_str(&f), "--csv"], &columns);
     assert!(json.contains(&format!("\"name\": \"{LONG_KERNEL}\"")) && csv.contains(&format!("kernel,{LONG_KERNEL},")));

@@ -33,7 +33,7 @@ const NAME_WANTED_CHARS: usize = 56;
 const NAME_MIN_CHARS: usize = 16;
 
 /// Columns a table leaves out to fit a width, least important first; the others always stay.
-const DROPPED_FIRST: [&str; 11] = [
+const DROPPED_FIRST: [&str; 15] = [
     "StdDev (ns)",
     "Min (ns)",
     "Max (ns)",
@@ -45,6 +45,10 @@ const DROPPED_FIRST: [&str; 11] = [
     "GB/s",
     "Bytes",
     "Covered (%)",
+    "Frees w/o alloc",
+    "Reached by",
+    "Frees",
+    "Allocs",
 ];
 
 pub(super) fn name(n: &str, o: TextOptions) -> String {
@@ -229,7 +233,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             .collect();
         fitted_table(&mut o, "GPU memory operations", &hm, rows, opts);
         left_out_line(&mut o, s.memory_ops_left_out.as_ref(), "kinds of operation", "memory operation time");
-        super::um_render::memory_peaks_text(&mut o, s);
+        super::um_render::memory_peaks_text(&mut o, s, opts);
     }
     if on(Section::Nvtx) {
         nvtx_text(&mut o, s, opts);
