@@ -213,6 +213,23 @@ fn stats_reports_a_time_or_nvtx_window() {
     // The text says the window under its first line.
     let shown = stats_with_env(&[path_str(&f), "--report", "kernels", "--start", "5.3s", "--end", "5.4s"], &[]);
     assert_eq!(shown.lines().nth(1), Some(format!("Window: {window}").as_str()));
+    // Wrong windows are usage errors; a window past the records is said, with where the records lie.
+    let o = run(&["stats", path_str(&f), "--start", "abc"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr_lines(&o), ["cupti-convert: error: not a time: 'abc' (use e.g. 1.5, 200ms, 10us)"]);
+    let o = run(&["stats", path_str(&f), "--start", "5.4s", "--end", "5.3s"]);
+    assert_eq!(
+        (o.status.code(), stderr_lines(&o)),
+        (Some(2), vec!["cupti-convert: error: --end is before --start".into()])
+    );
+    let o = run(&["stats", path_str(&f), "--start", "100s", "--report", "kernels"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        stderr_lines(&o),
+        ["cupti-convert: warning: the window --start 100s keeps no record: the records lie at 0.000-0.164 s, \
+             0.817-0.820 s, 4.819-5.494 s and 5.821-5.822 s (seconds after the first record)"]
+    );
+    assert!(text(&o.stdout).contains("GPU kernels\n  (none)\n"));
     // A name no range has is said, and keeps no GPU work.
     let o = run(&["stats", path_str(&f), "--nvtx", "nosuch", "--report", "kernels"]);
     assert_eq!(o.status.code(), Some(0));
