@@ -238,3 +238,24 @@ fn stats_reports_a_time_or_nvtx_window() {
     ));
     assert!(text(&o.stdout).contains("GPU kernels\n  (none)\n"));
 }
+
+/// On a terminal (a pseudo-terminal of 90 columns made by util-linux's `script`), the text fits the terminal's
+/// width without `COLUMNS`.
+#[test]
+fn stats_on_a_terminal_fits_its_width() {
+    let command = format!(
+        "stty cols 90 rows 50; {} stats {} --report kernels",
+        env!("CARGO_BIN_EXE_cupti-convert"),
+        path_str(&fixture("pytorch_loop.cutr"))
+    );
+    let o = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("COLUMNS")
+        .stdin(Stdio::null())
+        .output()
+        .expect("util-linux's script runs");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let shown = text(&o.stdout).replace('\r', "");
+    assert_eq!(longest_line(&shown), 90, "{shown}");
+    assert!(shown.contains("  Time (%) Total (ns) Instances Name\n"), "{shown}");
+}
