@@ -80,6 +80,9 @@ pub fn stats(
     opts: &stats::StatsOptions,
 ) -> Result<ExitCode> {
     use crate::convert::{extents_text, filter, record_extents, window_text};
+    if window.nvtx.as_deref() == Some("") {
+        usage!("--nvtx needs the name of NVTX ranges (e.g. --nvtx step)");
+    }
     let (start, end) = (window.start.as_deref(), window.end.as_deref());
     let timed_window = start.is_some() || end.is_some();
     // Several files are one merged trace (one run of a multi-process job); a time window reads only its chunks.

@@ -222,6 +222,11 @@ fn stats_reports_a_time_or_nvtx_window() {
         (o.status.code(), stderr_lines(&o)),
         (Some(2), vec!["cupti-convert: error: --end is before --start".into()])
     );
+    let o = run(&["stats", path_str(&f), "--nvtx", ""]);
+    assert_eq!(
+        (o.status.code(), stderr_lines(&o)),
+        (Some(2), vec!["cupti-convert: error: --nvtx needs the name of NVTX ranges (e.g. --nvtx step)".into()])
+    );
     let o = run(&["stats", path_str(&f), "--start", "100s", "--report", "kernels"]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(
