@@ -39,7 +39,19 @@ impl Cli {
             Some(Command::Generate { .. } | Command::Docs { .. }) => Vec::new(),
         }
     }
+
+    /// Whether the command writes to standard output: a report, the documentation, or a trace to `-o -`.
+    pub fn writes_to_stdout(&self) -> bool {
+        match &self.command {
+            None => self.convert.output.as_deref() == Some(Path::new("-")),
+            Some(Command::Export { .. } | Command::Generate { .. }) => false,
+            Some(_) => true,
+        }
+    }
 }
+
+/// Rows per section of `stats`'s text report when `--top` is not given (`sql --query top-kernels` lists as many).
+pub const DEFAULT_TOP: usize = 20;
 
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
@@ -153,7 +165,7 @@ pub enum Command {
         #[arg(long, value_name = "PREFIX", default_value = "iter ")]
         step: String,
         /// top-kernels: this many (0: all).
-        #[arg(long, default_value_t = 20)]
+        #[arg(long, default_value_t = DEFAULT_TOP)]
         top: usize,
         /// Print the rows as a JSON array of objects.
         #[arg(long, conflicts_with = "csv")]
@@ -173,18 +185,25 @@ pub enum Command {
         /// Print CSV (one table of every section; the `section` column tells them apart).
         #[arg(long)]
         csv: bool,
-        /// Show only the N biggest rows of each section (0: all, the default).
-        #[arg(long, default_value_t = 0)]
-        top: usize,
+        /// Show only the N biggest rows of each section, and a line that sums up the rest (0: all). Default: 20 in
+        /// the text report, all in --json and --csv. Totals and percentages are over every row.
+        #[arg(long, value_name = "N")]
+        top: Option<usize>,
         /// Only these sections, in this order of the report: kernels, api, memory (with peak device memory in use),
         /// nvtx, graphs (CUDA graphs' replays by where their nodes were made; shown by default when the trace has
         /// graphs), utilization, counters, um (unified memory: migrations, faults, thrashing, host functions; shown
         /// by default when the trace has UM events), loss.
         #[arg(long, value_delimiter = ',', value_parser = ["kernels", "api", "memory", "nvtx", "graphs", "utilization", "counters", "um", "loss"])]
         report: Vec<String>,
-        /// Text: full names, however long (shortened to 100 characters otherwise).
-        #[arg(long)]
+        /// Text: full names and lines however long. By default the text fits the terminal's width (or `COLUMNS`,
+        /// when set): tables leave out their least important columns (StdDev, Min, Max, Med...) and shorten names
+        /// in the middle; without a terminal or `COLUMNS`, names are cut at 100 characters. --json and --csv keep
+        /// full names.
+        #[arg(long, conflicts_with = "width")]
         wide: bool,
+        /// Text: fit lines to N characters, whatever the terminal.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(40..))]
+        width: Option<u16>,
         /// Where to look for the host binaries and libraries the recording's mappings name when they are not at
         /// their recorded path (by file name; build id checked): --report um names CPU page faults' functions,
         /// --report graphs the functions that made graph nodes.
@@ -194,6 +213,20 @@ pub enum Command {
         /// launches backward's kernels from its autograd thread), not only by the thread that opened them.
         #[arg(long)]
         nvtx_across_threads: bool,
+        /// Only records overlapping the time after this one since the first record (e.g. 1.5, 1.5s, 200ms, 10us),
+        /// as the conversion's --start (only the chunks there are read).
+        #[arg(long, conflicts_with = "by_rank")]
+        start: Option<String>,
+        /// Only records overlapping the time before this one since the first record.
+        #[arg(long, conflicts_with = "by_rank")]
+        end: Option<String>,
+        /// Only the GPU work (kernels, copies, memsets) inside the NVTX ranges named NAME, or NAME, a space and more
+        /// (`step` names `step 12`): work whose
+        /// launching API call started inside such a range of its process, on any thread (or, with no known
+        /// launching call, that started inside one itself). API calls and NVTX ranges are not narrowed (use
+        /// --start/--end); the report's first line states the window.
+        #[arg(long, value_name = "NAME", conflicts_with = "by_rank")]
+        nvtx: Option<String>,
         /// Instead of the sections: the ranks of a job side by side (kernels, kernel time, NCCL time, GPU busy).
         #[arg(long)]
         by_rank: bool,
@@ -203,7 +236,8 @@ pub enum Command {
         step: Option<String>,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
-    /// Exit code 3 when something regressed.
+    /// Exit code 3 when something regressed; 4 when less than half of the base's kernel time is in kernels the new
+    /// runs also have (verdict "different programs": nothing is judged).
     Diff {
         /// BASE NEW (one recording each); use --base/--new for several runs per side.
         #[arg(num_args = 0..=2)]
@@ -245,7 +279,7 @@ pub enum Command {
         all: bool,
         /// Compare a distributed job rank by rank (--base the files of one job, --new of the other; ranks from
         /// each file's RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID): each rank's verdict and what changed
-        /// on it; exit 3 when any rank regressed.
+        /// on it; exit 3 when any rank regressed, 4 when any rank's sides are of different programs.
         #[arg(long)]
         by_rank: bool,
     },

@@ -25,7 +25,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     check_output_is_not_an_input(&output, &a.files)?;
     let (readers, prefetched) =
         open_inputs(&a.files, a.start.is_none() && a.end.is_none()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let filter = filter(&a, &readers)?;
+    let filter = filter(a.start.as_deref(), a.end.as_deref(), &a.kinds, &readers)?;
     let extents = (filter.start.is_some() || filter.end.is_some()).then(|| record_extents(&readers));
     let raw_bytes: u64 = readers.iter().flat_map(|r| r.activity_chunks()).map(|c| c.header.raw_len).sum();
     crate::memory::input_size_known(raw_bytes);
@@ -55,7 +55,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
             eprintln!(
                 "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the \
                  first record)",
-                window_text(&a),
+                window_text(a.start.as_deref(), a.end.as_deref()),
                 extents_text(extents)
             )
         });
@@ -144,7 +144,7 @@ pub(crate) fn check_output_is_not_an_input(output: &Path, inputs: &[PathBuf]) ->
 
 /// Where the records lie, in ns after the first: the activity chunks' time ranges, overlapping ones merged (a
 /// program busy at start-up and at the end, idle between, has two).
-fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
+pub(crate) fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
     let mut spans: Vec<(u64, u64)> = readers
         .iter()
         .flat_map(|r| {
@@ -168,7 +168,7 @@ fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
 }
 
 /// `0.000-0.250 s and 4.750-5.800 s`; the first three and the last when there are more.
-fn extents_text(extents: &[(u64, u64)]) -> String {
+pub(crate) fn extents_text(extents: &[(u64, u64)]) -> String {
     let one = |&(s, e): &(u64, u64)| format!("{:.3}-{:.3} s", s as f64 / 1e9, e as f64 / 1e9);
     match extents {
         [] => "no time at all (no activity chunk)".into(),
@@ -186,8 +186,9 @@ fn extents_text(extents: &[(u64, u64)]) -> String {
     }
 }
 
-fn window_text(a: &ConvertArgs) -> String {
-    match (&a.start, &a.end) {
+/// `--start S --end E` as given.
+pub(crate) fn window_text(start: Option<&str>, end: Option<&str>) -> String {
+    match (start, end) {
         (Some(s), Some(e)) => format!("--start {s} --end {e}"),
         (Some(s), None) => format!("--start {s}"),
         (None, Some(e)) => format!("--end {e}"),
@@ -195,10 +196,16 @@ fn window_text(a: &ConvertArgs) -> String {
     }
 }
 
-/// The records to keep: `--kinds`, and `--start/--end` counted from the earliest record of all inputs.
-fn filter(a: &ConvertArgs, readers: &[Reader]) -> Result<Filter> {
-    let mut filter = Filter { kinds: kinds(&a.kinds)?, ..Default::default() };
-    if a.start.is_none() && a.end.is_none() {
+/// The records to keep: `kinds`, and `start`/`end` (the viewers' and `stats`' `--start/--end`) counted from the
+/// earliest record of all inputs; records overlapping the window are kept.
+pub(crate) fn filter(
+    start: Option<&str>,
+    end: Option<&str>,
+    kinds_given: &[String],
+    readers: &[Reader],
+) -> Result<Filter> {
+    let mut filter = Filter { kinds: kinds(kinds_given)?, ..Default::default() };
+    if start.is_none() && end.is_none() {
         return Ok(filter);
     }
     let first = readers
@@ -209,8 +216,8 @@ fn filter(a: &ConvertArgs, readers: &[Reader]) -> Result<Filter> {
         })
         .min()
         .unwrap_or(0);
-    filter.start = a.start.as_deref().map(parse_time).transpose()?.map(|t| first + t);
-    filter.end = a.end.as_deref().map(parse_time).transpose()?.map(|t| first + t);
+    filter.start = start.map(parse_time).transpose()?.map(|t| first + t);
+    filter.end = end.map(parse_time).transpose()?.map(|t| first + t);
     if let (Some(s), Some(e)) = (filter.start, filter.end)
         && e < s
     {

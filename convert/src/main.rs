@@ -1,7 +1,8 @@
 //! `cupti-convert`: reads `.cutr` recordings and converts them or reports on them.
 //!
 //! Exit codes: 0 success (warnings, e.g. a recovered file or failed joins, go to stderr); 1 an input could not
-//! be read or an output not written; 2 wrong arguments; 3 `diff` found a regression; 130 and 143 interrupted by
+//! be read or an output not written (standard output closed included); 2 wrong arguments; 3 `diff` found a
+//! regression; 4 `diff` compared recordings of different programs; 130 and 143 interrupted by
 //! SIGINT and SIGTERM (temporary outputs removed, children ended: `cutr-cleanup`).
 
 mod cli;
@@ -10,6 +11,7 @@ mod docs;
 mod memory;
 mod progress;
 mod reports;
+mod stdout;
 mod warnings;
 mod workers;
 
@@ -27,22 +29,44 @@ use cli::{Cli, Command};
 // (10M records: 0.95 GB vs 0.75 GB peak, 2.8 s vs 2.15 s; a small recording: 13.3 ms vs 12.1 ms).
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    // Before any work: a report or trace for a closed standard output would be lost.
+    if cli.writes_to_stdout() {
+        stdout::check_open()?;
+    }
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
         Some(Command::Stats { files, json, by_rank: true, step, .. }) => reports::ranks(&files, step.as_deref(), json),
-        Some(Command::Stats { files, json, csv, top, report, wide, nvtx_across_threads, symbols, .. }) => {
+        Some(Command::Stats {
+            files,
+            json,
+            csv,
+            top,
+            report,
+            wide,
+            width,
+            nvtx_across_threads,
+            symbols,
+            start,
+            end,
+            nvtx,
+            ..
+        }) => {
             let sections = if report.is_empty() {
                 cutr_analyses::stats::Section::ALL.to_vec()
             } else {
                 report.iter().filter_map(|r| cutr_analyses::stats::Section::parse(r)).collect()
             };
+            // People read the text: its tables stop at the biggest rows; scripts get every row unless they ask.
+            let top = top.unwrap_or(if json || csv { 0 } else { cli::DEFAULT_TOP });
             let opts = cutr_analyses::stats::StatsOptions {
                 top: (top > 0).then_some(top),
                 sections,
                 nvtx_across_threads,
                 symbol_dirs: symbols,
             };
-            reports::stats(&files, reports::StatsOutput { json, csv, wide }, &opts)
+            let width = width.map(usize::from).or_else(stdout::width);
+            let out = reports::StatsOutput { json, csv, text: cutr_analyses::stats::TextOptions { wide, width } };
+            reports::stats(&files, out, &reports::StatsWindow { start, end, nvtx }, &opts)
         }
         Some(Command::Diff {
             files,
@@ -123,8 +147,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
-    // A closed stdout (`cupti-convert info --json F | head`) ends the command quietly, as for any Unix tool,
-    // instead of failing a print.
+    // A pipe closed early (`cupti-convert info --json F | head`) ends the command quietly by SIGPIPE, as for any
+    // Unix tool, instead of failing a print; a standard output closed from the start is an error (`stdout`).
     // SAFETY: restoring the default action of a signal; no handler is involved.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     // Ctrl-C or a SIGTERM removes the temporary files of the outputs being written and ends our children

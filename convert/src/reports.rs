@@ -6,14 +6,26 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use cutr_analyses::{diff, info, stats};
 use cutr_format::Reader;
-use cutr_model::{Filter, LoadOptions, Process, Trace, load_readers, timing};
+use cutr_model::{Filter, LoadOptions, Process, Trace, load_prefetched, load_readers, open_inputs, timing};
 use cutr_synth::{SynthOptions, write_file};
 
 use crate::cli::{parse_time, usage};
+use crate::stdout;
 use crate::warnings::{input_warnings, warn};
 
 /// Exit code of `diff` when it finds a regression.
 const EXIT_REGRESSION: u8 = 3;
+/// Exit code of `diff` when the two sides are probably recordings of different programs (nothing was judged).
+const EXIT_DIFFERENT_PROGRAMS: u8 = 4;
+
+/// The exit code of `diff` for its overall verdict.
+fn diff_exit_code(verdict: diff::Verdict) -> ExitCode {
+    match verdict {
+        diff::Verdict::Regression => ExitCode::from(EXIT_REGRESSION),
+        diff::Verdict::DifferentPrograms => ExitCode::from(EXIT_DIFFERENT_PROGRAMS),
+        _ => ExitCode::SUCCESS,
+    }
+}
 
 fn open(file: &Path) -> Result<Reader> {
     timing::timed_with(|| format!("open {}", file.display()), || Reader::open(file))
@@ -51,25 +63,71 @@ fn warn_all(trace: &Trace) {
 pub struct StatsOutput {
     pub json: bool,
     pub csv: bool,
-    pub wide: bool,
+    pub text: stats::TextOptions,
 }
 
-pub fn stats(files: &[PathBuf], out: StatsOutput, opts: &stats::StatsOptions) -> Result<ExitCode> {
-    // Several files are one merged trace (one run of a multi-process job).
-    let readers = open_all(files)?;
-    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+/// The part of the recordings `stats` reports on: `--start`/`--end` and `--nvtx`.
+pub struct StatsWindow {
+    pub start: Option<String>,
+    pub end: Option<String>,
+    pub nvtx: Option<String>,
+}
+
+pub fn stats(
+    files: &[PathBuf],
+    out: StatsOutput,
+    window: &StatsWindow,
+    opts: &stats::StatsOptions,
+) -> Result<ExitCode> {
+    use crate::convert::{extents_text, filter, record_extents, window_text};
+    if window.nvtx.as_deref() == Some("") {
+        usage!("--nvtx needs the name of NVTX ranges (e.g. --nvtx step)");
+    }
+    let (start, end) = (window.start.as_deref(), window.end.as_deref());
+    let timed_window = start.is_some() || end.is_some();
+    // Several files are one merged trace (one run of a multi-process job); a time window reads only its chunks.
+    let (readers, prefetched) = open_inputs(files, !timed_window).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let filter = filter(start, end, &[], &readers)?;
+    let extents = timed_window.then(|| record_extents(&readers));
+    let mut trace =
+        load_prefetched(files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);
     warn_all(&trace);
-    let s = stats::compute(&trace, opts);
+    let mut said = Vec::new();
+    if let Some(extents) = &extents {
+        if trace.records() == 0 {
+            eprintln!(
+                "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the \
+                 first record)",
+                window_text(start, end),
+                extents_text(extents)
+            );
+        }
+        said.push(format!("records overlapping {} (from the first record)", window_text(start, end)));
+    }
+    if let Some(name) = &window.nvtx {
+        let ranges = stats::keep_gpu_work_in_ranges(&mut trace, name);
+        if ranges == 0 {
+            eprintln!(
+                "cupti-convert: warning: --nvtx {name}: no closed NVTX range is named {name}: no GPU work is kept"
+            );
+        }
+        said.push(format!(
+            "GPU work launched inside the {ranges} NVTX ranges named {name} (--nvtx; API calls and NVTX ranges not \
+             narrowed)"
+        ));
+    }
+    let mut s = stats::compute(&trace, opts);
+    s.window = (!said.is_empty()).then(|| said.join("; "));
     timing::mark("stats");
     // The process ends after printing: freeing the trace's rows first is work nobody waits for.
     std::mem::forget(trace);
     if out.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        stdout::println(&serde_json::to_string_pretty(&s)?)?;
     } else if out.csv {
-        print!("{}", stats::render_csv(&s));
+        stdout::print(&stats::render_csv(&s))?;
     } else {
-        print!("{}", stats::render_text(&s, stats::TextOptions { wide: out.wide }));
+        stdout::print(&stats::render_text(&s, out.text))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -187,9 +245,9 @@ pub fn ranks(files: &[PathBuf], step: Option<&str>, json: bool) -> Result<ExitCo
     let r = cutr_analyses::ranks::by_rank(&trace, step);
     std::mem::forget(trace);
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        stdout::println(&serde_json::to_string_pretty(&r)?)?;
     } else {
-        print!("{}", cutr_analyses::ranks::render_text(&r));
+        stdout::print(&cutr_analyses::ranks::render_text(&r))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -262,17 +320,13 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
             anyhow::bail!("--by-rank: no rank is on both sides, nothing to compare");
         }
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            stdout::println(&serde_json::to_string_pretty(&report)?)?;
         } else if a.markdown {
-            print!("{}", diff::render_by_rank_markdown(&report, 50));
+            stdout::print(&diff::render_by_rank_markdown(&report, 50))?;
         } else {
-            print!("{}", diff::render_by_rank_text(&report, a.all));
+            stdout::print(&diff::render_by_rank_text(&report, a.all))?;
         }
-        return Ok(if report.verdict == diff::Verdict::Regression {
-            ExitCode::from(EXIT_REGRESSION)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return Ok(diff_exit_code(report.verdict));
     }
     let report = diff::diff(&b, &n, &opts);
     timing::mark("diff");
@@ -282,13 +336,13 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     // The process ends after printing: freeing two traces' rows first is work nobody waits for.
     std::mem::forget((b, n));
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        stdout::println(&serde_json::to_string_pretty(&report)?)?;
     } else if a.markdown {
-        print!("{}", diff::render_markdown(&report, 20));
+        stdout::print(&diff::render_markdown(&report, 20))?;
     } else {
-        print!("{}", diff::render_text(&report, a.all));
+        stdout::print(&diff::render_text(&report, a.all))?;
     }
-    Ok(if report.verdict == diff::Verdict::Regression { ExitCode::from(EXIT_REGRESSION) } else { ExitCode::SUCCESS })
+    Ok(diff_exit_code(report.verdict))
 }
 
 /// One report per file, in order; a file that cannot be read ends the command (after the ones before it).
@@ -302,9 +356,9 @@ pub fn info(files: &[PathBuf], json: bool) -> Result<ExitCode> {
         }
         if !json {
             if i > 0 {
-                println!();
+                stdout::println("")?;
             }
-            print!("{}", info::render_text(&report));
+            stdout::print(&info::render_text(&report))?;
         }
         reports.push(report);
     }
@@ -313,7 +367,7 @@ pub fn info(files: &[PathBuf], json: bool) -> Result<ExitCode> {
             [one] => serde_json::to_string_pretty(one)?,
             all => serde_json::to_string_pretty(all)?,
         };
-        println!("{text}");
+        stdout::println(&text)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -376,11 +430,11 @@ pub fn source(
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            stdout::println(&serde_json::to_string_pretty(&v)?)?;
         } else if csv {
-            print!("{}", source::render_csv(&r));
+            stdout::print(&source::render_csv(&r))?;
         } else {
-            print!("{}", source::render_text(&r));
+            stdout::print(&source::render_text(&r))?;
         }
     }
     if let Some(path) = pprof {

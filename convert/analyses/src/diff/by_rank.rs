@@ -70,13 +70,15 @@ pub fn diff_by_rank(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> ByRank
     ByRankReport { verdict, ranks, only_base, only_new, regressed_ranks, warnings }
 }
 
-/// How bad a verdict is for the job: a regression anywhere is the job's.
+/// How bad a verdict is for the job: a rank recorded from another program makes the comparison meaningless, and
+/// a regression anywhere is the job's.
 fn severity(v: Verdict) -> u8 {
     match v {
-        Verdict::Regression => 0,
-        Verdict::Improvement => 1,
-        Verdict::Inconclusive => 2,
-        _ => 3,
+        Verdict::DifferentPrograms => 0,
+        Verdict::Regression => 1,
+        Verdict::Improvement => 2,
+        Verdict::Inconclusive => 3,
+        _ => 4,
     }
 }
 

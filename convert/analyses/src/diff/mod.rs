@@ -13,7 +13,9 @@
 //!
 //! Rows that are not GPU work (the process's wall span) and rows below `--min-share` of the GPU time are
 //! **reported**, not judged. A change of how many times a kernel ran is a finding of its own ([`CountChange`]).
-//! The verdict is a regression when any judged row regressed (or, with `--fail-on`, a reported kind changed).
+//! The verdict is a regression when any judged row regressed (or, with `--fail-on`, a reported kind changed),
+//! unless less than half of the base's kernel time is in kernels the new runs have too: then it is **different
+//! programs**, whatever the rows say.
 
 mod by_rank;
 mod judge;
@@ -89,6 +91,10 @@ pub enum Verdict {
     Neutral,
     /// Shown, not judged: not GPU work, or too small a share of it.
     Reported,
+    /// The overall verdict when less than half of the base's kernel time is in kernels the new runs also have:
+    /// the recordings are probably of different programs, and no row's change says anything about either.
+    #[serde(rename = "different_programs")]
+    DifferentPrograms,
 }
 
 impl Verdict {
@@ -101,6 +107,7 @@ impl Verdict {
             Verdict::Removed => "removed",
             Verdict::Neutral => "neutral",
             Verdict::Reported => "reported",
+            Verdict::DifferentPrograms => "different programs",
         }
     }
 }
@@ -280,7 +287,7 @@ fn compare(b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
         Verdict::Regression | Verdict::Improvement => 0,
         Verdict::Inconclusive | Verdict::Added | Verdict::Removed => 1,
         Verdict::Reported => 2,
-        Verdict::Neutral => 3,
+        Verdict::Neutral | Verdict::DifferentPrograms => 3,
     };
     rows.sort_by(|x, y| {
         rank(x.verdict)
@@ -305,6 +312,10 @@ fn compare(b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
         verdict = Verdict::Regression;
     }
     let (common, warnings) = similarity(b, n);
+    // A comparison of unrelated programs judges nothing: its "regression" would fail a build for a wrong input.
+    if common < DIFFERENT_PROGRAMS_PCT {
+        verdict = Verdict::DifferentPrograms;
+    }
     Report {
         counter_changes: Vec::new(),
         um_changes: Vec::new(),

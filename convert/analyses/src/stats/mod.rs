@@ -14,6 +14,7 @@ mod render;
 mod sections;
 pub(crate) mod um;
 mod um_render;
+mod window;
 
 use serde::Serialize;
 
@@ -28,6 +29,7 @@ pub use um::{
     UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
     UmThrottling, VA_BLOCK,
 };
+pub use window::keep_gpu_work_in_ranges;
 
 /// A section of the report, selectable with `--report` (as `nsys stats -r`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -147,16 +149,53 @@ pub(crate) fn saturating_sum(values: impl Iterator<Item = u64>) -> u64 {
     values.fold(0, u64::saturating_add)
 }
 
-pub(crate) fn finish(mut rows: Vec<Summary>, top: Option<usize>) -> Vec<Summary> {
-    let total = saturating_sum(rows.iter().map(|r| r.total_ns));
-    for r in &mut rows {
-        r.percent = if total > 0 { 100.0 * r.total_ns as f64 / total as f64 } else { 0.0 };
+/// The rows of a section past `--top`, summed up: the report's last line of that section says what they were.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RowsLeftOut {
+    pub rows: u64,
+    pub total_ns: u64,
+    /// Their share of the section's time (every row's, those shown included).
+    pub percent: f64,
+}
+
+/// A row of a section ranked by time: its summary.
+pub(crate) trait Timed {
+    fn time(&self) -> &Summary;
+    fn time_mut(&mut self) -> &mut Summary;
+}
+
+impl Timed for Summary {
+    fn time(&self) -> &Summary {
+        self
     }
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
-    if let Some(t) = top {
-        rows.truncate(t);
+    fn time_mut(&mut self) -> &mut Summary {
+        self
     }
-    rows
+}
+
+/// A section's rows, biggest first (then by name), each with its share of the section's time, cut to the `top`
+/// biggest; and what was cut, summed.
+pub(crate) fn rank_and_cut<T: Timed>(rows: &mut Vec<T>, top: Option<usize>) -> Option<RowsLeftOut> {
+    let total = saturating_sum(rows.iter().map(|r| r.time().total_ns));
+    for r in rows.iter_mut() {
+        let s = r.time_mut();
+        s.percent = if total > 0 { 100.0 * s.total_ns as f64 / total as f64 } else { 0.0 };
+    }
+    rows.sort_by(|a, b| {
+        let (a, b) = (a.time(), b.time());
+        b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name))
+    });
+    let top = top?;
+    if rows.len() <= top {
+        return None;
+    }
+    let cut = rows.split_off(top);
+    let cut_ns = saturating_sum(cut.iter().map(|r| r.time().total_ns));
+    Some(RowsLeftOut {
+        rows: cut.len() as u64,
+        total_ns: cut_ns,
+        percent: if total > 0 { 100.0 * cut_ns as f64 / total as f64 } else { 0.0 },
+    })
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -166,6 +205,15 @@ pub struct MemoryOps {
     pub bytes: u64,
     /// bytes / total time, in GB/s (1e9 bytes).
     pub bandwidth_gbps: f64,
+}
+
+impl Timed for MemoryOps {
+    fn time(&self) -> &Summary {
+        &self.time
+    }
+    fn time_mut(&mut self) -> &mut Summary {
+        &mut self.time
+    }
 }
 
 /// Memory of one class in use (MEMORY2 allocations less frees) on one device of one file: its peak, when, and the
@@ -213,6 +261,15 @@ pub struct RangeStats {
     pub gpu_spans: u64,
 }
 
+impl Timed for RangeStats {
+    fn time(&self) -> &Summary {
+        &self.time
+    }
+    fn time_mut(&mut self) -> &mut Summary {
+        &mut self.time
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Utilization {
     pub device: u32,
@@ -230,17 +287,29 @@ pub struct Utilization {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
     pub files: Vec<String>,
+    /// The part of the recordings reported (`--start`/`--end`, `--nvtx`), in words; absent for all of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
     /// The sections computed; the others' lists are empty.
     pub sections: Vec<Section>,
     /// How NVTX ranges' GPU work was attributed: `thread` (launched by the range's own thread) or
     /// `process` (by any thread of its process while it was open).
     pub nvtx_attribution: &'static str,
     pub kernels: Vec<Summary>,
+    /// The kernels past `--top`, summed (absent when none was left out); the same for the other sections.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernels_left_out: Option<RowsLeftOut>,
     pub api: Vec<Summary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_left_out: Option<RowsLeftOut>,
     pub memory_ops: Vec<MemoryOps>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_ops_left_out: Option<RowsLeftOut>,
     /// Peak memory in use per (file, device, class) (the `memory` section).
     pub memory_peaks: Vec<MemoryPeak>,
     pub nvtx: Vec<RangeStats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvtx_left_out: Option<RowsLeftOut>,
     /// CUDA graphs (the `graphs` section).
     pub graphs: GraphReport,
     pub utilization: Vec<Utilization>,
@@ -265,17 +334,19 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     use cutr_model::timing::timed;
     let top = opts.top;
     let on = |s: Section| opts.sections.contains(&s);
-    let kernels = if on(Section::Kernels) { timed("stats kernels", || sections::kernels(t, top)) } else { Vec::new() };
-    let api = if on(Section::Api) { timed("stats api", || sections::api(t, top)) } else { Vec::new() };
-    let memory_ops =
-        if on(Section::Memory) { timed("stats memory", || sections::memory_ops(t, top)) } else { Vec::new() };
+    let (kernels, kernels_left_out) =
+        if on(Section::Kernels) { timed("stats kernels", || sections::kernels(t, top)) } else { Default::default() };
+    let (api, api_left_out) =
+        if on(Section::Api) { timed("stats api", || sections::api(t, top)) } else { Default::default() };
+    let (memory_ops, memory_ops_left_out) =
+        if on(Section::Memory) { timed("stats memory", || sections::memory_ops(t, top)) } else { Default::default() };
     let memory_peaks = if on(Section::Memory) { sections::memory_peaks(t) } else { Vec::new() };
     let um =
         if on(Section::Um) { timed("stats um", || um::um(t, top, &opts.symbol_dirs)) } else { UmReport::default() };
-    let nvtx = if on(Section::Nvtx) {
+    let (nvtx, nvtx_left_out) = if on(Section::Nvtx) {
         timed("stats nvtx", || sections::nvtx(t, top, opts.nvtx_across_threads))
     } else {
-        Vec::new()
+        Default::default()
     };
     let graphs = if on(Section::Graphs) {
         timed("stats graphs", || graphs::graphs(t, top, &opts.symbol_dirs))
@@ -299,13 +370,18 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     sections.dedup();
     Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
+        window: None,
         sections,
         nvtx_attribution: if opts.nvtx_across_threads { "process" } else { "thread" },
         kernels,
+        kernels_left_out,
         api,
+        api_left_out,
         memory_ops,
+        memory_ops_left_out,
         memory_peaks,
         nvtx,
+        nvtx_left_out,
         graphs,
         utilization,
         counters: counters.rows,

@@ -2,18 +2,54 @@
 
 use std::fmt::Write as _;
 
-use super::{Section, Stats, Summary};
+use super::{RowsLeftOut, Section, Stats, Summary};
 use crate::fmt;
 
 /// How text output looks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TextOptions {
-    /// Full names, however long (C++ kernel names run to hundreds of characters).
+    /// Full names, however long (C++ kernel names run to hundreds of characters), and no width limit.
     pub wide: bool,
+    /// The longest line, in characters (a terminal's width): tables drop their least important columns and
+    /// shorten names in the middle to fit, and longer prose lines are wrapped. `None`: names cut at 100
+    /// characters, lines as long as they come (scripts rely on it).
+    pub width: Option<usize>,
 }
 
-/// Longest name shown in text output without `wide`.
+impl TextOptions {
+    /// The width lines must fit, unless `wide`.
+    fn limit(self) -> Option<usize> {
+        if self.wide { None } else { self.width }
+    }
+}
+
+/// Longest name shown in text output without `wide` or a width.
 const NAME_CHARS: usize = 100;
+
+/// Room for names that a table fitting a width makes by leaving out columns.
+const NAME_WANTED_CHARS: usize = 56;
+
+/// The fewest characters a name is shortened to when fitting a width (less says nothing; the line is wrapped).
+const NAME_MIN_CHARS: usize = 16;
+
+/// Columns a table leaves out to fit a width, least important first; the others always stay.
+const DROPPED_FIRST: [&str; 15] = [
+    "StdDev (ns)",
+    "Min (ns)",
+    "Max (ns)",
+    "Med (ns)",
+    "GPU span (ns)",
+    "Replayed ops",
+    "Graph replays (ns)",
+    "Avg (ns)",
+    "GB/s",
+    "Bytes",
+    "Covered (%)",
+    "Frees w/o alloc",
+    "Reached by",
+    "Frees",
+    "Allocs",
+];
 
 pub(super) fn name(n: &str, o: TextOptions) -> String {
     if o.wide || n.chars().count() <= NAME_CHARS {
@@ -23,7 +59,32 @@ pub(super) fn name(n: &str, o: TextOptions) -> String {
     }
 }
 
+/// `n` cut to `max` characters after two thirds of them, where C++ names keep their least telling part
+/// (template arguments), so that the kernel's own name and the end of its parameters stay:
+/// `void at::native::vectorized_elementwise_k...Array<char*, 1>)`.
+fn shorten_middle(n: &str, max: usize) -> String {
+    let chars: Vec<char> = n.chars().collect();
+    if chars.len() <= max {
+        return n.to_string();
+    }
+    let keep = max.saturating_sub(3);
+    let head = (2 * keep).div_ceil(3);
+    let tail = keep - head;
+    let mut out: String = chars[..head].iter().collect();
+    out.push_str("...");
+    out.extend(&chars[chars.len() - tail..]);
+    out
+}
+
+/// An aligned table as wide as it comes (the sections whose lines [`wrap_lines`] fits to a width).
 pub(super) fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>) {
+    fitted_table(out, title, headers, rows, TextOptions::default());
+}
+
+/// An aligned table, numbers right-aligned, the last column (a name) left-aligned. With a width, the least
+/// important columns ([`DROPPED_FIRST`]) are left out until the name has room, and names are shortened in the
+/// middle to what is left.
+pub(super) fn fitted_table(out: &mut String, title: &str, headers: &[&str], rows: Vec<Vec<String>>, o: TextOptions) {
     let _ = writeln!(out, "\n{title}");
     if rows.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -35,14 +96,28 @@ pub(super) fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<V
             w[i] = w[i].max(c.chars().count());
         }
     }
+    let mut kept: Vec<usize> = (0..headers.len()).collect();
+    let mut name_room = None;
+    if let Some(limit) = o.limit() {
+        let last = headers.len() - 1;
+        // One space before the table, one before each column.
+        let fixed = |kept: &[usize]| 1 + kept.iter().filter(|&&i| i != last).map(|&i| 1 + w[i]).sum::<usize>() + 1;
+        for drop in DROPPED_FIRST {
+            if fixed(&kept) + w[last].min(NAME_WANTED_CHARS) <= limit {
+                break;
+            }
+            kept.retain(|&i| i == last || headers[i] != drop);
+        }
+        name_room = Some(limit.saturating_sub(fixed(&kept)).max(NAME_MIN_CHARS));
+    }
     let line = |cells: Vec<String>| {
         let mut s = String::from(" ");
-        for (i, c) in cells.iter().enumerate() {
-            let last = i == cells.len() - 1;
-            if last {
+        for &i in &kept {
+            if i == cells.len() - 1 {
+                let c = name_room.map_or_else(|| cells[i].clone(), |room| shorten_middle(&cells[i], room));
                 s.push_str(&format!(" {c}"));
             } else {
-                s.push_str(&format!(" {c:>width$}", width = w[i]));
+                s.push_str(&format!(" {:>width$}", cells[i], width = w[i]));
             }
         }
         s
@@ -50,6 +125,48 @@ pub(super) fn table(out: &mut String, title: &str, headers: &[&str], rows: Vec<V
     let _ = writeln!(out, "{}", line(headers.iter().map(|h| h.to_string()).collect()));
     for r in rows {
         let _ = writeln!(out, "{}", line(r));
+    }
+}
+
+/// Every line of `text` longer than `width` wrapped at spaces (a word longer than the line is cut), its
+/// continuation indented: titles and prose lines of any section.
+fn wrap_lines(text: &str, width: usize) -> String {
+    const INDENT: &str = "    ";
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut rest: Vec<char> = line.chars().collect();
+        let mut first = true;
+        loop {
+            let room = if first { width } else { width.saturating_sub(INDENT.len()).max(1) };
+            if !first {
+                out.push_str(INDENT);
+            }
+            if rest.len() <= room {
+                out.extend(&rest);
+                out.push('\n');
+                break;
+            }
+            let cut = rest[..=room].iter().rposition(|&c| c == ' ').filter(|&i| i > 0).unwrap_or(room);
+            out.extend(&rest[..cut]);
+            out.push('\n');
+            let skip = usize::from(rest.get(cut) == Some(&' '));
+            rest.drain(..cut + skip);
+            first = false;
+        }
+    }
+    out
+}
+
+/// The line under a table cut at `--top`: how many rows were left out and their share of the section's time.
+fn left_out_line(out: &mut String, left_out: Option<&RowsLeftOut>, rows: &str, time: &str) {
+    if let Some(l) = left_out {
+        let _ = writeln!(
+            out,
+            "  ... {} more {rows}, {:.1}% of {time} ({} ns; --top 0 shows every row)",
+            fmt::thousands(l.rows),
+            l.percent,
+            fmt::thousands(l.total_ns)
+        );
     }
 }
 
@@ -79,18 +196,26 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
         fmt::duration_ns(s.gpu_time_ns),
         fmt::duration_ns(s.span_ns)
     );
+    if let Some(w) = &s.window {
+        let _ = writeln!(o, "Window: {w}");
+    }
     let on = |x: Section| s.sections.contains(&x);
+    // Tables fitting a width shorten names themselves, from the whole name.
     let with_name = |mut r: Vec<String>, n: &str| {
-        r.push(name(n, opts));
+        r.push(if opts.limit().is_some() { n.to_string() } else { name(n, opts) });
         r
     };
     let mut h: Vec<&str> = TIME_HEADERS.to_vec();
     h.push("Name");
     if on(Section::Kernels) {
-        table(&mut o, "GPU kernels", &h, s.kernels.iter().map(|k| with_name(time_row(k), &k.name)).collect());
+        let rows = s.kernels.iter().map(|k| with_name(time_row(k), &k.name)).collect();
+        fitted_table(&mut o, "GPU kernels", &h, rows, opts);
+        left_out_line(&mut o, s.kernels_left_out.as_ref(), "kernels", "kernel time");
     }
     if on(Section::Api) {
-        table(&mut o, "CUDA API calls", &h, s.api.iter().map(|k| with_name(time_row(k), &k.name)).collect());
+        let rows = s.api.iter().map(|k| with_name(time_row(k), &k.name)).collect();
+        fitted_table(&mut o, "CUDA API calls", &h, rows, opts);
+        left_out_line(&mut o, s.api_left_out.as_ref(), "API functions", "API time");
     }
     if on(Section::Memory) {
         let mut hm: Vec<&str> = TIME_HEADERS.to_vec();
@@ -106,33 +231,16 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
                 r
             })
             .collect();
-        table(&mut o, "GPU memory operations", &hm, rows);
-        super::um_render::memory_peaks_text(&mut o, s);
+        fitted_table(&mut o, "GPU memory operations", &hm, rows, opts);
+        left_out_line(&mut o, s.memory_ops_left_out.as_ref(), "kinds of operation", "memory operation time");
+        super::um_render::memory_peaks_text(&mut o, s, opts);
     }
     if on(Section::Nvtx) {
         nvtx_text(&mut o, s, opts);
     }
     super::graphs_render::text(&mut o, s, opts);
     if on(Section::Utilization) {
-        let rows = s
-            .utilization
-            .iter()
-            .map(|u| {
-                vec![
-                    fmt::thousands(u.busy_ns),
-                    fmt::thousands(u.span_ns),
-                    format!("{:.1}", u.percent),
-                    fmt::thousands(u.ops),
-                    where_(u),
-                ]
-            })
-            .collect();
-        table(
-            &mut o,
-            "GPU utilization (busy time within the GPU span: first to last GPU operation there)",
-            &["Busy (ns)", "GPU span (ns)", "Busy (%)", "Ops", "Where"],
-            rows,
-        );
+        utilization_text(&mut o, s, opts);
     }
     if on(Section::Counters) && !s.counters.is_empty() {
         super::counter_render::text(&mut o, &s.counters, opts);
@@ -159,7 +267,34 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
     for w in &s.warnings {
         let _ = writeln!(o, "Warning: {w}");
     }
-    o
+    match opts.limit() {
+        Some(width) => wrap_lines(&o, width),
+        None => o,
+    }
+}
+
+/// Busy time per device and stream.
+fn utilization_text(o: &mut String, s: &Stats, opts: TextOptions) {
+    let rows = s
+        .utilization
+        .iter()
+        .map(|u| {
+            vec![
+                fmt::thousands(u.busy_ns),
+                fmt::thousands(u.span_ns),
+                format!("{:.1}", u.percent),
+                fmt::thousands(u.ops),
+                where_(u),
+            ]
+        })
+        .collect();
+    fitted_table(
+        o,
+        "GPU utilization (busy time within the GPU span: first to last GPU operation there)",
+        &["Busy (ns)", "GPU span (ns)", "Busy (%)", "Ops", "Where"],
+        rows,
+        opts,
+    );
 }
 
 /// The NVTX table; the columns of graph work captured inside each range only where some range has any, so that
@@ -202,11 +337,12 @@ fn nvtx_text(o: &mut String, s: &Stats, opts: TextOptions) {
                 row.push(fmt::thousands(r.replayed_gpu_ns));
                 row.push(fmt::thousands(r.replayed_gpu_ops));
             }
-            row.push(name(&r.time.name, opts));
+            row.push(if opts.limit().is_some() { r.time.name.clone() } else { name(&r.time.name, opts) });
             row
         })
         .collect();
-    table(o, &title, &hr, rows);
+    fitted_table(o, &title, &hr, rows, opts);
+    left_out_line(o, s.nvtx_left_out.as_ref(), "range names", "NVTX range time");
 }
 
 fn where_(u: &super::Utilization) -> String {

@@ -6,24 +6,30 @@ use cutr_model::{NameId, ProcId, Trace, describe, nvtx_spans};
 use rayon::prelude::*;
 
 use super::buckets::{buckets, group, split_at_bounds};
-use super::{MemoryOps, MemoryPeak, RangeStats, Summary, Utilization, finish, saturating_sum, summarize};
+use super::{
+    MemoryOps, MemoryPeak, RangeStats, RowsLeftOut, Summary, Utilization, rank_and_cut, saturating_sum, summarize,
+};
+
+/// A section's rows, biggest first, and those past `--top` summed.
+type Ranked<T> = (Vec<T>, Option<RowsLeftOut>);
 
 /// Kernel durations by demangled name.
-pub(super) fn kernels(t: &Trace, top: Option<usize>) -> Vec<Summary> {
+pub(super) fn kernels(t: &Trace, top: Option<usize>) -> Ranked<Summary> {
     let names: Vec<NameId> = t.kernels.par_iter().map(|k| t.display_name_id(k.name)).collect();
     let (distinct, keys) = buckets(&names);
     let dur = |i: usize, _| t.kernels[i].duration();
     let (mut durs, bounds) = group(distinct.len(), &[Source { keys, make: &dur }]);
-    let rows = split_at_bounds(&mut durs, &bounds)
+    let mut rows = split_at_bounds(&mut durs, &bounds)
         .into_par_iter()
         .zip(&distinct)
         .map(|(d, &n)| summarize(t.names.get(n).to_string(), d))
         .collect();
-    finish(rows, top)
+    let left_out = rank_and_cut(&mut rows, top);
+    (rows, left_out)
 }
 
 /// API call durations by function name. Calls of different files (or ids) with one name are one row.
-pub(super) fn api(t: &Trace, top: Option<usize>) -> Vec<Summary> {
+pub(super) fn api(t: &Trace, top: Option<usize>) -> Ranked<Summary> {
     let calls: Vec<(ProcId, bool, u32)> = t.apis.par_iter().map(|a| (a.proc, a.driver, a.cbid)).collect();
     let (distinct, keys) = buckets(&calls);
     let names: Vec<String> = distinct.iter().map(|&(p, d, c)| t.api_name_of(p, d, c)).collect();
@@ -31,12 +37,14 @@ pub(super) fn api(t: &Trace, top: Option<usize>) -> Vec<Summary> {
     let keys: Vec<u32> = keys.par_iter().map(|&b| by_name[b as usize]).collect();
     let dur = |i: usize, _| t.apis[i].duration();
     let (mut durs, bounds) = group(named.len(), &[Source { keys, make: &dur }]);
-    let rows = split_at_bounds(&mut durs, &bounds).into_par_iter().zip(named).map(|(d, n)| summarize(n, d)).collect();
-    finish(rows, top)
+    let mut rows =
+        split_at_bounds(&mut durs, &bounds).into_par_iter().zip(named).map(|(d, n)| summarize(n, d)).collect();
+    let left_out = rank_and_cut(&mut rows, top);
+    (rows, left_out)
 }
 
 /// Copies and memsets by Kineto's name, with bytes and bandwidth.
-pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Vec<MemoryOps> {
+pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Ranked<MemoryOps> {
     // Names of copies and memsets, one bucket per distinct name.
     let copy_kinds: Vec<(u8, u8, u8)> = t.memcpys.par_iter().map(|m| (m.copy_kind, m.src_kind, m.dst_kind)).collect();
     let (copy_distinct, copy_keys) = buckets(&copy_kinds);
@@ -66,21 +74,14 @@ pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Vec<MemoryOps> {
             MemoryOps { time, bytes, bandwidth_gbps: bw }
         })
         .collect();
-    let mt = saturating_sum(memory_ops.iter().map(|m| m.time.total_ns));
-    for m in &mut memory_ops {
-        m.time.percent = if mt > 0 { 100.0 * m.time.total_ns as f64 / mt as f64 } else { 0.0 };
-    }
-    memory_ops.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
-    if let Some(n) = top {
-        memory_ops.truncate(n);
-    }
-    memory_ops
+    let left_out = rank_and_cut(&mut memory_ops, top);
+    (memory_ops, left_out)
 }
 
 /// Closed NVTX ranges by name (an unclosed one has no duration), with the GPU work launched inside them: by the
 /// range's own thread, or with `across_threads` by any thread of its process while it was open; and their GPU
 /// spans (by the range's own thread).
-pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<RangeStats> {
+pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Ranked<RangeStats> {
     let gpu_in_range = if across_threads { t.gpu_work_by_range_across_threads() } else { t.gpu_work_by_range() };
     // Capture-time attribution is by the making thread's ranges whatever `across_threads` is: a node is made by
     // one call on one thread, so its ranges are known, not guessed from overlap.
@@ -113,15 +114,8 @@ pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Vec<R
             }
         })
         .collect();
-    let rt = saturating_sum(nvtx.iter().map(|r| r.time.total_ns));
-    for r in &mut nvtx {
-        r.time.percent = if rt > 0 { 100.0 * r.time.total_ns as f64 / rt as f64 } else { 0.0 };
-    }
-    nvtx.sort_by(|a, b| b.time.total_ns.cmp(&a.time.total_ns).then_with(|| a.time.name.cmp(&b.time.name)));
-    if let Some(n) = top {
-        nvtx.truncate(n);
-    }
-    nvtx
+    let left_out = rank_and_cut(&mut nvtx, top);
+    (nvtx, left_out)
 }
 
 /// Union length of intervals (sorted by start).

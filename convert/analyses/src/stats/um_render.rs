@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::render::{csv_field, name, table};
+use super::render::{csv_field, fitted_table, name, table};
 use super::{Section, Stats, TextOptions, UmReport};
 use crate::fmt;
 
@@ -30,7 +30,7 @@ fn shown(s: &Stats) -> bool {
 }
 
 /// The memory peaks, after the memory operations.
-pub(super) fn memory_peaks_text(o: &mut String, s: &Stats) {
+pub(super) fn memory_peaks_text(o: &mut String, s: &Stats, opts: TextOptions) {
     let many_files = s.files.len() > 1;
     let rows = s
         .memory_peaks
@@ -54,7 +54,7 @@ pub(super) fn memory_peaks_text(o: &mut String, s: &Stats) {
             ]
         })
         .collect();
-    table(
+    fitted_table(
         o,
         "Memory in use (allocations less frees; frees of memory allocated before recording not subtracted)",
         &[
@@ -69,6 +69,7 @@ pub(super) fn memory_peaks_text(o: &mut String, s: &Stats) {
             "Device",
         ],
         rows,
+        opts,
     );
 }
 
