@@ -114,11 +114,13 @@ pub(super) fn text(o: &mut String, rows: &[CounterAverage], opts: TextOptions) {
         })
         .collect();
     let _ = writeln!(o, "\nCounters while each kernel, copy and NVTX range ran (time-weighted averages)");
+    // A narrower terminal gets narrower blocks; the numbers of one block never need more than WIDTH.
+    let fit = if opts.wide { WIDTH } else { opts.width.map_or(WIDTH, |w| w.min(WIDTH)) };
     let mut from = 0;
     while from < columns.len() {
         let mut to = from + 1;
         let mut used = widths[from] + 2;
-        while to < columns.len() && used + widths[to] + 2 <= WIDTH {
+        while to < columns.len() && used + widths[to] + 2 <= fit {
             used += widths[to] + 2;
             to += 1;
         }
