@@ -10,6 +10,10 @@ step() { echo "== $*" >&2; }
 # One build from nothing: incremental state would only cost disk (1.7 GB of a clean run's target/).
 export CARGO_INCREMENTAL=0
 echo "disk free at start: $(df -h --output=avail . | tail -1 | tr -d ' ')" >&2
+# Each test that runs an outside client, or is skipped for want of one, appends a line here (cutr_tests::client_log):
+# `cargo test -q` hides what passing tests print, so the run ends with the summary, failed or not.
+CUTR_CLIENT_LOG=$(mktemp "${TMPDIR:-/tmp}/cutr-clients.XXXXXX"); export CUTR_CLIENT_LOG
+trap 'tools/client-summary.sh "$CUTR_CLIENT_LOG" >&2; rm -f "$CUTR_CLIENT_LOG"' EXIT
 step "fetching CUPTI/CUDA wheels";       tools/fetch-cupti.sh >/dev/null
 # DuckDB's prebuilt library, which cupti-convert-sql (crate cutr-sql) links.
 step "fetching DuckDB's library";        DUCKDB_LIB_DIR=$(tools/fetch-duckdb.sh); export DUCKDB_LIB_DIR
