@@ -167,10 +167,7 @@ install_ui() {
 install_chromium() {
   local c="$DIR/chromium" root
   rm -f "$DIR/chromium.skipped"
-  if [[ -f "$c/.complete" ]] && "$c/chromium" --version >/dev/null 2>&1; then
-    log "chromium: already installed ($("$c/chromium" --version))"
-    return
-  fi
+  # fetch-debs.sh returns at once where it has unpacked chromium before; the launcher is written anew each time.
   if ! root="$("$REPO/tools/fetch-debs.sh" "$c" chromium)"; then
     log "chromium could not be unpacked from Debian's archive: the UI test runs a chromium on the PATH, if any"
     echo "Debian's chromium could not be unpacked into $c (tools/fetch-debs.sh: see .ci/setup-clients.sh's" \
@@ -187,11 +184,12 @@ here="$(dirname "$(readlink -f "$0")")"
 lib="$here/root/usr/lib/x86_64-linux-gnu"
 export LD_LIBRARY_PATH="$lib:$lib/pulseaudio:$here/root/lib/x86_64-linux-gnu:$here/root/usr/lib/chromium${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export FONTCONFIG_FILE="$here/fonts.conf"
+export GIO_MODULE_DIR="$lib/gio/modules"
 exec "$here/root/usr/lib/chromium/chromium" "$@"
 LAUNCHER
   chmod +x "$c/chromium"
-  if "$c/chromium" --version >&2; then
-    log "chromium: in $c"
+  if "$c/chromium" --version >/dev/null; then
+    log "chromium: $("$c/chromium" --version) in $c"
   else
     log "the unpacked chromium does not start: the UI test runs a chromium on the PATH, if any"
     echo "Debian's chromium unpacked into $c does not start ('$c/chromium --version' fails)" \
