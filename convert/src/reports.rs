@@ -230,8 +230,8 @@ fn sql_program() -> Result<PathBuf> {
     beside.into_iter().chain(on_path.map(|d| d.join(NAME))).find(|p| p.is_file()).ok_or_else(|| {
         anyhow::anyhow!(
             "sql needs the companion program {NAME} (it links DuckDB), found neither beside this program nor on \
-             PATH: build it with `tools/fetch-duckdb.sh && cargo build --release -p cutr-sql` or install it with \
-             tools/install.sh"
+             PATH: `tools/build.sh` builds it with the other programs (one release build, DuckDB's library fetched \
+             first), `tools/install.sh` installs them all"
         )
     })
 }

@@ -204,6 +204,27 @@ fn a_missing_companion_program_is_a_clear_error() {
     assert!(e.starts_with("cupti-convert: error: cannot run /nonexistent/cupti-convert-sql"), "{e}");
 }
 
+/// A `cupti-convert` with no companion beside it nor on PATH names the one command that builds every program.
+#[test]
+fn no_companion_anywhere_names_the_build_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let lone = dir.path().join("cupti-convert");
+    std::fs::copy(env!("CARGO_BIN_EXE_cupti-convert"), &lone).unwrap();
+    let o = Command::new(&lone)
+        .args(["sql", "select 1", &fixture("cuda_workload.cutr").display().to_string()])
+        .env_remove("CUTR_SQL_PROGRAM")
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "cupti-convert: error: sql needs the companion program cupti-convert-sql (it links DuckDB), found neither \
+         beside this program nor on PATH: `tools/build.sh` builds it with the other programs (one release build, \
+         DuckDB's library fetched first), `tools/install.sh` installs them all\n"
+    );
+}
+
 /// The `um` and `memory_usage` tables of a generated recording with unified memory episodes, read by DuckDB,
 /// give `stats --report um,memory`'s totals: bytes, count and time per migration direction, GPU fault records and
 /// groups per access type, faults joined to the kernel, the peak memory in use.

