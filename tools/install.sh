@@ -19,7 +19,7 @@ install -d "$prefix/bin" "$prefix/lib" "$prefix/share/man/man1" \
   "$prefix/share/bash-completion/completions" "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
 install -m 755 "$t/cupti-record" "$t/cupti-convert" "$t/cupti-convert-sql" "$prefix/bin/"
 install -m 755 "$t/libcutr_recorder.so" "$DUCKDB_LIB_DIR/libduckdb.so" "$prefix/lib/"
-"$t/cupti-convert" docs manpage >"$prefix/share/man/man1/cupti-convert.1"
+"$t/cupti-convert" docs manpage --dir "$prefix/share/man/man1"   # cupti-convert.1 and a page per command
 "$t/cupti-record" --manpage >"$prefix/share/man/man1/cupti-record.1"
 for p in cupti-convert cupti-record; do
   if [ $p = cupti-convert ]; then gen() { "$t/cupti-convert" docs completions "$1"; }; else gen() { "$t/cupti-record" --completions "$1"; }; fi
