@@ -16,6 +16,9 @@ use serde_json::{Value, json};
 const STEP: &str = "iter ";
 const NOTE: &str = "cupti-convert sql: note: no rank recorded in";
 
+/// A recording's file name, its rank and where the rank comes from (`environment`, `--rank`, `file order`).
+type RankedFile = (String, u64, String);
+
 /// `cupti-convert` with its DuckDB companion from this build (tools/test.sh builds `cupti-convert-sql` first).
 fn run(args: &[&str]) -> Output {
     let exe = Path::new(env!("CARGO_BIN_EXE_cupti-convert"));
@@ -181,7 +184,7 @@ fn check_top_kernels(j: &Job) {
 }
 
 /// (file, rank, rank source) of every recording with GPU work, in rank order, as `stats --by-rank` says.
-fn by_rank_files(j: &Job) -> Vec<(String, u64, String)> {
+fn by_rank_files(j: &Job) -> Vec<RankedFile> {
     rows(&j.by_rank["ranks"]).iter().map(|r| (name(r, "file"), int(r, "rank"), name(r, "rank_source"))).collect()
 }
 
@@ -193,7 +196,7 @@ fn note_of(numbered: &[(String, u64)]) -> String {
 
 /// DuckDB's Python package over `export --parquet`'s files: [(file, rank, rank source)] of `processes`, and
 /// [(rank, kernels, kernel ns)] of `kernels`.
-fn exported_ranks(files: &[String]) -> (Vec<(String, u64, String)>, Vec<(u64, u64, u64)>) {
+fn exported_ranks(files: &[String]) -> (Vec<RankedFile>, Vec<(u64, u64, u64)>) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("tables");
     let o = run(&with_files(&["export", "--parquet", d.to_str().unwrap()], files));
@@ -238,9 +241,9 @@ fn named_queries_equal_stats_by_rank_on_every_job() {
             &["sql", "select file, rank, rank_source from processes order by rank", "--json"],
             &j.files,
         )));
-        let procs: Vec<(String, u64, String)> =
+        let procs: Vec<RankedFile> =
             rows(&procs).iter().map(|r| (name(r, "file"), int(r, "rank"), name(r, "rank_source"))).collect();
-        let with_gpu: Vec<(String, u64, String)> =
+        let with_gpu: Vec<RankedFile> =
             procs.iter().filter(|p| by_rank_files(&j).iter().any(|r| r.0 == p.0)).cloned().collect();
         assert_eq!(with_gpu, by_rank_files(&j), "the ranks of {}'s recordings", j.name);
         let (exported, kernels) = exported_ranks(&j.files);
