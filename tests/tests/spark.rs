@@ -28,8 +28,6 @@ struct Dataset {
     stats: Stats,
     /// What `stats --by-rank --step "iter "` prints.
     ranks: RankReport,
-    /// Every recording with kernels has a rank (RANK and the like), so the tables' `rank` is by_rank's.
-    ranked: bool,
     /// examples/spark_fleet.py's answers: question -> result -> {columns, rows}.
     answers: Value,
 }
@@ -91,13 +89,10 @@ fn datasets() -> Option<&'static [Dataset]> {
             let t = load(&files, &LoadOptions::default()).unwrap();
             let dir = tmp.path().join(format!("d{i}"));
             cutr_tables::write_parquet(&t, &dir).unwrap();
-            let with_kernels: std::collections::BTreeSet<usize> = t.kernels.iter().map(|k| k.proc.index()).collect();
-            let ranked = !with_kernels.is_empty() && with_kernels.iter().all(|&p| t.processes[p].rank().is_some());
             sets.push(Dataset {
                 name,
                 stats: compute(&t, &StatsOptions::default()),
                 ranks: by_rank(&t, Some(STEP)),
-                ranked,
                 answers: Value::Null,
             });
             dirs.push(dir);
@@ -214,7 +209,8 @@ fn spark_reads_every_fixtures_tables_with_stats_totals() {
             s.kernels.iter().map(|k| (k.name.clone(), (k.count, k.total_ns))).collect();
         assert_eq!(by_name, want, "top-kernels of {}", d.name);
 
-        // nccl-share: every kernel in some rank's row; the ranks' own where every recording has a rank.
+        // nccl-share: every kernel in some rank's row, the ranks `stats --by-rank` numbers (file order where a
+        // recording has no rank of its own, as in the tables).
         let share = rows(d, "nccl-share", "ranks");
         let kernels: u64 = s.kernels.iter().map(|k| k.count).sum();
         let kernel_ns: u64 = s.kernels.iter().map(|k| k.total_ns).sum();
@@ -224,15 +220,11 @@ fn spark_reads_every_fixtures_tables_with_stats_totals() {
             "nccl-share of {}",
             d.name
         );
-        if d.ranked {
-            let theirs: Vec<(u64, u64, u64, u64)> = share
-                .iter()
-                .map(|r| (int(r, "rank"), int(r, "kernels"), int(r, "kernel_ns"), int(r, "nccl_ns")))
-                .collect();
-            let ours: Vec<(u64, u64, u64, u64)> =
-                d.ranks.ranks.iter().map(|x| (u64::from(x.rank), x.kernels, x.kernel_ns, x.nccl_ns)).collect();
-            assert_eq!(theirs, ours, "ranks of {}", d.name);
-        }
+        let theirs: Vec<(u64, u64, u64, u64)> =
+            share.iter().map(|r| (int(r, "rank"), int(r, "kernels"), int(r, "kernel_ns"), int(r, "nccl_ns"))).collect();
+        let ours: Vec<(u64, u64, u64, u64)> =
+            d.ranks.ranks.iter().map(|x| (u64::from(x.rank), x.kernels, x.kernel_ns, x.nccl_ns)).collect();
+        assert_eq!(theirs, ours, "ranks of {}", d.name);
         assert_eq!(rows(d, "stragglers", "steps").len(), d.ranks.steps.len(), "`iter ` steps of {}", d.name);
     }
 }
@@ -244,7 +236,6 @@ fn spark_reads_every_fixtures_tables_with_stats_totals() {
 fn spark_names_the_straggler_of_the_two_rank_all_reduce_job() {
     let Some(sets) = datasets() else { return };
     let d = sets.iter().find(|d| d.name == "allreduce_torchrun/").unwrap();
-    assert!(d.ranked);
     let ranks: Vec<u64> = rows(d, "nccl-share", "ranks").iter().map(|r| int(r, "rank")).collect();
     assert_eq!(ranks, [0, 1], "two ranks; the launcher has no kernels");
 

@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 use cutr_model::{ProcId, Trace};
 use serde::Serialize;
 
-/// One rank's totals (a file without a rank is numbered by its position among the files).
+/// One rank's totals (a file without a rank is numbered by file order: [`Trace::job_ranks`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RankRow {
     pub rank: u32,
+    /// Where the rank comes from: `environment`, `--rank` or `file order` (none recorded).
+    pub rank_source: &'static str,
     pub file: String,
     pub kernels: u64,
     pub kernel_ns: u64,
@@ -43,8 +45,8 @@ pub struct RankReport {
 
 /// The report over `t`'s files; `step_prefix` picks the NVTX step ranges.
 pub fn by_rank(t: &Trace, step_prefix: Option<&str>) -> RankReport {
-    let rank_of: Vec<u32> =
-        t.processes.iter().enumerate().map(|(i, p)| p.rank().map_or(i as u32, |r| r.rank)).collect();
+    let job_ranks = t.job_ranks();
+    let rank_of: Vec<u32> = job_ranks.iter().map(|r| r.0).collect();
     // Files without any GPU work (a launcher) are left out of the rank rows.
     let mut rows: BTreeMap<u32, RankRow> = BTreeMap::new();
     let mut intervals: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
@@ -52,6 +54,7 @@ pub fn by_rank(t: &Trace, step_prefix: Option<&str>) -> RankReport {
         let r = rank_of[proc.index()];
         rows.entry(r).or_insert_with(|| RankRow {
             rank: r,
+            rank_source: job_ranks[proc.index()].1.as_str(),
             file: t.label(proc),
             kernels: 0,
             kernel_ns: 0,
@@ -148,6 +151,15 @@ pub fn render_text(r: &RankReport) -> String {
             ms(x.gpu_busy_ns),
             x.file
         );
+    }
+    let numbered: Vec<String> = r
+        .ranks
+        .iter()
+        .filter(|x| x.rank_source == cutr_model::RankSource::FileOrder.as_str())
+        .map(|x| x.rank.to_string())
+        .collect();
+    if !numbered.is_empty() {
+        let _ = writeln!(o, "  (no rank recorded for rank {}: numbered by file order)", numbered.join(", "));
     }
     if let Some(p) = &r.step_prefix {
         let _ = writeln!(o, "\nSteps (NVTX ranges named '{p}...', ms per rank; * the slowest)");

@@ -66,4 +66,4 @@ pub use rows::{
     UmEvent, UmKind,
 };
 pub use timebase::TimeBase;
-pub use trace::{JoinStats, Process, Rank, Trace};
+pub use trace::{JoinStats, Process, Rank, RankSource, Trace};

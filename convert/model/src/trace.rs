@@ -75,6 +75,28 @@ impl Process {
     }
 }
 
+/// Where a file's rank in [`Trace::job_ranks`] comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RankSource {
+    /// The launcher's variables in the recorded environment (`RANK`, `OMPI_COMM_WORLD_RANK`...).
+    Environment,
+    /// `cupti-convert --rank`.
+    Given,
+    /// None recorded (a launcher, `torch.multiprocessing.spawn`, two plain processes): numbered by file order.
+    FileOrder,
+}
+
+impl RankSource {
+    /// How the tables and reports spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankSource::Environment => "environment",
+            RankSource::Given => "--rank",
+            RankSource::FileOrder => "file order",
+        }
+    }
+}
+
 /// Counts of joins that failed and records that could not be used; all shown in every output.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct JoinStats {
@@ -206,6 +228,24 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// Every file's rank in the job, by file: its own ([`Process::rank`]), else the lowest number that no file's
+    /// own rank uses, taken in file order (files without any rank are 0, 1, ...: their order). The one numbering
+    /// of `stats --by-rank` and of the tables' `rank` column, so the two never disagree; a launcher without a rank
+    /// never shares one with a real rank.
+    pub fn job_ranks(&self) -> Vec<(u32, RankSource)> {
+        let own: Vec<Option<(u32, RankSource)>> = self
+            .processes
+            .iter()
+            .map(|p| {
+                let source = if p.rank_given.is_some() { RankSource::Given } else { RankSource::Environment };
+                p.rank().map(|r| (r.rank, source))
+            })
+            .collect();
+        let taken: std::collections::BTreeSet<u32> = own.iter().flatten().map(|r| r.0).collect();
+        let mut free = (0u32..).filter(|n| !taken.contains(n));
+        own.into_iter().map(|r| r.unwrap_or_else(|| (free.next().unwrap_or(u32::MAX), RankSource::FileOrder))).collect()
+    }
+
     /// The demangled name id of a kernel name id (`c++filt`'s form; other names map to themselves).
     #[inline]
     pub fn display_name_id(&self, name: NameId) -> NameId {

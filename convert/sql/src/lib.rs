@@ -60,6 +60,22 @@ impl SqlSession {
         &self.tables
     }
 
+    /// The recordings whose rank was numbered by file order (none recorded), as (file, rank), where the dataset
+    /// has several recordings: what a statement over `rank` should be told. Empty for one recording (its rank 0
+    /// is no guess) and for an export without `processes.rank_source` (made before it).
+    pub fn ranks_by_file_order(&self) -> Vec<(String, u64)> {
+        let sql = "select file, rank from processes where rank_source = 'file order' \
+                   and (select count(*) from processes) > 1 order by rank";
+        let Ok(table) = self.query(sql) else { return Vec::new() };
+        table
+            .to_json()
+            .as_array()
+            .map(|rows| {
+                rows.iter().filter_map(|r| Some((r["file"].as_str()?.to_string(), r["rank"].as_u64()?))).collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Runs one statement; its rows with their column names and types.
     pub fn query(&self, sql: &str) -> Result<ResultTable, SqlError> {
         let mut stmt = self.conn.prepare(sql)?;

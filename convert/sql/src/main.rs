@@ -40,6 +40,9 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<()> {
     let session = cutr_sql::SqlSession::open(&args.parquet)?;
     let table = session.query(&args.statement).context("the query failed")?;
+    if args.statement.to_ascii_lowercase().contains("rank") {
+        note_ranks_by_file_order(&session);
+    }
     let out = if args.json {
         format!("{}\n", serde_json::to_string_pretty(&table.to_json())?)
     } else if args.csv {
@@ -53,4 +56,19 @@ fn run(args: &Args) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r.context("cannot write the result"),
     }
+}
+
+/// Says which ranks are no recorded rank but numbered by file order (`stats --by-rank`'s rule), so that a rank
+/// column of a job without `RANK` (two plain processes, a launcher) is not read as the job's own.
+fn note_ranks_by_file_order(session: &cutr_sql::SqlSession) {
+    let numbered = session.ranks_by_file_order();
+    if numbered.is_empty() {
+        return;
+    }
+    let files: Vec<String> = numbered.iter().map(|(file, rank)| format!("{file} (rank {rank})")).collect();
+    eprintln!(
+        "cupti-convert sql: note: no rank recorded in {}: numbered by file order, as `stats --by-rank` does \
+         (processes.rank_source)",
+        files.join(", ")
+    );
 }

@@ -6,7 +6,8 @@
 /// One named query.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NamedQuery {
-    /// Per step: the slowest rank, its time, how far it is ahead of the median rank, the spread.
+    /// Per step: the slowest rank (the lower of two that tie, as `stats --by-rank`), its time, how far it is ahead
+    /// of the median rank, the spread.
     Stragglers,
     /// Per rank: kernels, kernel time, the share of it in NCCL kernels.
     NcclShare,
@@ -47,7 +48,7 @@ impl NamedQuery {
         let limit = if top == 0 { String::new() } else { format!(" limit {top}") };
         match self {
             NamedQuery::Stragglers => format!(
-                "{step_ranks} select name as step, arg_max(rank, d) as slowest_rank, max(d) as slowest_ns, \
+                "{step_ranks} select name as step, first(rank order by d desc, rank) as slowest_rank, max(d) as slowest_ns, \
                  (max(d) - median(d)) / 1e6 as lead_over_median_ms, count(*) as ranks, \
                  (max(d) - min(d)) / min(d) as spread from step_ranks group by name order by {step_order}"
             ),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use cutr_model::{CorrKey, ProcId, Trace, describe};
+use cutr_model::{CorrKey, ProcId, RankSource, Trace, describe};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::TablesSummary;
@@ -33,7 +33,8 @@ pub(crate) struct Files {
     labels: Vec<String>,
     hosts: Vec<String>,
     pids: Vec<u32>,
-    ranks: Vec<Option<u64>>,
+    /// The rank of `stats --by-rank` ([`Trace::job_ranks`]): the recorded one, else numbered by file order.
+    ranks: Vec<(u32, RankSource)>,
 }
 
 impl Files {
@@ -42,7 +43,7 @@ impl Files {
             labels: (0..t.processes.len()).map(|i| t.label(ProcId(i as u16))).collect(),
             hosts: t.processes.iter().map(|p| p.meta.host.clone()).collect(),
             pids: t.processes.iter().map(|p| p.pid).collect(),
-            ranks: t.processes.iter().map(|p| p.rank().map(|r| u64::from(r.rank))).collect(),
+            ranks: t.job_ranks(),
         }
     }
 
@@ -52,7 +53,7 @@ impl Files {
             Column::Str("file", Box::new(move |i| Some(self.labels[proc(i).index()].as_str()))),
             Column::Str("host", Box::new(move |i| Some(self.hosts[proc(i).index()].as_str()))),
             Column::U32("pid", Box::new(move |i| self.pids[proc(i).index()])),
-            Column::OptU64("rank", Box::new(move |i| self.ranks[proc(i).index()])),
+            Column::U64("rank", Box::new(move |i| u64::from(self.ranks[proc(i).index()].0))),
         ]
     }
 }
@@ -264,6 +265,7 @@ fn processes<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     let p = &t.processes;
     let mut c = f.columns(move |i| ProcId(i as u16));
     c.extend([
+        Column::Str("rank_source", Box::new(move |i| Some(f.ranks[i].1.as_str()))),
         Column::OptU64("world_size", Box::new(move |i| p[i].rank().map(|r| u64::from(r.world_size)))),
         Column::U64("start_unix_ns", Box::new(move |i| p[i].meta.start_unix_ns)),
         Column::Str("command", Box::new(move |i| p[i].meta.command_line.first().map(String::as_str))),
@@ -353,17 +355,15 @@ struct Partitions {
 
 impl Partitions {
     fn new(t: &Trace, f: &Files) -> Partitions {
-        let by_rank = f.ranks.iter().all(Option::is_some);
+        // A rank numbered by file order is no name of the recording: such datasets are partitioned by pid.
+        let by_rank = f.ranks.iter().all(|r| r.1 != RankSource::FileOrder);
         // Path-safe values: anything but letters, digits, '.', '_' and '-' becomes '_'.
         let safe = |s: &str| -> String {
             s.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect()
         };
         let paths = (0..t.processes.len())
             .map(|i| {
-                let second = match f.ranks[i] {
-                    Some(r) if by_rank => format!("rank={r}"),
-                    _ => format!("pid={}", f.pids[i]),
-                };
+                let second = if by_rank { format!("rank={}", f.ranks[i].0) } else { format!("pid={}", f.pids[i]) };
                 format!("host={}/{second}", safe(&f.hosts[i]))
             })
             .collect();
