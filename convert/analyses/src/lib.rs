@@ -4,6 +4,7 @@
 //! line) and [`ranks`] (the ranks of a job side by side, stragglers per step). Each returns a report that serializes
 //! to JSON and renders as text.
 
+pub mod analyze;
 pub mod diff;
 pub mod fmt;
 pub mod info;
