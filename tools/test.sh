@@ -29,5 +29,5 @@ step "docs";                             RUSTDOCFLAGS="-D warnings" cargo doc --
 step "the outside clients' own self-test"; bash tests/clients/selftest.sh >/dev/null
 # `cargo test` builds the programs of the package under test only; the sql tests run cutr-sql's too.
 step "DuckDB's companion program";       cargo build -q -p cutr-sql
-step "tests";                            cargo test --workspace -q
+step "tests";                            cargo test --workspace -q --no-fail-fast   # every failure, not the first
 echo "disk used: target $(du -sh target 2>/dev/null | cut -f1), .cache $(du -sh .cache 2>/dev/null | cut -f1)" >&2
