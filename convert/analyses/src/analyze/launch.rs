@@ -155,14 +155,14 @@ fn class_health(trace: &Trace, launches: &[(Figures, u64)], what: impl Fn(&Figur
         launches,
         |f| f.latency,
         |f, op_start| (trace.apis[f.api as usize].start, op_start.max(trace.apis[f.api as usize].start)),
-        |f| format!("{}: latency {} us", what(f), us(f.latency)),
+        |f| format!("latency {} us: {}", us(f.latency), what(f)),
     );
     let (cpu_cost, cpu_cost_outliers) = dist_and_outliers(
         trace,
         launches,
         |f| f.cost,
         |f, _| (trace.apis[f.api as usize].start, trace.apis[f.api as usize].end),
-        |f| format!("{}: call {} us", what(f), us(f.cost)),
+        |f| format!("call {} us: {}", us(f.cost), what(f)),
     );
     ClassHealth { latency, cpu_cost, latency_outliers, cpu_cost_outliers }
 }
@@ -232,7 +232,11 @@ pub fn launch_health(trace: &Trace) -> LaunchHealth {
         |ls: &[(&Launch, Figures)]| -> Vec<(Figures, u64)> { ls.iter().map(|(l, f)| (*f, l.op_start)).collect() };
     // Evidence names a kernel by its name, other launches by their call (`cudaMemcpyAsync`, `cudaGraphLaunch`).
     let what = |f: &Figures| -> String {
-        f.name.map_or_else(|| trace.api_name(&trace.apis[f.api as usize]), |n| trace.names.get(n).to_string())
+        // Cut: a templated kernel's name runs to kilobytes, and evidence is for finding the launch, not reading it.
+        f.name.map_or_else(
+            || trace.api_name(&trace.apis[f.api as usize]),
+            |n| trace.names.get(n).chars().take(120).collect(),
+        )
     };
     let (graph_figs, graph_ops) = graph_calls(trace, &graph);
     let (by_name, names, shorter_than_launch) = by_name(trace, &kernel_figs);

@@ -43,7 +43,7 @@ pub struct StreamQueue {
     /// Time the depth was at least [`FULL_QUEUE`].
     pub full_ns: u64,
     /// The depth over time, `(time, depth)`: every change where there are at most [`MAX_SERIES_POINTS`], else
-    /// the largest depth of each of [`MAX_SERIES_POINTS`] equal windows at the window's start.
+    /// the largest depth of each of at most [`MAX_SERIES_POINTS`] equal windows, at the window's start.
     pub series: Vec<(u64, i64)>,
 }
 
@@ -60,30 +60,48 @@ pub struct Blocked {
 struct Series {
     start: u64,
     width: u64,
+    /// Windows up to the one holding the stream's last event.
+    used: usize,
+    /// The depth after the latest change.
+    last: i64,
     points: Vec<(u64, i64)>,
-    windows: Vec<Option<i64>>,
+    /// Per window: the largest depth reached in it and the depth it ended at (`None`: no change in it).
+    windows: Vec<Option<(i64, i64)>>,
 }
 
 impl Series {
     fn new(start: u64, end: u64) -> Series {
         let width = (end - start) / MAX_SERIES_POINTS as u64 + 1;
-        Series { start, width, points: Vec::new(), windows: vec![None; MAX_SERIES_POINTS] }
+        let used = ((end - start) / width) as usize + 1;
+        Series { start, width, used, last: 0, points: Vec::new(), windows: vec![None; used] }
     }
 
     fn push(&mut self, t: u64, depth: i64) {
         if self.points.len() <= MAX_SERIES_POINTS {
             self.points.push((t, depth));
         }
-        let w = &mut self.windows[(((t - self.start) / self.width) as usize).min(MAX_SERIES_POINTS - 1)];
-        *w = Some(w.map_or(depth, |d| d.max(depth)));
+        let w = &mut self.windows[(((t - self.start) / self.width) as usize).min(self.used - 1)];
+        // A window's first change starts from the depth carried into it, which counts towards its largest.
+        let max = w.map_or(self.last, |(max, _)| max).max(depth);
+        *w = Some((max, depth));
+        self.last = depth;
     }
 
     fn finish(self) -> Vec<(u64, i64)> {
         if self.points.len() <= MAX_SERIES_POINTS {
             return self.points;
         }
-        let (start, width) = (self.start, self.width);
-        self.windows.into_iter().enumerate().filter_map(|(i, d)| Some((start + i as u64 * width, d?))).collect()
+        // A window without a change holds the depth the window before it ended at.
+        let (start, width, mut carried) = (self.start, self.width, 0);
+        let mut out = Vec::with_capacity(self.used);
+        for (i, w) in self.windows.into_iter().enumerate() {
+            let max = w.map_or(carried, |(max, last)| {
+                carried = last;
+                max
+            });
+            out.push((start + i as u64 * width, max));
+        }
+        out
     }
 }
 

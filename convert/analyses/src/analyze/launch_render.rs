@@ -76,14 +76,11 @@ fn notes(h: &LaunchHealth) -> Vec<String> {
     ));
     let s = &h.shorter_than_launch;
     if h.kernels.latency.count > 0 {
-        let top: Vec<String> = s.top.iter().map(|(n, k, of)| format!("{} ({k} of {of})", cut(n, 40))).collect();
         out.push(format!(
-            "kernels shorter than their launch call: {} of {} ({:.1}%){}{}",
+            "kernels shorter than their launch call: {} of {} ({:.1}%)",
             thousands(s.count),
             thousands(h.kernels.latency.count),
             s.share_pct,
-            if top.is_empty() { "" } else { ": " },
-            top.join(", ")
         ));
     }
     for (n, what) in [
@@ -173,6 +170,9 @@ pub(super) fn text(o: &mut String, h: &LaunchHealth) {
     }
     for n in notes(h) {
         let _ = writeln!(o, "  {n}");
+    }
+    for (name, short, of) in &h.shorter_than_launch.top {
+        let _ = writeln!(o, "    {:>9} of {:>9}  {}", thousands(*short), thousands(*of), cut(name, 70));
     }
 }
 
@@ -265,6 +265,15 @@ pub(super) fn markdown(o: &mut String, h: &LaunchHealth) {
     let _ = writeln!(o);
     for n in notes(h) {
         let _ = writeln!(o, "- {n}");
+    }
+    if !h.shorter_than_launch.top.is_empty() {
+        let top: Vec<String> = h
+            .shorter_than_launch
+            .top
+            .iter()
+            .map(|(n, k, of)| format!("`{}` ({} of {})", md(&cut(n, 60)), thousands(*k), thousands(*of)))
+            .collect();
+        let _ = writeln!(o, "- shorter than their launch, by name: {}", top.join(", "));
     }
     let _ = writeln!(o);
 }
