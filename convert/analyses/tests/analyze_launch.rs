@@ -264,3 +264,38 @@ fn duckdb_joining_kernels_to_their_calls_agrees_on_the_launch_loop() {
     assert_eq!([cell(0), cell(1), cell(2), cell(3), cell(4), cell(5)], ours);
     assert_eq!((cell(6), cell(7)), (h.shorter_than_launch.count, h.kernels.cpu_cost.total_ns));
 }
+
+#[test]
+fn every_op_of_every_fixture_is_counted_once_and_every_queue_launch_is_a_launch() {
+    let mut jobs: Vec<Vec<PathBuf>> = Vec::new();
+    for dir in ["", "allreduce", "allreduce_torchrun"] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(fixture(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cutr"))
+            .collect();
+        files.sort();
+        if dir.is_empty() {
+            jobs.extend(files.into_iter().map(|f| vec![f]));
+        } else {
+            jobs.push(files);
+        }
+    }
+    assert!(jobs.len() >= 16, "{jobs:?}");
+    for files in jobs {
+        let t = load(&files, &LoadOptions::default()).unwrap();
+        let h = launch_health(&t);
+        let ops = (t.kernels.len() + t.memcpys.len() + t.memsets.len()) as u64;
+        let counted = h.kernels.latency.count
+            + h.async_copies.latency.count
+            + h.graph_ops
+            + h.without_launcher
+            + h.sync_copies;
+        assert_eq!(counted, ops, "{files:?}");
+        let queued: u64 = h.queues.iter().map(|q| q.launches).sum();
+        assert_eq!(queued, h.kernels.latency.count + h.async_copies.latency.count, "{files:?}");
+        assert!(h.queues.iter().all(|q| q.series.len() <= 1000 && q.max_depth < 1024), "{files:?}");
+        assert!(h.graph_launches.latency.count <= h.graph_ops, "{files:?}");
+        rendered(&h);
+    }
+}
