@@ -286,16 +286,70 @@ fn every_op_of_every_fixture_is_counted_once_and_every_queue_launch_is_a_launch(
         let t = load(&files, &LoadOptions::default()).unwrap();
         let h = launch_health(&t);
         let ops = (t.kernels.len() + t.memcpys.len() + t.memsets.len()) as u64;
-        let counted = h.kernels.latency.count
-            + h.async_copies.latency.count
-            + h.graph_ops
-            + h.without_launcher
-            + h.sync_copies;
+        let counted =
+            h.kernels.latency.count + h.async_copies.latency.count + h.graph_ops + h.without_launcher + h.sync_copies;
         assert_eq!(counted, ops, "{files:?}");
         let queued: u64 = h.queues.iter().map(|q| q.launches).sum();
         assert_eq!(queued, h.kernels.latency.count + h.async_copies.latency.count, "{files:?}");
         assert!(h.queues.iter().all(|q| q.series.len() <= 1000 && q.max_depth < 1024), "{files:?}");
         assert!(h.graph_launches.latency.count <= h.graph_ops, "{files:?}");
         rendered(&h);
+    }
+}
+
+/// HTA's launch queue of every stream of the Chrome JSON in `dir` (`TraceCounters.get_queue_length_time_series`
+/// and `get_queue_length_summary`): stream -> [changes, max depth, time-weighted mean depth over the stream's
+/// first to last change], and HTA's rows of `get_time_spent_blocked_on_full_queue` at 1024.
+const HTA_QUEUES: &str = r#"
+import json, logging, sys
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+from hta.analyzers.trace_counters import TraceCounters
+a = TraceAnalysis(trace_dir=sys.argv[1])
+series = TraceCounters.get_queue_length_time_series(a.t, [0])
+summary = TraceCounters.get_queue_length_summary_from_time_series(series)
+full = TraceCounters.get_time_spent_blocked_on_full_queue(a.t, series, 1024)
+out = {}
+for stream, g in series[0].groupby("stream"):
+    dur = g.ts.shift(-1) - g.ts
+    mean = float((g.queue_length * dur).sum() / (g.ts.max() - g.ts.min()))
+    row = summary.loc[(0, stream)]
+    out[str(int(stream))] = [int(row[("queue_length", "count")]), int(row[("queue_length", "max")]), mean]
+sys.__stdout__.write("\nRESULT " + json.dumps({"streams": out, "full_rows": len(full)}) + "\n")
+"#;
+
+#[test]
+fn htas_launch_queue_agrees_on_the_pytorch_loop() {
+    let t = load(&[fixture("pytorch_loop.cutr")], &LoadOptions::default()).unwrap();
+    let h = launch_health(&t);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = cutr_viewer_export::ExportOptions { format: cutr_viewer_export::Format::Chrome, ..Default::default() };
+    cutr_viewer_export::export(&t, &dir.path().join("rank0.json"), &opts).unwrap();
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let cache = std::env::var_os("CUTR_CACHE").map(PathBuf::from).unwrap_or_else(|| repo.join(".cache"));
+    let py = cache.join("clients/venv/bin/python");
+    assert!(py.exists(), "{} is missing: run .ci/setup-clients.sh first", py.display());
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(HTA_QUEUES)
+        .arg(dir.path())
+        .env("HTA_DISABLE_NS_ROUNDING", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result = stdout.lines().find_map(|l| l.strip_prefix("RESULT ")).unwrap_or_else(|| {
+        panic!("HTA printed no result: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    });
+    let hta: serde_json::Value = serde_json::from_str(result).unwrap();
+    assert_eq!(hta["full_rows"], 0);
+    let streams = hta["streams"].as_object().unwrap();
+    assert_eq!(streams.len(), h.queues.len());
+    for q in &h.queues {
+        let s = &streams[&q.stream.to_string()];
+        // One change per launch call's start and per op's start; the same deepest queue.
+        assert_eq!((s[0].as_u64().unwrap(), s[1].as_i64().unwrap()), (2 * q.launches, q.max_depth));
+        // HTA orders equal timestamps as its sort leaves them, this analysis ops first: within 0.01%.
+        let hta_mean = s[2].as_f64().unwrap();
+        assert!((hta_mean - q.mean_depth).abs() <= 1e-4 * q.mean_depth, "HTA {hta_mean}, ours {}", q.mean_depth);
     }
 }
