@@ -102,94 +102,77 @@ pub struct ShortKernels {
     pub top: Vec<(String, u64, u64)>,
 }
 
-/// One launch's figures: its call's index, latency and cost, and the kernel's name where it is one.
-#[derive(Clone, Copy)]
-struct Figures {
-    api: u32,
-    latency: u64,
-    cost: u64,
-    name: Option<NameId>,
-}
-
-fn figures(trace: &Trace, api: u32, op_start: u64, name: Option<NameId>) -> Figures {
-    let a = &trace.apis[api as usize];
-    Figures { api, latency: op_start.saturating_sub(a.start), cost: a.end.saturating_sub(a.start), name }
-}
-
-/// Each launch of `ls` with its figures.
-fn with_figures<'a>(trace: &Trace, ls: &[&'a Launch]) -> Vec<(&'a Launch, Figures)> {
-    ls.par_iter().map(|l| (*l, figures(trace, l.api, l.op_start, l.name))).collect()
-}
-
-/// The distribution of one figure and its outliers; `label` names a launch for the evidence.
+/// The distribution of one figure and its outliers; `span` is an outlier's evidence window, `label` its words.
 fn dist_and_outliers(
     trace: &Trace,
-    launches: &[(Figures, u64)],
-    value: impl Fn(&Figures) -> u64 + Sync,
-    span: impl Fn(&Figures, u64) -> (u64, u64),
-    label: impl Fn(&Figures) -> String,
+    launches: &[Launch],
+    value: impl Fn(&Launch) -> u64 + Sync,
+    span: impl Fn(&Launch) -> (u64, u64),
+    label: impl Fn(&Launch) -> String,
 ) -> (Dist, Outliers) {
-    let mut values: Vec<u64> = launches.par_iter().map(|(f, _)| value(f)).collect();
+    let mut values: Vec<u64> = launches.par_iter().map(&value).collect();
     values.par_sort_unstable();
     let d = Dist::of_sorted(&values);
     let threshold_ns = d.outlier_threshold_ns();
-    let mut over: Vec<&(Figures, u64)> = launches.par_iter().filter(|(f, _)| value(f) > threshold_ns).collect();
-    over.par_sort_unstable_by_key(|(f, op_start)| (trace.apis[f.api as usize].start, *op_start));
+    let mut over: Vec<&Launch> = launches.par_iter().filter(|l| value(l) > threshold_ns).collect();
+    over.par_sort_unstable_by_key(|l| (trace.apis[l.api as usize].start, l.op_start));
     let first = over
         .iter()
         .take(MAX_EVIDENCE)
-        .map(|(f, op_start)| {
-            let a = &trace.apis[f.api as usize];
-            let (start, end) = span(f, *op_start);
-            EventRef { proc: a.proc, start, end, correlation: a.correlation, what: label(f) }
+        .map(|l| {
+            let a = &trace.apis[l.api as usize];
+            let (start, end) = span(l);
+            EventRef { proc: a.proc, start, end, correlation: a.correlation, what: label(l) }
         })
         .collect();
     (d, Outliers { threshold_ns, count: over.len() as u64, first })
 }
 
-/// Latency and cost of a class, given each launch's figures with its op's start.
-fn class_health(trace: &Trace, launches: &[(Figures, u64)], what: impl Fn(&Figures) -> String + Copy) -> ClassHealth {
+/// Latency and cost of a class of launches; `what` names a launch in the evidence.
+fn class_health(trace: &Trace, launches: &[Launch], what: impl Fn(&Launch) -> String + Copy) -> ClassHealth {
     let us = |ns: u64| crate::fmt::thousands_1(ns as f64 / 1e3);
+    let call = |l: &Launch| &trace.apis[l.api as usize];
     let (latency, latency_outliers) = dist_and_outliers(
         trace,
         launches,
-        |f| f.latency,
-        |f, op_start| (trace.apis[f.api as usize].start, op_start.max(trace.apis[f.api as usize].start)),
-        |f| format!("latency {} us: {}", us(f.latency), what(f)),
+        |l| l.latency(trace),
+        |l| (call(l).start, l.op_start.max(call(l).start)),
+        |l| format!("latency {} us: {}", us(l.latency(trace)), what(l)),
     );
     let (cpu_cost, cpu_cost_outliers) = dist_and_outliers(
         trace,
         launches,
-        |f| f.cost,
-        |f, _| (trace.apis[f.api as usize].start, trace.apis[f.api as usize].end),
-        |f| format!("call {} us: {}", us(f.cost), what(f)),
+        |l| l.cost(trace),
+        |l| (call(l).start, call(l).end),
+        |l| format!("call {} us: {}", us(l.cost(trace)), what(l)),
     );
     ClassHealth { latency, cpu_cost, latency_outliers, cpu_cost_outliers }
 }
 
-/// Graph launches, one per call: the earliest op start of each call's replay. Returns (call figures with first op
-/// start, ops replayed).
-fn graph_calls(trace: &Trace, graph: &[&Launch]) -> (Vec<(Figures, u64)>, u64) {
-    let mut first_op: FxHashMap<u32, u64> = FxHashMap::default();
+/// Graph launches, one per call, as a launch of the earliest op its replay started. Returns those and the number
+/// of ops replayed.
+fn graph_calls(graph: &[Launch]) -> (Vec<Launch>, u64) {
+    let mut first_op: FxHashMap<u32, Launch> = FxHashMap::default();
     for l in graph {
-        let e = first_op.entry(l.api).or_insert(u64::MAX);
-        *e = (*e).min(l.op_start);
+        let e = first_op.entry(l.api).or_insert(*l);
+        if l.op_start < e.op_start {
+            *e = *l;
+        }
     }
-    let mut calls: Vec<(Figures, u64)> =
-        first_op.into_iter().map(|(api, op_start)| (figures(trace, api, op_start, None), op_start)).collect();
-    calls.sort_unstable_by_key(|c| c.0.api);
+    let mut calls: Vec<Launch> = first_op.into_values().map(|l| Launch { name: None, ..l }).collect();
+    calls.sort_unstable_by_key(|l| l.api);
     (calls, graph.len() as u64)
 }
 
 /// Per kernel name: the commonest [`TOP_NAMES`], the count of names, and the short-kernel summary.
-fn by_name(trace: &Trace, kernels: &[(&Launch, Figures)]) -> (Vec<NameHealth>, u64, ShortKernels) {
+fn by_name(trace: &Trace, kernels: &[Launch]) -> (Vec<NameHealth>, u64, ShortKernels) {
     let mut groups: FxHashMap<NameId, Vec<usize>> = FxHashMap::default();
-    for (i, (l, _)) in kernels.iter().enumerate() {
+    for (i, l) in kernels.iter().enumerate() {
         groups.entry(l.name.unwrap_or(NameId(u32::MAX))).or_default().push(i);
     }
     let short = |i: &usize| {
-        let (l, f) = &kernels[*i];
-        l.op_end.saturating_sub(l.op_start) < f.cost
+        let l = &kernels[*i];
+        l.op_end.saturating_sub(l.op_start) < l.cost(trace)
     };
     let name_of = |n: NameId| trace.names.get(n).to_string();
     let mut rows: Vec<(NameId, &Vec<usize>)> = groups.iter().map(|(n, v)| (*n, v)).collect();
@@ -199,8 +182,8 @@ fn by_name(trace: &Trace, kernels: &[(&Launch, Figures)]) -> (Vec<NameHealth>, u
         .iter()
         .take(TOP_NAMES)
         .map(|(n, idx)| {
-            let mut lat: Vec<u64> = idx.iter().map(|&i| kernels[i].1.latency).collect();
-            let mut cost: Vec<u64> = idx.iter().map(|&i| kernels[i].1.cost).collect();
+            let mut lat: Vec<u64> = idx.iter().map(|&i| kernels[i].latency(trace)).collect();
+            let mut cost: Vec<u64> = idx.iter().map(|&i| kernels[i].cost(trace)).collect();
             NameHealth {
                 name: name_of(*n),
                 latency: Dist::of(&mut lat),
@@ -224,24 +207,26 @@ fn by_name(trace: &Trace, kernels: &[(&Launch, Figures)]) -> (Vec<NameHealth>, u
 /// The section over every launch in `trace`.
 pub fn launch_health(trace: &Trace) -> LaunchHealth {
     let collected = collect::collect(trace);
-    let of_class = |c: Class| -> Vec<&Launch> { collected.launches.iter().filter(|l| l.class == c).collect() };
-    let (kernels, copies, graph) = (of_class(Class::Kernel), of_class(Class::AsyncCopy), of_class(Class::Graph));
-    let figs = |ls| with_figures(trace, ls);
-    let (kernel_figs, copy_figs) = (figs(&kernels), figs(&copies));
-    let with_start =
-        |ls: &[(&Launch, Figures)]| -> Vec<(Figures, u64)> { ls.iter().map(|(l, f)| (*f, l.op_start)).collect() };
+    let started_before_call =
+        collected.launches.par_iter().filter(|l| l.op_start < trace.apis[l.api as usize].start).count() as u64;
+    let (mut kernels, mut copies, mut graph) = (Vec::new(), Vec::new(), Vec::new());
+    for l in collected.launches {
+        match l.class {
+            Class::Kernel => kernels.push(l),
+            Class::AsyncCopy => copies.push(l),
+            Class::Graph => graph.push(l),
+        }
+    }
     // Evidence names a kernel by its name, other launches by their call (`cudaMemcpyAsync`, `cudaGraphLaunch`).
-    let what = |f: &Figures| -> String {
+    let what = |l: &Launch| -> String {
         // Cut: a templated kernel's name runs to kilobytes, and evidence is for finding the launch, not reading it.
-        f.name.map_or_else(
-            || trace.api_name(&trace.apis[f.api as usize]),
+        l.name.map_or_else(
+            || trace.api_name(&trace.apis[l.api as usize]),
             |n| trace.names.get(n).chars().take(120).collect(),
         )
     };
-    let (graph_figs, graph_ops) = graph_calls(trace, &graph);
-    let (by_name, names, shorter_than_launch) = by_name(trace, &kernel_figs);
-    let started_before_call =
-        collected.launches.par_iter().filter(|l| l.op_start < trace.apis[l.api as usize].start).count() as u64;
+    let (graph_calls, graph_ops) = graph_calls(&graph);
+    let (by_name, names, shorter_than_launch) = by_name(trace, &kernels);
     let queued = kernels
         .iter()
         .chain(copies.iter())
@@ -252,9 +237,9 @@ pub fn launch_health(trace: &Trace) -> LaunchHealth {
         .collect();
     let (queues, blocked_on_full_queue) = queue::queues(queued);
     LaunchHealth {
-        kernels: class_health(trace, &with_start(&kernel_figs), what),
-        async_copies: class_health(trace, &with_start(&copy_figs), what),
-        graph_launches: class_health(trace, &graph_figs, what),
+        kernels: class_health(trace, &kernels, what),
+        async_copies: class_health(trace, &copies, what),
+        graph_launches: class_health(trace, &graph_calls, what),
         graph_ops,
         by_name,
         names,

@@ -38,6 +38,19 @@ pub(super) struct Launch {
     pub stream: StreamKey,
 }
 
+impl Launch {
+    /// GPU op start − launch call start (0 where the op started first: clock skew).
+    pub fn latency(&self, trace: &Trace) -> u64 {
+        self.op_start.saturating_sub(trace.apis[self.api as usize].start)
+    }
+
+    /// The launch call's own time.
+    pub fn cost(&self, trace: &Trace) -> u64 {
+        let a = &trace.apis[self.api as usize];
+        a.end.saturating_sub(a.start)
+    }
+}
+
 /// The launches of a trace and what could not be paired.
 #[derive(Debug, Default)]
 pub(super) struct Collected {
