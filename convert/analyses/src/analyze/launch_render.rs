@@ -8,6 +8,8 @@ use crate::fmt::{rfc3339_ns, thousands, thousands_1};
 
 /// Streams listed, the busiest first; the rest are counted.
 const MAX_STREAMS_SHOWN: usize = 16;
+/// The note on kernels shorter than their launch, which the text follows with their names.
+const SHORT_NOTE: &str = "kernels shorter than their launch call";
 /// Kernel names are cut to this many characters in the text table.
 const NAME_WIDTH: usize = 30;
 
@@ -56,7 +58,7 @@ fn outlier_line(o: &mut String, label: &str, what: &str, x: &Outliers) {
     }
     let _ = writeln!(
         o,
-        "  {label} {what} outliers: {} over {} us (the p99 and 10x the median); first:",
+        "  {label} {what} outliers: {} over {} us (the larger of p99, 10x median); first:",
         thousands(x.count),
         us(x.threshold_ns)
     );
@@ -77,7 +79,7 @@ fn notes(h: &LaunchHealth) -> Vec<String> {
     let s = &h.shorter_than_launch;
     if h.kernels.latency.count > 0 {
         out.push(format!(
-            "kernels shorter than their launch call: {} of {} ({:.1}%)",
+            "{SHORT_NOTE}: {} of {} ({:.1}%)",
             thousands(s.count),
             thousands(h.kernels.latency.count),
             s.share_pct,
@@ -170,9 +172,11 @@ pub(super) fn text(o: &mut String, h: &LaunchHealth) {
     }
     for n in notes(h) {
         let _ = writeln!(o, "  {n}");
-    }
-    for (name, short, of) in &h.shorter_than_launch.top {
-        let _ = writeln!(o, "    {:>9} of {:>9}  {}", thousands(*short), thousands(*of), cut(name, 70));
+        if n.starts_with(SHORT_NOTE) {
+            for (name, short, of) in &h.shorter_than_launch.top {
+                let _ = writeln!(o, "    {:>9} of {:>9}  {}", thousands(*short), thousands(*of), cut(name, 70));
+            }
+        }
     }
 }
 
