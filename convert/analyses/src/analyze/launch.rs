@@ -1,20 +1,263 @@
 //! Launch health: launch latency (API call start to GPU start) and the launch call's CPU cost, per kernel name
 //! and overall; queue depth per stream and time blocked on a full queue; kernels shorter than their launch.
+//!
+//! Ops are paired with their launching call by correlation id (runtime preferred over driver,
+//! [`Trace::launcher_index`]) and kept in three classes that are never mixed: kernels launched by a call of their
+//! own, copies and memsets launched by an `...Async` call, and ops replayed by a graph launch. A graph launch is
+//! one call for all the ops it replays, so it counts once, with the latency to its first op: counting each op as
+//! paying the call would charge one call many times.
 
-use cutr_model::Trace;
+#[path = "launch_collect.rs"]
+mod collect;
+#[path = "launch_dist.rs"]
+mod dist;
+#[path = "launch_queue.rs"]
+mod queue;
+#[path = "launch_render.rs"]
+mod render;
+
+use cutr_model::{NameId, Trace};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-/// The launch-health section.
+use self::collect::{Class, Launch};
+use super::types::{EventRef, MAX_EVIDENCE};
+pub use dist::Dist;
+pub use queue::{Blocked, FULL_QUEUE, MAX_SERIES_POINTS, StreamQueue};
+
+/// Kernel names given their own row, the commonest first.
+pub const TOP_NAMES: usize = 10;
+
+/// The section over every launch in a trace.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct LaunchHealth {}
+pub struct LaunchHealth {
+    /// Kernels launched by a call of their own.
+    pub kernels: ClassHealth,
+    /// Copies and memsets launched by an `...Async` call.
+    pub async_copies: ClassHealth,
+    /// Graph launches, one entry per launching call: latency to the first op it replayed, the call's cost.
+    pub graph_launches: ClassHealth,
+    /// Ops replayed by those graph launches.
+    pub graph_ops: u64,
+    /// The commonest kernel names (at most [`TOP_NAMES`]), by count, of the class `kernels`.
+    pub by_name: Vec<NameHealth>,
+    /// How many distinct kernel names `kernels` has.
+    pub names: u64,
+    /// Kernels (class `kernels`) that ran for less time than their launch call took (HTA's "short kernels").
+    pub shorter_than_launch: ShortKernels,
+    /// Launch queues by (file, device, stream), of kernels and async copies (graph launches not counted).
+    pub queues: Vec<StreamQueue>,
+    /// Launch calls that found their stream's queue full.
+    pub blocked_on_full_queue: Blocked,
+    /// GPU ops without a launching call in the file (device-side launches, lost API records): not counted.
+    pub without_launcher: u64,
+    /// Copies and memsets launched by a synchronous call (`cudaMemcpy`): not launches that queue, not counted.
+    pub sync_copies: u64,
+    /// Ops that started on the GPU before their launch call started (clock skew): counted with latency 0.
+    pub started_before_call: u64,
+}
+
+/// Latency and CPU cost of one class of launches.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassHealth {
+    /// GPU op start − launch call start.
+    pub latency: Dist,
+    /// Launch call end − start.
+    pub cpu_cost: Dist,
+    /// Latencies beyond [`Dist::outlier_threshold_ns`].
+    pub latency_outliers: Outliers,
+    /// CPU costs beyond [`Dist::outlier_threshold_ns`].
+    pub cpu_cost_outliers: Outliers,
+}
+
+/// The values beyond a distribution's outlier threshold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Outliers {
+    pub threshold_ns: u64,
+    pub count: u64,
+    /// The first few (at most [`MAX_EVIDENCE`]) in time order: the launch call's start to the op's start (latency)
+    /// or the call's span (CPU cost).
+    pub first: Vec<EventRef>,
+}
+
+/// One kernel name's launches.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NameHealth {
+    /// Demangled.
+    pub name: String,
+    pub latency: Dist,
+    pub cpu_cost: Dist,
+    /// Of them, kernels shorter than their launch call.
+    pub shorter_than_launch: u64,
+}
+
+/// Kernels that ran for less time than their launch call took.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ShortKernels {
+    pub count: u64,
+    /// Of the class `kernels`, in percent.
+    pub share_pct: f64,
+    /// The names with the most such kernels (at most [`MAX_EVIDENCE`]): (name, short ones, launches).
+    pub top: Vec<(String, u64, u64)>,
+}
+
+/// The distribution of one figure and its outliers; `span` is an outlier's evidence window, `label` its words.
+fn dist_and_outliers(
+    trace: &Trace,
+    launches: &[Launch],
+    value: impl Fn(&Launch) -> u64 + Sync,
+    span: impl Fn(&Launch) -> (u64, u64),
+    label: impl Fn(&Launch) -> String,
+) -> (Dist, Outliers) {
+    let mut values: Vec<u64> = launches.par_iter().map(&value).collect();
+    values.par_sort_unstable();
+    let d = Dist::of_sorted(&values);
+    let threshold_ns = d.outlier_threshold_ns();
+    let mut over: Vec<&Launch> = launches.par_iter().filter(|l| value(l) > threshold_ns).collect();
+    over.par_sort_unstable_by_key(|l| (trace.apis[l.api as usize].start, l.op_start));
+    let first = over
+        .iter()
+        .take(MAX_EVIDENCE)
+        .map(|l| {
+            let a = &trace.apis[l.api as usize];
+            let (start, end) = span(l);
+            EventRef { proc: a.proc, start, end, correlation: a.correlation, what: label(l) }
+        })
+        .collect();
+    (d, Outliers { threshold_ns, count: over.len() as u64, first })
+}
+
+/// Latency and cost of a class of launches; `what` names a launch in the evidence.
+fn class_health(trace: &Trace, launches: &[Launch], what: impl Fn(&Launch) -> String + Copy) -> ClassHealth {
+    let us = |ns: u64| crate::fmt::thousands_1(ns as f64 / 1e3);
+    let call = |l: &Launch| &trace.apis[l.api as usize];
+    let (latency, latency_outliers) = dist_and_outliers(
+        trace,
+        launches,
+        |l| l.latency(trace),
+        |l| (call(l).start, l.op_start.max(call(l).start)),
+        |l| format!("latency {} us: {}", us(l.latency(trace)), what(l)),
+    );
+    let (cpu_cost, cpu_cost_outliers) = dist_and_outliers(
+        trace,
+        launches,
+        |l| l.cost(trace),
+        |l| (call(l).start, call(l).end),
+        |l| format!("call {} us: {}", us(l.cost(trace)), what(l)),
+    );
+    ClassHealth { latency, cpu_cost, latency_outliers, cpu_cost_outliers }
+}
+
+/// Graph launches, one per call, as a launch of the earliest op its replay started. Returns those and the number
+/// of ops replayed.
+fn graph_calls(graph: &[Launch]) -> (Vec<Launch>, u64) {
+    let mut first_op: FxHashMap<u32, Launch> = FxHashMap::default();
+    for l in graph {
+        let e = first_op.entry(l.api).or_insert(*l);
+        if l.op_start < e.op_start {
+            *e = *l;
+        }
+    }
+    let mut calls: Vec<Launch> = first_op.into_values().map(|l| Launch { name: None, ..l }).collect();
+    calls.sort_unstable_by_key(|l| l.api);
+    (calls, graph.len() as u64)
+}
+
+/// Per kernel name: the commonest [`TOP_NAMES`], the count of names, and the short-kernel summary.
+fn by_name(trace: &Trace, kernels: &[Launch]) -> (Vec<NameHealth>, u64, ShortKernels) {
+    let mut groups: FxHashMap<NameId, Vec<usize>> = FxHashMap::default();
+    for (i, l) in kernels.iter().enumerate() {
+        groups.entry(l.name.unwrap_or(NameId(u32::MAX))).or_default().push(i);
+    }
+    let short = |i: &usize| {
+        let l = &kernels[*i];
+        l.op_end.saturating_sub(l.op_start) < l.cost(trace)
+    };
+    let name_of = |n: NameId| trace.names.get(n).to_string();
+    let mut rows: Vec<(NameId, &Vec<usize>)> = groups.iter().map(|(n, v)| (*n, v)).collect();
+    // The commonest first; among equals, by name so the order is the same on every run.
+    rows.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| trace.names.get(a.0).cmp(trace.names.get(b.0))));
+    let top = rows
+        .iter()
+        .take(TOP_NAMES)
+        .map(|(n, idx)| {
+            let mut lat: Vec<u64> = idx.iter().map(|&i| kernels[i].latency(trace)).collect();
+            let mut cost: Vec<u64> = idx.iter().map(|&i| kernels[i].cost(trace)).collect();
+            NameHealth {
+                name: name_of(*n),
+                latency: Dist::of(&mut lat),
+                cpu_cost: Dist::of(&mut cost),
+                shorter_than_launch: idx.iter().filter(|i| short(i)).count() as u64,
+            }
+        })
+        .collect();
+    let mut shorts: Vec<(String, u64, u64)> = rows
+        .iter()
+        .map(|(n, idx)| (name_of(*n), idx.iter().filter(|i| short(i)).count() as u64, idx.len() as u64))
+        .filter(|s| s.1 > 0)
+        .collect();
+    shorts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let count: u64 = shorts.iter().map(|s| s.1).sum();
+    let share_pct = if kernels.is_empty() { 0.0 } else { 100.0 * count as f64 / kernels.len() as f64 };
+    shorts.truncate(MAX_EVIDENCE);
+    (top, rows.len() as u64, ShortKernels { count, share_pct, top: shorts })
+}
 
 /// The section over every launch in `trace`.
-pub fn launch_health(_trace: &Trace) -> LaunchHealth {
-    LaunchHealth::default()
+pub fn launch_health(trace: &Trace) -> LaunchHealth {
+    let collected = collect::collect(trace);
+    let started_before_call =
+        collected.launches.par_iter().filter(|l| l.op_start < trace.apis[l.api as usize].start).count() as u64;
+    let (mut kernels, mut copies, mut graph) = (Vec::new(), Vec::new(), Vec::new());
+    for l in collected.launches {
+        match l.class {
+            Class::Kernel => kernels.push(l),
+            Class::AsyncCopy => copies.push(l),
+            Class::Graph => graph.push(l),
+        }
+    }
+    // Evidence names a kernel by its name, other launches by their call (`cudaMemcpyAsync`, `cudaGraphLaunch`).
+    let what = |l: &Launch| -> String {
+        // Cut: a templated kernel's name runs to kilobytes, and evidence is for finding the launch, not reading it.
+        l.name.map_or_else(
+            || trace.api_name(&trace.apis[l.api as usize]),
+            |n| trace.names.get(n).chars().take(120).collect(),
+        )
+    };
+    let (graph_calls, graph_ops) = graph_calls(&graph);
+    let (by_name, names, shorter_than_launch) = by_name(trace, &kernels);
+    let queued = kernels
+        .iter()
+        .chain(copies.iter())
+        .map(|l| {
+            let a = &trace.apis[l.api as usize];
+            queue::Queued { stream: l.stream, call_start: a.start, call_end: a.end, op_start: l.op_start }
+        })
+        .collect();
+    let (queues, blocked_on_full_queue) = queue::queues(queued);
+    LaunchHealth {
+        kernels: class_health(trace, &kernels, what),
+        async_copies: class_health(trace, &copies, what),
+        graph_launches: class_health(trace, &graph_calls, what),
+        graph_ops,
+        by_name,
+        names,
+        shorter_than_launch,
+        queues,
+        blocked_on_full_queue,
+        without_launcher: collected.without_launcher,
+        sync_copies: collected.sync_copies,
+        started_before_call,
+    }
 }
 
 /// The section as text (appended to `o`).
-pub fn render_text(_o: &mut String, _h: &LaunchHealth) {}
+pub fn render_text(o: &mut String, h: &LaunchHealth) {
+    render::text(o, h);
+}
 
 /// The section as Markdown (appended to `o`).
-pub fn render_markdown(_o: &mut String, _h: &LaunchHealth) {}
+pub fn render_markdown(o: &mut String, h: &LaunchHealth) {
+    render::markdown(o, h);
+}
