@@ -18,7 +18,7 @@ const PAGEABLE: u8 = 1;
 pub fn sync_copy_in_step(cx: &Context<'_>) -> RuleResult {
     const RULE: &str = "sync_copy_in_step";
     let Some(windows) = StepWindows::of_steps(cx) else { return no_steps(RULE, cx) };
-    let hits = copies_in_steps(cx.trace, &windows, |t, m| is_synchronous(t, m));
+    let hits = copies_in_steps(cx.trace, &windows, is_synchronous);
     let outcome = if hits.count() == 0 {
         Outcome::Clean { checked: checked(cx.trace, &windows, "synchronous") }
     } else {
