@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use cutr_analyses::analyze::findings::host;
 use cutr_analyses::analyze::types::{Context, Finding, MAX_EVIDENCE, Outcome, RuleResult, Severity, Step, StepSource};
-use cutr_model::{LoadOptions, ProcId, Trace, load};
+use cutr_model::{LoadOptions, Memcpy, ProcId, Sync, Trace, load};
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(rel)
@@ -214,4 +214,69 @@ fn the_torchrun_jobs_straggler_is_stats_by_ranks_too() {
     // Rank 0 is the second file (the launcher's recording is the first); in iter 0 its collective was not last.
     assert!(s.events.iter().all(|e| e.proc == ProcId(1)));
     assert_eq!(s.events[0].what, "iter 0: rank 0 0.400 ms, rank 1 0.375 ms");
+}
+
+/// A hand-made trace without API records (the rules fall back on the GPU rows' own times): what counts as inside a
+/// step, what is cut at its end, what overlaps once, and what is left out.
+#[test]
+fn edge_cases_of_a_hand_made_trace() {
+    let mut t = Trace::default();
+    t.processes.push(Default::default());
+    let copy = |start: u64, end: u64, correlation: u32, flags: u8, src_kind: u8, graph_id: u32| Memcpy {
+        proc: ProcId(0),
+        start,
+        end,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation,
+        bytes: 1 << 20,
+        copy_kind: 1,
+        src_kind,
+        dst_kind: 3,
+        flags,
+        graph_id,
+        graph_node_id: 0,
+        peer: None,
+    };
+    t.memcpys = vec![
+        copy(50, 150, 1, 0, 2, 0),      // starts before the step: outside
+        copy(1_100, 1_300, 2, 0, 1, 0), // synchronous and pageable, 200 ns
+        copy(1_200, 1_250, 3, 0, 2, 0), // synchronous, inside the one before: the union stays 200 ns
+        copy(1_900, 2_500, 4, 1, 1, 0), // async but pageable, cut at the step's end: 100 ns
+        copy(1_400, 1_500, 5, 0, 2, 9), // a graph's copy: never synchronous
+    ];
+    let sync = |start: u64, end: u64, correlation: u32, sync_type: u32| Sync {
+        proc: ProcId(0),
+        start,
+        end,
+        sync_type,
+        correlation,
+        context: 1,
+        stream: 7,
+        event: u32::MAX,
+    };
+    t.syncs = vec![
+        sync(1_000, 1_600, 10, 3), // stream syncs on two threads overlapping: 1,000..1,800 once
+        sync(1_500, 1_800, 11, 4),
+        sync(1_700, 1_900, 12, 2), // a stream's wait on an event blocks no host thread
+        sync(2_000, 2_100, 13, 3), // after the step
+    ];
+    let step = Step { proc: ProcId(0), rank: 0, index: 0, name: "step 0".into(), start: 1_000, end: 2_000 };
+    let source = StepSource::NvtxPrefix("step ".into());
+    let r = host::rules(&Context { trace: &t, steps: std::slice::from_ref(&step), step_source: &source });
+    assert_eq!(figures(found(&r[0])), (2, 200, Severity::High, vec![2, 3]));
+    assert_eq!(found(&r[0]).events[0].what, "copy 1.0 MiB HtoD (Pageable -> Device)");
+    let pageable = found(&r[1]);
+    assert_eq!(figures(pageable), (2, 300, Severity::High, vec![2, 4]));
+    assert!((pageable.share_pct - 30.0).abs() < 1e-9);
+    let syncs = found(&r[2]);
+    assert_eq!(figures(syncs), (2, 800, Severity::High, vec![10, 11]));
+    assert_eq!(syncs.events[1].what, "Context Sync");
+    assert_eq!(
+        clean(&r[3]),
+        "0 of 0 kernels launched inside 1 steps are tiny (under 10 us or their launch cost); \
+         their launches took 0.0% of step time (fires at 50% of kernels and 5% of time)"
+    );
+    assert_eq!(cannot_judge(&r[4]), "one rank: give every rank's recording to compare them");
 }
