@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use cutr_analyses::analyze::findings::host;
 use cutr_analyses::analyze::types::{Context, Finding, MAX_EVIDENCE, Outcome, RuleResult, Severity, Step, StepSource};
-use cutr_model::{LoadOptions, Memcpy, ProcId, Sync, Trace, load};
+use cutr_model::{ApiCall, LoadOptions, Memcpy, ProcId, Sync, Trace, load};
 
 fn fixture(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(rel)
@@ -262,6 +262,23 @@ fn edge_cases_of_a_hand_made_trace() {
         sync(1_700, 1_900, 12, 2), // a stream's wait on an event blocks no host thread
         sync(2_000, 2_100, 13, 3), // after the step
     ];
+    let call = |start: u64, end: u64, correlation: u32, cbid: u32, driver: bool| ApiCall {
+        proc: ProcId(0),
+        start,
+        end,
+        pid: 1,
+        tid: 2,
+        correlation,
+        cbid,
+        driver,
+        return_value: 0,
+    };
+    t.apis = vec![
+        call(1_000, 1_600, 10, 131, false), // the call of the first sync record: counted once, from the record
+        call(1_950, 1_990, 20, 131, false), // cudaStreamSynchronize without a record...
+        call(1_955, 1_985, 20, 126, true),  // ...and the cuStreamSynchronize beneath it: one synchronization
+        call(1_960, 1_970, 21, 211, false), // cudaLaunchKernel: not a synchronization
+    ];
     let step = Step { proc: ProcId(0), rank: 0, index: 0, name: "step 0".into(), start: 1_000, end: 2_000 };
     let source = StepSource::NvtxPrefix("step ".into());
     let r = host::rules(&Context { trace: &t, steps: std::slice::from_ref(&step), step_source: &source });
@@ -271,8 +288,9 @@ fn edge_cases_of_a_hand_made_trace() {
     assert_eq!(figures(pageable), (2, 300, Severity::High, vec![2, 4]));
     assert!((pageable.share_pct - 30.0).abs() < 1e-9);
     let syncs = found(&r[2]);
-    assert_eq!(figures(syncs), (2, 800, Severity::High, vec![10, 11]));
-    assert_eq!(syncs.events[1].what, "Context Sync");
+    assert_eq!(figures(syncs), (3, 840, Severity::High, vec![10, 11, 20]));
+    let what: Vec<&str> = syncs.events.iter().map(|e| e.what.as_str()).collect();
+    assert_eq!(what, ["Stream Sync", "Context Sync", "cudaStreamSynchronize"]);
     assert_eq!(
         clean(&r[3]),
         "0 of 0 kernels launched inside 1 steps are tiny (under 10 us or their launch cost); \

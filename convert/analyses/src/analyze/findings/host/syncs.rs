@@ -1,8 +1,8 @@
 //! `sync_in_step`: device, stream, event and context synchronizations inside steps (Nsight Systems'
 //! `cuda_api_sync` rule, judged per step): each holds the host until the GPU catches up, so the host launches
 //! nothing meanwhile. Counted from CUPTI's SYNCHRONIZATION records (a stream's wait on an event, which blocks no
-//! host thread, left out) and from the `...Synchronize` calls that have no such record; time is the host time
-//! blocked, clipped to the step, overlaps once.
+//! host thread, left out) and from the `...Synchronize` calls that have no such record (a runtime call and the
+//! driver call beneath it once); time is the host time blocked, clipped to the step, overlaps once.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -49,9 +49,9 @@ pub fn sync_in_step(cx: &Context<'_>) -> RuleResult {
 /// Every host-blocking synchronization whose start is inside a step.
 fn syncs_in_steps(trace: &Trace, windows: &StepWindows) -> Hits {
     let mut hits = Hits::default();
-    let mut recorded: FxHashSet<CorrKey> = FxHashSet::default();
+    let mut counted: FxHashSet<CorrKey> = FxHashSet::default();
     for s in trace.syncs.iter().filter(|s| s.sync_type != STREAM_WAIT_EVENT) {
-        recorded.insert(s.corr());
+        counted.insert(s.corr());
         let Some(clipped) = windows.clip(s.proc, s.start, s.end) else { continue };
         let call = trace.launcher(s.corr()).map(|a| trace.api_name(a));
         let what = call.unwrap_or_else(|| sync_type(s.sync_type).to_string());
@@ -64,8 +64,9 @@ fn syncs_in_steps(trace: &Trace, windows: &StepWindows) -> Hits {
             let name = trace.api_name(a);
             name.ends_with("Synchronize").then_some(name)
         });
+        // A runtime call and the driver call it makes share a correlation id: one synchronization.
         if let Some(name) = name
-            && !recorded.contains(&a.corr())
+            && counted.insert(a.corr())
         {
             let what = name.clone();
             hits.push(clipped, EventRef { proc: a.proc, start: a.start, end: a.end, correlation: a.correlation, what });
