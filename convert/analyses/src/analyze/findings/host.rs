@@ -8,18 +8,20 @@ mod syncs;
 mod tiny;
 
 use cutr_model::{ProcId, Trace};
+use rayon::prelude::*;
 
 use super::super::types::{Context, EventRef, Finding, MAX_EVIDENCE, Outcome, RuleResult, Severity, StepSource};
 
-/// Every host-side rule's result, in a fixed order.
+/// Every host-side rule's result, in a fixed order; the rules run in parallel, each one pass over its tables.
 pub fn rules(cx: &Context<'_>) -> Vec<RuleResult> {
-    vec![
-        copies::sync_copy_in_step(cx),
-        copies::pageable_copy_in_step(cx),
-        syncs::sync_in_step(cx),
-        tiny::tiny_kernels(cx),
-        straggler::straggler(cx),
-    ]
+    let all: [fn(&Context<'_>) -> RuleResult; 5] = [
+        copies::sync_copy_in_step,
+        copies::pageable_copy_in_step,
+        syncs::sync_in_step,
+        tiny::tiny_kernels,
+        straggler::straggler,
+    ];
+    all.par_iter().map(|rule| rule(cx)).collect()
 }
 
 /// A share of the steps' time at or above this is a high-severity finding.
@@ -165,6 +167,11 @@ pub fn no_steps(rule: &'static str, cx: &Context<'_>) -> RuleResult {
     RuleResult { rule, outcome: Outcome::CannotJudge { why } }
 }
 
+/// `1 copy`, `2 copies`: a count with its noun.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Milliseconds with three decimals, for summaries.
 pub fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
@@ -178,6 +185,7 @@ mod tests {
     fn unions_count_overlaps_once_and_bands_split_at_3_and_10_percent() {
         assert_eq!(union_ns(vec![(10, 20), (15, 30), (40, 41), (30, 35)]), 26);
         assert_eq!(merged(vec![(5, 6), (1, 3), (2, 4)]), [(1, 4), (5, 6)]);
+        assert_eq!([counted(1, "copy", "copies"), counted(0, "copy", "copies")], ["1 copy", "0 copies"]);
         assert_eq!(
             [severity_of(10.0), severity_of(9.99), severity_of(3.0), severity_of(2.9)],
             [Severity::High, Severity::Medium, Severity::Medium, Severity::Low]

@@ -7,7 +7,7 @@ use cutr_model::describe::{memcpy_kind, memory_kind};
 use cutr_model::{Memcpy, Trace};
 
 use super::super::super::types::{Context, EventRef, Outcome, RuleResult};
-use super::{Hits, StepWindows, ms, no_steps};
+use super::{Hits, StepWindows, counted, ms, no_steps};
 
 /// `CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC`: the record's flag for a copy made by an asynchronous call.
 const MEMCPY_ASYNC_FLAG: u8 = 1;
@@ -25,7 +25,11 @@ pub fn sync_copy_in_step(cx: &Context<'_>) -> RuleResult {
         hits.found(
             &windows,
             |n, ns, pct| {
-                format!("{n} synchronous copies inside steps held the host {} ({pct:.1}% of step time)", ms(ns))
+                format!(
+                    "{} inside steps held the host {} ({pct:.1}% of step time)",
+                    counted(n, "synchronous copy", "synchronous copies"),
+                    ms(ns)
+                )
             },
             "Use cudaMemcpyAsync on a stream (from pinned memory) and synchronize once where the result is needed, \
              so the host keeps launching while the copy runs.",
@@ -47,7 +51,8 @@ pub fn pageable_copy_in_step(cx: &Context<'_>) -> RuleResult {
             &windows,
             |n, ns, pct| {
                 format!(
-                    "{n} copies from or to pageable memory inside steps held the host {} ({pct:.1}% of step time)",
+                    "{} from or to pageable memory inside steps held the host {} ({pct:.1}% of step time)",
+                    counted(n, "copy", "copies"),
                     ms(ns)
                 )
             },

@@ -10,7 +10,7 @@ use cutr_model::describe::sync_type;
 use cutr_model::{CorrKey, ProcId, Trace};
 
 use super::super::super::types::{Context, EventRef, Outcome, RuleResult};
-use super::{Hits, StepWindows, ms, no_steps};
+use super::{Hits, StepWindows, counted, ms, no_steps};
 
 /// `CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT`: the GPU waits, not the host.
 const STREAM_WAIT_EVENT: u32 = 2;
@@ -37,7 +37,11 @@ pub fn sync_in_step(cx: &Context<'_>) -> RuleResult {
         hits.found(
             &windows,
             |n, ns, pct| {
-                format!("{n} synchronizations inside steps blocked the host {} ({pct:.1}% of step time)", ms(ns))
+                format!(
+                    "{} inside steps blocked the host {} ({pct:.1}% of step time)",
+                    counted(n, "synchronization", "synchronizations"),
+                    ms(ns)
+                )
             },
             "Synchronize only where the host needs a result (a loss to print, a copy to read); wait on events with \
              cudaStreamWaitEvent between streams, and leave .item()/.cpu() calls out of the step.",

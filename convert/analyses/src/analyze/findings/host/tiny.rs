@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::super::super::types::{Context, EventRef, Outcome, RuleResult};
-use super::{Hits, StepWindows, ms, no_steps};
+use super::{Hits, StepWindows, counted, ms, no_steps};
 
 /// A kernel shorter than this is tiny whatever its launch cost.
 pub const TINY_KERNEL_NS: u64 = 10_000;
@@ -60,8 +60,9 @@ pub fn tiny_kernels(cx: &Context<'_>) -> RuleResult {
         &windows,
         |n, ns, pct| {
             format!(
-                "{n} tiny kernels ({count_pct:.1}% of the steps' kernels, {} on the GPU): launching them took {} \
-                 ({pct:.1}% of step time); most: {top}",
+                "{} ({count_pct:.1}% of the steps' kernels, {} on the GPU): launching them took {} ({pct:.1}% of \
+                 step time); most: {top}",
+                counted(n, "tiny kernel", "tiny kernels"),
                 ms(gpu_ns),
                 ms(ns)
             )
