@@ -151,8 +151,33 @@ struct Compared {
     idle_causes: bool,
 }
 
+/// How close HTA and ours must be (ns).
+#[derive(Clone, Copy)]
+enum Allowance {
+    /// What the issue asks of analyze: 0.1% of the GPU's span.
+    ShareOfSpan,
+    /// The harness's reference, the same sums to the ns: HTA's float µs sums within 1 ns, its idle breakdown
+    /// (rounded by HTA to 0.01 µs per figure, two figures added) within 10 ns.
+    Exact,
+}
+
+impl Allowance {
+    fn temporal(self, span: f64) -> f64 {
+        match self {
+            Allowance::ShareOfSpan => span * 0.001,
+            Allowance::Exact => 1.0,
+        }
+    }
+    fn idle_causes(self, span: f64) -> f64 {
+        match self {
+            Allowance::ShareOfSpan => span * 0.001,
+            Allowance::Exact => 10.0,
+        }
+    }
+}
+
 /// The mismatches (each a line: what, HTA's and ours in ns, the allowance) of HTA's temporal breakdown `t`.
-fn temporal_mismatches(label: &str, t: &Value, ours: &Ours) -> Vec<String> {
+fn temporal_mismatches(label: &str, t: &Value, ours: &Ours, allowed: f64) -> Vec<String> {
     let hta = |k: &str| t[k].as_f64().unwrap_or_else(|| panic!("{label}: HTA's {k}: {t}")) * 1000.0;
     let pairs = [
         ("span", hta("span"), ours.span),
@@ -160,7 +185,7 @@ fn temporal_mismatches(label: &str, t: &Value, ours: &Ours) -> Vec<String> {
         ("compute", hta("compute"), ours.computation),
         ("non-compute", hta("non_compute"), ours.non_compute),
     ];
-    mismatches(label, &pairs, ours.span * 0.001)
+    mismatches(label, &pairs, allowed)
 }
 
 fn mismatches(label: &str, pairs: &[(&str, f64, f64)], tolerance: f64) -> Vec<String> {
@@ -174,9 +199,10 @@ fn mismatches(label: &str, pairs: &[(&str, f64, f64)], tolerance: f64) -> Vec<St
 }
 
 /// Compares one GPU: the mismatches, and what was compared.
-fn compare(label: &str, hta: &Value, ours: &Ours) -> (Vec<String>, Compared) {
-    let mut bad = temporal_mismatches(label, &hta["temporal_ops_only"], ours);
-    let as_is = temporal_mismatches(label, &hta["temporal"], ours).is_empty();
+fn compare(label: &str, hta: &Value, ours: &Ours, allowance: Allowance) -> (Vec<String>, Compared) {
+    let mut bad = temporal_mismatches(label, &hta["temporal_ops_only"], ours, allowance.temporal(ours.span));
+    let share = Allowance::ShareOfSpan.temporal(ours.span);
+    let as_is = temporal_mismatches(label, &hta["temporal"], ours, share).is_empty();
     let streams = hta["idle_breakdown"].as_object().unwrap();
     let idle_causes = streams.len() == 1;
     if let Some(s) = streams.values().next().filter(|_| idle_causes) {
@@ -189,7 +215,7 @@ fn compare(label: &str, hta: &Value, ours: &Ours) -> (Vec<String>, Compared) {
             ),
             ("other vs host sync wait + other", us("other"), ours.waited),
         ];
-        bad.extend(mismatches(label, &pairs, ours.span * 0.001));
+        bad.extend(mismatches(label, &pairs, allowance.idle_causes(ours.span)));
     }
     (bad, Compared { as_is, idle_causes })
 }
@@ -251,14 +277,14 @@ fn several_streams() -> Vec<String> {
 
 /// Checks every GPU of every fixture against `ours` (by fixture and device), and that what was not compared is
 /// exactly what the lists above say.
-fn check_all(ours: &BTreeMap<(String, u64), Ours>) {
+fn check_all(ours: &BTreeMap<(String, u64), Ours>, allowance: Allowance) {
     let hta = hta();
     let mut bad = Vec::new();
     let (mut as_is_differs, mut several) = (Vec::new(), Vec::new());
     for ((name, device), h) in hta {
         let label = format!("{name}:{device}");
         let o = ours.get(&(name.clone(), *device)).unwrap_or_else(|| panic!("{label}: HTA sees it, we do not"));
-        let (b, c) = compare(&label, h, o);
+        let (b, c) = compare(&label, h, o, allowance);
         bad.extend(b);
         if !c.as_is {
             as_is_differs.push(label.clone());
@@ -285,7 +311,16 @@ fn check_all(ours: &BTreeMap<(String, u64), Ours>) {
 fn hta_equals_an_independent_union_of_the_same_json() {
     let ours: BTreeMap<(String, u64), Ours> =
         hta().iter().map(|(k, g)| (k.clone(), from_reference(&g["reference"]))).collect();
-    check_all(&ours);
+    check_all(&ours, Allowance::Exact);
+    // The PyTorch loop, to the ns: 5.334 s span, the GPU busy 0.70% of it, every gap launch-bound or short.
+    let p = &ours[&("pytorch_loop.cutr".to_string(), 0)];
+    let figures = [p.span, p.computation, p.non_compute, p.idle, p.launched_late_or_short, p.waited];
+    assert_eq!(figures, [5_334_201_452.0, 36_884_764.0, 595_547.0, 5_296_721_141.0, 5_296_721_141.0, 0.0]);
+    let h = &hta()[&("pytorch_loop.cutr".to_string(), 0)];
+    assert_eq!(
+        h["idle_breakdown"]["7"],
+        serde_json::json!({"host_wait": 5291386.97, "kernel_wait": 5334.17, "other": 0.0})
+    );
 }
 
 /// `cupti-convert analyze --json` (per job: a job's ranks together) against HTA.
@@ -322,5 +357,5 @@ fn analyze_budget_and_idle_causes_equal_htas() {
             ours.insert((name, g["device"].as_u64().unwrap()), ours_g);
         }
     }
-    check_all(&ours);
+    check_all(&ours, Allowance::ShareOfSpan);
 }
