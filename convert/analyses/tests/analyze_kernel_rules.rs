@@ -144,8 +144,111 @@ fn trace_processor(trace: &Path, queries: &[&str]) -> Vec<Vec<Vec<serde_json::Va
         .collect()
 }
 
+/// One step over the PC-sample workload's three iterations (first `chase` start to last `jit_scale` end,
+/// 6,820,961 ns). `chase` (3 launches, 3,612,470 ns, 53.0%) and `fma_chain` (3,194,316 ns, 46.8%) are hot;
+/// `jit_scale` (3,936 ns) is not. Stalls, as `source` reports them: `chase` waits on memory (long_scoreboard,
+/// 99.0% of its 454,728 samples) at its pointer load, source_workload.cu:44 (99.8%); `fma_chain` on its
+/// dependent FMAs (wait, 45.9% of 406,977) at line 52 (92.8%).
+///
+/// Occupancy by hand (H100: 132 SMs, 2,048 threads, 64 K registers and 228 KiB shared memory per SM, 32 blocks
+/// at most): `chase` runs 132 blocks x 128 threads with 22 registers. Warp slots allow 64 / 4 = 16 blocks;
+/// registers 22 x 32 = 704, allocated 768 per warp, 16,384 / 768 = 21 warps per quarter, 84 warps = 21 blocks;
+/// shared memory (1 KiB reserved per block) 228: 16 blocks of 128 = 2,048 threads, theoretical 100%. The grid
+/// gives each SM one block: 128 / 2,048 = 6.25%, below 50%, limited by the grid. `fma_chain`: 528 blocks x 256
+/// threads, 8 fit, the grid gives 4: 4 x 256 / 2,048 = 50.0%, not below.
 #[test]
-fn probe() {
+fn the_pointer_chase_waits_on_memory_at_its_hot_line_with_one_block_per_sm() {
+    let t = trace("source_workload_pcs.cutr");
+    let (start, end) = (1_795_468_250_283_042_506, 1_795_468_250_289_863_467);
+    let step = Step { proc: ProcId(0), rank: 0, index: 0, name: "iterations".into(), start, end };
+    let r = run(&t, &[step]);
+    let stalls = of(&r, "kernel_stalls");
+    assert_eq!(stalls.len(), 2);
+    let (chase, fma) = (found(stalls[0]), found(stalls[1]));
+    assert_eq!(
+        chase.summary,
+        "chase(unsigned int const*, unsigned int, int, unsigned int*): top stall long_scoreboard (99.0% of its \
+         454728 PC samples); hottest line source_workload.cu:44 (99.8% of its samples), on 53.0% of the steps time"
+    );
+    assert_eq!((chase.count, chase.time_ns, chase.severity), (3, 3_612_470, Severity::High));
+    assert_eq!(
+        fma.summary,
+        "fma_chain(float*, int): top stall wait (45.9% of its 406977 PC samples); hottest line \
+         source_workload.cu:52 (92.8% of its samples), on 46.8% of the steps time"
+    );
+    // The figures are `source`'s own: its report gives chase the same samples and top stall.
+    let reader = cutr_format::Reader::open(&fixture("source_workload_pcs.cutr")).unwrap();
+    let report = cutr_analyses::source::report(&[&reader], &Default::default());
+    let k = report.kernels.iter().find(|k| k.name.starts_with("chase")).unwrap();
+    let share = 100.0 * k.stalls[0].1 as f64 / k.samples as f64;
+    assert_eq!((k.samples, k.stalls[0].0.as_str(), format!("{share:.1}")), (454_728, "long_scoreboard", "99.0".into()));
+    assert_eq!((k.lines[0].file.as_str(), k.lines[0].line), ("source_workload.cu", 44));
+
+    let occupancy = of(&r, "low_occupancy");
+    assert_eq!(occupancy.len(), 1, "fma_chain's 50% is not below 50%");
+    assert_eq!(
+        found(occupancy[0]).summary,
+        "chase(unsigned int const*, unsigned int, int, unsigned int*): occupancy 6.2% estimated from the launch, \
+         below 50%, on 53.0% of the steps time; launch of 132 block(s) x 128 threads, 22 registers, 0 B shared \
+         memory: theoretical 100.0%, 6.2% with its grid; limiter: grid size: 132 block(s) for 132 SMs (1.00 per \
+         SM, 16 would fit)"
+    );
+    assert_eq!(of(&r, "kernel_bound"), [&cannot(NO_COUNTERS)]);
+}
+
+/// `cuda_workload.cutr` has neither PM counters nor PC samples: both rules say so. Its `spin` kernel, one block
+/// of one thread, holds 71.8% of the GPU span: warp slots allow 64 blocks of one warp, the architecture 32, so
+/// 32 threads of 2,048 fit (1.6% theoretical); the grid gives one block to 1 of 132 SMs: 1 / 132 / 2,048 =
+/// 0.0004%, below 50%, high severity.
+#[test]
+fn a_file_without_counters_or_pc_samples_cannot_be_judged_by_them() {
+    let t = trace("cuda_workload.cutr");
+    let r = run(&t, &[]);
+    assert_eq!(of(&r, "kernel_bound"), [&cannot(NO_COUNTERS)]);
+    assert_eq!(of(&r, "kernel_stalls"), [&cannot(NO_PC_SAMPLES)]);
+    let occupancy = of(&r, "low_occupancy");
+    assert_eq!(occupancy.len(), 1);
+    let f = found(occupancy[0]);
+    assert_eq!(
+        f.summary,
+        "spin(unsigned long long, unsigned long long*): occupancy 0.0% estimated from the launch, below 50%, on \
+         71.8% of the span time; launch of 1 block(s) x 1 threads, 16 registers, 0 B shared memory: theoretical \
+         1.6%, 0.0% with its grid; limiter: grid size: 1 block(s) for 132 SMs (0.01 per SM, 32 would fit)"
+    );
+    assert_eq!((f.count, f.time_ns, f.severity), (10, 20_009_843, Severity::High));
+    assert_eq!(f.events[0].correlation, 167);
+}
+
+/// A file with PC samples loaded without `source`'s annotation says what is missing rather than that there are no
+/// samples; garbled annotations and steps with no kernel in them give answers, not panics.
+#[test]
+fn missing_or_garbled_pc_sample_notes_and_empty_steps_are_said() {
+    let path = fixture("source_workload_pcs.cutr");
+    let mut t = load(std::slice::from_ref(&path), &LoadOptions::default()).unwrap();
+    assert_eq!(
+        of(&run(&t, &[]), "kernel_stalls"),
+        [&cannot("the file has PC samples, but they were not read into the trace (`source::annotate`)")]
+    );
+    // A note `source` could not have written, on the hottest kernel: no stall reason to read, said so.
+    let chase = t.kernels.iter().find(|k| t.kernel_name(k).starts_with("chase")).unwrap().name;
+    let garbled = cutr_model::KernelSourceNote { samples: 5, top_lines: "%".into(), top_stalls: "garbled".into() };
+    t.kernel_source.insert(chase, garbled);
+    let r = run(&t, &[]);
+    assert_eq!(of(&r, "kernel_stalls"), [&cannot("none of the 2 hot kernels has readable PC samples")]);
+    // A step before any GPU work: no kernel in it, nothing hot.
+    let step = Step { proc: ProcId(0), rank: 0, index: 0, name: "empty".into(), start: 0, end: 10 };
+    let r = run(&t, &[step]);
+    assert_eq!(
+        of(&r, "low_occupancy"),
+        [&Outcome::Clean { checked: "no kernel takes 5% or more of the steps time".into() }]
+    );
+    assert_eq!(of(&r, "kernel_bound"), [&cannot(NO_COUNTERS)]);
+}
+
+/// PyTorch's loop (`pytorch_loop.cutr`, 20 NVTX `step N` ranges) is launch-bound: no kernel name takes 5% of the
+/// steps' time, so occupancy is not worth judging there, and the file has neither counters nor PC samples.
+#[test]
+fn the_pytorch_loop_has_no_kernel_with_a_large_share() {
     let t = trace("pytorch_loop.cutr");
     let mut steps: Vec<Step> = t
         .ranges
@@ -154,12 +257,17 @@ fn probe() {
         .map(|r| Step { proc: r.proc, rank: 0, index: 0, name: t.names.get(r.name).into(), start: r.start, end: r.end })
         .collect();
     steps.sort_by_key(|s| s.start);
-    println!("{} steps", steps.len());
-    for r in run(&t, &steps) {
-        println!("{}", serde_json::to_string(&r).unwrap());
-    }
-    let t = trace("source_workload_pcs.cutr");
-    let mut ks: Vec<_> = t.kernels.iter().collect();
-    ks.sort_by_key(|k| k.start);
-    for k in &ks { println!("{} {} {}", t.kernel_name(k), k.start, k.end); }
+    assert_eq!(steps.len(), 20);
+    let r = run(&t, &steps);
+    assert_eq!(
+        r,
+        [
+            RuleResult {
+                rule: "low_occupancy",
+                outcome: Outcome::Clean { checked: "no kernel takes 5% or more of the steps time".into() }
+            },
+            RuleResult { rule: "kernel_bound", outcome: cannot(NO_COUNTERS) },
+            RuleResult { rule: "kernel_stalls", outcome: cannot(NO_PC_SAMPLES) },
+        ]
+    );
 }

@@ -142,40 +142,48 @@ pub fn severity_of(share_pct: f64) -> Severity {
     }
 }
 
+/// One kernel name's executions inside the windows, gathered before ranking.
+#[derive(Default)]
+struct NameTime<'t> {
+    time_ns: u64,
+    by_device: HashMap<u32, u64>,
+    executions: Vec<&'t Kernel>,
+}
+
 /// The hot kernels, most time first (ties by name), and the windows they were measured in.
 pub fn hot_kernels<'t>(cx: &Context<'t>) -> (Vec<HotKernel<'t>>, Windows) {
     let t = cx.trace;
     let w = Windows::of(cx);
-    let mut by_name: HashMap<NameId, (u64, HashMap<u32, u64>, Vec<&'t Kernel>)> = HashMap::new();
+    let mut by_name: HashMap<NameId, NameTime<'t>> = HashMap::new();
     for k in &t.kernels {
         let inside = w.inside(k.proc, k.start, k.end);
         if inside == 0 {
             continue;
         }
         let e = by_name.entry(t.display_name_id(k.name)).or_default();
-        e.0 = e.0.saturating_add(inside);
-        *e.1.entry(k.device).or_default() += inside;
-        e.2.push(k);
+        e.time_ns = e.time_ns.saturating_add(inside);
+        *e.by_device.entry(k.device).or_default() += inside;
+        e.executions.push(k);
     }
-    let all: u64 = by_name.values().fold(0u64, |a, e| a.saturating_add(e.0));
-    let mut ranked: Vec<(NameId, (u64, HashMap<u32, u64>, Vec<&'t Kernel>))> = by_name.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| t.names.get(a.0).cmp(t.names.get(b.0))));
+    let all: u64 = by_name.values().fold(0u64, |a, e| a.saturating_add(e.time_ns));
+    let mut ranked: Vec<(NameId, NameTime<'t>)> = by_name.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.time_ns.cmp(&a.1.time_ns).then_with(|| t.names.get(a.0).cmp(t.names.get(b.0))));
     let mut hot = Vec::new();
     let mut covered = 0u64;
-    for (name, (time_ns, devices, mut executions)) in ranked {
+    for (name, mut n) in ranked {
         if hot.len() >= MAX_HOT || 100.0 * covered as f64 >= HOT_COVER_PCT * all as f64 {
             break;
         }
-        covered = covered.saturating_add(time_ns);
-        executions.sort_by_key(|k| (k.start, k.proc, k.correlation));
-        let device = devices.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map_or(0, |d| d.0);
+        covered = covered.saturating_add(n.time_ns);
+        n.executions.sort_by_key(|k| (k.start, k.proc, k.correlation));
+        let device = n.by_device.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map_or(0, |d| d.0);
         hot.push(HotKernel {
             name: t.names.get(name).to_string(),
-            time_ns,
-            share_pct: w.share_pct(time_ns),
-            count: executions.len() as u64,
+            time_ns: n.time_ns,
+            share_pct: w.share_pct(n.time_ns),
+            count: n.executions.len() as u64,
             device,
-            executions,
+            executions: n.executions,
         });
     }
     (hot, w)

@@ -1,5 +1,5 @@
 //! Each kernel's PM sampling averages, as `stats --report counters` computes them (time-weighted over every
-//! execution of the name on a device, [`crate::stats::counters`]): read once, looked up by the rules.
+//! execution of the name on a device, `stats`' counters section): read once, looked up by the rules.
 
 use std::collections::HashMap;
 

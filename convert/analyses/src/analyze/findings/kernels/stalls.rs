@@ -44,7 +44,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows) -> Vec<RuleResult> {
         })
         .collect();
     if found.is_empty() {
-        return cannot(format!("none of the {} hot kernels has PC samples", hot.len()));
+        return cannot(format!("none of the {} hot kernels has readable PC samples", hot.len()));
     }
     found
 }
