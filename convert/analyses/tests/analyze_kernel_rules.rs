@@ -271,3 +271,43 @@ fn the_pytorch_loop_has_no_kernel_with_a_large_share() {
         ]
     );
 }
+
+/// `counter_100khz.cutr` recorded one PM metric (DRAM reads): no bound can be called, and the rule names the
+/// series it lacks per kernel; occupancy falls back to the launch (1,056 blocks x 256 threads, 16 registers: 8
+/// blocks fill an SM's 64 warp slots, and the grid gives each of the 132 SMs 8: 100%). On `counter_two_gpus.cutr`
+/// (two H200s, both phases on both) each kernel is judged on GPU 0, whose PM session covered the phases, named
+/// because the kernel ran on two: the copy at 81.4% of DRAM peak, the FMA chain at 94.9% SM issue.
+#[test]
+fn a_bound_needs_both_throughputs_and_is_read_where_the_counters_cover() {
+    let t = trace("counter_100khz.cutr");
+    let r = run(&t, &[]);
+    assert_eq!(
+        of(&r, "kernel_bound"),
+        [
+            &cannot("fma_burn(float*, int): GPU 0 has no PM average of dram__bytes_write over it"),
+            &cannot(
+                "stream_copy(float4 const*, float4*, unsigned long): GPU 0 has no PM average of dram__bytes_write over it"
+            ),
+        ]
+    );
+    assert_eq!(
+        of(&r, "low_occupancy"),
+        [&Outcome::Clean {
+            checked: "occupancy at or above 50%: fma_burn(float*, int) 100.0% estimated from the launch; \
+                      stream_copy(float4 const*, float4*, unsigned long) 100.0% estimated from the launch"
+                .into()
+        }]
+    );
+    let t = trace("counter_two_gpus.cutr");
+    let r = run(&t, &[]);
+    let summaries: Vec<&str> = of(&r, "kernel_bound").iter().map(|o| found(o).summary.as_str()).collect();
+    assert_eq!(
+        summaries,
+        [
+            "fma_burn(float*, int) on GPU 0: compute-bound (DRAM 0.0% of peak, SM 94.9% of peak; bound at 60%), \
+             26.8% of the span time",
+            "stream_copy(float4 const*, float4*, unsigned long) on GPU 0: memory-bound (DRAM 81.4% of peak, SM 4.8% \
+             of peak; bound at 60%), 26.7% of the span time"
+        ]
+    );
+}

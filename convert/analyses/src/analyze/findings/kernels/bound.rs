@@ -62,21 +62,42 @@ pub fn peak_dram_bytes_per_s(t: &Trace, proc: ProcId, device: u32) -> Option<f64
     Some(2.0 * prop("memoryClockRateKHz")? * 1e3 * prop("globalMemoryBusWidth")? / 8.0)
 }
 
-/// DRAM throughput (% of peak) over a kernel's executions on a device, where the file has its series.
-fn memory_pct(t: &Trace, h: &HotKernel<'_>, pm: &PmAverages) -> Option<f64> {
-    let get = |s: &str| pm.get(&h.name, h.device, s);
+/// DRAM throughput (% of peak) over a kernel's executions on a device, or the series it lacks.
+fn memory_pct(t: &Trace, h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Result<f64, String> {
+    let get = |s: &str| pm.get(&h.name, device, s);
     if let (Some(r), Some(w)) = (get(pm::DRAM_READ_PCT), get(pm::DRAM_WRITE_PCT)) {
-        return Some(r + w);
+        return Ok(r + w);
     }
-    let bytes = get(pm::DRAM_READ_BYTES)? + get(pm::DRAM_WRITE_BYTES)?;
-    let proc = h.executions.iter().find(|k| k.device == h.device)?.proc;
-    Some(100.0 * bytes / peak_dram_bytes_per_s(t, proc, h.device)?)
+    let (read, write) = match (get(pm::DRAM_READ_BYTES), get(pm::DRAM_WRITE_BYTES)) {
+        (Some(r), Some(w)) => (r, w),
+        (None, _) => return Err("dram__bytes_read".to_string()),
+        (_, None) => return Err("dram__bytes_write".to_string()),
+    };
+    let proc = h.executions.iter().find(|k| k.device == device).map_or(ProcId(0), |k| k.proc);
+    let peak = peak_dram_bytes_per_s(t, proc, device)
+        .ok_or_else(|| "the device's memory clock and bus width (for DRAM peak)".to_string())?;
+    Ok(100.0 * (read + write) / peak)
 }
 
-/// The compute throughput (% of peak): the higher of SM issue and tensor pipe activity.
-fn compute_pct(h: &HotKernel<'_>, pm: &PmAverages) -> Option<f64> {
-    let issue = pm.get(&h.name, h.device, pm::SM_ISSUE_PCT)?;
-    Some(issue.max(pm.get(&h.name, h.device, pm::TENSOR_PCT).unwrap_or(0.0)))
+/// The compute throughput (% of peak): the higher of SM issue and tensor pipe activity; or the series it lacks.
+fn compute_pct(h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Result<f64, String> {
+    let issue = pm.get(&h.name, device, pm::SM_ISSUE_PCT).ok_or_else(|| "sm__inst_executed_realtime".to_string())?;
+    Ok(issue.max(pm.get(&h.name, device, pm::TENSOR_PCT).unwrap_or(0.0)))
+}
+
+/// A kernel's throughput on the first of its devices (most time first) whose counters give it; else what the
+/// busiest device's counters lack.
+fn throughput(t: &Trace, h: &HotKernel<'_>, pm: &PmAverages) -> Result<(u32, Throughput), String> {
+    let mut first_err = None;
+    for &d in &h.devices {
+        match (memory_pct(t, h, d, pm), compute_pct(h, d, pm)) {
+            (Ok(m), Ok(c)) => return Ok((d, Throughput::of(m, c))),
+            (Err(e), _) | (_, Err(e)) => {
+                first_err.get_or_insert(format!("GPU {d} has no PM average of {e} over it"));
+            }
+        }
+    }
+    Err(first_err.unwrap_or_else(|| "it ran on no device".to_string()))
 }
 
 /// A finding per hot kernel with PM averages; a kernel the counters do not cover says so.
@@ -91,25 +112,20 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> V
     }
     hot.iter()
         .map(|h| {
-            let outcome = match (memory_pct(t, h, pm), compute_pct(h, pm)) {
-                (Some(m), Some(c)) => Outcome::Found(finding(t, h, w, Throughput::of(m, c))),
-                _ => Outcome::CannotJudge {
-                    why: format!(
-                        "{}: the PM counters do not cover its executions on GPU {} (DRAM traffic and SM issue \
-                         are needed)",
-                        short_name(&h.name),
-                        h.device
-                    ),
-                },
+            let outcome = match throughput(t, h, pm) {
+                Ok((device, tp)) => Outcome::Found(finding(t, h, w, device, tp)),
+                Err(e) => Outcome::CannotJudge { why: format!("{}: {e}", short_name(&h.name)) },
             };
             RuleResult { rule: RULE, outcome }
         })
         .collect()
 }
 
-fn finding(t: &Trace, h: &HotKernel<'_>, w: &Windows, tp: Throughput) -> Finding {
+fn finding(t: &Trace, h: &HotKernel<'_>, w: &Windows, device: u32, tp: Throughput) -> Finding {
+    // The GPU is named where the kernel ran on several.
+    let on = if h.devices.len() > 1 { format!(" on GPU {device}") } else { String::new() };
     let summary = format!(
-        "{}: {} (DRAM {:.1}% of peak, SM {:.1}% of peak; bound at {BOUND_PCT}%), {:.1}% of the {} time",
+        "{}{on}: {} (DRAM {:.1}% of peak, SM {:.1}% of peak; bound at {BOUND_PCT}%), {:.1}% of the {} time",
         short_name(&h.name),
         tp.bound.name(),
         tp.memory_pct,

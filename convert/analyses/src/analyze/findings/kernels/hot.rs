@@ -90,8 +90,8 @@ pub struct HotKernel<'t> {
     pub share_pct: f64,
     /// Executions that ran (at least in part) inside the windows.
     pub count: u64,
-    /// The device where it spent the most time (its counters are read there).
-    pub device: u32,
+    /// The devices it ran on, most time first (its counters are read on the first that has them).
+    pub devices: Vec<u32>,
     /// Its executions inside the windows, in time order.
     pub executions: Vec<&'t Kernel>,
 }
@@ -176,13 +176,14 @@ pub fn hot_kernels<'t>(cx: &Context<'t>) -> (Vec<HotKernel<'t>>, Windows) {
         }
         covered = covered.saturating_add(n.time_ns);
         n.executions.sort_by_key(|k| (k.start, k.proc, k.correlation));
-        let device = n.by_device.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map_or(0, |d| d.0);
+        let mut devices: Vec<(u32, u64)> = n.by_device.into_iter().collect();
+        devices.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         hot.push(HotKernel {
             name: t.names.get(name).to_string(),
             time_ns: n.time_ns,
             share_pct: w.share_pct(n.time_ns),
             count: n.executions.len() as u64,
-            device,
+            devices: devices.into_iter().map(|d| d.0).collect(),
             executions: n.executions,
         });
     }

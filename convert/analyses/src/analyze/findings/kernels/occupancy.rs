@@ -87,7 +87,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> V
     for h in large {
         let launch = h.main_launch(w).and_then(|k| Some((k, t.occupancy_inputs(k)?)));
         let launch = launch.and_then(|(k, (d, l))| Some((k, LaunchOccupancy::of(&d, &l)?)));
-        let achieved = pm.achieved_occupancy_pct(&h.name, h.device);
+        let achieved = h.devices.iter().find_map(|d| pm.achieved_occupancy_pct(&h.name, *d));
         let (pct, which) = match (achieved, &launch) {
             (Some(a), _) => (a, "achieved (PM sampling)"),
             (None, Some((_, o))) => (o.launch_pct, "estimated from the launch"),
