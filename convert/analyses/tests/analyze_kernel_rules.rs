@@ -286,7 +286,8 @@ fn a_bound_needs_both_throughputs_and_is_read_where_the_counters_cover() {
         [
             &cannot("fma_burn(float*, int): GPU 0 has no PM average of dram__bytes_write over it"),
             &cannot(
-                "stream_copy(float4 const*, float4*, unsigned long): GPU 0 has no PM average of dram__bytes_write over it"
+                "stream_copy(float4 const*, float4*, unsigned long): GPU 0 has no PM average of dram__bytes_write \
+                 over it"
             ),
         ]
     );
