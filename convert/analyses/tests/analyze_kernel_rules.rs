@@ -312,3 +312,59 @@ fn a_bound_needs_both_throughputs_and_is_read_where_the_counters_cover() {
         ]
     );
 }
+
+/// A generated training loop (`cutr_synth`, 20,000 records, no device properties) with PM series forged flat
+/// over it: DRAM read 10% and write 5% of peak (the `dramc__*` percentages), SM issue 20%, unused warp slots 60%
+/// on active SMs and 10% on idle ones. Every hot kernel is latency-bound (15% and 20%, both under 60%), and its
+/// achieved occupancy is 100 - 60 - 10 = 30%: low on the two kernels with 5% or more of the span, not judged on
+/// the NCCL all-reduce (8.0%: NCCL keeps few blocks on purpose). Severity follows the share: 29.0% high, 9.7% low.
+#[test]
+fn forged_counters_make_latency_bound_kernels_with_low_achieved_occupancy() {
+    use cutr_format::CounterSamples;
+    use cutr_synth::forge::counters::{metric_flood, write_with_counters};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("latency.cutr");
+    let opts = cutr_synth::SynthOptions { records: 20_000, buffer_bytes: 256 << 10, ..Default::default() };
+    let metrics = [
+        ("dramc__read_throughput.avg.pct_of_peak_sustained_elapsed", 10.0),
+        ("dramc__write_throughput.avg.pct_of_peak_sustained_elapsed", 5.0),
+        ("sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", 20.0),
+        ("tpc__warps_inactive_sm_active_realtime.avg.pct_of_peak_sustained_elapsed", 60.0),
+        ("tpc__warps_inactive_sm_idle_realtime.avg.pct_of_peak_sustained_elapsed", 10.0),
+    ];
+    write_with_counters(&path, opts, |truth| {
+        let flat = |j: usize, _| metrics[j].1;
+        let mut c: CounterSamples = metric_flood((truth.t_min, truth.t_max), metrics.len(), 200, 0, flat);
+        for (m, (name, _)) in c.metrics.iter_mut().zip(metrics) {
+            (m.name, m.unit) = (name.to_string(), "%".into());
+        }
+        vec![c]
+    })
+    .unwrap();
+    let t = load(std::slice::from_ref(&path), &LoadOptions::default()).unwrap();
+    let r = run(&t, &[]);
+    let low: Vec<(Severity, &str)> =
+        of(&r, "low_occupancy").iter().map(|o| (found(o).severity, found(o).summary.as_str())).collect();
+    assert_eq!(
+        low,
+        [
+            (
+                Severity::High,
+                "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_...: occupancy 30.0% \
+                 achieved (PM sampling), below 50%, on 29.0% of the span time"
+            ),
+            (
+                Severity::Low,
+                "void cutlass::Kernel2<cutlass_80_wmma_tensorop_s161616gemm_f16_32x32_128x1_tn...: occupancy 30.0% \
+                 achieved (PM sampling), below 50%, on 9.7% of the span time"
+            ),
+        ]
+    );
+    let bounds: Vec<&str> = of(&r, "kernel_bound").iter().map(|o| found(o).summary.as_str()).collect();
+    assert_eq!(bounds.len(), 4);
+    assert!(bounds[2].starts_with("ncclDevKernel_AllReduce_Sum_f32_RING_LL"), "{}", bounds[2]);
+    for b in &bounds {
+        assert!(b.contains(": latency-bound (DRAM 15.0% of peak, SM 20.0% of peak; bound at 60%), "), "{b}");
+    }
+    assert_eq!(of(&r, "kernel_stalls"), [&cannot(NO_PC_SAMPLES)]);
+}
