@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 
 use cutr_model::{Kernel, NameId, ProcId, Trace};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::super::super::types::{Context, EventRef, MAX_EVIDENCE, Severity};
 
@@ -142,50 +144,75 @@ pub fn severity_of(share_pct: f64) -> Severity {
     }
 }
 
-/// One kernel name's executions inside the windows, gathered before ranking.
-#[derive(Default)]
-struct NameTime<'t> {
-    time_ns: u64,
-    by_device: HashMap<u32, u64>,
-    executions: Vec<&'t Kernel>,
+/// Per kernel name: its time inside the windows, and that time per device.
+type NameTimes = FxHashMap<NameId, (u64, FxHashMap<u32, u64>)>;
+
+/// Every kernel name's time inside the windows: one parallel pass over the kernels.
+fn name_times(t: &Trace, w: &Windows) -> NameTimes {
+    t.kernels
+        .par_iter()
+        .fold(NameTimes::default, |mut acc, k| {
+            let inside = w.inside(k.proc, k.start, k.end);
+            if inside > 0 {
+                let e = acc.entry(t.display_name_id(k.name)).or_default();
+                e.0 = e.0.saturating_add(inside);
+                *e.1.entry(k.device).or_default() += inside;
+            }
+            acc
+        })
+        .reduce(NameTimes::default, |mut a, b| {
+            for (name, (time, devices)) in b {
+                let e = a.entry(name).or_default();
+                e.0 = e.0.saturating_add(time);
+                for (d, ns) in devices {
+                    *e.1.entry(d).or_default() += ns;
+                }
+            }
+            a
+        })
 }
 
-/// The hot kernels, most time first (ties by name), and the windows they were measured in.
+/// The hot kernels, most time first (ties by name), and the windows they were measured in. Two passes: every
+/// name's time, then the executions of the hot names only.
 pub fn hot_kernels<'t>(cx: &Context<'t>) -> (Vec<HotKernel<'t>>, Windows) {
     let t = cx.trace;
     let w = Windows::of(cx);
-    let mut by_name: HashMap<NameId, NameTime<'t>> = HashMap::new();
-    for k in &t.kernels {
-        let inside = w.inside(k.proc, k.start, k.end);
-        if inside == 0 {
-            continue;
-        }
-        let e = by_name.entry(t.display_name_id(k.name)).or_default();
-        e.time_ns = e.time_ns.saturating_add(inside);
-        *e.by_device.entry(k.device).or_default() += inside;
-        e.executions.push(k);
-    }
-    let all: u64 = by_name.values().fold(0u64, |a, e| a.saturating_add(e.time_ns));
-    let mut ranked: Vec<(NameId, NameTime<'t>)> = by_name.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.time_ns.cmp(&a.1.time_ns).then_with(|| t.names.get(a.0).cmp(t.names.get(b.0))));
+    let times = name_times(t, &w);
+    let all: u64 = times.values().fold(0u64, |a, e| a.saturating_add(e.0));
+    let mut ranked: Vec<(NameId, (u64, FxHashMap<u32, u64>))> = times.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| t.names.get(a.0).cmp(t.names.get(b.0))));
     let mut hot = Vec::new();
+    let mut index: FxHashMap<NameId, usize> = FxHashMap::default();
     let mut covered = 0u64;
-    for (name, mut n) in ranked {
+    for (name, (time_ns, by_device)) in ranked {
         if hot.len() >= MAX_HOT || 100.0 * covered as f64 >= HOT_COVER_PCT * all as f64 {
             break;
         }
-        covered = covered.saturating_add(n.time_ns);
-        n.executions.sort_by_key(|k| (k.start, k.proc, k.correlation));
-        let mut devices: Vec<(u32, u64)> = n.by_device.into_iter().collect();
+        covered = covered.saturating_add(time_ns);
+        let mut devices: Vec<(u32, u64)> = by_device.into_iter().collect();
         devices.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        index.insert(name, hot.len());
         hot.push(HotKernel {
             name: t.names.get(name).to_string(),
-            time_ns: n.time_ns,
-            share_pct: w.share_pct(n.time_ns),
-            count: n.executions.len() as u64,
+            time_ns,
+            share_pct: w.share_pct(time_ns),
+            count: 0,
             devices: devices.into_iter().map(|d| d.0).collect(),
-            executions: n.executions,
+            executions: Vec::new(),
         });
+    }
+    let mut executions: Vec<(usize, &'t Kernel)> = t
+        .kernels
+        .par_iter()
+        .filter(|k| w.inside(k.proc, k.start, k.end) > 0)
+        .filter_map(|k| Some((*index.get(&t.display_name_id(k.name))?, k)))
+        .collect();
+    executions.sort_by_key(|(i, k)| (*i, k.start, k.proc, k.correlation));
+    for (i, k) in executions {
+        hot[i].executions.push(k);
+    }
+    for h in &mut hot {
+        h.count = h.executions.len() as u64;
     }
     (hot, w)
 }
