@@ -144,8 +144,10 @@ pub fn severity_of(share_pct: f64) -> Severity {
     }
 }
 
-/// Per kernel name: its time inside the windows, and that time per device.
-type NameTimes = FxHashMap<NameId, (u64, FxHashMap<u32, u64>)>;
+/// A kernel name's time inside the windows, and that time per device.
+type NameTime = (u64, FxHashMap<u32, u64>);
+/// Every kernel name's [`NameTime`].
+type NameTimes = FxHashMap<NameId, NameTime>;
 
 /// Every kernel name's time inside the windows: one parallel pass over the kernels.
 fn name_times(t: &Trace, w: &Windows) -> NameTimes {
@@ -179,7 +181,7 @@ pub fn hot_kernels<'t>(cx: &Context<'t>) -> (Vec<HotKernel<'t>>, Windows) {
     let w = Windows::of(cx);
     let times = name_times(t, &w);
     let all: u64 = times.values().fold(0u64, |a, e| a.saturating_add(e.0));
-    let mut ranked: Vec<(NameId, (u64, FxHashMap<u32, u64>))> = times.into_iter().collect();
+    let mut ranked: Vec<(NameId, NameTime)> = times.into_iter().collect();
     ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| t.names.get(a.0).cmp(t.names.get(b.0))));
     let mut hot = Vec::new();
     let mut index: FxHashMap<NameId, usize> = FxHashMap::default();
