@@ -284,10 +284,10 @@ fn a_bound_needs_both_throughputs_and_is_read_where_the_counters_cover() {
     assert_eq!(
         of(&r, "kernel_bound"),
         [
-            &cannot("fma_burn(float*, int): GPU 0 has no PM average of dram__bytes_write over it"),
+            &cannot("fma_burn(float*, int): GPU 0 has no PM average of dram__bytes_write.sum.per_second over it"),
             &cannot(
-                "stream_copy(float4 const*, float4*, unsigned long): GPU 0 has no PM average of dram__bytes_write \
-                 over it"
+                "stream_copy(float4 const*, float4*, unsigned long): GPU 0 has no PM average of \
+                 dram__bytes_write.sum.per_second over it"
             ),
         ]
     );
@@ -318,30 +318,43 @@ fn a_bound_needs_both_throughputs_and_is_read_where_the_counters_cover() {
 /// on active SMs and 10% on idle ones. Every hot kernel is latency-bound (15% and 20%, both under 60%), and its
 /// achieved occupancy is 100 - 60 - 10 = 30%: low on the two kernels with 5% or more of the span, not judged on
 /// the NCCL all-reduce (8.0%: NCCL keeps few blocks on purpose). Severity follows the share: 29.0% high, 9.7% low.
-#[test]
-fn forged_counters_make_latency_bound_kernels_with_low_achieved_occupancy() {
-    use cutr_format::CounterSamples;
+/// A generated training loop (`cutr_synth`, 20,000 records, no device properties) with PM series forged flat
+/// over it, each metric at its value.
+fn forged(dir: &tempfile::TempDir, name: &str, metrics: &[(&str, f64)]) -> Trace {
     use cutr_synth::forge::counters::{metric_flood, write_with_counters};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("latency.cutr");
+    let path = dir.path().join(name);
     let opts = cutr_synth::SynthOptions { records: 20_000, buffer_bytes: 256 << 10, ..Default::default() };
-    let metrics = [
-        ("dramc__read_throughput.avg.pct_of_peak_sustained_elapsed", 10.0),
-        ("dramc__write_throughput.avg.pct_of_peak_sustained_elapsed", 5.0),
-        ("sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", 20.0),
-        ("tpc__warps_inactive_sm_active_realtime.avg.pct_of_peak_sustained_elapsed", 60.0),
-        ("tpc__warps_inactive_sm_idle_realtime.avg.pct_of_peak_sustained_elapsed", 10.0),
-    ];
     write_with_counters(&path, opts, |truth| {
         let flat = |j: usize, _| metrics[j].1;
-        let mut c: CounterSamples = metric_flood((truth.t_min, truth.t_max), metrics.len(), 200, 0, flat);
+        let mut c = metric_flood((truth.t_min, truth.t_max), metrics.len(), 200, 0, flat);
         for (m, (name, _)) in c.metrics.iter_mut().zip(metrics) {
             (m.name, m.unit) = (name.to_string(), "%".into());
         }
         vec![c]
     })
     .unwrap();
-    let t = load(std::slice::from_ref(&path), &LoadOptions::default()).unwrap();
+    load(std::slice::from_ref(&path), &LoadOptions::default()).unwrap()
+}
+
+/// Forged flat counters: DRAM read 10% and write 5% of peak (the `dramc__*` percentages), SM issue 20%, unused
+/// warp slots 60% on active SMs and 10% on idle ones. Every hot kernel is latency-bound (15% and 20%, both under
+/// 60%), and its achieved occupancy is 100 - 60 - 10 = 30%: low on the two kernels with 5% or more of the span,
+/// not judged on the NCCL all-reduce (8.0%: NCCL keeps few blocks on purpose). Severity follows the share: 29.0%
+/// high, 9.7% low. DRAM traffic in bytes on a device whose file has no memory clock: no peak, said so.
+#[test]
+fn forged_counters_make_latency_bound_kernels_with_low_achieved_occupancy() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = forged(
+        &dir,
+        "latency.cutr",
+        &[
+            ("dramc__read_throughput.avg.pct_of_peak_sustained_elapsed", 10.0),
+            ("dramc__write_throughput.avg.pct_of_peak_sustained_elapsed", 5.0),
+            ("sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", 20.0),
+            ("tpc__warps_inactive_sm_active_realtime.avg.pct_of_peak_sustained_elapsed", 60.0),
+            ("tpc__warps_inactive_sm_idle_realtime.avg.pct_of_peak_sustained_elapsed", 10.0),
+        ],
+    );
     let r = run(&t, &[]);
     let low: Vec<(Severity, &str)> =
         of(&r, "low_occupancy").iter().map(|o| (found(o).severity, found(o).summary.as_str())).collect();
@@ -367,4 +380,20 @@ fn forged_counters_make_latency_bound_kernels_with_low_achieved_occupancy() {
         assert!(b.contains(": latency-bound (DRAM 15.0% of peak, SM 20.0% of peak; bound at 60%), "), "{b}");
     }
     assert_eq!(of(&r, "kernel_stalls"), [&cannot(NO_PC_SAMPLES)]);
+    let bytes = [
+        ("dram__bytes_read.sum.per_second", 1e12),
+        ("dram__bytes_write.sum.per_second", 1e12),
+        ("sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed", 20.0),
+    ];
+    let t = forged(&dir, "no_peak.cutr", &bytes);
+    let r = run(&t, &[]);
+    let bound = of(&r, "kernel_bound");
+    assert_eq!(bound.len(), 4);
+    assert_eq!(
+        bound[0],
+        &cannot(
+            "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_...: GPU 0 has no memory \
+             clock or bus width in the file (for its DRAM peak)"
+        )
+    );
 }

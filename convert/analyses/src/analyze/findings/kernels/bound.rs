@@ -62,7 +62,7 @@ pub fn peak_dram_bytes_per_s(t: &Trace, proc: ProcId, device: u32) -> Option<f64
     Some(2.0 * prop("memoryClockRateKHz")? * 1e3 * prop("globalMemoryBusWidth")? / 8.0)
 }
 
-/// DRAM throughput (% of peak) over a kernel's executions on a device, or the series it lacks.
+/// DRAM throughput (% of peak) over a kernel's executions on a device, or what the device lacks for it.
 fn memory_pct(t: &Trace, h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Result<f64, String> {
     let get = |s: &str| pm.get(&h.name, device, s);
     if let (Some(r), Some(w)) = (get(pm::DRAM_READ_PCT), get(pm::DRAM_WRITE_PCT)) {
@@ -70,18 +70,20 @@ fn memory_pct(t: &Trace, h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Res
     }
     let (read, write) = match (get(pm::DRAM_READ_BYTES), get(pm::DRAM_WRITE_BYTES)) {
         (Some(r), Some(w)) => (r, w),
-        (None, _) => return Err("dram__bytes_read".to_string()),
-        (_, None) => return Err("dram__bytes_write".to_string()),
+        (None, _) => return Err(format!("no PM average of {} over it", pm::DRAM_READ_BYTES)),
+        (_, None) => return Err(format!("no PM average of {} over it", pm::DRAM_WRITE_BYTES)),
     };
     let proc = h.executions.iter().find(|k| k.device == device).map_or(ProcId(0), |k| k.proc);
     let peak = peak_dram_bytes_per_s(t, proc, device)
-        .ok_or_else(|| "the device's memory clock and bus width (for DRAM peak)".to_string())?;
+        .ok_or_else(|| "no memory clock or bus width in the file (for its DRAM peak)".to_string())?;
     Ok(100.0 * (read + write) / peak)
 }
 
 /// The compute throughput (% of peak): the higher of SM issue and tensor pipe activity; or the series it lacks.
 fn compute_pct(h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Result<f64, String> {
-    let issue = pm.get(&h.name, device, pm::SM_ISSUE_PCT).ok_or_else(|| "sm__inst_executed_realtime".to_string())?;
+    let issue = pm
+        .get(&h.name, device, pm::SM_ISSUE_PCT)
+        .ok_or_else(|| format!("no PM average of {} over it", pm::SM_ISSUE_PCT))?;
     Ok(issue.max(pm.get(&h.name, device, pm::TENSOR_PCT).unwrap_or(0.0)))
 }
 
@@ -93,7 +95,7 @@ fn throughput(t: &Trace, h: &HotKernel<'_>, pm: &PmAverages) -> Result<(u32, Thr
         match (memory_pct(t, h, d, pm), compute_pct(h, d, pm)) {
             (Ok(m), Ok(c)) => return Ok((d, Throughput::of(m, c))),
             (Err(e), _) | (_, Err(e)) => {
-                first_err.get_or_insert(format!("GPU {d} has no PM average of {e} over it"));
+                first_err.get_or_insert(format!("GPU {d} has {e}"));
             }
         }
     }
