@@ -135,19 +135,47 @@ fn shared_memory_limit(d: &DeviceLimits, l: &Launch) -> Option<i64> {
     Some(per_sm.checked_div(allocated).map_or(i64::from(i32::MAX), |b| b as i64))
 }
 
-/// Blocks an SM keeps resident for this launch (`cudaOccMaxActiveBlocksPerMultiprocessor`), `None` for a device
-/// older than compute capability 7.0 or one the calculator does not know.
-pub fn active_blocks_per_sm(d: &DeviceLimits, l: &Launch) -> Option<i64> {
+/// The blocks per SM each resource alone allows a launch: the calculator's limits before their minimum, so that a
+/// report can name the one that binds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockLimits {
+    /// By the register file, for the kernel's registers per thread.
+    pub registers: i64,
+    /// By shared memory (static, dynamic and the driver's reserve per block).
+    pub shared_memory: i64,
+    /// By the SM's warp slots, for the block size.
+    pub warps: i64,
+    /// By the architecture's most resident blocks per SM.
+    pub blocks: i64,
+}
+
+impl BlockLimits {
+    /// The blocks an SM keeps resident: the smallest limit.
+    pub fn active(&self) -> i64 {
+        self.registers.min(self.shared_memory).min(self.warps).min(self.blocks)
+    }
+}
+
+/// Each resource's limit on the blocks per SM of this launch, `None` for a device older than compute capability
+/// 7.0 or one the calculator does not know.
+pub fn block_limits(d: &DeviceLimits, l: &Launch) -> Option<BlockLimits> {
     if l.block_threads <= 0 || d.warp_size <= 0 || d.compute_major < 7 {
         return None;
     }
     let threads = l.block_threads as i64;
-    let regs = registers_limit(d, threads, l.registers_per_thread as i64);
-    let warps = warps_limit(d, threads);
-    let blocks = max_blocks_per_sm(d)?;
-    let smem = shared_memory_limit(d, l)?;
     // Virtual resources limit only compute capability 10 and later, and a kernel record does not say its count.
-    Some(regs.min(smem).min(warps).min(blocks))
+    Some(BlockLimits {
+        registers: registers_limit(d, threads, l.registers_per_thread as i64),
+        shared_memory: shared_memory_limit(d, l)?,
+        warps: warps_limit(d, threads),
+        blocks: max_blocks_per_sm(d)?,
+    })
+}
+
+/// Blocks an SM keeps resident for this launch (`cudaOccMaxActiveBlocksPerMultiprocessor`), `None` for a device
+/// older than compute capability 7.0 or one the calculator does not know.
+pub fn active_blocks_per_sm(d: &DeviceLimits, l: &Launch) -> Option<i64> {
+    block_limits(d, l).map(|b| b.active())
 }
 
 /// Kineto's "est. achieved occupancy %": `min(active blocks per SM, grid blocks / SMs) * block threads / max

@@ -394,6 +394,13 @@ impl Trace {
     /// Kineto's "est. achieved occupancy %" of a kernel ([`crate::occupancy`]), from its device's recorded
     /// properties; `None` where the device is unknown or the calculator cannot say.
     pub fn achieved_occupancy_pct(&self, k: &Kernel) -> Option<i64> {
+        let (d, launch) = self.occupancy_inputs(k)?;
+        crate::occupancy::estimated_achieved_occupancy_pct(&d, &launch)
+    }
+
+    /// What the occupancy calculator needs of a kernel ([`crate::occupancy`]): its device's recorded limits and
+    /// its launch; `None` where the device's properties are not in its file.
+    pub fn occupancy_inputs(&self, k: &Kernel) -> Option<(crate::occupancy::DeviceLimits, crate::occupancy::Launch)> {
         let d = self.device_limits.iter().find(|(key, _)| *key == (k.proc, k.device))?.1;
         let launch = crate::occupancy::Launch {
             grid_blocks: k.grid.iter().map(|&g| g.max(0) as u64).product(),
@@ -402,7 +409,7 @@ impl Trace {
             static_shared_memory: k.static_smem.max(0) as u64,
             dynamic_shared_memory: k.dynamic_smem.max(0) as u64,
         };
-        crate::occupancy::estimated_achieved_occupancy_pct(&d, &launch)
+        Some((d, launch))
     }
 
     /// The number of SMs of a recorded device, from its file's metadata.
