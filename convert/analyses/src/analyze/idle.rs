@@ -1,7 +1,8 @@
 //! Idle time by cause: each idle gap of a GPU (from the end of the union of its ops to the next op's start) gets
 //! one cause, in this order: the host waited on the GPU (a synchronizing call open through the whole gap), the
-//! host had not launched the next op yet (launch-bound, split by whether the launching thread was inside CUDA API
-//! calls), a gap shorter than the threshold (back-to-back ops), other. Definitions in docs/ANALYZE.md.
+//! host had not launched the next op yet when the GPU ran out of work (launch-bound: its launching call returned
+//! after the gap began; split by whether the launching thread was inside CUDA API calls), a gap shorter than the
+//! threshold (back-to-back ops), other. Definitions in docs/ANALYZE.md.
 
 use cutr_model::{ProcId, Trace};
 use rustc_hash::FxHashMap;
@@ -130,10 +131,11 @@ fn merge(iv: &mut Vec<(u64, u64)>) {
     *iv = out;
 }
 
-/// The op that ends a gap, as the classifier needs it: its file, and its launching call's start and thread.
+/// The op that ends a gap, as the classifier needs it: its file, and its launching call's end and thread.
 #[derive(Clone, Copy, Debug)]
 pub struct NextOp {
     pub proc: ProcId,
+    /// When the launching call returned (the op was queued by then), and its thread.
     pub launch: Option<(u64, u32)>,
 }
 
@@ -141,7 +143,7 @@ pub struct NextOp {
 pub fn classify(host: &HostIndex, start: u64, end: u64, next: NextOp, threshold: u64) -> ClassifiedGap {
     let (cause, launcher) = if host.sync_through(next.proc, start, end) {
         (Cause::HostSyncWait, None)
-    } else if let Some((_, tid)) = next.launch.filter(|&(launch_start, _)| launch_start > start) {
+    } else if let Some((_, tid)) = next.launch.filter(|&(launch_end, _)| launch_end > start) {
         (Cause::LaunchBound, Some((next.proc, tid)))
     } else if end - start < threshold {
         (Cause::ShortGap, None)

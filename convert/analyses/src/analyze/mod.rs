@@ -227,7 +227,7 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
             // Gaps lie inside the span: some op starts where one ends.
             let next = &ops[ops.partition_point(|o| o.start < s.end)];
             let key = corr_of(trace, next.row);
-            let launch = trace.launcher(key).map(|a| (a.start, a.tid));
+            let launch = trace.launcher(key).map(|a| (a.end, a.tid));
             idle::classify(host, s.start, s.end, NextOp { proc: key.proc, launch }, threshold)
         })
         .collect();
