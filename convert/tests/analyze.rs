@@ -34,7 +34,11 @@ fn check_sums(b: &Value, i: &Value, what: &str) {
     assert!(u(&b["communication_overlapped_ns"]) <= u(&b["computation_ns"]), "{what}");
     let causes = u(&i["launch_bound_ns"]) + u(&i["host_sync_wait_ns"]) + u(&i["short_gaps_ns"]) + u(&i["other_ns"]);
     assert_eq!(causes, u(&b["idle_ns"]), "{what}: idle {i}");
-    assert_eq!(u(&i["launch_bound_in_api_ns"]) + u(&i["launch_bound_elsewhere_ns"]), u(&i["launch_bound_ns"]), "{what}");
+    assert_eq!(
+        u(&i["launch_bound_in_api_ns"]) + u(&i["launch_bound_elsewhere_ns"]),
+        u(&i["launch_bound_ns"]),
+        "{what}"
+    );
 }
 
 fn cutr_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -77,7 +81,10 @@ fn pytorch_loop_budget_and_idle_causes() {
     let gpus = a["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 1);
     let g = &gpus[0];
-    assert_eq!((&g["file"], &g["proc"], &g["rank"], &g["device"]), (&json!("pytorch_loop.cutr"), &json!(0), &json!(0), &json!(0)));
+    assert_eq!(
+        (&g["file"], &g["proc"], &g["rank"], &g["device"]),
+        (&json!("pytorch_loop.cutr"), &json!(0), &json!(0), &json!(0))
+    );
     assert_eq!(
         g["budget"],
         json!({"start": 1795320704693249555u64, "end": 1795320710027451007u64, "span_ns": 5334201452u64,
@@ -180,7 +187,10 @@ fn json_shape_markdown_and_text() {
     assert!(md.contains("- **high** `gpu_starvation`: launch-bound:"), "{md}");
     let o = run(&["analyze", f.to_str().unwrap(), "--step", "step "]);
     let t = text(&o.stdout);
-    assert!(t.contains("rank 0 GPU 0   20 steps, ms median 10.071 min 9.021 max 13.183, idle 84.7% of step time"), "{t}");
+    assert!(
+        t.contains("rank 0 GPU 0   20 steps, ms median 10.071 min 9.021 max 13.183, idle 84.7% of step time"),
+        "{t}"
+    );
 }
 
 #[test]

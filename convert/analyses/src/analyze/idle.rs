@@ -119,7 +119,7 @@ impl HostIndex {
 }
 
 /// Sorts intervals and merges those that overlap or touch.
-fn merge(iv: &mut Vec<(u64, u64)>) {
+pub fn merge(iv: &mut Vec<(u64, u64)>) {
     iv.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(iv.len());
     for &(s, e) in iv.iter() {

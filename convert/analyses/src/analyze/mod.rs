@@ -71,6 +71,10 @@ pub struct GpuAnalysis {
     /// Idle gaps of the span that are not short gaps.
     #[serde(skip)]
     pub long_gaps: u64,
+    /// The gaps with the most time inside steps, most first (whole gaps, ranked by their time inside steps):
+    /// the evidence of rules judged over steps. Empty without steps.
+    #[serde(skip)]
+    pub longest_step_gaps: Vec<GapReport>,
 }
 
 /// One idle gap, with what ran before and after it.
@@ -243,6 +247,17 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
         })
         .collect();
     let long_gaps = gaps.iter().filter(|g| g.cause != Cause::ShortGap).count() as u64;
+    let mut by_length: Vec<&ClassifiedGap> = gaps.iter().collect();
+    by_length.sort_by_key(|g| (std::cmp::Reverse(g.end - g.start), g.start));
+    let mut windows: Vec<(u64, u64)> = steps.iter().map(|s| (s.start, s.end)).collect();
+    idle::merge(&mut windows);
+    let in_steps = |g: &ClassifiedGap| -> u64 {
+        let first = windows.partition_point(|w| w.1 <= g.start);
+        windows[first..].iter().take_while(|w| w.0 < g.end).map(|w| w.1.min(g.end) - w.0.max(g.start)).sum()
+    };
+    let mut by_step_time: Vec<(u64, &ClassifiedGap)> =
+        gaps.iter().map(|g| (in_steps(g), g)).filter(|x| x.0 > 0).collect();
+    by_step_time.sort_by_key(|&(ns, g)| (std::cmp::Reverse(ns), g.start));
     GpuAnalysis {
         file: String::new(),
         proc: ProcId::default(),
@@ -250,16 +265,15 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
         device: 0,
         budget,
         idle,
-        longest_gaps: longest_gaps(trace, &ops, &gaps),
+        longest_gaps: gap_reports(trace, &ops, by_length),
         steps: step_budgets,
         long_gaps,
+        longest_step_gaps: gap_reports(trace, &ops, by_step_time.into_iter().map(|x| x.1).collect()),
     }
 }
 
-/// The [`LONGEST_GAPS`] longest gaps (earliest first among equals), with the ops around them.
-fn longest_gaps(trace: &Trace, ops: &[Op], gaps: &[ClassifiedGap]) -> Vec<GapReport> {
-    let mut order: Vec<&ClassifiedGap> = gaps.iter().collect();
-    order.sort_by_key(|g| (std::cmp::Reverse(g.end - g.start), g.start));
+/// The first [`LONGEST_GAPS`] of `order`, with the ops around them.
+fn gap_reports(trace: &Trace, ops: &[Op], order: Vec<&ClassifiedGap>) -> Vec<GapReport> {
     order
         .into_iter()
         .take(LONGEST_GAPS)

@@ -44,7 +44,7 @@ fn nvtx_steps(trace: &Trace, prefix: &str) -> Vec<Step> {
 
 /// Sorts `(proc, start, end, name)` and numbers each process's steps in time order.
 fn number(trace: &Trace, mut raw: Vec<(ProcId, u64, u64, String)>) -> Vec<Step> {
-    raw.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    raw.sort_by_key(|a| (a.0, a.1, a.2));
     let ranks = trace.job_ranks();
     let mut out: Vec<Step> = Vec::with_capacity(raw.len());
     for (proc, start, end, name) in raw {

@@ -123,8 +123,9 @@ fn starvation(cx: &Context<'_>, gpus: &[GpuAnalysis]) -> Outcome {
         }
     }
     .to_string();
-    let mut events: Vec<EventRef> = g
-        .longest_gaps
+    // Judged over steps: the gaps with the most time inside them (the span's longest may be set-up before).
+    let evidence = if in_steps { &g.longest_step_gaps } else { &g.longest_gaps };
+    let mut events: Vec<EventRef> = evidence
         .iter()
         .take(MAX_EVIDENCE)
         .map(|x| EventRef {
