@@ -56,6 +56,22 @@ fn idle_cells(c: &IdleCauses) -> [String; 5] {
     ]
 }
 
+/// A GPU's budgets over all its steps added up (start and end: the first step's start, the last one's end).
+fn steps_total(g: &GpuAnalysis) -> Option<Budget> {
+    let (first, last) = (g.steps.first()?, g.steps.last()?);
+    let mut t = Budget { start: first.budget.start, end: last.budget.end, ..Budget::default() };
+    for s in &g.steps {
+        let b = &s.budget;
+        t.span_ns += b.span_ns;
+        t.computation_ns += b.computation_ns;
+        t.communication_overlapped_ns += b.communication_overlapped_ns;
+        t.communication_exposed_ns += b.communication_exposed_ns;
+        t.copies_exposed_ns += b.copies_exposed_ns;
+        t.idle_ns += b.idle_ns;
+    }
+    Some(t)
+}
+
 /// Median, min and max of the steps' lengths (ns), and the slowest steps' names with their lengths.
 fn step_spread(g: &GpuAnalysis) -> Option<(u64, u64, u64, String)> {
     let mut lens: Vec<u64> = g.steps.iter().map(|s| s.budget.span_ns).collect();
@@ -90,6 +106,21 @@ pub fn render_text(a: &Analysis) -> String {
             c[5],
             g.file
         );
+        if let Some(t) = steps_total(g) {
+            let c = budget_cells(&t);
+            let _ = writeln!(
+                o,
+                "  {:<14} {:>12} {:>20} {:>20} {:>20} {:>20} {:>20}  (its {} steps)",
+                "  in steps",
+                c[0],
+                c[1],
+                c[2],
+                c[3],
+                c[4],
+                c[5],
+                g.steps.len()
+            );
+        }
     }
     let threshold = a.gpus.first().map_or(super::idle::DEFAULT_SHORT_GAP_NS, |g| g.idle.short_gap_threshold_ns);
     let _ = writeln!(o, "\nIdle time by cause (ms and share of the idle time)");
@@ -204,6 +235,21 @@ pub fn render_markdown(a: &Analysis) -> String {
             c[4],
             c[5]
         );
+        if let Some(t) = steps_total(g) {
+            let c = budget_cells(&t);
+            let _ = writeln!(
+                o,
+                "| {} in its {} steps | | {} | {} | {} | {} | {} | {} |",
+                gpu_label(g),
+                g.steps.len(),
+                c[0],
+                c[1],
+                c[2],
+                c[3],
+                c[4],
+                c[5]
+            );
+        }
     }
     o.push_str("\n### Idle time by cause (ms, share of the idle time)\n\n");
     o.push_str("| GPU | launch-bound | in API / elsewhere | host sync wait | short gaps | other |\n");
