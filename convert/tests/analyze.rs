@@ -213,3 +213,48 @@ fn bad_input_is_refused_with_one_line() {
     assert_eq!(o.status.code(), Some(0));
     assert!(stderr_lines(&o).iter().any(|l| l.contains("no closed NVTX range")), "{}", text(&o.stderr));
 }
+
+/// HTA 0.5.0 on the Chrome JSON of pytorch_loop: its temporal breakdown is the budget (compute to the ns; span,
+/// idle and non-compute within 0.1% of the span: HTA's GPU events also hold the stream-wait records), its idle
+/// breakdown the idle causes. Its "host wait" compares the launch call's start with the previous kernel's end,
+/// cutr's launch-bound the call's end (docs/ANALYZE.md), so launch-bound holds HTA's host wait and the gaps
+/// whose launch call was still running: 4.52 ms of HTA's "kernel wait" here, 0.085% of the span.
+#[test]
+fn the_budget_and_idle_causes_agree_with_hta() {
+    let dir = tempfile::tempdir().unwrap();
+    let hdir = dir.path().join("hta");
+    std::fs::create_dir_all(&hdir).unwrap();
+    let f = fixture("pytorch_loop.cutr");
+    let json_path = hdir.join("rank0.json");
+    let o = run(&[f.to_str().unwrap(), "--chrome", "-q", "-o", json_path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let h = cutr_tests::python_tool("hta_breakdown.py", &[hdir.as_os_str()], &[("HTA_DISABLE_NS_ROUNDING", "1")]);
+    let ns = |v: &Value| (v.as_f64().unwrap_or_else(|| panic!("HTA: {h}")) * 1e3).round() as i64;
+    let t = &h["temporal"][0];
+    let g = &analyze_json(&[&f], &[])["gpus"][0];
+    let (b, i) = (&g["budget"], &g["idle"]);
+    let span = u(&b["span_ns"]) as i64;
+    let close = |hta: i64, ours: u64, what: &str| {
+        assert!((hta - ours as i64).abs() * 1000 <= span, "{what}: HTA {hta} ns, cutr {ours} ns (span {span})");
+    };
+    assert_eq!(ns(&t["compute_time"]), u(&b["computation_ns"]) as i64);
+    close(ns(&t["kernel_time"]), u(&b["span_ns"]), "span");
+    close(ns(&t["idle_time"]), u(&b["idle_ns"]), "idle");
+    close(ns(&t["non_compute_time"]), u(&b["communication_exposed_ns"]) + u(&b["copies_exposed_ns"]), "non-compute");
+    let category = |c: &str| {
+        h["idle"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["idle_category"] == c)
+            .map(|r| ns(&r["idle_time"]))
+            .sum::<i64>()
+    };
+    let (host_wait, kernel_wait) = (category("host_wait"), category("kernel_wait"));
+    assert_eq!((host_wait, kernel_wait, category("other")), (5291386970, 5334170, 0));
+    // One stream: HTA's idle time per stream is the GPU's, to the ns (give or take its microseconds' rounding).
+    assert!((host_wait + kernel_wait - u(&b["idle_ns"]) as i64).abs() <= 2, "{host_wait} + {kernel_wait}");
+    assert_eq!(u(&i["launch_bound_ns"]) as i64 - host_wait, 4519852);
+    close(host_wait, u(&i["launch_bound_ns"]), "launch-bound vs host wait");
+    close(kernel_wait, u(&i["short_gaps_ns"]), "short gaps vs kernel wait");
+}
