@@ -122,12 +122,14 @@ mod tests {
     use super::OpClass::*;
     use super::*;
 
-    /// Known by construction: a kernel 0-100 with an allreduce 50-150 under and past it, a copy 120-130 under
-    /// the exposed allreduce, a copy alone 200-260, nothing 150-200 and 260-300, a kernel 300-310.
+    /// Known by construction: a kernel 0-100 with a copy 10-20 under it and an allreduce 50-150 under and past
+    /// it, a copy 120-130 under the exposed allreduce, a copy alone 200-260, nothing 150-200 and 260-300, a kernel
+    /// 300-310 (and an empty copy, ignored).
     #[test]
     fn every_instant_is_counted_once() {
         let ops = [
             (0, 100, Compute),
+            (10, 20, Copy),
             (50, 150, Communication),
             (120, 130, Copy),
             (200, 260, Copy),

@@ -109,10 +109,12 @@ pub fn is_communication(name: &str) -> bool {
         return true;
     }
     let lower = name.to_ascii_lowercase();
+    // At the start of a word only: `small_gather` is not an all-gather.
+    let word_at = |i: usize| i == 0 || !lower.as_bytes()[i - 1].is_ascii_alphabetic();
     ["all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "reducescatter", "all_to_all"]
         .iter()
         .chain(&["alltoall", "cross_device_reduce"])
-        .any(|c| lower.contains(c))
+        .any(|c| lower.match_indices(c).any(|(i, _)| word_at(i)))
 }
 
 /// One GPU op as the sweep and the gap report need it: its interval, class, and which row it is.
@@ -294,4 +296,26 @@ fn gap_reports(trace: &Trace, ops: &[Op], order: Vec<&ClassifiedGap>) -> Vec<Gap
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_communication;
+
+    #[test]
+    fn communication_by_name() {
+        for n in [
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "ncclKernel_AllGather_RING_LL_Sum_int8_t",
+            "rcclGenericKernel",
+            "void c10d::symmetric_memory::one_shot_all_reduce_kernel<float, 8>(...)",
+            "void vllm::cross_device_reduce_1stage<half, 2>(...)",
+            "multimem_all_reduce_kernel",
+        ] {
+            assert!(is_communication(n), "{n}");
+        }
+        for n in ["small_gather_kernel", "void at::native::reduce_kernel<512, 1>", "sm90_xmma_gemm", "tallreduce"] {
+            assert!(!is_communication(n), "{n}");
+        }
+    }
 }
