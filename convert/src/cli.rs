@@ -28,6 +28,7 @@ impl Cli {
             None => self.convert.files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Info { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Stats { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Analyze { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Diff { files, base, new, .. }) => {
                 files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
             }
@@ -234,6 +235,29 @@ pub enum Command {
         /// rank, and the slowest rank (the straggler) of each.
         #[arg(long, value_name = "PREFIX", requires = "by_rank")]
         step: Option<String>,
+    },
+    /// Where each GPU's time went and why: per GPU, rank and step, a time budget by interval union (computation,
+    /// communication exposed and overlapped, copies, idle), idle time by cause (launch-bound, host sync wait,
+    /// short gaps), the longest gaps, launch health, and findings with their evidence (docs/ANALYZE.md). Exit 0
+    /// whatever it finds.
+    Analyze {
+        /// Recordings; several (one per process or rank) are one job's ranks.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The NVTX ranges whose name starts with PREFIX are the steps (`step `). Default: PyTorch's
+        /// `ProfilerStep#N` ranges, else each CUDA graph launch where the GPU work is mostly graph replays.
+        #[arg(long, value_name = "PREFIX")]
+        step: Option<String>,
+        /// Print JSON (its fields in docs/ANALYZE.md).
+        #[arg(long, conflicts_with = "markdown")]
+        json: bool,
+        /// Print Markdown fit for a pull-request or CI comment.
+        #[arg(long)]
+        markdown: bool,
+        /// Idle gaps shorter than this are back-to-back ops, not a cause of their own (e.g. 30us, 5us, 500ns):
+        /// HTA's "kernel wait" threshold (its `consecutive_kernel_delay`, 30 us).
+        #[arg(long, value_name = "DUR", default_value = "30us")]
+        gap_threshold: String,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
     /// Exit code 3 when something regressed; 4 when less than half of the base's kernel time is in kernels the new

@@ -93,6 +93,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all, by_rank }, limits)
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
+        Some(Command::Analyze { files, step, json, markdown, gap_threshold }) => {
+            let format = match (json, markdown) {
+                (true, _) => reports::AnalyzeFormat::Json,
+                (_, true) => reports::AnalyzeFormat::Markdown,
+                _ => reports::AnalyzeFormat::Text,
+            };
+            reports::analyze(&files, step, &gap_threshold, format)
+        }
         Some(Command::Source { files, kernel, top, json, csv, pprof, no_sass }) => {
             let opts = cutr_analyses::source::SourceOptions { kernel, top, sass: !no_sass, nvdisasm: None };
             reports::source(&files, &opts, json, csv, pprof.as_deref())

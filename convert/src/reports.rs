@@ -252,6 +252,51 @@ pub fn ranks(files: &[PathBuf], step: Option<&str>, json: bool) -> Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
+/// How `analyze` prints.
+pub enum AnalyzeFormat {
+    Text,
+    Json,
+    Markdown,
+}
+
+/// `analyze`: the files are one job's ranks (or processes), analysed together.
+pub fn analyze(
+    files: &[PathBuf],
+    step: Option<String>,
+    gap_threshold: &str,
+    format: AnalyzeFormat,
+) -> Result<ExitCode> {
+    use cutr_analyses::analyze;
+    if step.as_deref() == Some("") {
+        usage!("--step needs the start of the step ranges' names (e.g. --step \"step \")");
+    }
+    let short_gap_ns = parse_time(gap_threshold)?;
+    if !gap_threshold.trim().ends_with('s') {
+        usage!("--gap-threshold needs a unit (e.g. 30us, 500ns): '{gap_threshold}'");
+    }
+    let readers = open_all(files)?;
+    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(readers);
+    warn_all(&trace);
+    let a = analyze::analyze(&trace, &analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns });
+    timing::mark("analyze");
+    if let Some(p) = &step
+        && a.steps.is_empty()
+    {
+        eprintln!("cupti-convert: warning: --step {p:?}: no closed NVTX range's name starts with it: no steps");
+    }
+    if a.gpus.is_empty() {
+        eprintln!("cupti-convert: warning: the recordings hold no kernel, copy or memset: no GPU to analyse");
+    }
+    std::mem::forget(trace);
+    match format {
+        AnalyzeFormat::Json => stdout::println(&serde_json::to_string_pretty(&a)?)?,
+        AnalyzeFormat::Markdown => stdout::print(&analyze::render::render_markdown(&a))?,
+        AnalyzeFormat::Text => stdout::print(&analyze::render::render_text(&a))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// What `diff` was asked.
 pub struct DiffArgs {
     pub files: Vec<PathBuf>,

@@ -70,7 +70,8 @@ fn every_man_page_the_main_page_names_is_written() {
         .collect();
     assert_eq!(
         named,
-        ["info", "export", "sql", "stats", "diff", "source", "generate"].map(|c| format!("cupti-convert-{c}.1"))
+        ["info", "export", "sql", "stats", "analyze", "diff", "source", "generate"]
+            .map(|c| format!("cupti-convert-{c}.1"))
     );
     let mut expected = named.clone();
     expected.push("cupti-convert.1".into());

@@ -105,12 +105,9 @@ pub fn by_rank(t: &Trace, step_prefix: Option<&str>) -> RankReport {
     if let Some(prefix) = step_prefix {
         // Step name -> rank -> ns (instances of one name on a rank add up).
         let mut by_step: BTreeMap<String, BTreeMap<u32, u64>> = BTreeMap::new();
-        for r in t.ranges.iter().filter(|r| r.closed()) {
-            let name = t.names.get(r.name);
-            if name.starts_with(prefix) {
-                *by_step.entry(name.to_string()).or_default().entry(rank_of[r.proc.index()]).or_default() +=
-                    r.end.saturating_sub(r.start);
-            }
+        for r in t.ranges.iter().filter(|r| is_step_range(t, r, prefix)) {
+            *by_step.entry(t.names.get(r.name).to_string()).or_default().entry(rank_of[r.proc.index()]).or_default() +=
+                r.end.saturating_sub(r.start);
         }
         for (step, per) in by_step {
             let per_rank: Vec<(u32, u64)> = per.into_iter().collect();
@@ -131,6 +128,12 @@ pub fn by_rank(t: &Trace, step_prefix: Option<&str>) -> RankReport {
     let mut stragglers: Vec<(u32, u64)> = stragglers.into_iter().collect();
     stragglers.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     RankReport { ranks: rows.into_values().collect(), step_prefix: step_prefix.map(str::to_string), steps, stragglers }
+}
+
+/// Whether `r` is a step of `--step PREFIX`: a closed NVTX range (of any thread) whose name starts with the
+/// prefix. `analyze --step` finds its steps the same way.
+pub fn is_step_range(t: &Trace, r: &cutr_model::NvtxRange, prefix: &str) -> bool {
+    r.closed() && t.names.get(r.name).starts_with(prefix)
 }
 
 /// Text for people.

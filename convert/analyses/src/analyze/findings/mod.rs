@@ -4,3 +4,4 @@
 
 pub mod host;
 pub mod kernels;
+pub mod starvation;
