@@ -275,7 +275,13 @@ pub fn analyze(
         usage!("--gap-threshold needs a unit (e.g. 30us, 500ns): '{gap_threshold}'");
     }
     let readers = open_all(files)?;
-    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give.
+    for (path, r) in files.iter().zip(&readers) {
+        for w in cutr_analyses::source::annotate(&mut trace, &[r]) {
+            crate::warnings::warn(path, &w);
+        }
+    }
     drop(readers);
     warn_all(&trace);
     let a = analyze::analyze(&trace, &analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns });
