@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use cutr_format::Reader;
 use cutr_model::timebase::ClockCheck;
 use cutr_model::{Filter, LoadOptions, load_prefetched, open_inputs, timing};
+use cutr_viewer_export::findings::FindingSlice;
 use cutr_viewer_export::size_limit::human;
 use cutr_viewer_export::timeline::slice_rows;
 use cutr_viewer_export::{DriverCalls, ExportOptions, Format, SizeLimit, export, shard_slices_for};
@@ -19,6 +20,12 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     let started = Instant::now();
     if !a.perfetto && !a.chrome {
         usage!("give --perfetto or --chrome: the format to write");
+    }
+    if a.step.as_deref() == Some("") {
+        usage!("--step needs the start of the step ranges' names (e.g. --step \"step \")");
+    }
+    if a.step.is_some() && a.no_findings {
+        usage!("--step chooses the steps of the findings track, which --no-findings leaves out: give one");
     }
     let format = if a.perfetto { Format::Perfetto } else { Format::Chrome };
     let output = a.output.clone().unwrap_or_else(|| default_output(&a.files, format, a.gzip));
@@ -45,6 +52,8 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         }
     }
     drop(readers);
+    let findings = if a.no_findings { Vec::new() } else { timing::timed("findings", || findings(&trace, &a.step)) };
+    timing::mark("findings");
     for (file, w) in input_warnings(&trace, &opts.filter) {
         bar.suspend(|| warn(file, &w));
     }
@@ -68,6 +77,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         progress: bar.export_progress(),
         driver_calls: if a.driver_calls { DriverCalls::All } else { DriverCalls::Direct },
         limit: size_limit(a.max_output, &a.files),
+        findings,
     };
     let summary = export(&trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
     bar.clear();
@@ -99,6 +109,38 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     // kernel) is work nobody waits for but the user.
     std::mem::forget(trace);
     Ok(())
+}
+
+/// `analyze`'s findings (steps by `step` as `analyze --step`, its default gap threshold) as the slices of the
+/// `cutr: findings` track: one per evidence event, named by the rule and its severity.
+fn findings(trace: &cutr_model::Trace, step: &Option<String>) -> Vec<FindingSlice> {
+    use cutr_analyses::analyze::types::{Outcome, Severity};
+    use cutr_analyses::analyze::{AnalyzeOptions, analyze};
+    let analysis = analyze(trace, &AnalyzeOptions { step_prefix: step.clone(), ..Default::default() });
+    if let Some(prefix) = step
+        && analysis.steps.is_empty()
+    {
+        eprintln!("cupti-convert: warning: --step {prefix:?}: no closed NVTX range's name starts with it: no steps");
+    }
+    let mut slices = Vec::new();
+    for result in &analysis.findings {
+        let Outcome::Found(f) = &result.outcome else { continue };
+        let severity = match f.severity {
+            Severity::High => "high",
+            Severity::Medium => "medium",
+            Severity::Low => "low",
+        };
+        slices.extend(f.events.iter().map(|e| FindingSlice {
+            proc: e.proc,
+            start: e.start,
+            end: e.end,
+            name: format!("{} ({severity})", result.rule),
+            summary: f.summary.clone(),
+            what: e.what.clone(),
+            correlation: e.correlation,
+        }));
+    }
+    slices
 }
 
 /// The output's limit: `--max-output`, else the default for the inputs' size on disk.

@@ -9,6 +9,7 @@ use cutr_model::Trace;
 use cutr_model::timing::{mark, note, timed};
 use serde::Serialize;
 
+use crate::findings::FindingSlice;
 use crate::output::Output;
 use crate::size_limit::{self, SizeLimit};
 use crate::timeline::{self, DriverCalls, Timeline};
@@ -35,6 +36,8 @@ pub struct ExportOptions {
     /// The bytes the output may not pass: refused before writing when its estimate passes them, stopped (and
     /// removed) if the file itself does. `None`: no limit.
     pub limit: Option<SizeLimit>,
+    /// `analyze`'s evidence events, drawn as each process's `cutr: findings` track ([`crate::findings`]).
+    pub findings: Vec<FindingSlice>,
 }
 
 impl Default for ExportOptions {
@@ -47,6 +50,7 @@ impl Default for ExportOptions {
             progress: None,
             driver_calls: DriverCalls::default(),
             limit: None,
+            findings: Vec::new(),
         }
     }
 }
@@ -135,8 +139,10 @@ pub fn export(trace: &Trace, path: &Path, opts: &ExportOptions) -> io::Result<Ex
         });
     }
     match opts.format {
-        Format::Perfetto => crate::perfetto::write(trace, &tl, &mut out, opts.compress_packets && !opts.gzip)?,
-        Format::Chrome => crate::chrome::write(trace, &tl, &mut out, path)?,
+        Format::Perfetto => {
+            crate::perfetto::write(trace, &tl, &mut out, opts.compress_packets && !opts.gzip, &opts.findings)?
+        }
+        Format::Chrome => crate::chrome::write(trace, &tl, &mut out, path, &opts.findings)?,
     }
     let bytes = timed("finish output", || out.finish())?;
     mark("write");

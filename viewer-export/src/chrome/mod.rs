@@ -11,6 +11,7 @@ use std::path::Path;
 use cutr_model::{CorrKey, NameId, ProcId, Trace};
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::findings::FindingSlice;
 use crate::gpu_args;
 
 use crate::args::{Arg, ArgKey, Value};
@@ -25,7 +26,13 @@ pub use encoder::{Complete, EventWriter, FlowEnd, InstantEvent, Row, base_time_n
 pub const CAPTURE_FLOW: &str = "graph_capture";
 
 /// Writes the timeline's events, then the instants, metadata and Kineto's top-level keys, to `out`.
-pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, path: &Path) -> io::Result<()> {
+pub(crate) fn write(
+    trace: &Trace,
+    tl: &Timeline,
+    out: &mut Output,
+    path: &Path,
+    findings: &[FindingSlice],
+) -> io::Result<()> {
     let base = base_time_ns(tl.span.0);
     out.write(b"{\"traceEvents\": [\n")?;
     out.begin_list();
@@ -34,6 +41,7 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, path: &Path)
     let mut buf = Vec::new();
     let mut w = EventWriter { out: &mut buf, base_ns: base, events: 0 };
     side_events(trace, tl, &mut w);
+    crate::findings::chrome_events(trace, findings, &crate::findings::lanes(findings), &mut w, tl.span.0);
     out.write_item(b",\n", &buf)?;
     out.write(b"\n],\n")?;
     out.write(kineto_keys(trace, base).as_bytes())?;

@@ -1,6 +1,7 @@
 //! The timeline as a Perfetto protobuf trace: track descriptors first, then each shard as its own packet sequence
 //! (one track's slices, BEGIN/END in time order, arrows as flow ids), then a side sequence with NVTX marks and
-//! the counters (device memory in use, unified memory migration rates, counter samples). Args are Perfetto's own
+//! the counters (device memory in use, unified memory migration rates, counter samples), then the findings track's
+//! sequence ([`crate::findings`]). Args are Perfetto's own
 //! choice: what a slice's track, name or arrow already states is left out.
 
 mod descriptor_fields;
@@ -13,6 +14,7 @@ use cutr_model::timing::timed_with;
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::args::{Arg, ArgKey, Category, Value};
+use crate::findings::FindingSlice;
 use crate::gpu_args;
 use crate::output::Output;
 use crate::slice;
@@ -34,11 +36,20 @@ fn uuid(t: u32) -> u64 {
 
 /// Writes the timeline's descriptors and shards to `out`; with `compress`, packets go in deflate-compressed
 /// `compressed_packets` batches.
-pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, compress: bool) -> io::Result<()> {
+pub(crate) fn write(
+    trace: &Trace,
+    tl: &Timeline,
+    out: &mut Output,
+    compress: bool,
+    findings: &[FindingSlice],
+) -> io::Result<()> {
     let epoch = epoch(tl);
+    let lanes = crate::findings::lanes(findings);
     let mut desc = Vec::new();
     write_epoch(epoch, 1, &mut desc);
-    write_descriptors(&descriptors(trace, tl), 1, &mut desc);
+    let mut tracks = descriptors(trace, tl);
+    tracks.extend(crate::findings::perfetto_descriptors(tl, &lanes));
+    write_descriptors(&tracks, 1, &mut desc);
     out.write(&desc)?;
     let n_shards = tl.shards.len();
     let health = health_args(trace);
@@ -54,6 +65,7 @@ pub(crate) fn write(trace: &Trace, tl: &Timeline, out: &mut Output, compress: bo
             )
         }
     })?;
+    out.write(&crate::findings::perfetto_events(tl, findings, &lanes, compress, epoch))?;
     Ok(())
 }
 
