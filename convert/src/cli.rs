@@ -104,14 +104,15 @@ pub struct ConvertArgs {
     /// thousands of times).
     #[arg(long, value_name = "SIZE", value_parser = parse_max_output)]
     pub max_output: Option<MaxOutput>,
-    /// The NVTX ranges whose name starts with PREFIX are the steps the findings track is judged over, as
-    /// `analyze --step` (default: PyTorch's `ProfilerStep#N` ranges, else each CUDA graph launch).
-    #[arg(long, value_name = "PREFIX")]
-    pub step: Option<String>,
-    /// Leave out the `cutr: findings` track (`analyze`'s findings: a slice over each gap or window a finding
-    /// names, on a track of each process that has any).
+    /// Add a `cutr: findings` track to each process that has findings: `analyze`'s findings, a slice over each
+    /// gap or window one names (rule and severity; summary, event and correlation id as args). Opt-in: running
+    /// the analysis adds 45-70% to the conversion time (README).
     #[arg(long)]
-    pub no_findings: bool,
+    pub findings: bool,
+    /// With --findings: the NVTX ranges whose name starts with PREFIX are the steps the findings are judged over,
+    /// as `analyze --step` (default: PyTorch's `ProfilerStep#N` ranges, else each CUDA graph launch).
+    #[arg(long, value_name = "PREFIX", requires = "findings")]
+    pub step: Option<String>,
     /// Print nothing but errors and warnings.
     #[arg(short, long)]
     pub quiet: bool,

@@ -24,9 +24,6 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     if a.step.as_deref() == Some("") {
         usage!("--step needs the start of the step ranges' names (e.g. --step \"step \")");
     }
-    if a.step.is_some() && a.no_findings {
-        usage!("--step chooses the steps of the findings track, which --no-findings leaves out: give one");
-    }
     let format = if a.perfetto { Format::Perfetto } else { Format::Chrome };
     let output = a.output.clone().unwrap_or_else(|| default_output(&a.files, format, a.gzip));
     check_output_is_not_an_input(&output, &a.files)?;
@@ -52,7 +49,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         }
     }
     drop(readers);
-    let findings = if a.no_findings { Vec::new() } else { timing::timed("findings", || findings(&trace, &a.step)) };
+    let findings = if a.findings { timing::timed("findings", || findings(&trace, &a.step)) } else { Vec::new() };
     timing::mark("findings");
     for (file, w) in input_warnings(&trace, &opts.filter) {
         bar.suspend(|| warn(file, &w));
