@@ -66,6 +66,10 @@ pub fn run(a: ConvertArgs) -> Result<()> {
             )
         });
     }
+    let findings_drawn = match (a.findings, findings.len()) {
+        (false, _) => String::new(),
+        (true, n) => format!(", {n} evidence slices on 'cutr: findings' tracks"),
+    };
     let opts = ExportOptions {
         format,
         gzip: a.gzip,
@@ -93,7 +97,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
             n => format!(" ({n} driver calls left out, the runtime's own and queries: --driver-calls draws them)"),
         };
         eprintln!(
-            "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks{hidden} in {:.3} s",
+            "cupti-convert: wrote {} ({} bytes): {} slices, {} arrows, {} tracks{findings_drawn}{hidden} in {:.3} s",
             output.display(),
             summary.bytes,
             summary.slices,

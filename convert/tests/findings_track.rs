@@ -161,7 +161,7 @@ fn the_trace_processor_finds_the_findings_track_with_analyzes_events() {
 }
 
 #[test]
-fn step_needs_findings_and_an_empty_step_is_refused() {
+fn step_needs_findings_an_empty_step_is_refused_and_the_summary_counts_the_slices() {
     let loop_ = fixture("pytorch_loop.cutr");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.json");
@@ -172,4 +172,9 @@ fn step_needs_findings_and_an_empty_step_is_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o.stderr).contains("--step needs the start"), "{}", text(&o.stderr));
     assert!(!out.exists());
+    // The summary line says how many slices the track drew.
+    let o = run(&[path_str(&loop_), "--chrome", "-o", path_str(&out), "--findings", "--step", "step "]);
+    let lines = stderr_lines(&o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains(" tracks, 10 evidence slices on 'cutr: findings' tracks ("), "{lines:?}");
 }
