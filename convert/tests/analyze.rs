@@ -162,8 +162,12 @@ fn json_shape_markdown_and_text() {
     let a = analyze_json(&[&fixture("graph_workload.cutr")], &[]);
     // (serde_json's objects list their keys sorted.)
     let keys: Vec<&String> = a.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["findings", "gpus", "launch", "step_source"]);
+    assert_eq!(keys, ["findings", "first_record_ns", "gpus", "launch", "step_source"]);
     assert_eq!(a["step_source"], json!({"kind": "graph_launches"}));
+    // The origin of the text's times: the file's earliest record (an API call, 124.834 ms before the GPU's first
+    // op), as `--start` takes it.
+    assert_eq!(a["first_record_ns"], json!(1795756285799398465u64));
+    assert_eq!(a["gpus"][0]["budget"]["start"], json!(1795756285924232497u64));
     let g = &a["gpus"][0];
     let keys: Vec<&String> = g.as_object().unwrap().keys().collect();
     assert_eq!(keys, ["budget", "device", "file", "idle", "longest_gaps", "proc", "rank", "steps"]);

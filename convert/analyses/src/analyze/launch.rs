@@ -32,6 +32,8 @@ pub const TOP_NAMES: usize = 10;
 /// The section over every launch in a trace.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LaunchHealth {
+    /// The earliest record of any file (ns): evidence times are given after it, as `--start` takes them.
+    pub first_record_ns: u64,
     /// Kernels launched by a call of their own.
     pub kernels: ClassHealth,
     /// Copies and memsets launched by an `...Async` call.
@@ -237,6 +239,7 @@ pub fn launch_health(trace: &Trace) -> LaunchHealth {
         .collect();
     let (queues, blocked_on_full_queue) = queue::queues(queued);
     LaunchHealth {
+        first_record_ns: trace.span().0,
         kernels: class_health(trace, &kernels, what),
         async_copies: class_health(trace, &copies, what),
         graph_launches: class_health(trace, &graph_calls, what),

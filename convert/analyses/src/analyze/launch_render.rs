@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::{ClassHealth, Dist, FULL_QUEUE, LaunchHealth, Outliers};
-use crate::fmt::{rfc3339_ns, thousands, thousands_1};
+use crate::fmt::{thousands, thousands_1};
 
 /// Streams listed, the busiest first; the rest are counted.
 const MAX_STREAMS_SHOWN: usize = 16;
@@ -26,10 +26,10 @@ fn cut(name: &str, width: usize) -> String {
     }
 }
 
-/// The time of day of a trace timestamp (`02:54:05.000000001`): enough to find an event in a viewer.
-fn time_of_day(ns: u64) -> String {
-    let s = rfc3339_ns(ns);
-    s.get(11..s.len() - 1).unwrap_or(&s).to_string()
+/// A trace timestamp in seconds after the first record (`5.349024 s`), the origin `--start`/`--end` and the
+/// findings use: enough to find an event in a viewer.
+fn after_first_record(ns: u64, first_record_ns: u64) -> String {
+    format!("{:.6} s", ns.saturating_sub(first_record_ns) as f64 / 1e9)
 }
 
 /// The classes with launches, as (label, class, note).
@@ -52,7 +52,7 @@ fn dist_cells(d: &Dist) -> [String; 5] {
     [thousands(d.count), us(d.median_ns), us(d.p90_ns), us(d.p99_ns), us(d.max_ns)]
 }
 
-fn outlier_line(o: &mut String, label: &str, what: &str, x: &Outliers) {
+fn outlier_line(o: &mut String, label: &str, what: &str, x: &Outliers, first_record_ns: u64) {
     if x.count == 0 {
         return;
     }
@@ -63,7 +63,13 @@ fn outlier_line(o: &mut String, label: &str, what: &str, x: &Outliers) {
         us(x.threshold_ns)
     );
     for e in &x.first {
-        let _ = writeln!(o, "    {} corr {}  {}", time_of_day(e.start), e.correlation, cut(&e.what, 60));
+        let _ = writeln!(
+            o,
+            "    {} corr {}  {}",
+            after_first_record(e.start, first_record_ns),
+            e.correlation,
+            cut(&e.what, 60)
+        );
     }
 }
 
@@ -120,8 +126,8 @@ pub(super) fn text(o: &mut String, h: &LaunchHealth) {
             }
         }
         for (label, c, _) in &rows {
-            outlier_line(o, label, "latency", &c.latency_outliers);
-            outlier_line(o, label, "CPU cost", &c.cpu_cost_outliers);
+            outlier_line(o, label, "latency", &c.latency_outliers, h.first_record_ns);
+            outlier_line(o, label, "CPU cost", &c.cpu_cost_outliers, h.first_record_ns);
         }
     }
     if !h.by_name.is_empty() {

@@ -45,6 +45,8 @@ impl Default for AnalyzeOptions {
 /// The whole report (its JSON is the contract of `cupti-convert analyze --json`, docs/ANALYZE.md).
 #[derive(Clone, Debug, Serialize)]
 pub struct Analysis {
+    /// The earliest record of any file (ns): the origin of the text's times, as of `--start`/`--end`.
+    pub first_record_ns: u64,
     pub step_source: StepSource,
     pub gpus: Vec<GpuAnalysis>,
     pub launch: launch::LaunchHealth,
@@ -162,7 +164,7 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         types::Outcome::Clean { .. } => (1, types::Severity::Low),
         types::Outcome::CannotJudge { .. } => (2, types::Severity::Low),
     });
-    Analysis { step_source, gpus, launch, findings, steps }
+    Analysis { first_record_ns: trace.span().0, step_source, gpus, launch, findings, steps }
 }
 
 /// Every kernel, memcpy and memset, by (file, device).

@@ -155,14 +155,14 @@ pub fn render_text(a: &Analysis) -> String {
             );
         }
     }
-    let _ = writeln!(o, "\nLongest idle gaps (ms after the GPU's first op, length in ms)");
+    let _ = writeln!(o, "\nLongest idle gaps (s after the first record, as --start takes it; length in ms)");
     for g in &a.gpus {
         for x in &g.longest_gaps {
             let _ = writeln!(
                 o,
-                "  {:<14} at {:>12} {:>10}  {:<14} {} -> {}",
+                "  {:<14} at {:>12.6} {:>10}  {:<14} {} -> {}",
                 gpu_label(g),
-                ms(x.start - g.budget.start),
+                x.start.saturating_sub(a.first_record_ns) as f64 / 1e9,
                 ms(x.ns),
                 x.cause.as_str(),
                 short(&x.before),
@@ -170,11 +170,11 @@ pub fn render_text(a: &Analysis) -> String {
             );
         }
     }
-    let _ = writeln!(o, "\nLaunch health");
+    o.push('\n');
     launch::render_text(&mut o, &a.launch);
     let _ = writeln!(o, "\nFindings");
     for r in &a.findings {
-        finding_text(&mut o, r);
+        finding_text(&mut o, r, a.first_record_ns);
     }
     o
 }
@@ -190,7 +190,8 @@ fn short(name: &str) -> String {
     format!("{head}…{tail}")
 }
 
-fn finding_text(o: &mut String, r: &RuleResult) {
+/// One rule's result; times of its evidence in seconds after `first_record_ns`, as `--start` takes them.
+fn finding_text(o: &mut String, r: &RuleResult, first_record_ns: u64) {
     match &r.outcome {
         Outcome::Found(f) => {
             let sev = format!("{:?}", f.severity).to_uppercase();
@@ -199,8 +200,8 @@ fn finding_text(o: &mut String, r: &RuleResult) {
             for e in &f.events {
                 let _ = writeln!(
                     o,
-                    "      at {} ns for {} ms, correlation {}: {}",
-                    e.start,
+                    "      at {:.6} s for {} ms, correlation {}: {}",
+                    e.start.saturating_sub(first_record_ns) as f64 / 1e9,
                     ms(e.end.saturating_sub(e.start)),
                     e.correlation,
                     e.what
