@@ -9,6 +9,7 @@
 pub mod budget;
 pub mod findings;
 pub mod idle;
+pub mod intervals;
 pub mod launch;
 pub mod render;
 pub mod steps;

@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::super::super::types::{Context, EventRef, MAX_EVIDENCE, Severity};
+use crate::analyze::intervals::merged;
 
 /// The hot kernels cover this share of the kernel time in the windows...
 pub const HOT_COVER_PCT: f64 = 80.0;
@@ -68,19 +69,6 @@ impl Windows {
     pub fn share_pct(&self, ns: u64) -> f64 {
         if self.total_ns == 0 { 0.0 } else { 100.0 * ns as f64 / self.total_ns as f64 }
     }
-}
-
-/// Intervals merged where they overlap or touch, in time order.
-fn merged(mut list: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    list.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(list.len());
-    for (a, b) in list {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
 }
 
 /// One hot kernel name and what the rules read of it.
