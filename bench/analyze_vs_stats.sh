@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `cupti-convert analyze` against `stats` on one large generated trace (issue 30: "within a few times `stats`'
-# time and memory"): each command its own process, REPS rounds with the three commands interleaved (the order
-# rotated each round, so a neighbour's load or a warm page cache favours none), wall time and peak RSS from
-# wait4, medians, and the ratios to `stats`. Every run has CUTR_TIMING=1, whose phase marks on stderr split the
-# time into load (decode + joins, the same code for both) and the report's own work.
+# time and memory"): each command its own process, REPS rounds with the commands interleaved (the order rotated
+# each round, so a neighbour's load or a warm page cache favours none), wall time, CPU time and peak RSS from
+# wait4, medians, and the ratios to `stats`. `analyze` runs plain, with --json, and with --step (the generated
+# loop's NVTX steps); BASELINE=OTHER_BINARY adds its `analyze` and `analyze --step` to the rounds (an A/B).
+# Every run has CUTR_TIMING=1, whose phase marks on stderr split the time into load (decode + joins, the same
+# code for both) and the report's own work.
 #   bench/analyze_vs_stats.sh [RECORDS] [REPS] [CUPTI_CONVERT] [TRACE]
 #     (default 30000000, 3, target/release/cupti-convert, /work/g<RECORDS/1M>m.cutr)
 # The trace is generated (`cupti-convert generate --records RECORDS`) unless TRACE exists, and deleted at the end
@@ -23,17 +25,24 @@ cleanup() { if [[ $made == 1 && ${KEEP:-0} != 1 ]]; then rm -f "$trace"; fi; }
 trap cleanup EXIT
 echo "trace: $trace, $(stat -c %s "$trace") bytes; binary: $bin ($(git -C "$repo" rev-parse --short HEAD))"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$bin" "$trace" "$reps" <<'PY'
+python3 - "$bin" "$trace" "$reps" "${BASELINE:-}" <<'PY'
 import os, re, statistics, subprocess, sys, tempfile, time
 
-binary, trace, reps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+binary, trace, reps, baseline = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 jobs = {
-    "stats": ["stats", trace],
-    "analyze": ["analyze", trace],
-    "analyze --json": ["analyze", "--json", trace],
+    "stats": [binary, "stats", trace],
+    "analyze": [binary, "analyze", trace],
+    "analyze --json": [binary, "analyze", "--json", trace],
+    # The generator's loop brackets each step in an NVTX range "step N": per-step budgets and the step rules.
+    'analyze --step "step "': [binary, "analyze", "--step", "step ", trace],
 }
+if baseline:
+    jobs["baseline analyze"] = [baseline, "analyze", trace]
+    jobs['baseline analyze --step "step "'] = [baseline, "analyze", "--step", "step ", trace]
 # The phase that ends each command's own work (the load ends at "joins" for both).
-last_mark = {"stats": "stats", "analyze": "analyze", "analyze --json": "analyze"}
+last_mark = {name: "stats" if name == "stats" else "analyze" for name in jobs}
+if baseline:
+    print(f"baseline: {baseline}")
 mark_re = re.compile(r"timing: (\S+)\s+at\s+([\d.]+) ms, peak RSS (\d+) MB")
 out_dir = tempfile.mkdtemp()
 env = dict(os.environ, CUTR_TIMING="1")
@@ -44,7 +53,7 @@ def run(name):
     out_path = os.path.join(out_dir, "out")
     with open(out_path, "wb") as out:
         t = time.perf_counter()
-        p = subprocess.Popen([binary, *jobs[name]], stdout=out, stderr=subprocess.PIPE, env=env)
+        p = subprocess.Popen(jobs[name], stdout=out, stderr=subprocess.PIPE, env=env)
         err = p.stderr.read().decode()
         _, status, usage = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t
@@ -70,7 +79,7 @@ for rep in range(reps):
         r = run(name)
         runs[name].append(r)
         print(
-            f"rep {rep + 1} {name:<15} {r['wall']:7.2f} s wall, {r['cpu']:7.2f} s CPU, {r['rss_mb']:7.0f} MB peak; "
+            f"rep {rep + 1} {name:<31} {r['wall']:7.2f} s wall, {r['cpu']:7.2f} s CPU, {r['rss_mb']:7.0f} MB peak; "
             f"load {r['load']:.2f} s, own {r['own']:.2f} s; output {r['out_bytes']} bytes",
             flush=True,
         )
