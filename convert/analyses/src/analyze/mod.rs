@@ -274,7 +274,7 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
 }
 
 /// The first `n` of `items` in the order of `key`, sorted. A selection then a sort of `n`, not a sort of all: a
-/// GPU of the 30M-record generated trace has millions of gaps, and sorting them all was a fifth of `analyze`'s
+/// GPU of the 30M-record generated trace has over 900,000 gaps, and sorting them all was a fifth of `analyze`'s
 /// CPU time (docs/BENCHMARKS.md). The same result as a full sort because the keys are unique (gaps are disjoint,
 /// so their starts differ).
 fn first_by_key<T, K: Ord>(mut items: Vec<T>, n: usize, key: impl Fn(&T) -> K) -> Vec<T> {
