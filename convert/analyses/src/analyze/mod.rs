@@ -252,17 +252,16 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
         })
         .collect();
     let long_gaps = gaps.iter().filter(|g| g.cause != Cause::ShortGap).count() as u64;
-    let mut by_length: Vec<&ClassifiedGap> = gaps.iter().collect();
-    by_length.sort_by_key(|g| (std::cmp::Reverse(g.end - g.start), g.start));
+    let by_length =
+        first_by_key(gaps.iter().collect(), LONGEST_GAPS, |g| (std::cmp::Reverse(g.end - g.start), g.start));
     let mut windows: Vec<(u64, u64)> = steps.iter().map(|s| (s.start, s.end)).collect();
     idle::merge(&mut windows);
     let in_steps = |g: &ClassifiedGap| -> u64 {
         let first = windows.partition_point(|w| w.1 <= g.start);
         windows[first..].iter().take_while(|w| w.0 < g.end).map(|w| w.1.min(g.end) - w.0.max(g.start)).sum()
     };
-    let mut by_step_time: Vec<(u64, &ClassifiedGap)> =
-        gaps.iter().map(|g| (in_steps(g), g)).filter(|x| x.0 > 0).collect();
-    by_step_time.sort_by_key(|&(ns, g)| (std::cmp::Reverse(ns), g.start));
+    let by_step_time: Vec<(u64, &ClassifiedGap)> = gaps.iter().map(|g| (in_steps(g), g)).filter(|x| x.0 > 0).collect();
+    let by_step_time = first_by_key(by_step_time, LONGEST_GAPS, |&(ns, g)| (std::cmp::Reverse(ns), g.start));
     GpuAnalysis {
         file: String::new(),
         proc: ProcId::default(),
@@ -275,6 +274,19 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
         long_gaps,
         longest_step_gaps: gap_reports(trace, &ops, by_step_time.into_iter().map(|x| x.1).collect()),
     }
+}
+
+/// The first `n` of `items` in the order of `key`, sorted. A selection then a sort of `n`, not a sort of all: a
+/// GPU of the 30M-record generated trace has over 900,000 gaps, and sorting them all was a fifth of `analyze`'s
+/// CPU time (docs/BENCHMARKS.md). The same result as a full sort because the keys are unique (gaps are disjoint,
+/// so their starts differ).
+fn first_by_key<T, K: Ord>(mut items: Vec<T>, n: usize, key: impl Fn(&T) -> K) -> Vec<T> {
+    if items.len() > n {
+        items.select_nth_unstable_by_key(n, &key);
+        items.truncate(n);
+    }
+    items.sort_unstable_by_key(key);
+    items
 }
 
 /// The first [`LONGEST_GAPS`] of `order`, with the ops around them.
@@ -303,7 +315,17 @@ fn gap_reports(trace: &Trace, ops: &[Op], order: Vec<&ClassifiedGap>) -> Vec<Gap
 
 #[cfg(test)]
 mod tests {
-    use super::is_communication;
+    use super::{first_by_key, is_communication};
+
+    /// The selection gives what a full sort then a cut gives: the longest first, ties by start.
+    #[test]
+    fn first_by_key_is_a_sorted_cut() {
+        let gaps: Vec<(u64, u64)> = vec![(0, 5), (10, 30), (40, 41), (50, 70), (80, 83), (90, 100), (120, 160)];
+        let longest = |v: Vec<(u64, u64)>, n| first_by_key(v, n, |g| (std::cmp::Reverse(g.1 - g.0), g.0));
+        assert_eq!(longest(gaps.clone(), 3), [(120, 160), (10, 30), (50, 70)]);
+        assert_eq!(longest(gaps.clone(), 0), []);
+        assert_eq!(longest(gaps[..2].to_vec(), 3), [(10, 30), (0, 5)]);
+    }
 
     #[test]
     fn communication_by_name() {
