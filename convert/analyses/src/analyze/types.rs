@@ -61,6 +61,20 @@ pub enum Severity {
     Low,
 }
 
+impl Severity {
+    /// The band of a share (%): `high` or more is high, `medium` or more medium, below that low. Each family of
+    /// rules has its own bands (docs/ANALYZE.md).
+    pub fn by_share(share_pct: f64, high: f64, medium: f64) -> Severity {
+        if share_pct >= high {
+            Severity::High
+        } else if share_pct >= medium {
+            Severity::Medium
+        } else {
+            Severity::Low
+        }
+    }
+}
+
 /// One event a finding points at, so a reader (and the viewers' findings track) can find it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EventRef {

@@ -7,7 +7,7 @@ mod straggler;
 mod syncs;
 mod tiny;
 
-use cutr_model::{ProcId, Trace};
+use cutr_model::ProcId;
 use rayon::prelude::*;
 
 use super::super::types::{Context, EventRef, Finding, MAX_EVIDENCE, Outcome, RuleResult, Severity, StepSource};
@@ -31,63 +31,10 @@ pub const MEDIUM_SHARE_PCT: f64 = 3.0;
 
 /// The severity band of a share of the steps' time (%).
 pub fn severity_of(share_pct: f64) -> Severity {
-    if share_pct >= HIGH_SHARE_PCT {
-        Severity::High
-    } else if share_pct >= MEDIUM_SHARE_PCT {
-        Severity::Medium
-    } else {
-        Severity::Low
-    }
+    Severity::by_share(share_pct, HIGH_SHARE_PCT, MEDIUM_SHARE_PCT)
 }
 
-/// The steps of every process as merged, sorted windows, so that "inside a step" is a binary search.
-pub struct StepWindows {
-    /// By process index: disjoint `[start, end)` windows in time order.
-    by_proc: Vec<Vec<(u64, u64)>>,
-    /// The windows' summed length: what shares are of.
-    pub total_ns: u64,
-    pub count: usize,
-}
-
-impl StepWindows {
-    /// The windows of `cx`'s steps; `None` when there are none (the rules that need steps cannot judge).
-    pub fn of_steps(cx: &Context<'_>) -> Option<StepWindows> {
-        let steps = cx.steps.iter().filter(|s| s.end > s.start);
-        let windows = StepWindows::new(cx.trace, steps.map(|s| (s.proc, s.start, s.end)));
-        (windows.count > 0).then_some(windows)
-    }
-
-    fn new(trace: &Trace, windows: impl Iterator<Item = (ProcId, u64, u64)>) -> StepWindows {
-        let mut by_proc: Vec<Vec<(u64, u64)>> = vec![Vec::new(); trace.processes.len()];
-        let mut count = 0;
-        for (proc, start, end) in windows {
-            if let Some(w) = by_proc.get_mut(proc.index()) {
-                w.push((start, end));
-                count += 1;
-            }
-        }
-        for w in &mut by_proc {
-            *w = merged(std::mem::take(w));
-        }
-        let total_ns = by_proc.iter().flatten().map(|(s, e)| e - s).sum();
-        StepWindows { by_proc, total_ns, count }
-    }
-
-    /// The part of `[start, end)` inside the step window that `start` falls in; `None` when `start` is in none.
-    pub fn clip(&self, proc: ProcId, start: u64, end: u64) -> Option<(u64, u64)> {
-        let w = self.by_proc.get(proc.index())?;
-        let i = w.partition_point(|x| x.0 <= start).checked_sub(1)?;
-        let (ws, we) = w[i];
-        (start >= ws && start < we).then(|| (start, end.clamp(start, we)))
-    }
-
-    /// `ns` as a share (%) of the windows' time.
-    pub fn share_pct(&self, ns: u64) -> f64 {
-        if self.total_ns == 0 { 0.0 } else { 100.0 * ns as f64 / self.total_ns as f64 }
-    }
-}
-
-pub use crate::analyze::intervals::{merged, union_ns};
+pub use crate::analyze::intervals::{ProcWindows as StepWindows, merged, union_ns};
 
 /// The events a rule counted inside the steps: their clipped host (or GPU) intervals, for the union, and what
 /// each was, for the evidence.
@@ -178,9 +125,7 @@ mod tests {
 
     #[test]
     fn a_call_is_in_the_step_its_start_is_in_and_its_time_is_cut_at_the_steps_end() {
-        let mut t = Trace::default();
-        t.processes.push(Default::default());
-        let w = StepWindows::new(&t, [(ProcId(0), 100, 200), (ProcId(0), 150, 250), (ProcId(0), 300, 400)].into_iter());
+        let w = StepWindows::new(1, [(ProcId(0), 100, 200), (ProcId(0), 150, 250), (ProcId(0), 300, 400)].into_iter());
         assert_eq!((w.count, w.total_ns), (3, 250), "the overlapping two merge");
         assert_eq!(w.clip(ProcId(0), 100, 120), Some((100, 120)));
         assert_eq!(w.clip(ProcId(0), 240, 320), Some((240, 250)));

@@ -9,6 +9,8 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::super::super::types::{Context, EventRef, MAX_EVIDENCE, Severity};
+use crate::analyze::intervals::ProcWindows;
+#[cfg(test)]
 use crate::analyze::intervals::merged;
 
 /// The hot kernels cover this share of the kernel time in the windows...
@@ -22,7 +24,7 @@ pub const MEDIUM_SHARE_PCT: f64 = 10.0;
 
 /// The time the rules judge against: per process, its steps merged (or its GPU span), in time order.
 pub struct Windows {
-    by_proc: HashMap<ProcId, Vec<(u64, u64)>>,
+    windows: ProcWindows,
     /// The windows' whole time, over every process.
     pub total_ns: u64,
     /// `steps` or `span`, for summaries.
@@ -32,9 +34,8 @@ pub struct Windows {
 impl Windows {
     /// The steps of `cx` where it has any; else each process's GPU span (first GPU op's start to last's end).
     pub fn of(cx: &Context<'_>) -> Windows {
-        let mut by_proc: HashMap<ProcId, Vec<(u64, u64)>> = HashMap::new();
-        let what = if cx.steps.is_empty() {
-            let t = cx.trace;
+        let t = cx.trace;
+        let (windows, what) = if cx.steps.is_empty() {
             let ops = t.kernels.iter().map(|k| (k.proc, k.start, k.end));
             let ops = ops.chain(t.memcpys.iter().map(|m| (m.proc, m.start, m.end)));
             let ops = ops.chain(t.memsets.iter().map(|m| (m.proc, m.start, m.end)));
@@ -43,31 +44,21 @@ impl Windows {
                 let s = span.entry(proc).or_insert((start, end));
                 *s = (s.0.min(start), s.1.max(end));
             }
-            by_proc.extend(span.into_iter().map(|(p, s)| (p, vec![s])));
-            "span"
+            (ProcWindows::new(t.processes.len(), span.into_iter().map(|(p, s)| (p, s.0, s.1))), "span")
         } else {
-            for s in cx.steps {
-                by_proc.entry(s.proc).or_default().push((s.start, s.end.max(s.start)));
-            }
-            "steps"
+            (ProcWindows::new(t.processes.len(), cx.steps.iter().map(|s| (s.proc, s.start, s.end))), "steps")
         };
-        for list in by_proc.values_mut() {
-            *list = merged(std::mem::take(list));
-        }
-        let total_ns = by_proc.values().flatten().fold(0u64, |a, w| a.saturating_add(w.1 - w.0));
-        Windows { by_proc, total_ns, what }
+        Windows { total_ns: windows.total_ns, windows, what }
     }
 
     /// The part of `[start, end)` of process `proc` inside the windows.
     pub fn inside(&self, proc: ProcId, start: u64, end: u64) -> u64 {
-        let Some(list) = self.by_proc.get(&proc) else { return 0 };
-        let first = list.partition_point(|w| w.1 <= start);
-        list[first..].iter().take_while(|w| w.0 < end).map(|w| end.min(w.1).saturating_sub(start.max(w.0))).sum()
+        self.windows.inside(proc, start, end)
     }
 
     /// `ns` as a percentage of the windows' time (0 without windows).
     pub fn share_pct(&self, ns: u64) -> f64 {
-        if self.total_ns == 0 { 0.0 } else { 100.0 * ns as f64 / self.total_ns as f64 }
+        self.windows.share_pct(ns)
     }
 }
 
@@ -123,13 +114,7 @@ impl HotKernel<'_> {
 
 /// Severity by share of the window time ([`HIGH_SHARE_PCT`], [`MEDIUM_SHARE_PCT`]).
 pub fn severity_of(share_pct: f64) -> Severity {
-    if share_pct >= HIGH_SHARE_PCT {
-        Severity::High
-    } else if share_pct >= MEDIUM_SHARE_PCT {
-        Severity::Medium
-    } else {
-        Severity::Low
-    }
+    Severity::by_share(share_pct, HIGH_SHARE_PCT, MEDIUM_SHARE_PCT)
 }
 
 /// A kernel name's time inside the windows, and that time per device.
@@ -224,7 +209,9 @@ mod tests {
     #[test]
     fn windows_clip_and_merge() {
         assert_eq!(merged(vec![(30, 40), (0, 10), (5, 20), (20, 25)]), vec![(0, 25), (30, 40)]);
-        let w = Windows { by_proc: HashMap::from([(ProcId(0), vec![(0, 25), (30, 40)])]), total_ns: 35, what: "steps" };
+        let windows = ProcWindows::new(1, [(ProcId(0), 30, 40), (ProcId(0), 0, 10), (ProcId(0), 5, 25)].into_iter());
+        let w = Windows { total_ns: windows.total_ns, windows, what: "steps" };
+        assert_eq!(w.total_ns, 35);
         // 20..35 is inside for 5 ns (20..25) and 5 ns (30..35).
         assert_eq!(w.inside(ProcId(0), 20, 35), 10);
         assert_eq!(w.inside(ProcId(0), 25, 30), 0);
