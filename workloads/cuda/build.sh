@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA workloads: cutr_workload, launch_loop, diff_workload, source_workload (+ its cubin),
-# counter_workload, crash_workload, phases_workload and graph_workload.
+# counter_workload, crash_workload, phases_workload, graph_workload and calls_workload (+ its -DEXTRA_LOAD twin,
+# calls_workload_extra, and both cubins).
 #   workloads/cuda/build.sh [OUTDIR]      (default: workloads/cuda/build)
 # Environment:
 #   NVCC        nvcc to use (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc)
@@ -37,12 +38,16 @@ esac
 "$nvcc" "${flags[@]}" -o "$out/counter_workload" "$here/counter_workload.cu"
 "$nvcc" "${flags[@]}" -o "$out/crash_workload" "$here/crash_workload.cu"
 "$nvcc" "${flags[@]}" -o "$out/phases_workload" "$here/phases_workload.cu" -ldl
+"$nvcc" "${flags[@]}" -o "$out/calls_workload" "$here/calls_workload.cu"
+"$nvcc" "${flags[@]}" -DEXTRA_LOAD -o "$out/calls_workload_extra" "$here/calls_workload.cu"
 # graph_workload's `stacks` step needs native stacks that name its host functions: host debug info, frame
 # pointers, no sibling calls (a tail call would drop a frame) and the symbols exported (-rdynamic).
 "$nvcc" "${flags[@]}" -g -Xcompiler -fno-omit-frame-pointer,-fno-optimize-sibling-calls -Xlinker --export-dynamic \
   -o "$out/graph_workload" "$here/graph_workload.cu" -ldl
 # The same kernels as a cubin alone: the offline SASS -> file:line tests read its line tables.
 "$nvcc" -O2 -arch="$arch" -lineinfo -cubin -o "$out/source_workload.$arch.cubin" "$here/source_workload.cu"
+"$nvcc" -O2 -arch="$arch" -lineinfo -cubin -o "$out/calls_workload.$arch.cubin" "$here/calls_workload.cu"
+"$nvcc" -O2 -arch="$arch" -lineinfo -cubin -DEXTRA_LOAD -o "$out/calls_workload_extra.$arch.cubin" "$here/calls_workload.cu"
 echo "$out/cutr_workload"
 echo "$out/launch_loop"
 echo "$out/diff_workload"
@@ -51,3 +56,5 @@ echo "$out/counter_workload"
 echo "$out/crash_workload"
 echo "$out/phases_workload"
 echo "$out/graph_workload"
+echo "$out/calls_workload"
+echo "$out/calls_workload_extra"
