@@ -91,7 +91,7 @@ fn a_compression_bomb_is_refused_before_it_is_inflated() {
 fn a_record_image_with_records_shorter_than_their_layout_is_damage() {
     let (dir, bytes, _) = base();
     let acts = chunks_of(&bytes, ChunkType::Activity);
-    // A record image (format in format/src/codec.rs) of one group: two kernel records of 8 bytes where the
+    // A record image (format in format/src/codec/mod.rs) of one group: two kernel records of 8 bytes where the
     // layout says 216.
     let mut image = vec![1u8, 0, 0, 0];
     image.extend_from_slice(&2u32.to_le_bytes()); // records
