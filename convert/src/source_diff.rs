@@ -73,6 +73,12 @@ pub fn run(sides: &Sides, kernel: Option<String>, threshold_pp: f64, top: usize,
     let (base, new) = sides.split()?;
     let (base_readers, b) = side(&base, kernel.as_deref())?;
     let (new_readers, n) = side(&new, kernel.as_deref())?;
+    if let Some(name) = &kernel
+        && b.kernels.is_empty()
+        && n.kernels.is_empty()
+    {
+        usage!("--kernel {name}: no sampled kernel's name contains it on either side");
+    }
     // A recording without PC samples is a wrong input, named before any other warning.
     let d = match source_diff::compare(&b, &n, &SourceDiffOptions { threshold_pp }) {
         Ok(d) => d,

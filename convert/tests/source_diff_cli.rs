@@ -50,6 +50,12 @@ fn bad_input_is_named() {
     assert_eq!(o.status.code(), Some(2));
     let o = run(&["source", &f("base-1"), "--markdown"]);
     assert_eq!(o.status.code(), Some(2));
+    let o = run(&["source", "--diff", &f("base-1"), &f("extra-1"), "--kernel", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr_lines(&o),
+        ["cupti-convert: error: --kernel nope: no sampled kernel's name contains it on either side"]
+    );
 }
 
 /// The text names the new line with the stall that grew, and the chase's drop; A/A compares SASS offsets.

@@ -57,7 +57,8 @@ impl Counts {
     /// side has no samples.
     pub fn detectable_change(&self, z_critical: f64, of: f64) -> f64 {
         let Some(sizes) = self.sizes() else { return f64::INFINITY };
-        let half = (of / 2.0).clamp(0.0, 0.5);
+        // A threshold that is not a number asks for no change's size: the widest standard error answers it.
+        let half = if of.is_finite() { (of / 2.0).clamp(0.0, 0.5) } else { 0.5 };
         let pooled = fraction(self.base.saturating_add(self.new), self.base_total.saturating_add(self.new_total));
         let p = pooled.clamp(half, 1.0 - half);
         z_critical * (p * (1.0 - p) * sizes).sqrt()
@@ -111,6 +112,9 @@ mod tests {
         assert_eq!(Counts { base: 7, base_total: 7, new: 5, new_total: 5 }.p_value(), 1.0);
         assert_eq!(Counts { base: 0, base_total: 7, new: 0, new_total: 5 }.p_value(), 1.0);
         assert_eq!(Counts { base: 0, base_total: 0, new: 0, new_total: 5 }.detectable_change(3.0, 0.01), f64::INFINITY);
+        // No panic on a threshold that is not a number (`clamp` would): the standard error at share 0.5.
+        let c = Counts { base: 0, base_total: 100, new: 0, new_total: 100 };
+        assert!((c.detectable_change(1.0, f64::NAN) - (0.25f64 * 0.02).sqrt()).abs() < 1e-12);
     }
 
     #[test]
