@@ -243,3 +243,71 @@ fn a_side_without_samples_is_named() {
         (&[KERNEL.to_string()][..], &["another(int)".to_string()][..])
     );
 }
+
+/// A kernel whose cubin has no line tables (built without -lineinfo) is judged by SASS offset when both sides ran
+/// the same cubin: an offset that grew fails the comparison; with different cubins nothing is judged, and the
+/// notes say why.
+#[test]
+fn a_kernel_without_lines_is_judged_by_offset() {
+    use cutr_analyses::source::PcRow;
+    let side = |crc: u64, pcs: &[(u64, u64)]| -> SourceReport {
+        let samples = pcs.iter().map(|p| p.1).sum();
+        let rows = pcs
+            .iter()
+            .map(|&(pc_offset, n)| PcRow {
+                pc_offset,
+                location: String::new(),
+                samples: n,
+                percent: 0.0,
+                stalls: vec![("wait".into(), n)],
+                sass: String::new(),
+            })
+            .collect();
+        SourceReport {
+            files: vec!["x.cutr".into()],
+            samples,
+            kernels: vec![KernelSource {
+                name: "gemm".into(),
+                mangled: "gemm".into(),
+                cubin_crc: crc,
+                samples,
+                percent: 100.0,
+                stalls: vec![("wait".into(), samples)],
+                has_lines: false,
+                line_tables: KernelLines::Absent,
+                lines: Vec::new(),
+                pcs: rows,
+            }],
+            inputs: vec![SourceInput { collections: 1, ..Default::default() }],
+            ..Default::default()
+        }
+    };
+    // +0x10 goes from 50% to 70% of 100,000 samples.
+    let d = compare(
+        &side(7, &[(0x10, 50_000), (0x20, 50_000)]),
+        &side(7, &[(0x10, 70_000), (0x20, 30_000)]),
+        &SourceDiffOptions::default(),
+    )
+    .unwrap();
+    let k = &d.kernels[0];
+    assert_eq!((d.verdict, k.same_cubin, k.lines.len(), k.pcs.len()), (Verdict::Grew, true, 0, 2));
+    assert_eq!((k.pcs[0].pc_offset, k.pcs[0].share.change), (0x10, Change::Grew));
+    assert_eq!(
+        k.notes,
+        [
+            "base: its cubin has no line tables: build with -lineinfo for lines; offsets below",
+            "new: its cubin has no line tables: build with -lineinfo for lines; offsets below"
+        ]
+    );
+    let d = compare(
+        &side(7, &[(0x10, 50_000), (0x20, 50_000)]),
+        &side(8, &[(0x10, 70_000), (0x20, 30_000)]),
+        &SourceDiffOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((d.verdict, d.kernels[0].pcs.len()), (Verdict::Unchanged, 0));
+    assert_eq!(
+        d.kernels[0].notes[0],
+        "the sides ran different cubins (base 0x7, new 0x8) and neither has lines: nothing compared"
+    );
+}

@@ -139,8 +139,14 @@ fn kernel(name: &str, b: &Side, n: &Side) -> KernelDiff {
     }
     let mut notes: Vec<String> = Vec::new();
     if !same_cubin {
+        // Offsets of two builds name different instructions: only lines can be matched.
+        let compared = if lines.is_empty() {
+            " and neither has lines: nothing compared"
+        } else {
+            ": lines compared, SASS offsets not"
+        };
         notes.push(format!(
-            "the sides ran different cubins (base {}, new {}): lines compared, SASS offsets not",
+            "the sides ran different cubins (base {}, new {}){compared}",
             crcs(&b.cubins),
             crcs(&n.cubins)
         ));
