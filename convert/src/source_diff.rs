@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use cutr_analyses::source_diff::{self, SourceDiffOptions, Verdict};
+use cutr_analyses::source_diff::{self, NoPcSamples, SourceDiffOptions, Verdict};
 use cutr_analyses::{diff, source::SourceReport};
 use cutr_format::{ChunkType, Reader};
 use cutr_model::timing;
@@ -79,14 +79,19 @@ pub fn run(sides: &Sides, kernel: Option<String>, threshold_pp: f64, top: usize,
     {
         usage!("--kernel {name}: no sampled kernel's name contains it on either side");
     }
-    // A recording without PC samples is a wrong input, named before any other warning.
-    let d = match source_diff::compare(&b, &n, &SourceDiffOptions { threshold_pp }) {
-        Ok(d) => d,
-        Err(e) => usage!("{e}"),
-    };
+    let d = source_diff::compare(&b, &n, &SourceDiffOptions { threshold_pp });
+    // A recording without PC samples is a wrong input, named alone; a side whose samples were all lost is named
+    // after the warnings that say how.
+    if let Err(e @ NoPcSamples::NotRecorded { .. }) = &d {
+        usage!("{e}");
+    }
     timing::mark("source diff");
     warn_source_inputs(&base, &base_readers, &b);
     warn_source_inputs(&new, &new_readers, &n);
+    let d = match d {
+        Ok(d) => d,
+        Err(e) => usage!("{e}"),
+    };
     for w in &d.warnings {
         eprintln!("cupti-convert: warning: {w}");
     }

@@ -41,6 +41,22 @@ fn bad_input_is_named() {
             "cupti-convert: error: {plain}: no PC samples to compare: record it with `cupti-record --pc-sampling`"
         )]
     );
+    // A recording cut inside its PC samples: the cut is warned of, then the side is named.
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.cutr");
+    std::fs::write(&cut, &std::fs::read(fixture("source_diff/base-1.cutr")).unwrap()[..40_000]).unwrap();
+    let o = run(&["source", "--diff", path_str(&cut), &f("base-2")]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr_lines(&o);
+    assert!(err.iter().any(|l| l.contains("file ends inside pc_samples chunk #10")), "{err:?}");
+    assert_eq!(
+        err.last().unwrap(),
+        &format!(
+            "cupti-convert: error: {}: no PC sample left to compare: every one was lost or left out (the warnings \
+             say why)",
+            path_str(&cut)
+        )
+    );
     let o = run(&["source", "--diff", &f("base-1")]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(stderr_lines(&o), ["cupti-convert: error: source --diff: give BASE NEW, or --base RUN... --new RUN..."]);

@@ -234,6 +234,15 @@ fn a_side_without_samples_is_named() {
     n.inputs = vec![SourceInput::default()];
     let e = compare(&b, &n, &SourceDiffOptions::default()).unwrap_err();
     assert_eq!(e.to_string(), "plain.cutr: no PC samples to compare: record it with `cupti-record --pc-sampling`");
+    // Collections read, but every sample lost: named, not "different programs".
+    let mut lost = b.clone();
+    lost.files = vec!["cut.cutr".into()];
+    lost.kernels.clear();
+    let e = compare(&b, &lost, &SourceDiffOptions::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cut.cutr: no PC sample left to compare: every one was lost or left out (the warnings say why)"
+    );
     let mut other = b.clone();
     other.kernels[0].name = "another(int)".into();
     let d = compare(&b, &other, &SourceDiffOptions::default()).unwrap();

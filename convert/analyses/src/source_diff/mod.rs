@@ -190,15 +190,29 @@ pub struct SourceDiff {
     pub warnings: Vec<String>,
 }
 
-/// A side's recording without PC samples: nothing to compare, named.
+/// A side with no PC samples to compare, named: a recording made without `--pc-sampling`, or a side whose every
+/// sample was lost (damaged or cut chunks) or left out (no stall-reason table names them). Not "different
+/// programs": nothing says what the side ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NoPcSamples {
-    pub file: String,
+pub enum NoPcSamples {
+    /// This recording holds no PC sample collection.
+    NotRecorded { file: String },
+    /// These recordings (one side) hold collections, but no sample of them is left to count.
+    AllLost { files: Vec<String> },
 }
 
 impl std::fmt::Display for NoPcSamples {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: no PC samples to compare: record it with `cupti-record --pc-sampling`", self.file)
+        match self {
+            NoPcSamples::NotRecorded { file } => {
+                write!(f, "{file}: no PC samples to compare: record it with `cupti-record --pc-sampling`")
+            }
+            NoPcSamples::AllLost { files } => write!(
+                f,
+                "{}: no PC sample left to compare: every one was lost or left out (the warnings say why)",
+                files.join(", ")
+            ),
+        }
     }
 }
 
@@ -216,8 +230,13 @@ pub fn compare(base: &SourceReport, new: &SourceReport, opts: &SourceDiffOptions
         for (i, input) in r.inputs.iter().enumerate() {
             if input.collections == 0 && input.lost_collections == 0 {
                 let file = r.files.get(i).cloned().unwrap_or_else(|| format!("recording {}", i + 1));
-                return Err(NoPcSamples { file });
+                return Err(NoPcSamples::NotRecorded { file });
             }
+        }
+    }
+    for r in [base, new] {
+        if r.kernels.iter().all(|k| k.samples == 0) {
+            return Err(NoPcSamples::AllLost { files: r.files.clone() });
         }
     }
     Ok(build::compare(base, new, opts))
