@@ -32,7 +32,9 @@ impl Cli {
             Some(Command::Diff { files, base, new, .. }) => {
                 files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
             }
-            Some(Command::Source { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
+            Some(Command::Source { files, base, new, .. }) => {
+                files.iter().chain(base).chain(new).map(PathBuf::as_path).collect()
+            }
             Some(Command::Export { files, .. }) => files.iter().map(PathBuf::as_path).collect(),
             Some(Command::Sql { args, query, .. }) => {
                 args.iter().skip(usize::from(query.is_none())).map(Path::new).collect()
@@ -317,11 +319,32 @@ pub enum Command {
         by_rank: bool,
     },
     /// Where kernels spend their time by source line and stall reason, from a recording made with
-    /// `cupti-record --pc-sampling` (lines from the cubins it kept; no CUDA needed).
+    /// `cupti-record --pc-sampling` (lines from the cubins it kept; no CUDA needed). With --diff, what changed
+    /// between two runs line by line (docs/SOURCE_DIFF.md): exit code 3 when a line's share of its kernel's
+    /// samples grew beyond --threshold and sampling noise, 4 when no kernel is on both sides.
     Source {
-        /// Recordings (one per process).
-        #[arg(required = true)]
+        /// Recordings (one per process); with --diff, BASE NEW.
+        #[arg(required_unless_present = "base")]
         files: Vec<PathBuf>,
+        /// Compare BASE NEW (or --base RUN... --new RUN...): per kernel matched by name, each line's (and, where
+        /// both sides ran the same cubin, each SASS offset's) share of the kernel's samples and of each stall
+        /// reason, base and new, judged against sampling noise (a two-proportion z test per row, Holm-corrected,
+        /// 99% family-wise) and --threshold.
+        #[arg(long)]
+        diff: bool,
+        /// Base runs of --diff (several recordings add their samples).
+        #[arg(long, num_args = 1.., conflicts_with = "files", requires = "new")]
+        base: Vec<PathBuf>,
+        /// New runs of --diff.
+        #[arg(long, num_args = 1.., requires = "base")]
+        new: Vec<PathBuf>,
+        /// With --diff: a change of a row's share smaller than this many percentage points of its kernel's
+        /// samples is no change, however significant (run-to-run variation beyond sampling noise).
+        #[arg(long, value_name = "PP", default_value_t = cutr_analyses::source_diff::DEFAULT_THRESHOLD_PP)]
+        threshold: f64,
+        /// With --diff: print Markdown fit for a pull-request comment.
+        #[arg(long, conflicts_with_all = ["json", "csv"])]
+        markdown: bool,
         /// Only kernels whose name contains this.
         #[arg(long)]
         kernel: Option<String>,

@@ -11,6 +11,7 @@ mod docs;
 mod memory;
 mod progress;
 mod reports;
+mod source_diff;
 mod stdout;
 mod warnings;
 mod workers;
@@ -101,7 +102,27 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             reports::analyze(&files, step, &gap_threshold, format)
         }
-        Some(Command::Source { files, kernel, top, json, csv, pprof, no_sass }) => {
+        Some(Command::Source {
+            files,
+            diff,
+            base,
+            new,
+            threshold,
+            markdown,
+            kernel,
+            top,
+            json,
+            csv,
+            pprof,
+            no_sass,
+        }) => {
+            if diff || !base.is_empty() {
+                let format = source_diff::Format::of(json, csv, markdown, pprof.is_some())?;
+                return source_diff::run(&source_diff::Sides { files, base, new }, kernel, threshold, top, format);
+            }
+            if markdown {
+                cli::usage!("--markdown is for --diff (source's own report: text, --json or --csv)");
+            }
             let opts = cutr_analyses::source::SourceOptions { kernel, top, sass: !no_sass, nvdisasm: None };
             reports::source(&files, &opts, json, csv, pprof.as_deref())
         }

@@ -13,10 +13,10 @@ use crate::cli::{parse_time, usage};
 use crate::stdout;
 use crate::warnings::{input_warnings, warn};
 
-/// Exit code of `diff` when it finds a regression.
-const EXIT_REGRESSION: u8 = 3;
+/// Exit code of `diff` when it finds a regression (`source --diff`: when a line's share grew).
+pub(crate) const EXIT_REGRESSION: u8 = 3;
 /// Exit code of `diff` when the two sides are probably recordings of different programs (nothing was judged).
-const EXIT_DIFFERENT_PROGRAMS: u8 = 4;
+pub(crate) const EXIT_DIFFERENT_PROGRAMS: u8 = 4;
 
 /// The exit code of `diff` for its overall verdict.
 fn diff_exit_code(verdict: diff::Verdict) -> ExitCode {
@@ -33,7 +33,7 @@ fn open(file: &Path) -> Result<Reader> {
 }
 
 /// Opens recordings.
-fn open_all(files: &[PathBuf]) -> Result<Vec<Reader>> {
+pub(crate) fn open_all(files: &[PathBuf]) -> Result<Vec<Reader>> {
     files.iter().map(|f| open(f)).collect()
 }
 
@@ -379,7 +379,8 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
         }
         return Ok(diff_exit_code(report.verdict));
     }
-    let report = diff::diff(&b, &n, &opts);
+    let mut report = diff::diff(&b, &n, &opts);
+    crate::source_diff::link_lines(&mut report, &base, &new, opts.normalize_templates)?;
     timing::mark("diff");
     for w in &report.warnings {
         eprintln!("cupti-convert: warning: {w}");
@@ -438,32 +439,7 @@ pub fn source(
     let readers = open_all(files)?;
     let refs: Vec<&Reader> = readers.iter().collect();
     let r = source::report(&refs, opts);
-    // Each input's recovery, damaged chunks and recorded losses, said as every other command says them.
-    let mut inputs = Trace::default();
-    inputs.processes = files
-        .iter()
-        .zip(&readers)
-        .zip(&r.inputs)
-        .map(|((f, reader), input)| Process {
-            path: f.clone(),
-            loss: reader.loss().cloned().unwrap_or_default(),
-            problems: input.problems.clone(),
-            recovery: reader.recovery().cloned(),
-            ..Default::default()
-        })
-        .collect();
-    warn_all(&inputs);
-    for (f, input) in files.iter().zip(&r.inputs) {
-        for w in input.warnings() {
-            warn(f, &w);
-        }
-        if input.collections == 0 && input.lost_collections == 0 {
-            warn(f, "no PC samples: record with `cupti-record --pc-sampling`");
-        }
-    }
-    for w in &r.warnings {
-        eprintln!("cupti-convert: warning: {w}");
-    }
+    warn_source_inputs(files, &readers, &r);
     // `--pprof -` puts the profile on standard output, and nothing else there.
     if pprof != Some(Path::new("-")) {
         if json {
@@ -508,6 +484,36 @@ pub fn source(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each input's recovery, damaged chunks, recorded losses and PC-sample losses, said as every other command says
+/// them, and the report's own warnings (`source`, `source --diff`).
+pub(crate) fn warn_source_inputs(files: &[PathBuf], readers: &[Reader], r: &cutr_analyses::source::SourceReport) {
+    let mut inputs = Trace::default();
+    inputs.processes = files
+        .iter()
+        .zip(readers)
+        .zip(&r.inputs)
+        .map(|((f, reader), input)| Process {
+            path: f.clone(),
+            loss: reader.loss().cloned().unwrap_or_default(),
+            problems: input.problems.clone(),
+            recovery: reader.recovery().cloned(),
+            ..Default::default()
+        })
+        .collect();
+    warn_all(&inputs);
+    for (f, input) in files.iter().zip(&r.inputs) {
+        for w in input.warnings() {
+            warn(f, &w);
+        }
+        if input.collections == 0 && input.lost_collections == 0 {
+            warn(f, "no PC samples: record with `cupti-record --pc-sampling`");
+        }
+    }
+    for w in &r.warnings {
+        eprintln!("cupti-convert: warning: {w}");
+    }
 }
 
 pub fn generate(output: &Path, opts: SynthOptions) -> Result<ExitCode> {

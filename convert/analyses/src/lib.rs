@@ -12,4 +12,5 @@ pub mod info;
 mod info_verify;
 pub mod ranks;
 pub mod source;
+pub mod source_diff;
 pub mod stats;

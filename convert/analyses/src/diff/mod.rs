@@ -19,6 +19,7 @@
 
 mod by_rank;
 mod judge;
+mod lines;
 mod render;
 mod samples;
 mod stats;
@@ -32,6 +33,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 pub use by_rank::{ByRankReport, RankDiff, diff_by_rank};
+pub use lines::{MovedLine, link_source_lines};
 pub use render::{render_by_rank_markdown, render_by_rank_text, render_markdown, render_text};
 pub use samples::Moments;
 pub use um::UmChange;
@@ -135,6 +137,10 @@ pub struct Row {
     pub verdict: Verdict,
     /// Why, in words.
     pub reason: String,
+    /// A kernel that regressed or improved: the source lines whose share of its PC samples moved, when both
+    /// sides have PC samples ([`link_source_lines`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub moved_lines: Vec<MovedLine>,
 }
 
 /// A kernel (or range) that ran a different number of times.
@@ -371,6 +377,7 @@ fn row(section: &'static str, name: &str, b: &Side, n: &Side, base_gpu: f64, opt
         share_pct: share,
         verdict,
         reason,
+        moved_lines: Vec::new(),
     }
 }
 
@@ -446,6 +453,7 @@ fn total_row(b: &[Run], n: &[Run], opts: &DiffOptions) -> Row {
         share_pct: 100.0,
         verdict,
         reason,
+        moved_lines: Vec::new(),
     }
 }
 
@@ -481,6 +489,7 @@ fn span_row(b: &[Run], n: &[Run], opts: &DiffOptions) -> Row {
         share_pct: 0.0,
         verdict,
         reason,
+        moved_lines: Vec::new(),
     }
 }
 

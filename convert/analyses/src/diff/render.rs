@@ -76,7 +76,7 @@ pub fn render_text(r: &Report, show_all: bool) -> String {
     for row in shown(r, show_all) {
         let _ = writeln!(
             o,
-            "{:>12} {:>7} {:>12} {:>12} {:>13} {:>8} {:>16}  {} [{} -> {}]: {}",
+            "{:>12} {:>7} {:>12} {:>12} {:>13} {:>8} {:>16}  {} [{} -> {}]: {}{}",
             row.verdict.as_str(),
             row.section,
             fmt::duration_ns(row.base_mean_ns.round() as u64),
@@ -87,7 +87,8 @@ pub fn render_text(r: &Report, show_all: bool) -> String {
             shorten(&row.name, 100),
             counts(&row.base_count),
             counts(&row.new_count),
-            row.reason
+            row.reason,
+            super::lines::moved_text(&row.moved_lines)
         );
     }
     let hidden = r.rows.len() - shown(r, show_all).count();
@@ -163,7 +164,7 @@ pub fn render_markdown(r: &Report, top: usize) -> String {
             interval(row),
             counts(&row.base_count),
             counts(&row.new_count),
-            row.reason.replace('|', "\\|")
+            format!("{}{}", row.reason, super::lines::moved_text(&row.moved_lines)).replace('|', "\\|")
         );
     }
     let hidden = r.rows.len() - shown(r, false).take(top).count();
