@@ -10,11 +10,13 @@ use cutr_tests::repo;
 /// The documents a newcomer reads.
 const DOCS: &[&str] = &[
     "README.md",
+    "docs/ANALYZE.md",
     "docs/ARCHITECTURE.md",
     "docs/BENCHMARKS.md",
     "docs/CI.md",
     "docs/FLEET.md",
     "docs/FORMAT.md",
+    "docs/SOURCE_DIFF.md",
     "docs/TABLES.md",
     "docs/reference/conventions.md",
     "fixtures/README.md",
