@@ -51,6 +51,9 @@ pub struct InfoReport {
     pub host: String,
     pub pid: u32,
     pub command_line: Vec<String>,
+    /// A split recording's part (`cupti-record --split`): which run and which part; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<cutr_model::runs::RunPart>,
     pub session_start: Option<String>,
     /// Earliest and latest record timestamp (CUPTI clock, ns) and the span between them.
     pub first_timestamp_ns: u64,
@@ -179,6 +182,7 @@ pub fn report(reader: &Reader) -> InfoReport {
         host: meta.host.clone(),
         pid: meta.pid,
         command_line: meta.command_line.clone(),
+        split: cutr_model::runs::RunPart::of(&meta),
         session_start: (meta.start_unix_ns != 0).then(|| fmt::rfc3339_ns(meta.start_unix_ns)),
         first_timestamp_ns: t_min,
         last_timestamp_ns: t_max,
@@ -249,6 +253,9 @@ pub fn render_text(r: &InfoReport) -> String {
     );
     if !r.host.is_empty() || r.pid != 0 {
         line(&mut o, "session", format!("pid {} on {}: {}", r.pid, r.host, r.command_line.join(" ")));
+    }
+    if let Some(p) = &r.split {
+        line(&mut o, "split", format!("part {} of run {} (read the run's parts together as one recording)", p.part, p.run));
     }
     if let Some(s) = &r.session_start {
         line(&mut o, "started", s.clone());

@@ -18,6 +18,7 @@ use crate::ids::{NameId, ProcId};
 use crate::nvtx::pair_markers;
 use crate::recorder_threads::{GpuRowsBefore, RecorderThreads};
 use crate::rows::ApiCall;
+use crate::runs;
 use crate::stall_rates::{self, FileStalls};
 use crate::timebase::ClockCheck;
 use crate::timing::{self, timed, timed_with};
@@ -181,9 +182,19 @@ pub fn load_prefetched(
     let mut per_kind: HashMap<u32, u64> = HashMap::new();
     let mut prefetched = Some(prefetched);
     let mut stalls = Vec::with_capacity(paths.len());
-    for (i, (path, r)) in paths.iter().zip(readers).enumerate() {
+    // The parts of a split recording are one process, loaded in part order on its first part's time base.
+    let grouping = runs::group(readers);
+    for &(i, proc) in &grouping.order {
+        let (path, r) = (&paths[i], &readers[i]);
         let ahead = if i == 0 { prefetched.take().unwrap_or_default() } else { Prefetched::default() };
-        stalls.push(load_file(&mut trace, &mut per_kind, ProcId(i as u16), path, r, &opts.filter, ahead)?);
+        let first = trace.processes.get(proc.index()).map(|p| p.time);
+        let graphs_before = trace.graphs.pending.events.len();
+        let (file_stalls, process) = load_file(&mut trace, &mut per_kind, proc, path, r, &opts.filter, ahead, first)?;
+        stalls.push(file_stalls);
+        runs::add_file(&mut trace, proc, process, graphs_before);
+    }
+    for (proc, w) in grouping.warnings {
+        trace.processes[proc.index()].warnings.push(w);
     }
     trace.records_per_kind = per_kind.into_iter().collect();
     trace.records_per_kind.sort();
@@ -201,8 +212,10 @@ type WindowRows = Vec<Result<ChunkRows, ChunkError>>;
 /// Decoded chunks waiting for their window, by chunk sequence number.
 type Ahead = HashMap<u32, Result<DecodedBuffer, ChunkError>>;
 
-/// Decodes one file's activity chunks into `trace` and adds the file to its processes. Returns its PC samples,
-/// to be drawn once every file's kernels are loaded.
+/// Decodes one file's activity chunks into `trace`. Returns its PC samples, to be drawn once every file's kernels
+/// are loaded, and the file as a process (or as a later part of a split recording's: `time`, its first part's
+/// time base).
+#[allow(clippy::too_many_arguments)]
 fn load_file(
     trace: &mut Trace,
     per_kind: &mut HashMap<u32, u64>,
@@ -211,7 +224,8 @@ fn load_file(
     r: &Reader,
     filter: &Filter,
     ahead: Prefetched,
-) -> Result<FileStalls, LoadError> {
+    time: Option<crate::timebase::TimeBase>,
+) -> Result<(FileStalls, Process), LoadError> {
     let mut warnings = Vec::new();
     let (meta, layouts) = match (r.metadata_shared(), r.layouts()) {
         (Some(meta), Some(layouts)) => (meta.clone(), layouts.clone()),
@@ -228,7 +242,7 @@ fn load_file(
     };
     let layouts = &layouts;
     let clocks = ClockCheck::of_reader(r);
-    let time = clocks.time;
+    let time = time.unwrap_or(clocks.time);
     warnings.extend(clocks.warnings());
     let recorder = RecorderThreads::of(r.thread_names());
     let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter, recorder };
@@ -292,8 +306,9 @@ fn load_file(
     let api_names = index_external_and_ranges(trace, proc, markers, external, filter, &meta, &mut stats);
     problems.sort_by_key(|p| format!("{p}"));
     trace.stats.add(&stats);
-    trace.processes.push(Process {
+    let process = Process {
         path: path.to_path_buf(),
+        parts: Vec::new(),
         pid: meta.pid,
         time,
         loss: r.loss().cloned().unwrap_or_default(),
@@ -305,8 +320,8 @@ fn load_file(
         thread_names: r.thread_names().clone(),
         rank_given: None,
         meta,
-    });
-    Ok(stalls)
+    };
+    Ok((stalls, process))
 }
 
 /// Counts the chunks the reader found damaged or cut (of any type), and the records claimed by the activity

@@ -7,6 +7,11 @@ use std::sync::Mutex;
 
 use cutr_format::CounterSamples;
 
+/// The most closed windows kept: a capture range hit every step for hours would otherwise grow the list without
+/// end. Counter samples arrive within a flush period of being taken, so only the latest windows are ever asked
+/// about; a sample older than every window kept is left out (counted as outside, as any sample outside is).
+pub(super) const MAX_WINDOWS: usize = 4096;
+
 /// Windows of recording, in CUPTI's time: closed ones and the one open now.
 pub(super) struct Windows {
     state: Mutex<State>,
@@ -33,6 +38,10 @@ impl Windows {
     pub(super) fn close(&self, t: u64) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(from) = s.open.take() {
+            if s.closed.len() >= MAX_WINDOWS {
+                let excess = s.closed.len() + 1 - MAX_WINDOWS;
+                s.closed.drain(..excess);
+            }
             s.closed.push((from, t.max(from)));
         }
     }
