@@ -183,4 +183,20 @@ mod tests {
         go.send(()).unwrap();
         t.join().unwrap();
     }
+
+    /// Scans over a long run write a live thread's name once; a new part gets every name written before.
+    #[test]
+    fn a_name_is_written_once_and_a_new_part_gets_them_all() {
+        let mut names = ThreadNames::default();
+        let first = names.changed();
+        let me = crate::ffi::os::thread_id();
+        assert!(first.iter().any(|(t, _)| *t == me));
+        for _ in 0..2_000 {
+            assert!(!names.changed().iter().any(|(t, _)| *t == me));
+        }
+        names.write_all_again();
+        let again = names.changed();
+        assert!(first.iter().all(|(t, _)| again.iter().any(|(a, _)| a == t)), "{first:?} {again:?}");
+        assert_eq!(names.len(), again.len());
+    }
 }

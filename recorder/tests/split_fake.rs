@@ -54,7 +54,13 @@ fn config(output: &Path, split: Option<SplitLimit>) -> Config {
 }
 
 /// Records `b` (one buffer at a time, with pauses for periodic flushes) and returns the summary.
-fn record(output: &Path, split: Option<SplitLimit>, cupti: FakeCupti, h: &cutr_recorder::fake::FakeHandle, b: &Buffers) -> Summary {
+fn record(
+    output: &Path,
+    split: Option<SplitLimit>,
+    cupti: FakeCupti,
+    h: &cutr_recorder::fake::FakeHandle,
+    b: &Buffers,
+) -> Summary {
     let rec = Recorder::start_with(Box::new(cupti), config(output, split)).unwrap();
     for (i, (bytes, &n)) in b.bytes.iter().zip(&b.counts).enumerate() {
         assert_eq!(h.deliver(bytes, n), Delivery::Written);
@@ -109,7 +115,8 @@ fn a_split_run_is_complete_parts_whose_records_sum_to_the_run() {
         got.extend(r.par_map_activity(|_, d| d.unwrap().to_original()));
         // Every kernel name in the part resolves from the part's own strings.
         let layouts = r.layouts().unwrap().clone();
-        let name = cutr_format::records::FieldReader::new(layouts.get(kinds::CONCURRENT_KERNEL).unwrap(), "name").unwrap();
+        let name =
+            cutr_format::records::FieldReader::new(layouts.get(kinds::CONCURRENT_KERNEL).unwrap(), "name").unwrap();
         let mut kernels = 0;
         for c in r.activity_chunks() {
             let d = r.decode_activity(c).unwrap();
@@ -179,7 +186,7 @@ fn the_parts_read_together_are_the_run_recorded_whole() {
     let mut shuffled = parts.clone();
     shuffled.reverse();
     let together = load(&shuffled);
-    let recorded_whole = load(&[whole.path.clone()]);
+    let recorded_whole = load(std::slice::from_ref(&whole.path));
     assert_eq!(together.processes.len(), 1);
     let p = &together.processes[0];
     assert_eq!(cutr_model::runs::files_of(p), parts);
@@ -213,4 +220,36 @@ fn the_parts_read_together_are_the_run_recorded_whole() {
     // A missing part is said.
     let gap = load(&[parts[0].clone(), parts[2].clone()]);
     assert_eq!(gap.processes[0].warnings, ["parts of this split recording are missing: 2"]);
+}
+
+/// By time: a part every 300 ms over a run of about a second; an empty tail part is a complete file too.
+#[test]
+fn a_run_split_by_time_starts_a_part_when_its_time_is_up() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    let b = buffers(&h, 20_000);
+    let split = Some(SplitLimit::Every(Duration::from_millis(300)));
+    let rec = Recorder::start_with(Box::new(cupti), config(&dir.path().join("t-%p-%n.cutr"), split)).unwrap();
+    let t0 = std::time::Instant::now();
+    for (bytes, &n) in b.bytes.iter().zip(&b.counts) {
+        assert_eq!(h.deliver(bytes, n), Delivery::Written);
+        std::thread::sleep(Duration::from_millis(1100) / b.bytes.len() as u32);
+    }
+    let summary = rec.stop().unwrap();
+    let elapsed = t0.elapsed();
+    let files = parts_in(dir.path());
+    // A boundary every 300 ms, checked at each message (the flush every 20 ms brings one).
+    let expected = (elapsed.as_millis() / 300) as usize + 1;
+    assert!((expected - 1..=expected).contains(&files.len()), "{} parts in {elapsed:?}", files.len());
+    assert_eq!(summary.parts as usize, files.len());
+    let mut records = 0;
+    for (i, f) in files.iter().enumerate() {
+        let name = format!("t-{}-{:03}.cutr", std::process::id(), i + 1);
+        assert_eq!(f.file_name().unwrap().to_str().unwrap(), name);
+        let r = Reader::open(f).unwrap();
+        assert!(r.clean_close() && r.loss().unwrap().is_final);
+        records += r.activity_chunks().map(|c| c.header.record_count as u64).sum::<u64>();
+    }
+    assert_eq!(records, b.counts.iter().sum::<u64>());
 }

@@ -255,7 +255,11 @@ pub fn render_text(r: &InfoReport) -> String {
         line(&mut o, "session", format!("pid {} on {}: {}", r.pid, r.host, r.command_line.join(" ")));
     }
     if let Some(p) = &r.split {
-        line(&mut o, "split", format!("part {} of run {} (read the run's parts together as one recording)", p.part, p.run));
+        line(
+            &mut o,
+            "split",
+            format!("part {} of run {} (read the run's parts together as one recording)", p.part, p.run),
+        );
     }
     if let Some(s) = &r.session_start {
         line(&mut o, "started", s.clone());

@@ -76,7 +76,11 @@ pub(crate) fn group(readers: &[Reader]) -> Grouping {
         if files.len() > 1 {
             let numbers: Vec<u32> = files.iter().map(|f| f.0).collect();
             if numbers.windows(2).any(|w| w[0] == w[1]) {
-                out.warnings.push((proc, "a part of this split recording was given more than once: its records are counted once per copy".into()));
+                out.warnings.push((
+                    proc,
+                    "a part of this split recording was given more than once: its records are counted once per copy"
+                        .into(),
+                ));
             }
             let (first, last) = (numbers[0], numbers[numbers.len() - 1]);
             let missing: Vec<u32> = (first..=last).filter(|n| !numbers.contains(n)).collect();

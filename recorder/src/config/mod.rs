@@ -177,18 +177,18 @@ impl Config {
         Ok(())
     }
 
-    /// [`Config::validate`] and what a session needs of `--split`: kept apart from the variables' checks so that
-    /// every option can be set at once in the round trip of the tests. `--split` needs `%n` in the output path (else every part would have one name), and no `--ring` (a
+    /// What a session needs of `--split`, checked at start and by the launcher, apart from [`Config::validate`]
+    /// (which the round trip of every option at once must pass). `--split` needs `%n` in the output path (else every part would have one name), and no `--ring` (a
     /// flight recorder keeps a window in memory and writes it whole: there is no stream of records to cut).
     pub fn validate_split(&self) -> Result<(), ConfigError> {
         if self.split.is_some() && !has_part_number(&self.output) {
             return Err(invalid(
-                "CUTR_SPLIT",
+                "--split",
                 format!("the output path '{}' has no %n for the part number (e.g. -o run-%n.cutr)", self.output),
             ));
         }
         if self.split.is_some() && self.ring.is_some() {
-            return Err(invalid("CUTR_SPLIT", "--split and --ring cannot be combined: a flight recording is one window"));
+            return Err(invalid("--split", "--split and --ring cannot be combined: a flight recording is one window"));
         }
         Ok(())
     }

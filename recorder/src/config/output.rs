@@ -29,21 +29,20 @@ impl SplitLimit {
             _ => None,
         };
         if let Some(scale) = scale {
-            let v: f64 = num.parse().map_err(|_| format!("--split '{s}': not a time"))?;
-            let d = Duration::try_from_secs_f64(v * scale).map_err(|_| format!("--split '{s}': out of range"))?;
+            let v: f64 = num.parse().map_err(|_| format!("'{s}': not a time"))?;
+            let d = Duration::try_from_secs_f64(v * scale).map_err(|_| format!("'{s}': out of range"))?;
             if d < MIN_SPLIT_TIME {
-                return Err(format!("--split '{s}': parts shorter than 1s"));
+                return Err(format!("'{s}': parts shorter than 1s"));
             }
             return Ok(SplitLimit::Every(d));
         }
         if unit.is_empty() {
-            return Err(format!("--split '{s}': give a unit: a time (30s, 1m, 1h) or a size (500M, 2G)"));
+            return Err(format!("'{s}': give a unit: a time (30s, 1m, 1h) or a size (500M, 2G)"));
         }
         let bytes = crate::units::parse_size(t)
-            .map_err(|_| format!("--split '{s}': use a time (30s, 1m, 1h) or a size (500M, 2G)"))?
-            as u64;
+            .map_err(|_| format!("'{s}': use a time (30s, 1m, 1h) or a size (500M, 2G)"))? as u64;
         if bytes < MIN_SPLIT_BYTES {
-            return Err(format!("--split '{s}': parts smaller than 1M"));
+            return Err(format!("'{s}': parts smaller than 1M"));
         }
         Ok(SplitLimit::Bytes(bytes))
     }
@@ -91,11 +90,8 @@ pub fn expand_output_part(template: &str, pid: u32, host: &str, part: u32) -> St
 pub fn has_part_number(template: &str) -> bool {
     let mut chars = template.chars();
     while let Some(c) = chars.next() {
-        if c == '%' {
-            match chars.next() {
-                Some('n') => return true,
-                Some(_) | None => {}
-            }
+        if c == '%' && chars.next() == Some('n') {
+            return true;
         }
     }
     false
@@ -116,10 +112,13 @@ mod tests {
         for l in [SplitLimit::Bytes(3 << 20), SplitLimit::Every(Duration::from_millis(2500))] {
             assert_eq!(SplitLimit::parse(&l.to_arg()), Ok(l));
         }
-        assert_eq!(SplitLimit::parse("100").unwrap_err(), "--split '100': give a unit: a time (30s, 1m, 1h) or a size (500M, 2G)");
-        assert_eq!(SplitLimit::parse("0.5s").unwrap_err(), "--split '0.5s': parts shorter than 1s");
-        assert_eq!(SplitLimit::parse("512K").unwrap_err(), "--split '512K': parts smaller than 1M");
-        assert_eq!(SplitLimit::parse("3x").unwrap_err(), "--split '3x': use a time (30s, 1m, 1h) or a size (500M, 2G)");
+        assert_eq!(
+            SplitLimit::parse("100").unwrap_err(),
+            "'100': give a unit: a time (30s, 1m, 1h) or a size (500M, 2G)"
+        );
+        assert_eq!(SplitLimit::parse("0.5s").unwrap_err(), "'0.5s': parts shorter than 1s");
+        assert_eq!(SplitLimit::parse("512K").unwrap_err(), "'512K': parts smaller than 1M");
+        assert_eq!(SplitLimit::parse("3x").unwrap_err(), "'3x': use a time (30s, 1m, 1h) or a size (500M, 2G)");
     }
 
     #[test]

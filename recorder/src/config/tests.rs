@@ -40,7 +40,7 @@ fn a_split_needs_a_part_number_and_no_ring() {
     let no_n = Config { split, ..Config::default() };
     assert_eq!(
         no_n.validate_split().unwrap_err().to_string(),
-        "CUTR_SPLIT: the output path 'cutr-%p.cutr' has no %n for the part number (e.g. -o run-%n.cutr)"
+        "--split: the output path 'cutr-%p.cutr' has no %n for the part number (e.g. -o run-%n.cutr)"
     );
     let ring = Config {
         split,
@@ -50,7 +50,7 @@ fn a_split_needs_a_part_number_and_no_ring() {
     };
     assert_eq!(
         ring.validate_split().unwrap_err().to_string(),
-        "CUTR_SPLIT: --split and --ring cannot be combined: a flight recording is one window"
+        "--split: --split and --ring cannot be combined: a flight recording is one window"
     );
     assert_eq!(Config { split, output: "run-%n.cutr".into(), ..Config::default() }.validate_split(), Ok(()));
     // %n without --split: one file, part 1.
@@ -304,5 +304,5 @@ fn the_table_is_consistent() {
             assert!(matches!(longs[r].1.flag.unwrap().takes, Takes::Switch(_)), "--{} implies --{r}", f.long);
         }
     }
-    assert_eq!((OPTIONS.len(), longs.len()), (32, 29));
+    assert_eq!((OPTIONS.len(), longs.len()), (33, 30));
 }

@@ -51,7 +51,10 @@ pub(crate) struct Session {
     pub(crate) pool: BufferPool,
     tx: Sender<Msg>,
     pub(crate) pid: u32,
+    /// The output (with `--split`, the first part).
     pub(crate) path: PathBuf,
+    /// The file being written now (with `--split`, the part; set by the writer at each boundary).
+    writing: Mutex<PathBuf>,
     /// Set once the end has begun: completed buffers are then still written, new requests refused.
     finishing: AtomicBool,
     finished: AtomicBool,
@@ -192,6 +195,7 @@ fn start_subscribed(
         config,
         tx,
         pid,
+        writing: Mutex::new(path.clone()),
         path,
         finishing: AtomicBool::new(false),
         finished: AtomicBool::new(false),
@@ -536,7 +540,7 @@ impl Session {
         } else {
             self.note(format!(
                 "the writer did not finish within {timeout:?}; {} may lack its footer",
-                self.path.display()
+                self.writing.lock().unwrap_or_else(|e| e.into_inner()).display()
             ));
         }
         summary
@@ -566,7 +570,10 @@ impl crate::controls::control::Controlled for Session {
         };
         match result {
             Ok(Some(dump)) => format!("ok: dumped the flight recorder's window to {}", dump.display()),
-            Ok(None) => format!("ok: recording {} to {}", if s.recording() { "on" } else { "off" }, s.path.display()),
+            Ok(None) => {
+                let writing = s.writing.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                format!("ok: recording {} to {}", if s.recording() { "on" } else { "off" }, writing.display())
+            }
             Err(e) => format!("error: {e}"),
         }
     }

@@ -110,4 +110,19 @@ mod tests {
         assert_eq!(w.retain(&mut c), 0);
         assert_eq!(c.len(), 2);
     }
+
+    /// A range toggled every step for hours keeps the latest windows only; a sample in them is still kept.
+    #[test]
+    fn the_latest_windows_are_kept() {
+        let w = Windows::new(None);
+        for i in 0..100_000u64 {
+            w.open(i * 10);
+            w.close(i * 10 + 5);
+        }
+        assert_eq!(w.state.lock().unwrap().closed.len(), MAX_WINDOWS);
+        assert_eq!(w.state.lock().unwrap().closed[0], ((100_000 - 4096) * 10, (100_000 - 4096) * 10 + 5));
+        let mut c = samples(&[(999_990, 999_995), (10, 15)]);
+        assert_eq!(w.retain(&mut c), 1);
+        assert_eq!(c.t_start, [999_990]);
+    }
 }

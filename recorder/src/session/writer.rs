@@ -537,3 +537,47 @@ fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
         graph_events: st.graph_events,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeCupti;
+
+    /// 100,000 buffers naming the same kernels keep the table at the pointers they use, and write each text once.
+    #[test]
+    fn repeating_names_keep_the_intern_table_at_a_fixed_size() {
+        let (_cupti, h) = FakeCupti::new(130001);
+        let mut s = cutr_synth::Synth::new(cutr_synth::SynthOptions {
+            records: 4_000,
+            buffer_bytes: 16 << 10,
+            ..Default::default()
+        })
+        .unwrap();
+        let layouts = s.layouts().clone();
+        let (mut buffers, mut texts) = (Vec::new(), HashMap::new());
+        while let Some(b) = s.next_buffer() {
+            texts.extend(b.new_strings);
+            buffers.push(b.bytes);
+        }
+        for b in &mut buffers {
+            h.realize_strings(b, &texts);
+        }
+        let mut interner = Interner::new(StringPointerPlan::new(&layouts));
+        let mut unresolved = 0;
+        let mut written = 0;
+        let mut sizes = Vec::new();
+        for i in 0..100_000 {
+            written += interner.new_strings(&buffers[i % buffers.len()], &mut unresolved).len();
+            if i % 10_000 == 9_999 {
+                sizes.push(interner.len());
+            }
+        }
+        let distinct: std::collections::HashSet<&String> = texts.values().collect();
+        assert!(sizes.iter().all(|&n| n == sizes[0]), "{sizes:?}");
+        assert_eq!(written, sizes[0]);
+        assert!(written <= distinct.len() && written > 0, "{written} of {}", distinct.len());
+        assert_eq!((unresolved, interner.resets), (0, 0));
+        interner.forget();
+        assert!(!interner.new_strings(&buffers[0], &mut unresolved).is_empty(), "written again after forget");
+    }
+}

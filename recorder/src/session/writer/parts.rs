@@ -121,6 +121,7 @@ fn roll(s: &Session, st: &mut WriterState) {
         }
     };
     let old = std::mem::replace(&mut st.w, w);
+    *s.writing.lock().unwrap_or_else(|e| e.into_inner()) = path.clone();
     let old_path = std::mem::replace(&mut st.path, path);
     end_part(s, st, old);
     let parts = st.parts.as_mut().expect("checked");
