@@ -164,3 +164,36 @@ fn drop_repeated_graph_events(events: &mut Vec<(ProcId, GraphEvent)>, from: usiz
 pub fn files_of(p: &Process) -> Vec<PathBuf> {
     std::iter::once(p.path.clone()).chain(p.parts.iter().cloned()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(config: &[(&str, &str)]) -> SessionMetadata {
+        let config = config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        SessionMetadata { config, ..Default::default() }
+    }
+
+    #[test]
+    fn a_part_is_named_by_its_run_and_number_and_nothing_else_is_one() {
+        let part = RunPart::of(&meta(&[("split", "60s"), (RUN_KEY, "5f0c1d2e3f405162"), (PART_KEY, "3")]));
+        assert_eq!(part, Some(RunPart { run: "5f0c1d2e3f405162".into(), part: 3 }));
+        assert_eq!(RunPart::of(&meta(&[("split", "")])), None);
+        assert_eq!(RunPart::of(&meta(&[(RUN_KEY, "ab"), (PART_KEY, "0")])), None, "parts count from 1");
+        assert_eq!(RunPart::of(&meta(&[(RUN_KEY, "ab"), (PART_KEY, "x")])), None);
+        assert_eq!(RunPart::of(&meta(&[(RUN_KEY, ""), (PART_KEY, "1")])), None);
+    }
+
+    #[test]
+    fn a_later_parts_copies_of_graph_events_are_dropped_and_its_own_kept() {
+        use cutr_format::GraphEventKind;
+        let ev = |t: u64, node: u64| GraphEvent { node, ..GraphEvent::new(GraphEventKind::NodeCreated, t, 7) };
+        let (a, b) = (ProcId(0), ProcId(1));
+        let mut events = vec![(a, ev(10, 1)), (b, ev(10, 1)), (a, ev(20, 2))];
+        // Part 2 of process a: a copy of both of a's events, one new; b's event is another process's.
+        events.extend([(a, ev(10, 1)), (a, ev(20, 2)), (a, ev(30, 3))]);
+        assert_eq!(drop_repeated_graph_events(&mut events, 3, a), 2);
+        let kept: Vec<(u16, u64)> = events.iter().map(|(p, e)| (p.0, e.timestamp)).collect();
+        assert_eq!(kept, [(0, 10), (1, 10), (0, 20), (0, 30)]);
+    }
+}
