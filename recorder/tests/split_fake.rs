@@ -253,3 +253,47 @@ fn a_run_split_by_time_starts_a_part_when_its_time_is_up() {
     }
     assert_eq!(records, b.counts.iter().sum::<u64>());
 }
+
+/// Graph structure recorded in the first part is in every part after it (a replay there needs it), and the parts
+/// read together count it once.
+#[test]
+fn graph_structure_is_carried_into_every_part_and_counted_once() {
+    use cutr_recorder::ffi::subscriber::{self as sub, GraphData};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (cupti, h) = FakeCupti::new(130001);
+    let b = buffers(&h, 60_000);
+    let cfg =
+        Config { graph_context: Some(8), ..config(&dir.path().join("g-%n.cutr"), Some(SplitLimit::Bytes(96 << 10))) };
+    let rec = Recorder::start_with(Box::new(cupti), cfg).unwrap();
+    // Graph 6: two nodes, the second depending on the first.
+    let node = |i: u64| GraphData { graph: 6, node: (6 << 32) + i, ..Default::default() };
+    h.graph_callback(sub::CBID_GRAPH_CREATED, GraphData { graph: 6, ..Default::default() });
+    h.graph_callback(sub::CBID_GRAPHNODE_CREATE_STARTING, node(0));
+    h.graph_callback(sub::CBID_GRAPHNODE_CREATE_STARTING, node(1));
+    h.graph_callback(sub::CBID_GRAPHNODE_DEPENDENCY_CREATED, GraphData { dependency: 6 << 32, ..node(1) });
+    std::thread::sleep(Duration::from_millis(100)); // a flush writes them into the first part
+    for (bytes, &n) in b.bytes.iter().zip(&b.counts) {
+        assert_eq!(h.deliver(bytes, n), Delivery::Written);
+    }
+    let summary = rec.stop().unwrap();
+    assert_eq!(summary.graph_events, 4, "each event counted once in the summary");
+    let parts = parts_in(dir.path());
+    assert!(parts.len() >= 3, "{parts:?}");
+    for p in &parts {
+        let (chunks, problems) = Reader::open(p).unwrap().graph_events();
+        assert!(problems.is_empty());
+        let events: usize = chunks.iter().map(|c| c.events.len()).sum();
+        assert_eq!(events, 4, "{p:?}");
+        // Each part alone has the graph whole.
+        let t = load(std::slice::from_ref(p));
+        assert_eq!((t.graphs.graphs.len(), t.graphs.nodes.len(), t.graphs.edges.len()), (1, 2, 1), "{p:?}");
+        // No API call made the nodes (the fake makes them outside any): both counted, in each part alone.
+        assert_eq!(t.stats.graph_nodes_without_api, 2, "{p:?}");
+    }
+    let t = load(&parts);
+    assert_eq!((t.graphs.graphs.len(), t.graphs.nodes.len(), t.graphs.edges.len()), (1, 2, 1));
+    assert_eq!(t.stats.graph_events_lost, 0);
+    // Counted once, not once per part that carries them.
+    assert_eq!(t.stats.graph_nodes_without_api, 2);
+}
