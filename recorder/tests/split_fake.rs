@@ -200,6 +200,20 @@ fn the_parts_read_together_are_the_run_recorded_whole() {
     assert_eq!(names.values().map(|v| v.0).sum::<u64>(), together.kernels.len() as u64);
     assert_eq!(together.apis.len(), recorded_whole.apis.len());
     assert_eq!(together.ranges.len(), recorded_whole.ranges.len());
+    // NVTX ranges open across a boundary pair up, and every part's PyTorch op ids are found.
+    let nvtx = |t: &cutr_model::Trace| (t.stats.nvtx_ends_without_start, t.stats.nvtx_unclosed_ranges);
+    assert_eq!(nvtx(&together), nvtx(&recorded_whole));
+    let durations = |t: &cutr_model::Trace| {
+        let mut d: BTreeMap<(String, u64), u64> = BTreeMap::new();
+        for r in &t.ranges {
+            *d.entry((t.names.get(r.name).to_string(), r.end - r.start)).or_default() += 1;
+        }
+        d
+    };
+    assert_same(&durations(&together), &durations(&recorded_whole));
+    let op_ids = |t: &cutr_model::Trace| t.external.count_where(|_, v| v.0 != 0);
+    assert_eq!(op_ids(&together), op_ids(&recorded_whole));
+    assert!(op_ids(&together) > 0);
     assert_eq!(together.stats.gpu_without_api, recorded_whole.stats.gpu_without_api);
     assert_eq!(together.stats.external_without_api, recorded_whole.stats.external_without_api);
     assert_eq!(p.loss, cutr_format::LossCounters { is_final: true, ..Default::default() });
