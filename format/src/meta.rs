@@ -353,6 +353,44 @@ impl LossCounters {
             && self.counter_samples_lost == 0
     }
 
+    /// Adds another report's counts and its notes not already here: the loss of a recording split into parts
+    /// (`cupti-record --split`, each part reporting its own) is the sum of its parts'. `is_final` stays this
+    /// report's own.
+    pub fn add(&mut self, other: &LossCounters) {
+        // Named one by one (no `..`): a counter added to the struct must be added here too.
+        let LossCounters {
+            cupti_dropped_records,
+            refused_buffers,
+            zero_timestamp_records,
+            inverted_timestamp_records,
+            write_failures,
+            records_lost_in_write_failures,
+            unparsed_bytes,
+            unresolved_strings,
+            pc_samples_dropped,
+            pc_collections_buffer_full,
+            counter_samples_lost,
+            is_final: _,
+            notes,
+        } = other;
+        self.cupti_dropped_records += cupti_dropped_records;
+        self.refused_buffers += refused_buffers;
+        self.zero_timestamp_records += zero_timestamp_records;
+        self.inverted_timestamp_records += inverted_timestamp_records;
+        self.write_failures += write_failures;
+        self.records_lost_in_write_failures += records_lost_in_write_failures;
+        self.unparsed_bytes += unparsed_bytes;
+        self.unresolved_strings += unresolved_strings;
+        self.pc_samples_dropped += pc_samples_dropped;
+        self.pc_collections_buffer_full += pc_collections_buffer_full;
+        self.counter_samples_lost += counter_samples_lost;
+        for n in notes {
+            if !self.notes.contains(n) {
+                self.notes.push(n.clone());
+            }
+        }
+    }
+
     /// (name, value) of every counter, for reports.
     pub fn entries(&self) -> [(&'static str, u64); 11] {
         [

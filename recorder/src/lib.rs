@@ -61,7 +61,7 @@ impl Recorder {
         Ok(Recorder { session })
     }
 
-    /// The file being written.
+    /// The file being written (with `Config::split`, the first part: `Summary::path` is the last).
     pub fn path(&self) -> &Path {
         &self.session.path
     }

@@ -64,13 +64,32 @@ impl Drop for Registered {
     }
 }
 
+/// The most thread names remembered as written: a program that starts threads for hours (a pool that renews its
+/// workers) would otherwise grow the table without end. Past it, the names of threads that have ended are
+/// forgotten (a record of theirs still to come shows its number alone, in the parts of a split recording after).
+pub(crate) const MAX_THREAD_NAMES: usize = 1 << 16;
+
 /// The names written so far, to write only what is new or changed.
 #[derive(Default)]
 pub(crate) struct ThreadNames {
     written: HashMap<u32, String>,
+    /// Set by [`ThreadNames::write_all_again`]: the next scan returns every name known, not only what changed.
+    again: bool,
 }
 
 impl ThreadNames {
+    /// The next [`ThreadNames::changed`] returns every name known (live threads' and those written before, of
+    /// threads that may have ended): a new part of a split recording names the threads of its records.
+    pub fn write_all_again(&mut self) {
+        self.again = true;
+    }
+
+    /// How many names are remembered.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.written.len()
+    }
+
     /// Names of live threads and of the recorder's (by their registered names, whole where /proc cuts them at 15
     /// bytes; those that ended included) not yet written, or renamed since; marks them written. A recorder thread
     /// that ended is forgotten once its thread id is a live thread's again.
@@ -83,12 +102,20 @@ impl ThreadNames {
                 now.insert(o.tid, o.name.clone());
             }
         }
+        if self.written.len() + now.len() > MAX_THREAD_NAMES {
+            self.written.retain(|tid, _| now.contains_key(tid));
+        }
+        let again = std::mem::take(&mut self.again);
         let mut out: Vec<(u32, String)> =
-            now.into_iter().filter(|(tid, name)| self.written.get(tid) != Some(name)).collect();
-        out.sort_unstable();
+            now.into_iter().filter(|(tid, name)| again || self.written.get(tid) != Some(name)).collect();
         for (tid, name) in &out {
             self.written.insert(*tid, name.clone());
         }
+        if again {
+            let listed: std::collections::HashSet<u32> = out.iter().map(|(t, _)| *t).collect();
+            out.extend(self.written.iter().filter(|(t, _)| !listed.contains(t)).map(|(t, n)| (*t, n.clone())));
+        }
+        out.sort_unstable();
         out
     }
 }
@@ -155,5 +182,21 @@ mod tests {
         );
         go.send(()).unwrap();
         t.join().unwrap();
+    }
+
+    /// Scans over a long run write a live thread's name once; a new part gets every name written before.
+    #[test]
+    fn a_name_is_written_once_and_a_new_part_gets_them_all() {
+        let mut names = ThreadNames::default();
+        let first = names.changed();
+        let me = crate::ffi::os::thread_id();
+        assert!(first.iter().any(|(t, _)| *t == me));
+        for _ in 0..2_000 {
+            assert!(!names.changed().iter().any(|(t, _)| *t == me));
+        }
+        names.write_all_again();
+        let again = names.changed();
+        assert!(first.iter().all(|(t, _)| again.iter().any(|(a, _)| a == t)), "{first:?} {again:?}");
+        assert_eq!(names.len(), again.len());
     }
 }

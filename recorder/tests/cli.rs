@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use cutr_recorder::config::SplitLimit;
 use cutr_recorder::config::{self, Config, OPTIONS};
 use cutr_recorder::controls::capture::{CaptureEnd, CaptureRange};
 use cutr_recorder::controls::ring::RingLimit;
@@ -274,6 +275,10 @@ fn every_flag_reaches_the_recorder_through_the_environment() {
             vec!["--capture-range", "cuda-profiler-api", "--capture-range-end", "repeat:3"],
             Config { capture: Some((CaptureRange::ProfilerApi, CaptureEnd::Repeat(Some(3)))), ..d() },
         ),
+        (
+            vec!["--split", "1m", "-o", "run-%n.cutr"],
+            Config { split: Some(SplitLimit::Every(ms(60_000))), output: "run-%n.cutr".into(), ..d() },
+        ),
         (vec!["--ring", "512M"], Config { ring: Some(RingLimit { window: None, bytes: Some(512 << 20) }), ..d() }),
         (
             vec!["--ring", "5s", "--ring-trigger", "nvtx:oops,cuda-profiler-stop"],
@@ -389,6 +394,15 @@ fn bad_values_exit_2_naming_the_flag() {
             "--capture-range: 'nvtx:': the range name and domain must not be empty".into(),
         ),
         (vec!["--ring", "1K"], "--ring: ring size '1K' is under 1M".into()),
+        (vec!["--split", "100"], "--split: '100': give a unit: a time (30s, 1m, 1h) or a size (500M, 2G)".into()),
+        (
+            vec!["--split", "1h"],
+            "--split: the output path 'cutr-%p.cutr' has no %n for the part number (e.g. -o run-%n.cutr)".into(),
+        ),
+        (
+            vec!["--split", "2G", "--ring", "5s", "-o", "r-%n.cutr"],
+            "--split: --split and --ring cannot be combined: a flight recording is one window".into(),
+        ),
         (vec!["--device-buffer-pool-limit=-1"], "--device-buffer-pool-limit: not a number: '-1'".into()),
         (vec!["--pc-sampling", "--pc-period", "x"], "--pc-period: not a number: 'x'".into()),
         (

@@ -77,10 +77,10 @@ fn the_check_reads_the_paths_of_every_doc() {
         "6: format/src/codec/mod.rs",
         "6: schema/cutr.fbs",
         "85: schema/tools/gen_layouts.py",
-        "150: convert/tests/cli.rs",
-        "150: recorder/tests/cli.rs",
-        "154: fixtures/",
-        "154: fixtures/README.md",
+        "163: convert/tests/cli.rs",
+        "163: recorder/tests/cli.rs",
+        "167: fixtures/",
+        "167: fixtures/README.md",
     ];
     assert_eq!(format, expected);
 }

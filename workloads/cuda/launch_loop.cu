@@ -1,6 +1,8 @@
 // launch_loop: a compiled launch-bound loop, the benchmark where per-launch tracing overhead shows.
 //
 //   launch_loop [N [IDLE_MS]]      (default N = 100000, IDLE_MS = 0)
+//   launch_loop --seconds S [PAUSE_MS]   (a long run: rounds of 10000 launches, each synchronized and followed by
+//                                         PAUSE_MS idle (default 0), until S seconds pass)
 //
 // Launches 1000 warm-up kernels and synchronizes, idles IDLE_MS (so that what a recorder sets up after the first
 // context, e.g. PM sampling's ~0.5 s, is done before timing starts), then times (std::chrono::steady_clock) N launches of
@@ -8,6 +10,8 @@
 // Prints one JSON line on stdout:
 //   {"kernels": N, "seconds": <launch loop + final synchronize>, "launch_seconds": <launch loop alone>,
 //    "us_per_kernel": <seconds / N * 1e6>, "warmup": 1000, "check": "ok"}
+// With --seconds, N is the number of kernels it launched after the warm-up (a multiple of 10000, known only at the
+// end), "seconds" the whole timed run, and the rest as above: a recording of it holds 1000 + N kernels.
 // tiny increments a counter (thread 0 only; kernels of one stream run one after another), so the final value must
 // be 1000 + N; it is read back after the timed region.
 //
@@ -22,6 +26,7 @@
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #define CK(call)                                                                                                   \
   do {                                                                                                             \
@@ -38,10 +43,28 @@ __global__ void tiny(int* counter) {
 }
 
 static const long WARMUP = 1000;
+static const long ROUND = 10000;
 
 int main(int argc, char** argv) {
   long n = 100000;
   long idle_ms = 0;
+  double run_seconds = 0;  // > 0: the --seconds mode
+  long pause_ms = 0;
+  if ((argc == 3 || argc == 4) && std::string(argv[1]) == "--seconds") {
+    char* end = nullptr;
+    run_seconds = std::strtod(argv[2], &end);
+    bool bad = end == argv[2] || *end != '\0' || !(run_seconds > 0 && run_seconds <= 86400 * 7);
+    if (argc == 4) {
+      errno = 0;
+      pause_ms = std::strtol(argv[3], &end, 10);
+      bad = bad || errno != 0 || end == argv[3] || *end != '\0' || pause_ms < 0 || pause_ms > 60000;
+    }
+    if (bad) {
+      std::fprintf(stderr, "usage: %s --seconds S [PAUSE_MS]   (0 < S <= 604800, 0 <= PAUSE_MS <= 60000)\n", argv[0]);
+      return 2;
+    }
+    argc = 1;
+  }
   if (argc > 3) {
     std::fprintf(stderr, "usage: %s [N [IDLE_MS]]\n", argv[0]);
     return 2;
@@ -71,7 +94,18 @@ int main(int argc, char** argv) {
   if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
 
   auto t0 = std::chrono::steady_clock::now();
-  for (long i = 0; i < n; ++i) tiny<<<1, 32, 0, s>>>(counter);
+  if (run_seconds > 0) {
+    // Rounds until the time is up; each synchronized so that the GPU never runs far behind the clock.
+    n = 0;
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < run_seconds) {
+      for (long i = 0; i < ROUND; ++i) tiny<<<1, 32, 0, s>>>(counter);
+      n += ROUND;
+      CK(cudaStreamSynchronize(s));
+      if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    }
+  } else {
+    for (long i = 0; i < n; ++i) tiny<<<1, 32, 0, s>>>(counter);
+  }
   auto t1 = std::chrono::steady_clock::now();
   CK(cudaStreamSynchronize(s));
   auto t2 = std::chrono::steady_clock::now();

@@ -51,6 +51,9 @@ pub struct InfoReport {
     pub host: String,
     pub pid: u32,
     pub command_line: Vec<String>,
+    /// A split recording's part (`cupti-record --split`): which run and which part; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<cutr_model::runs::RunPart>,
     pub session_start: Option<String>,
     /// Earliest and latest record timestamp (CUPTI clock, ns) and the span between them.
     pub first_timestamp_ns: u64,
@@ -179,6 +182,7 @@ pub fn report(reader: &Reader) -> InfoReport {
         host: meta.host.clone(),
         pid: meta.pid,
         command_line: meta.command_line.clone(),
+        split: cutr_model::runs::RunPart::of(&meta),
         session_start: (meta.start_unix_ns != 0).then(|| fmt::rfc3339_ns(meta.start_unix_ns)),
         first_timestamp_ns: t_min,
         last_timestamp_ns: t_max,
@@ -249,6 +253,13 @@ pub fn render_text(r: &InfoReport) -> String {
     );
     if !r.host.is_empty() || r.pid != 0 {
         line(&mut o, "session", format!("pid {} on {}: {}", r.pid, r.host, r.command_line.join(" ")));
+    }
+    if let Some(p) = &r.split {
+        line(
+            &mut o,
+            "split",
+            format!("part {} of run {} (read the run's parts together as one recording)", p.part, p.run),
+        );
     }
     if let Some(s) = &r.session_start {
         line(&mut o, "started", s.clone());
@@ -332,4 +343,38 @@ pub fn render_text(r: &InfoReport) -> String {
         line(&mut o, "problem", p.clone());
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of `config` key/values, closed cleanly with a final loss report.
+    fn file_with(config: &[(&str, &str)], name: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("cutr-info-{}-{name}.cutr", std::process::id()));
+        let mut w = cutr_format::Writer::create(&path, Default::default()).unwrap();
+        let config = config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        w.write_metadata(&cutr_format::SessionMetadata { config, pid: 7, ..Default::default() }).unwrap();
+        w.write_loss(&cutr_format::LossCounters { is_final: true, ..Default::default() }).unwrap();
+        w.finish().unwrap();
+        path
+    }
+
+    #[test]
+    fn a_part_of_a_split_recording_says_which_part_of_which_run() {
+        let part = file_with(&[("split", "60s"), ("split.run", "5f0c1d2e3f405162"), ("split.part", "3")], "part");
+        let r = report(&Reader::open(&part).unwrap());
+        assert_eq!(r.split, Some(cutr_model::runs::RunPart { run: "5f0c1d2e3f405162".into(), part: 3 }));
+        let text = render_text(&r);
+        let line = "split         part 3 of run 5f0c1d2e3f405162 (read the run's parts together as one recording)";
+        assert!(text.lines().any(|l| l == line), "{text}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["split"], serde_json::json!({"run": "5f0c1d2e3f405162", "part": 3}));
+        // A file recorded whole has neither the line nor the key.
+        let whole = file_with(&[("split", "")], "whole");
+        let r = report(&Reader::open(&whole).unwrap());
+        assert!(!render_text(&r).lines().any(|l| l.starts_with("split ")));
+        assert!(serde_json::to_value(&r).unwrap().get("split").is_none());
+        let _ = (std::fs::remove_file(part), std::fs::remove_file(whole));
+    }
 }

@@ -48,6 +48,7 @@ pub mod par;
 pub mod pc_reasons;
 pub mod recorder_threads;
 pub mod rows;
+pub mod runs;
 pub mod stall_rates;
 pub mod timebase;
 pub mod timing;

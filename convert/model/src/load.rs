@@ -15,9 +15,11 @@ use crate::counters::metric_samples;
 use crate::decode::{ChunkCounts, ChunkRows, FileDecoder, RawExternal, RawMarker};
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
-use crate::nvtx::pair_markers;
 use crate::recorder_threads::{GpuRowsBefore, RecorderThreads};
 use crate::rows::ApiCall;
+use crate::runs;
+
+mod indexes;
 use crate::stall_rates::{self, FileStalls};
 use crate::timebase::ClockCheck;
 use crate::timing::{self, timed, timed_with};
@@ -181,9 +183,27 @@ pub fn load_prefetched(
     let mut per_kind: HashMap<u32, u64> = HashMap::new();
     let mut prefetched = Some(prefetched);
     let mut stalls = Vec::with_capacity(paths.len());
-    for (i, (path, r)) in paths.iter().zip(readers).enumerate() {
+    // The parts of a split recording are one process, loaded in part order on its first part's time base.
+    let grouping = runs::group(readers);
+    // A process's NVTX markers and external ids, gathered over its files (a run's parts) and indexed at its last.
+    let (mut markers, mut external) = (Vec::new(), Vec::new());
+    for (n, &(i, proc)) in grouping.order.iter().enumerate() {
+        let (path, r) = (&paths[i], &readers[i]);
         let ahead = if i == 0 { prefetched.take().unwrap_or_default() } else { Prefetched::default() };
-        stalls.push(load_file(&mut trace, &mut per_kind, ProcId(i as u16), path, r, &opts.filter, ahead)?);
+        let first = trace.processes.get(proc.index()).map(|p| p.time);
+        let graphs_before = trace.graphs.pending.events.len();
+        let file = load_file(&mut trace, &mut per_kind, proc, path, r, &opts.filter, ahead, first)?;
+        stalls.push(file.stalls);
+        runs::add_file(&mut trace, proc, file.process, graphs_before);
+        markers.extend(file.markers);
+        external.extend(file.external);
+        if grouping.order.get(n + 1).is_none_or(|next| next.1 != proc) {
+            let (m, e) = (std::mem::take(&mut markers), std::mem::take(&mut external));
+            indexes::finish_process(&mut trace, proc, m, e, &opts.filter);
+        }
+    }
+    for (proc, w) in grouping.warnings {
+        trace.processes[proc.index()].warnings.push(w);
     }
     trace.records_per_kind = per_kind.into_iter().collect();
     trace.records_per_kind.sort();
@@ -201,8 +221,19 @@ type WindowRows = Vec<Result<ChunkRows, ChunkError>>;
 /// Decoded chunks waiting for their window, by chunk sequence number.
 type Ahead = HashMap<u32, Result<DecodedBuffer, ChunkError>>;
 
-/// Decodes one file's activity chunks into `trace` and adds the file to its processes. Returns its PC samples,
-/// to be drawn once every file's kernels are loaded.
+/// A file decoded into the trace, with what is finished once per process ([`indexes::finish_process`]).
+struct LoadedFile {
+    /// Its PC samples, to be drawn once every file's kernels are loaded.
+    stalls: FileStalls,
+    /// The file as a process, or as a later part of a split recording's.
+    process: Process,
+    markers: Vec<RawMarker>,
+    external: Vec<RawExternal>,
+}
+
+/// Decodes one file's activity chunks into `trace` (`time`: a split recording's first part's time base, for its
+/// later parts).
+#[allow(clippy::too_many_arguments)]
 fn load_file(
     trace: &mut Trace,
     per_kind: &mut HashMap<u32, u64>,
@@ -211,7 +242,8 @@ fn load_file(
     r: &Reader,
     filter: &Filter,
     ahead: Prefetched,
-) -> Result<FileStalls, LoadError> {
+    time: Option<crate::timebase::TimeBase>,
+) -> Result<LoadedFile, LoadError> {
     let mut warnings = Vec::new();
     let (meta, layouts) = match (r.metadata_shared(), r.layouts()) {
         (Some(meta), Some(layouts)) => (meta.clone(), layouts.clone()),
@@ -228,7 +260,7 @@ fn load_file(
     };
     let layouts = &layouts;
     let clocks = ClockCheck::of_reader(r);
-    let time = clocks.time;
+    let time = time.unwrap_or(clocks.time);
     warnings.extend(clocks.warnings());
     let recorder = RecorderThreads::of(r.thread_names());
     let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter, recorder };
@@ -289,11 +321,11 @@ fn load_file(
         }
     }
     count_damage(&problems, &mut stats);
-    let api_names = index_external_and_ranges(trace, proc, markers, external, filter, &meta, &mut stats);
     problems.sort_by_key(|p| format!("{p}"));
     trace.stats.add(&stats);
-    trace.processes.push(Process {
+    let process = Process {
         path: path.to_path_buf(),
+        parts: Vec::new(),
         pid: meta.pid,
         time,
         loss: r.loss().cloned().unwrap_or_default(),
@@ -301,12 +333,12 @@ fn load_file(
         recovery: r.recovery().cloned(),
         warnings,
         stats,
-        api_names,
+        api_names: Default::default(),
         thread_names: r.thread_names().clone(),
         rank_given: None,
         meta,
-    });
-    Ok(stalls)
+    };
+    Ok(LoadedFile { stalls, process, markers, external })
 }
 
 /// Counts the chunks the reader found damaged or cut (of any type), and the records claimed by the activity
@@ -537,66 +569,4 @@ impl<'t> FileRows<'t> {
             append_all(&mut t.um, um);
         });
     }
-}
-
-/// External correlation kinds shown as PyTorch's op id (CUSTOM0) and user annotation id (CUSTOM1).
-const EXTERNAL_CUSTOM0: u32 = 3;
-const EXTERNAL_CUSTOM1: u32 = 4;
-
-/// The end of a file, its three indexes built at once: external ids by correlation id, its NVTX markers paired
-/// into ranges, and its API name table by (domain, cbid), which is returned.
-fn index_external_and_ranges(
-    trace: &mut Trace,
-    proc: ProcId,
-    markers: Vec<RawMarker>,
-    external: Vec<RawExternal>,
-    filter: &Filter,
-    meta: &SessionMetadata,
-    stats: &mut JoinStats,
-) -> rustc_hash::FxHashMap<(u32, u32), u32> {
-    // Other external kinds (OpenACC, OpenMP, CUSTOM2) are not shown anywhere: counted as unmodelled.
-    stats.unmodelled_records +=
-        external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
-    let ext_table = &mut trace.external;
-    let build_external = || {
-        timed("external ids", || {
-            let external = &external;
-            ext_table.build_file_par(
-                proc,
-                external.len(),
-                |i| match external[i] {
-                    (EXTERNAL_CUSTOM0, corr, id) => Some((corr, (id, 0))),
-                    (EXTERNAL_CUSTOM1, corr, id) => Some((corr, (0, id))),
-                    _ => None,
-                },
-                |slot, v| {
-                    if v.0 != 0 {
-                        slot.0 = v.0;
-                    }
-                    if v.1 != 0 {
-                        slot.1 = v.1;
-                    }
-                },
-            )
-        })
-    };
-    // (domain, cbid) -> entry of the file's API name table (the last entry wins, as the table is written).
-    let index_api_names = || {
-        timed("api names", || {
-            let mut names = rustc_hash::FxHashMap::default();
-            names.reserve(meta.callback_names.len());
-            for (i, (d, c, _)) in meta.callback_names.iter().enumerate() {
-                names.insert((*d, *c), i as u32);
-            }
-            names
-        })
-    };
-    let pair = || pair_markers(proc, markers, filter);
-    let (api_names, ((), paired)) = rayon::join(index_api_names, || rayon::join(build_external, pair));
-    drop(external);
-    trace.marks.extend(paired.marks);
-    trace.ranges.extend(paired.ranges);
-    stats.nvtx_ends_without_start += paired.ends_without_start;
-    stats.nvtx_unclosed_ranges += paired.unclosed;
-    api_names
 }

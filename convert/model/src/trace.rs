@@ -15,7 +15,10 @@ use crate::timebase::TimeBase;
 /// An input file: one recorded process.
 #[derive(Clone, Debug, Default)]
 pub struct Process {
+    /// The file (a split recording's first part given).
     pub path: PathBuf,
+    /// A split recording's (`cupti-record --split`) later parts given, in part order: one process with `path`.
+    pub parts: Vec<PathBuf>,
     pub meta: Arc<SessionMetadata>,
     pub pid: u32,
     pub time: TimeBase,

@@ -178,6 +178,7 @@ fn config(a: &Args) -> Result<Config, String> {
         return Err(format!("--cupti-lib {} does not exist", p.display()));
     }
     c.validate().map_err(|e| e.to_string())?;
+    c.validate_split().map_err(|e| e.to_string())?;
     Ok(c)
 }
 

@@ -3,6 +3,7 @@
 //! declared together in `config/options.rs`; here is what reads and checks them, and the activity kinds.
 
 mod options;
+mod output;
 mod table;
 
 use std::time::Duration;
@@ -11,6 +12,7 @@ use cutr_schema::kinds;
 use thiserror::Error;
 
 pub use options::{Config, OPTIONS};
+pub use output::{SplitLimit, expand_output, expand_output_part, has_part_number};
 pub use table::{Flag, Opt, Takes};
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -175,6 +177,22 @@ impl Config {
         Ok(())
     }
 
+    /// What a session needs of `--split`, checked at start and by the launcher, apart from [`Config::validate`]
+    /// (which the round trip of every option at once must pass). `--split` needs `%n` in the output path (else every part would have one name), and no `--ring` (a
+    /// flight recorder keeps a window in memory and writes it whole: there is no stream of records to cut).
+    pub fn validate_split(&self) -> Result<(), ConfigError> {
+        if self.split.is_some() && !has_part_number(&self.output) {
+            return Err(invalid(
+                "--split",
+                format!("the output path '{}' has no %n for the part number (e.g. -o run-%n.cutr)", self.output),
+            ));
+        }
+        if self.split.is_some() && self.ring.is_some() {
+            return Err(invalid("--split", "--split and --ring cannot be combined: a flight recording is one window"));
+        }
+        Ok(())
+    }
+
     /// Key/value pairs recorded in the file's metadata: the variables, named without `CUTR_` in lower case.
     pub fn describe(&self) -> Vec<(String, String)> {
         let recorded = OPTIONS.iter().filter(|o| o.recorded);
@@ -187,29 +205,6 @@ impl Config {
     pub fn max_buffers(&self) -> usize {
         (self.memory_cap_bytes / self.buffer_bytes).max(2)
     }
-}
-
-/// Expands `%p` (pid), `%h` (host name) and `%%` in an output path.
-pub fn expand_output(template: &str, pid: u32, host: &str) -> String {
-    let mut out = String::with_capacity(template.len() + 16);
-    let mut chars = template.chars();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('p') => out.push_str(&pid.to_string()),
-            Some('h') => out.push_str(host),
-            Some('%') => out.push('%'),
-            Some(other) => {
-                out.push('%');
-                out.push(other);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

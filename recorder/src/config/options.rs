@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::{DEFAULT_CONTROL_WAIT, DEFAULT_CRASH_TIMEOUT, parse_kinds};
+use super::{DEFAULT_CONTROL_WAIT, DEFAULT_CRASH_TIMEOUT, SplitLimit, parse_kinds};
 use crate::controls::capture::{CaptureEnd, CaptureRange};
 use crate::controls::ring::RingLimit;
 use crate::controls::triggers::RingTrigger;
@@ -59,11 +59,12 @@ fn number<T: FromStr>(v: &str) -> Result<T, String> {
 }
 
 options! {
-    /// Output path; `%p` becomes the process id, `%h` the host name, `%%` a percent sign.
+    /// Output path; `%p` becomes the process id, `%h` the host name, `%n` the part number, `%%` a percent sign.
     output: String = "cutr-%p.cutr".into() => [
         Opt::new(
             "CUTR_OUTPUT",
-            "Output file; %p becomes the process id (one file per process), %h the host name, %% a percent sign",
+            "Output file; %p becomes the process id (one file per process), %h the host name, %n the part number \
+             (with --split; 001 without), %% a percent sign",
             |c, v| {
                 if v.is_empty() {
                     return Err("empty output path".into());
@@ -272,6 +273,24 @@ options! {
             |c| Some(c.capture.as_ref().map_or(CaptureEnd::Stop, |r| r.1).to_arg()),
         )
         .flag(Flag::value("capture-range-end", "END").default("stop").requires("capture-range")),
+    ],
+    /// Cut the recording into files of this size or time (`--split`), numbered by `%n` in the output path.
+    split: Option<SplitLimit> = None => [
+        Opt::new(
+            "CUTR_SPLIT",
+            "Cut the recording into parts of this time (`1m`, `1h`) or size (`500M`, `2G`), each a complete file \
+             (the output path needs %n, the part number: -o run-%n.cutr); read them together as one recording: \
+             `cupti-convert stats run-*.cutr`",
+            |c, v| {
+                c.split = match v {
+                    "" => None,
+                    v => Some(SplitLimit::parse(v)?),
+                };
+                Ok(())
+            },
+            |c| Some(c.split.map(SplitLimit::to_arg).unwrap_or_default()),
+        )
+        .flag(Flag::value("split", "SIZE|TIME")),
     ],
     /// Flight recorder: keep only this window in memory, written at a dump, at exit or on a crash.
     ring: Option<RingLimit> = None => [

@@ -33,6 +33,30 @@ fn output_paths_expand() {
     assert_eq!(expand_output("run-%p-%h-100%%.cutr", 42, "gpu1"), "run-42-gpu1-100%.cutr");
 }
 
+/// `--split` without `%n` in the path, or with `--ring`, is refused at start with the reason.
+#[test]
+fn a_split_needs_a_part_number_and_no_ring() {
+    let split = Some(SplitLimit::Every(Duration::from_secs(60)));
+    let no_n = Config { split, ..Config::default() };
+    assert_eq!(
+        no_n.validate_split().unwrap_err().to_string(),
+        "--split: the output path 'cutr-%p.cutr' has no %n for the part number (e.g. -o run-%n.cutr)"
+    );
+    let ring = Config {
+        split,
+        output: "run-%n.cutr".into(),
+        ring: Some(RingLimit { window: Some(Duration::from_secs(5)), bytes: None }),
+        ..Config::default()
+    };
+    assert_eq!(
+        ring.validate_split().unwrap_err().to_string(),
+        "--split: --split and --ring cannot be combined: a flight recording is one window"
+    );
+    assert_eq!(Config { split, output: "run-%n.cutr".into(), ..Config::default() }.validate_split(), Ok(()));
+    // %n without --split: one file, part 1.
+    assert_eq!(Config { output: "run-%n.cutr".into(), ..Config::default() }.validate_split(), Ok(()));
+}
+
 #[test]
 fn env_round_trip_and_errors() {
     let c = Config {
@@ -72,6 +96,7 @@ fn all_changed() -> Config {
             CaptureRange::Nvtx { name: "step".into(), domain: Some("train".into()) },
             CaptureEnd::Repeat(Some(3)),
         )),
+        split: Some(SplitLimit::Every(Duration::from_secs(60))),
         ring: Some(RingLimit { window: Some(Duration::from_secs(5)), bytes: None }),
         ring_triggers: vec![RingTrigger::Nvtx("oops".into()), RingTrigger::CudaProfilerStop],
         crash_timeout: Duration::ZERO,
@@ -142,6 +167,7 @@ fn every_field_has_a_variable_and_is_changed_by_the_round_trip() {
         control_wait,
         start_paused,
         capture,
+        split,
         ring,
         ring_triggers,
         crash_timeout,
@@ -182,6 +208,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
             "start_paused=0".into(),
             "capture_range=".into(),
             "capture_range_end=stop".into(),
+            "split=".into(),
             "ring=".into(),
             "ring_triggers=".into(),
             "crash_timeout=2".into(),
@@ -209,6 +236,7 @@ fn the_metadata_keeps_its_keys_and_formats() {
             "start_paused=1",
             "capture_range=nvtx:step@train",
             "capture_range_end=repeat:3",
+            "split=60s",
             "ring=5000ms",
             "ring_triggers=nvtx:oops,cuda-profiler-stop",
             "crash_timeout=0",
@@ -276,5 +304,5 @@ fn the_table_is_consistent() {
             assert!(matches!(longs[r].1.flag.unwrap().takes, Takes::Switch(_)), "--{} implies --{r}", f.long);
         }
     }
-    assert_eq!((OPTIONS.len(), longs.len()), (32, 29));
+    assert_eq!((OPTIONS.len(), longs.len()), (33, 30));
 }

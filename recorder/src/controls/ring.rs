@@ -49,6 +49,9 @@ impl RingLimit {
     }
 }
 
+/// The most clock samples the ring keeps (the latest).
+pub(crate) const MAX_RING_CLOCKS: usize = 4096;
+
 /// One activity buffer in the ring, with the strings first seen in it.
 struct Entry {
     strings: Vec<(u64, String)>,
@@ -127,6 +130,11 @@ impl Ring {
     }
 
     pub fn push_clock(&mut self, c: ClockSample) {
+        // A clock sample comes every flush period for as long as the ring runs: the latest are enough to map
+        // the window's times (the offset is their median).
+        if self.clocks.len() >= MAX_RING_CLOCKS {
+            self.clocks.drain(..self.clocks.len() + 1 - MAX_RING_CLOCKS);
+        }
         self.clocks.push(c);
     }
 
@@ -222,5 +230,16 @@ mod tests {
         assert!(RingLimit::parse("soon").is_err());
         let l = RingLimit::parse("2s").unwrap();
         assert_eq!(RingLimit::parse(&l.to_arg()).unwrap(), l);
+    }
+
+    /// A day of flushes keeps the latest clock samples only.
+    #[test]
+    fn the_ring_keeps_the_latest_clock_samples() {
+        let mut r = Ring::new(RingLimit::parse("5s").unwrap());
+        for t in 0..100_000u64 {
+            r.push_clock(ClockSample { cupti_ns: t, realtime_ns: t, monotonic_ns: t });
+        }
+        assert_eq!(r.clocks.len(), MAX_RING_CLOCKS);
+        assert_eq!((r.clocks[0].cupti_ns, r.clocks[MAX_RING_CLOCKS - 1].cupti_ns), (100_000 - 4096, 99_999));
     }
 }

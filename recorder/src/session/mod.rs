@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use cutr_format::{Writer, WriterOptions};
 
-use crate::config::{Config, expand_output};
+use crate::config::{Config, expand_output_part};
 use crate::error::RecorderError;
 use crate::ffi::cupti::{CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, Cupti};
 use crate::ffi::driver;
@@ -51,7 +51,10 @@ pub(crate) struct Session {
     pub(crate) pool: BufferPool,
     tx: Sender<Msg>,
     pub(crate) pid: u32,
+    /// The output (with `--split`, the first part).
     pub(crate) path: PathBuf,
+    /// The file being written now (with `--split`, the part; set by the writer at each boundary).
+    writing: Mutex<PathBuf>,
     /// Set once the end has begun: completed buffers are then still written, new requests refused.
     finishing: AtomicBool,
     finished: AtomicBool,
@@ -96,10 +99,11 @@ pub(crate) fn current_session() -> Option<&'static Session> {
     current()
 }
 
-/// Creates the output file. When another process of the same job already created that path (a spawned worker
-/// with the parent's settings), this process writes `<stem>.<pid>.cutr` beside it instead of clobbering it.
-fn create_output(config: &Config, pid: u32) -> Result<(PathBuf, File), RecorderError> {
-    let path = PathBuf::from(expand_output(&config.output, pid, &host_name()));
+/// Creates the output file (part `part` of a split recording: `%n` in the path). When another process of the
+/// same job already created that path (a spawned worker with the parent's settings), this process writes
+/// `<stem>.<pid>.cutr` beside it instead of clobbering it.
+pub(super) fn create_output(config: &Config, pid: u32, part: u32) -> Result<(PathBuf, File), RecorderError> {
+    let path = PathBuf::from(expand_output_part(&config.output, pid, &host_name(), part));
     let open = |p: &Path, overwrite: bool| {
         let mut o = OpenOptions::new();
         o.write(true);
@@ -134,6 +138,7 @@ const NOISY_DRIVER: &[&str] = &["cuCtxGetCurrent", "cuDevicePrimaryCtxGetState",
 /// application: nothing is enabled unless everything before succeeded.
 pub(crate) fn start(cupti: Box<dyn Cupti>, config: Config) -> Result<&'static Session, RecorderError> {
     config.validate().map_err(RecorderError::Config)?;
+    config.validate_split().map_err(RecorderError::Config)?;
     if current().is_some_and(|s| !s.finished.load(Ordering::Acquire)) {
         return Err(RecorderError::AlreadyRecording);
     }
@@ -163,8 +168,11 @@ fn start_subscribed(
     layouts: cutr_schema::LayoutTable,
 ) -> Result<&'static Session, RecorderError> {
     let pid = std::process::id();
-    let (path, file) = create_output(&config, pid)?;
-    let meta = metadata::metadata(cupti, &config, &layouts, api, pid);
+    let (path, file) = create_output(&config, pid, 1)?;
+    let mut meta = metadata::metadata(cupti, &config, &layouts, api, pid);
+    if config.split.is_some() {
+        writer::mark_part(&mut meta, &writer::new_run_id(), 1);
+    }
     let mut writer = Writer::new(file, WriterOptions { zstd_level: config.zstd_level, ..Default::default() })
         .map_err(|e| RecorderError::Write { path: path.clone(), err: e })?;
     writer.write_metadata(&meta).map_err(|e| RecorderError::Write { path: path.clone(), err: e })?;
@@ -187,6 +195,7 @@ fn start_subscribed(
         config,
         tx,
         pid,
+        writing: Mutex::new(path.clone()),
         path,
         finishing: AtomicBool::new(false),
         finished: AtomicBool::new(false),
@@ -531,7 +540,7 @@ impl Session {
         } else {
             self.note(format!(
                 "the writer did not finish within {timeout:?}; {} may lack its footer",
-                self.path.display()
+                self.writing.lock().unwrap_or_else(|e| e.into_inner()).display()
             ));
         }
         summary
@@ -561,7 +570,10 @@ impl crate::controls::control::Controlled for Session {
         };
         match result {
             Ok(Some(dump)) => format!("ok: dumped the flight recorder's window to {}", dump.display()),
-            Ok(None) => format!("ok: recording {} to {}", if s.recording() { "on" } else { "off" }, s.path.display()),
+            Ok(None) => {
+                let writing = s.writing.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                format!("ok: recording {} to {}", if s.recording() { "on" } else { "off" }, writing.display())
+            }
             Err(e) => format!("error: {e}"),
         }
     }

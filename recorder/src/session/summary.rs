@@ -7,7 +7,11 @@ use cutr_format::LossCounters;
 /// What a finished session wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// The file written (with `--split`, the last part).
     pub path: PathBuf,
+    /// With `--split`: the first part (`path` is the last), and how many parts were written.
+    pub first_path: Option<PathBuf>,
+    pub parts: u32,
     pub records: u64,
     pub buffers: u64,
     pub bytes: u64,
@@ -43,9 +47,14 @@ impl Summary {
         };
         let graphs =
             if self.graph_events > 0 { format!(", {} graph events", self.graph_events) } else { String::new() };
+        let files = match &self.first_path {
+            Some(first) if self.parts > 1 => {
+                format!("{} .. {} ({} parts)", first.display(), self.path.display(), self.parts)
+            }
+            _ => self.path.display().to_string(),
+        };
         format!(
-            "wrote {}: {} records in {} buffers{pc}{counters}{graphs}, {:.1} MiB; {}",
-            self.path.display(),
+            "wrote {files}: {} records in {} buffers{pc}{counters}{graphs}, {:.1} MiB; {}",
             self.records,
             self.buffers,
             self.bytes as f64 / (1 << 20) as f64,

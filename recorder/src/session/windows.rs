@@ -7,6 +7,11 @@ use std::sync::Mutex;
 
 use cutr_format::CounterSamples;
 
+/// The most closed windows kept: a capture range hit every step for hours would otherwise grow the list without
+/// end. Counter samples arrive within a flush period of being taken, so only the latest windows are ever asked
+/// about; a sample older than every window kept is left out (counted as outside, as any sample outside is).
+pub(super) const MAX_WINDOWS: usize = 4096;
+
 /// Windows of recording, in CUPTI's time: closed ones and the one open now.
 pub(super) struct Windows {
     state: Mutex<State>,
@@ -33,6 +38,10 @@ impl Windows {
     pub(super) fn close(&self, t: u64) {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(from) = s.open.take() {
+            if s.closed.len() >= MAX_WINDOWS {
+                let excess = s.closed.len() + 1 - MAX_WINDOWS;
+                s.closed.drain(..excess);
+            }
             s.closed.push((from, t.max(from)));
         }
     }
@@ -100,5 +109,20 @@ mod tests {
         let mut c = samples(&[(0, 1), (5, 10)]);
         assert_eq!(w.retain(&mut c), 0);
         assert_eq!(c.len(), 2);
+    }
+
+    /// A range toggled every step for hours keeps the latest windows only; a sample in them is still kept.
+    #[test]
+    fn the_latest_windows_are_kept() {
+        let w = Windows::new(None);
+        for i in 0..100_000u64 {
+            w.open(i * 10);
+            w.close(i * 10 + 5);
+        }
+        assert_eq!(w.state.lock().unwrap().closed.len(), MAX_WINDOWS);
+        assert_eq!(w.state.lock().unwrap().closed[0], ((100_000 - 4096) * 10, (100_000 - 4096) * 10 + 5));
+        let mut c = samples(&[(999_990, 999_995), (10, 15)]);
+        assert_eq!(w.retain(&mut c), 1);
+        assert_eq!(c.t_start, [999_990]);
     }
 }

@@ -26,6 +26,9 @@ use super::metadata::clock_sample;
 use super::{Session, Summary, current};
 use crate::ffi::driver;
 
+mod parts;
+pub(super) use parts::{mark_part, new_run_id};
+
 /// What reaches the writer thread.
 pub(super) enum Msg {
     Buffer {
@@ -97,9 +100,31 @@ struct Interner {
     plan: StringPointerPlan,
     seen: HashMap<u64, u64>,
     scratch: Vec<u64>,
+    /// How many times `seen` was emptied at [`MAX_INTERNED`].
+    resets: u64,
 }
 
+/// The most string pointers the interner remembers: a program whose strings keep moving (NVTX messages CUPTI
+/// copies anew, modules loaded and unloaded for hours) would otherwise grow the table without end. Past it the
+/// table is emptied and strings are written again as records use them: more bytes in the file, nothing lost.
+const MAX_INTERNED: usize = 1 << 20;
+
 impl Interner {
+    fn new(plan: StringPointerPlan) -> Interner {
+        Interner { plan, seen: HashMap::new(), scratch: Vec::new(), resets: 0 }
+    }
+
+    /// Forgets what was written: a new part of a split recording writes each string again at its first use.
+    fn forget(&mut self) {
+        self.seen.clear();
+    }
+
+    /// How many string pointers are remembered.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.seen.len()
+    }
+
     /// New (pointer, text) pairs referenced by `buffer`.
     fn new_strings(&mut self, buffer: &[u8], unresolved: &mut u64) -> Vec<(u64, String)> {
         self.scratch.clear();
@@ -125,6 +150,10 @@ impl Interner {
             bytes.hash(&mut h);
             let hash = h.finish();
             if self.seen.get(&ptr) != Some(&hash) {
+                if self.seen.len() >= MAX_INTERNED {
+                    self.seen.clear();
+                    self.resets += 1;
+                }
                 self.seen.insert(ptr, hash);
                 out.push((ptr, String::from_utf8_lossy(bytes).into_owned()));
             }
@@ -155,19 +184,24 @@ struct WriterState {
     /// `--ring-trigger`: what in the records writes the window.
     triggers: Option<crate::controls::triggers::TriggerScan>,
     dumps: u32,
+    /// The metadata of the file being written (with `--split`, marked with its part).
     meta: SessionMetadata,
+    /// The file being written.
+    path: PathBuf,
+    /// `--split`: the part being written and the finished parts' totals.
+    parts: Option<parts::Parts>,
 }
 
 pub(super) fn writer_loop(
     s: &'static Session,
     w: Writer<File>,
     rx: Receiver<Msg>,
-    mut meta: SessionMetadata,
+    meta: SessionMetadata,
     layouts: LayoutTable,
 ) {
     let mut st = WriterState {
         encoder: ActivityEncoder::new(&layouts, s.config.zstd_level),
-        interner: Interner { plan: StringPointerPlan::new(&layouts), seen: HashMap::new(), scratch: Vec::new() },
+        interner: Interner::new(StringPointerPlan::new(&layouts)),
         w,
         loss: LossCounters::default(),
         buffers: 0,
@@ -184,7 +218,9 @@ pub(super) fn writer_loop(
         triggers: (s.config.ring.is_some() && !s.config.ring_triggers.is_empty())
             .then(|| crate::controls::triggers::TriggerScan::new(&layouts, &s.config.ring_triggers)),
         dumps: 0,
-        meta: meta.clone(),
+        meta,
+        path: s.path.clone(),
+        parts: s.config.split.map(|limit| parts::Parts::new(limit, s.path.clone())),
     };
     while let Ok(msg) = rx.recv() {
         let r = catch_unwind(AssertUnwindSafe(|| match msg {
@@ -222,12 +258,16 @@ pub(super) fn writer_loop(
             }
             Msg::Finish { devices, mappings, reply } => Some((devices, mappings, reply)),
         }));
+        if matches!(r, Ok(None)) {
+            parts::roll_if_due(s, &mut st);
+        }
         match r {
             Ok(Some((devices, mappings, reply))) => {
                 // Buffers CUPTI completed before the finish request.
                 while let Ok(Msg::Buffer { ptr, valid }) = rx.try_recv() {
                     write_buffer(s, &mut st, ptr, valid);
                 }
+                let mut meta = st.meta.clone();
                 meta.devices = devices;
                 meta.mappings = mappings;
                 let summary = close(s, st, &meta);
@@ -387,9 +427,11 @@ fn dump_ring(s: &Session, st: &mut WriterState) -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// The loss report of the file being written (with `--split`, of its part: the run's counters since it began).
 fn update_loss(s: &Session, st: &mut WriterState) {
-    st.loss.cupti_dropped_records = s.dropped.load(Ordering::Relaxed);
-    st.loss.refused_buffers = s.pool.refused();
+    let (dropped_base, refused_base) = st.parts.as_ref().map_or((0, 0), |p| (p.dropped_base, p.refused_base));
+    st.loss.cupti_dropped_records = s.dropped.load(Ordering::Relaxed).saturating_sub(dropped_base);
+    st.loss.refused_buffers = s.pool.refused().saturating_sub(refused_base);
     for n in s.notes.all().iter() {
         if !st.loss.notes.contains(n) {
             st.loss.notes.push(n.clone());
@@ -400,6 +442,11 @@ fn update_loss(s: &Session, st: &mut WriterState) {
     if st.counters_outside > 0 {
         st.loss.notes.retain(|n| !n.starts_with(OUTSIDE));
         st.loss.notes.push(format!("{OUTSIDE} {}", st.counters_outside));
+    }
+    const RESETS: &str = "string pointers kept moving; the string table was emptied and written again (times):";
+    if st.interner.resets > 0 {
+        st.loss.notes.retain(|n| !n.starts_with(RESETS));
+        st.loss.notes.push(format!("{RESETS} {}", st.interner.resets));
     }
 }
 
@@ -464,17 +511,73 @@ fn close(s: &Session, mut st: WriterState, meta: &SessionMetadata) -> Summary {
             0
         }
     };
+    // A split recording: the run's totals, its first and last parts.
+    let (first_path, parts, bytes, loss) = match &st.parts {
+        Some(p) => {
+            let mut loss = p.finished_loss.clone();
+            loss.add(&st.loss);
+            loss.is_final = true;
+            (Some(p.first_path().clone()), p.count(), p.finished_bytes + bytes, loss)
+        }
+        None => (None, 1, bytes, st.loss),
+    };
     Summary {
-        path: s.path.clone(),
+        path: st.path,
+        first_path,
+        parts,
         records: st.records,
         buffers: st.buffers,
         bytes,
-        loss: st.loss,
+        loss,
         peak_buffer_bytes: s.pool.peak_bytes() as u64,
         cubins: st.cubins,
         pc_samples: st.pc_samples,
         pc_samples_dropped: st.pc_samples_dropped,
         counter_samples: st.counter_samples,
         graph_events: st.graph_events,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeCupti;
+
+    /// 100,000 buffers naming the same kernels keep the table at the pointers they use, and write each text once.
+    #[test]
+    fn repeating_names_keep_the_intern_table_at_a_fixed_size() {
+        let (_cupti, h) = FakeCupti::new(130001);
+        let mut s = cutr_synth::Synth::new(cutr_synth::SynthOptions {
+            records: 4_000,
+            buffer_bytes: 16 << 10,
+            ..Default::default()
+        })
+        .unwrap();
+        let layouts = s.layouts().clone();
+        let (mut buffers, mut texts) = (Vec::new(), HashMap::new());
+        while let Some(b) = s.next_buffer() {
+            texts.extend(b.new_strings);
+            buffers.push(b.bytes);
+        }
+        for b in &mut buffers {
+            h.realize_strings(b, &texts);
+        }
+        let mut interner = Interner::new(StringPointerPlan::new(&layouts));
+        let mut unresolved = 0;
+        let mut written = 0;
+        let mut sizes = Vec::new();
+        for i in 0..100_000 {
+            written += interner.new_strings(&buffers[i % buffers.len()], &mut unresolved).len();
+            if i % 10_000 == 9_999 {
+                sizes.push(interner.len());
+            }
+        }
+        let distinct: std::collections::HashSet<&String> = texts.values().collect();
+        assert!(sizes.iter().all(|&n| n == sizes[0]), "{sizes:?}");
+        assert_eq!(written, sizes[0]);
+        assert!(written <= distinct.len() && written > 0, "{written} of {}", distinct.len());
+        assert_eq!((unresolved, interner.resets), (0, 0));
+        interner.forget();
+        assert!(!interner.new_strings(&buffers[0], &mut unresolved).is_empty(), "written again after forget");
     }
 }
