@@ -124,14 +124,13 @@ fn functions(
     Ok((out, by_symbol))
 }
 
+/// The function lists of the code sections and, per kept function, its section's list.
+type SectionCode = (Vec<Vec<CodeFunction>>, Vec<Option<usize>>);
+
 /// Every function symbol with code in the sections of the kept functions (lists sorted by start, the wider first
 /// at one start), and per kept function the index of its section's list: a section is listed once however many
 /// kept functions it holds. Names are within the budget.
-fn code_functions(
-    file: &object::File<'_>,
-    kept: &[Function],
-    budget: &mut usize,
-) -> Result<(Vec<Vec<CodeFunction>>, Vec<Option<usize>>), SourceError> {
+fn code_functions(file: &object::File<'_>, kept: &[Function], budget: &mut usize) -> Result<SectionCode, SourceError> {
     let section_of =
         |index: usize| file.symbol_by_index(object::SymbolIndex(index)).ok().and_then(|s| s.section_index());
     let mut list_of: HashMap<object::SectionIndex, usize> = HashMap::new();
