@@ -14,10 +14,11 @@
 
 use cutr_source::{CallSite, CodeFunction, FunctionKind};
 
-/// Paths kept per function, and their depth: real GPU call graphs are a few levels deep; a forged one cannot make
-/// every sample carry thousands of stacks.
-pub(crate) const MAX_PATHS: usize = 256;
-pub(crate) const MAX_DEPTH: usize = 64;
+/// Paths kept per function, and their depth: real GPU call graphs of functions not inlined are a few levels deep
+/// and narrow; a forged one cannot make every sample carry thousands of stacks (each PC's count of each stall reason
+/// is split over its function's paths, each path charging every site on it).
+pub(crate) const MAX_PATHS: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 16;
 
 /// A way from the kernel to a function: its call sites (indices), innermost first, and its share of the function's
 /// samples.
@@ -167,25 +168,27 @@ mod tests {
         assert_eq!(largest_remainder(0, [0.2, 0.8].into_iter()), [0, 0]);
     }
 
-    /// The kernel calls g at 0x10 and 0x20 and s at 0x30; g calls s at 0x410: s's samples go three ways (direct,
-    /// through g's call from 0x10, through g's call from 0x20), by weights 1:3 at g and 2:6 at s.
+    /// The kernel calls g at 0x10 and 0x100 and s at 0x200; g calls s at 0x410: s's samples go three ways (direct,
+    /// through g's call from 0x10, through g's call from 0x100), by weights 1:2 at g and 2:6 at s.
     #[test]
     fn callees_of_callees_are_charged_along_every_path() {
         let site = |offset, caller, callee| CallSite { offset, caller, callee };
-        let sites = vec![site(0x10, 0, 1), site(0x20, 0, 1), site(0x30, 0, 2), site(0x410, 1, 2), site(0xc10, 3, 2)];
+        let sites = vec![site(0x10, 0, 1), site(0x100, 0, 1), site(0x200, 0, 2), site(0x410, 1, 2), site(0xc10, 3, 2)];
+        // Samples at each CALL and return point (the instruction 16 bytes on).
         let samples = |o: u64| match o {
-            0x10 => 1,
-            0x30 | 0x40 => 1,
-            0x20 => 2,
-            0x410 => 3,
-            0x420 => 3,
+            0x10 | 0x200 | 0x210 => 1,
+            0x100 => 2,
+            0x410 | 0x420 => 3,
             _ => 0,
         };
         let calls = Calls::new(&code(), sites, samples);
         assert_eq!(calls.weights, [1, 2, 2, 6, 0]);
-        let shares = |f: usize| calls.paths[f].iter().map(|p| (p.sites.clone(), p.share)).collect::<Vec<_>>();
+        // Shares to 12 digits: products of fractions are not exact in binary.
+        let shares = |f: usize| {
+            calls.paths[f].iter().map(|p| (p.sites.clone(), (p.share * 1e12).round() / 1e12)).collect::<Vec<_>>()
+        };
         assert_eq!(shares(0), []);
-        assert_eq!(shares(1), [(vec![0], 1.0 / 3.0), (vec![1], 2.0 / 3.0)]);
+        assert_eq!(shares(1), [(vec![0], 0.333333333333), (vec![1], 0.666666666667)]);
         // The orphan's call (weight 0 among weights 8) gives nothing; s: 2/8 direct, 6/8 through g (1/3, 2/3).
         assert_eq!(shares(2), [(vec![2], 0.25), (vec![3, 0], 0.25), (vec![3, 1], 0.5)]);
         assert_eq!(shares(3), [], "nothing calls the orphan");
@@ -202,5 +205,29 @@ mod tests {
         let shares = calls.paths[1].iter().map(|p| (p.sites.clone(), p.share)).collect::<Vec<_>>();
         assert_eq!(shares, [(vec![0], 0.5), (vec![1], 0.5)], "the recursive path is left out, the rest scaled");
         assert_eq!(calls.split(1, 3), [(0, 2), (1, 1)]);
+    }
+
+    /// Ten levels, each function called twice by the one above: 2^9 = 512 paths to the deepest, cut at 64, said.
+    #[test]
+    fn wide_call_graphs_are_cut_and_said() {
+        let f = |i: u64| CodeFunction {
+            symbol: format!("f{i}"),
+            name: format!("f{i}"),
+            start: i * 0x100,
+            size: 0x100,
+            kind: if i == 0 { FunctionKind::Kernel } else { FunctionKind::DeviceFunction },
+        };
+        let code: Vec<CodeFunction> = (0..10).map(f).collect();
+        let sites: Vec<CallSite> = (1..10usize)
+            .flat_map(|i| {
+                let caller = (i as u64 - 1) * 0x100;
+                [0x10, 0x40].map(|o| CallSite { offset: caller + o, caller: i - 1, callee: i })
+            })
+            .collect();
+        let calls = Calls::new(&code, sites, |_| 1);
+        assert_eq!(calls.paths.iter().map(Vec::len).collect::<Vec<_>>(), [0, 2, 4, 8, 16, 32, 64, 64, 64, 64]);
+        assert_eq!(calls.cut, 3);
+        let parts = calls.split(9, 1_000_000);
+        assert_eq!(parts.iter().map(|p| p.1).sum::<u64>(), 1_000_000, "the paths kept take it all");
     }
 }

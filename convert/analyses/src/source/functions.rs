@@ -68,16 +68,16 @@ fn kernel_index(map: &SourceMap, kernel: &str) -> Option<usize> {
 
 /// Fills `k.functions`, `k.uncharged_samples`, `k.call_sites_unknown` and the lines' `called_from` from its PCs'
 /// samples and its call sites (`Err`: why they are unknown; needed only where the kernel's section holds more than
-/// one function).
+/// one function). Returns a warning where its call graph was too deep or wide to follow whole.
 pub(crate) fn attach(
     k: &mut KernelSource,
     pcs: &[(u64, ByReason)],
     map: &SourceMap,
     sites: Result<Vec<CallSite>, String>,
-) {
+) -> Option<String> {
     let code = map.code_functions(&k.mangled);
     if code.is_empty() {
-        return;
+        return None;
     }
     let names = names(map, &k.mangled);
     let mut exclusive: Vec<ByReason> = vec![ByReason::new(); code.len()];
@@ -162,6 +162,16 @@ pub(crate) fn attach(
         }
     }
     k.functions = rows;
+    (calls.cut > 0).then(|| {
+        format!(
+            "{}: the call paths of {} functions were cut at {} paths or {} calls deep: their samples are split among \
+             the paths kept",
+            k.name,
+            calls.cut,
+            super::callgraph::MAX_PATHS,
+            super::callgraph::MAX_DEPTH
+        )
+    })
 }
 
 /// `file:line` of the call at `offset` in the caller's own code: the outermost call site where the CALL is in an

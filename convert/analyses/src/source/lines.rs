@@ -8,6 +8,9 @@ use cutr_source::{FunctionKind, LineKey, SourceMap};
 
 use super::{ByReason, LineRow, add, sorted, total};
 
+/// A line's samples, function, key, lowest PC and samples by reason, as ranked.
+type Ranked = (u64, Option<usize>, Option<LineKey>, u64, ByReason);
+
 /// One sampled PC of a kernel, its `file:line` and function filled in on the way.
 pub(crate) struct PcSamples {
     pub pc: u64,
@@ -43,7 +46,7 @@ pub(crate) fn top_lines(
         entry.0 = entry.0.min(p.pc);
         add(&mut entry.1, &p.stalls);
     }
-    let mut ranked: Vec<(u64, Option<usize>, Option<LineKey>, u64, ByReason)> =
+    let mut ranked: Vec<Ranked> =
         lines.into_iter().map(|((f, key), (pc, s))| (total(&s), f, key, pc, s)).collect();
     let file = |k: Option<LineKey>| k.map_or("", |k| map.file_of(k).1);
     ranked.sort_by(|a, b| {

@@ -230,7 +230,7 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
         let listing = listings.get(&k.cubin_crc).cloned().unwrap_or_else(|| Err(NOT_DISASSEMBLED.to_string()));
         if let Some(map) = maps.get(&k.cubin_crc).and_then(Option::as_ref) {
             let sites = listing.as_ref().map(|l| map.call_sites(&k.mangled, l.calls_of(&k.mangled)));
-            functions::attach(k, pcs, map, sites.map_err(String::clone));
+            r.warnings.extend(functions::attach(k, pcs, map, sites.map_err(String::clone)));
         }
         if let Ok(listing) = listing {
             for p in &mut k.pcs {
