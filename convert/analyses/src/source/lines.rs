@@ -46,8 +46,7 @@ pub(crate) fn top_lines(
         entry.0 = entry.0.min(p.pc);
         add(&mut entry.1, &p.stalls);
     }
-    let mut ranked: Vec<Ranked> =
-        lines.into_iter().map(|((f, key), (pc, s))| (total(&s), f, key, pc, s)).collect();
+    let mut ranked: Vec<Ranked> = lines.into_iter().map(|((f, key), (pc, s))| (total(&s), f, key, pc, s)).collect();
     let file = |k: Option<LineKey>| k.map_or("", |k| map.file_of(k).1);
     ranked.sort_by(|a, b| {
         let line = |k: Option<LineKey>| k.map_or(0, |k| k.line);
