@@ -1,8 +1,9 @@
 //! `cupti-convert source`: where kernels spend their time, by source line, from the PC samples of a recording made
 //! with `cupti-record --pc-sampling` and the cubins it kept.
 //!
-//! Per kernel (function): its samples, split by stall reason; its source lines ranked by samples, each with its
-//! stall split and the call sites it was inlined through; its hottest SASS offsets. A sample is one warp of one SM
+//! Per kernel (function): its samples, split by stall reason; its functions (the kernel and those it calls, with
+//! exclusive and inclusive samples, `functions`); its source lines ranked by samples, each with its stall split,
+//! the call sites it was inlined through and the function holding it; its hottest SASS offsets. A sample is one warp of one SM
 //! seen at one PC in one reason; `selected` is the warp issuing (not stalled). CUPTI reports each sample once under
 //! its reason and, when the warp did not issue, again under `<reason>_not_issued`: only the first are counted.
 //! Lines come from the cubin's own line tables (`cutr-source`); a cubin without them (built without `-lineinfo`)

@@ -1,7 +1,10 @@
 //! PC samples as a pprof profile (`cupti-convert source --pprof OUT.pb.gz`), for `go tool pprof`, speedscope and
 //! flame-graph tools: one sample per (PC, stall reason) with its count, labelled with the stall reason and the
 //! kernel; each PC one location whose lines are its source position and the call sites it was inlined through
-//! (innermost first, as pprof wants inline frames); one mapping per cubin.
+//! (innermost first, as pprof wants inline frames), the outermost named after the function holding the PC; one
+//! mapping per cubin. A sample in a function the kernel calls is a stack, leaf first: its PC, then the location of
+//! each CALL up to the kernel, its count split among the paths as `source`'s inclusive view splits it (one sample
+//! per path).
 //!
 //! The messages are those of pprof's `profile.proto` (github.com/google/pprof/proto/profile.proto), declared here
 //! with prost's derive. A location's address is synthetic: cubin number in bits 40.., the function's number in its
