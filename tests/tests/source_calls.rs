@@ -247,6 +247,41 @@ fn without_nvdisasm_functions_are_given_and_call_sites_said_unknown() {
     ));
 }
 
+/// A listing without the CALLs (an nvdisasm that printed none): the called functions' samples reach no call site,
+/// and the report counts them as charged nowhere rather than dropping them from the kernel's figures silently.
+#[test]
+fn samples_no_known_call_reaches_are_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("nvdisasm");
+    let listing = cutr_tests::repo().join("fixtures/cubins/calls_workload.sm_90.nvdisasm.txt");
+    std::fs::write(&script, format!("#!/bin/sh\ngrep -v 'CALL\\.' '{}'\n", listing.display())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let r = full_report(&script);
+    let k = &r.kernels[0];
+    assert_eq!((k.call_sites_unknown.as_deref(), k.uncharged_samples), (None, 20_593_763));
+    let kernel = k.functions.iter().find(|f| f.name == KERNEL_NAME).unwrap();
+    assert_eq!((kernel.exclusive, kernel.inclusive), (3_637_821, 3_637_821));
+    assert_eq!(kernel.inclusive + k.uncharged_samples, k.samples);
+    assert!(
+        render_text(&r)
+            .contains("  (20,593,763 samples are in functions no known call reaches: charged to no call site)")
+    );
+}
+
+/// The viewers' kernel slices carry the top lines as `source` names them: a called function's line says so, and
+/// the slow path without lines is named, not a `:0`.
+#[test]
+fn the_viewers_top_lines_name_the_called_functions() {
+    let path = cutr_tests::repo().join("fixtures/calls_workload_pcs.cutr");
+    let mut t = cutr_model::load(std::slice::from_ref(&path), &Default::default()).unwrap();
+    assert_eq!(cutr_analyses::source::annotate(&mut t, &[&reader()]), Vec::<String>::new());
+    let id = t.names.lookup(KERNEL).unwrap();
+    assert_eq!(
+        t.kernel_source[&id].top_lines,
+        "calls_workload.cu:33 in gather 43.8%, __cuda_sm3x_div_rn_noftz_f32_slowpath 38.1%, calls_workload.cu:40 9.4%"
+    );
+}
+
 /// `go tool pprof` reads the stacks: flat per function as the report's exclusive totals, cum of the kernel all
 /// samples, and each stack's total (callee -> call site in the kernel) as the report charges the call site.
 #[test]

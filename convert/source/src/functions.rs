@@ -66,11 +66,17 @@ fn own_name(symbol: &str) -> &str {
     }
 }
 
+/// Functions looked back at from an offset for one that holds it, before the first (the kernel, which spans the
+/// section): a compiler lays the functions of a section one after another, so the nearest is the one; a forged
+/// table of 100,000 overlapping symbols cannot make every PC a scan of them all.
+const LOOK_BACK: usize = 64;
+
 /// The function of `functions` (sorted by start) that holds `offset`: the innermost, the one starting last, since
 /// the kernel's symbol spans the functions it calls.
 pub(crate) fn at(functions: &[CodeFunction], offset: u64) -> Option<usize> {
     let end = functions.partition_point(|f| f.start <= offset);
-    (0..end).rev().find(|&i| functions[i].contains(offset))
+    let nearest = (end.saturating_sub(LOOK_BACK)..end).rev().find(|&i| functions[i].contains(offset));
+    nearest.or_else(|| functions.first().filter(|f| f.contains(offset)).map(|_| 0))
 }
 
 /// A CALL instruction of a kernel's code: where it is and which functions it goes from and to.
@@ -149,5 +155,12 @@ mod tests {
             [Some("k"), Some("k"), Some("g"), Some("g"), Some("s"), Some("s")]
         );
         assert_eq!(at(0x1d80), None);
+        // 100,000 one-instruction functions after the kernel's own code: a PC past them is the kernel's, found
+        // without looking at them all.
+        let mut many = vec![CodeFunction::new("k", 0, 0x1000_0000, true)];
+        many.extend((0..100_000u64).map(|i| CodeFunction::new(&format!("$k$f{i}"), 0x100 + 16 * i, 16, false)));
+        assert_eq!(super::at(&many, 0x100 + 16 * 99_999), Some(100_000));
+        assert_eq!(super::at(&many, 0x0fff_0000), Some(0));
+        assert_eq!(super::at(&many, 0x10), Some(0));
     }
 }

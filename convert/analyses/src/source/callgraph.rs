@@ -47,8 +47,12 @@ impl Calls {
         let weights: Vec<u64> =
             sites.iter().map(|s| samples_at(s.offset).saturating_add(samples_at(s.return_offset()))).collect();
         let mut calls = Calls { sites, weights, paths: Vec::new(), cut: 0 };
-        let into: Vec<Vec<usize>> =
-            (0..code.len()).map(|f| (0..calls.sites.len()).filter(|&s| calls.sites[s].callee == f).collect()).collect();
+        let mut into: Vec<Vec<usize>> = vec![Vec::new(); code.len()];
+        for (s, site) in calls.sites.iter().enumerate() {
+            if let Some(list) = into.get_mut(site.callee) {
+                list.push(s);
+            }
+        }
         for f in 0..code.len() {
             let mut walk = Walk { code, calls: &calls, into: &into, out: Vec::new(), visiting: Vec::new(), cut: false };
             if code[f].kind != FunctionKind::Kernel {
@@ -87,6 +91,10 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn from(&mut self, f: usize, prefix: &mut Vec<usize>, share: f64) {
+        if self.out.len() >= MAX_PATHS {
+            self.cut = true;
+            return;
+        }
         if self.code[f].kind == FunctionKind::Kernel {
             self.out.push(CallPath { sites: prefix.clone(), share });
             return;
@@ -94,7 +102,7 @@ impl Walk<'_> {
         if self.visiting.contains(&f) {
             return;
         }
-        if self.out.len() >= MAX_PATHS || prefix.len() >= MAX_DEPTH {
+        if prefix.len() >= MAX_DEPTH {
             self.cut = true;
             return;
         }

@@ -87,6 +87,7 @@ pub(crate) fn attach(
         add(&mut exclusive[f], stalls);
         at.insert(*pc, (f, total(stalls)));
     }
+    let known = code.len() > 1 && sites.is_ok();
     let calls = match sites {
         _ if code.len() == 1 => Calls::default(),
         Ok(sites) => Calls::new(code, sites, |pc| at.get(&pc).map_or(0, |x| x.1)),
@@ -95,39 +96,24 @@ pub(crate) fn attach(
             Calls::default()
         }
     };
-    let mut charged: Vec<ByReason> = vec![ByReason::new(); calls.sites.len()];
-    if !calls.sites.is_empty() {
-        for (pc, stalls) in pcs {
-            let Some(&(f, n)) = at.get(pc) else { continue };
-            if code[f].kind == FunctionKind::Kernel {
-                continue;
-            }
-            if calls.paths[f].is_empty() {
-                k.uncharged_samples = k.uncharged_samples.saturating_add(n);
-                continue;
-            }
-            for (reason, &n) in stalls {
-                for (path, m) in calls.split(f, n) {
-                    for &s in &calls.paths[f][path].sites {
-                        let sum = charged[s].entry(reason.clone()).or_default();
-                        *sum = sum.saturating_add(m);
-                    }
-                }
-            }
-        }
-    }
+    let charged = if known { charge(&calls, code, pcs, &at, &mut k.uncharged_samples) } else { Vec::new() };
     let pct = |n: u64| if k.samples > 0 { 100.0 * n as f64 / k.samples as f64 } else { 0.0 };
+    // Per function: what its call sites were charged, and the sites calling it (one pass over the sites).
+    let mut charged_in = vec![0u64; code.len()];
+    let mut sites_into: Vec<Vec<usize>> = vec![Vec::new(); code.len()];
+    for (s, site) in calls.sites.iter().enumerate() {
+        charged_in[site.caller] = charged_in[site.caller].saturating_add(total(&charged[s]));
+        sites_into[site.callee].push(s);
+    }
     let mut rows: Vec<FunctionRow> = code
         .iter()
         .enumerate()
         .map(|(f, c)| {
             let own = total(&exclusive[f]);
-            let inclusive = (0..calls.sites.len())
-                .filter(|&s| calls.sites[s].caller == f)
-                .fold(own, |a, s| a.saturating_add(total(&charged[s])));
-            let mut called_from: Vec<CallSiteRow> = (0..calls.sites.len())
-                .filter(|&s| calls.sites[s].callee == f)
-                .map(|s| CallSiteRow {
+            let inclusive = own.saturating_add(charged_in[f]);
+            let mut called_from: Vec<CallSiteRow> = sites_into[f]
+                .iter()
+                .map(|&s| CallSiteRow {
                     offset: calls.sites[s].offset,
                     caller: names[calls.sites[s].caller].clone(),
                     line: caller_line(map, &k.mangled, calls.sites[s].offset),
@@ -172,6 +158,37 @@ pub(crate) fn attach(
             super::callgraph::MAX_DEPTH
         )
     })
+}
+
+/// Per call site, the samples of its callee (and theirs) charged to it, by reason: each PC's count of each reason
+/// split over its function's paths. Samples of a called function no path reaches are added to `uncharged`.
+fn charge(
+    calls: &Calls,
+    code: &[cutr_source::CodeFunction],
+    pcs: &[(u64, ByReason)],
+    at: &HashMap<u64, (usize, u64)>,
+    uncharged: &mut u64,
+) -> Vec<ByReason> {
+    let mut charged: Vec<ByReason> = vec![ByReason::new(); calls.sites.len()];
+    for (pc, stalls) in pcs {
+        let Some(&(f, n)) = at.get(pc) else { continue };
+        if code[f].kind == FunctionKind::Kernel {
+            continue;
+        }
+        if calls.paths[f].is_empty() {
+            *uncharged = uncharged.saturating_add(n);
+            continue;
+        }
+        for (reason, &n) in stalls {
+            for (path, m) in calls.split(f, n) {
+                for &s in &calls.paths[f][path].sites {
+                    let sum = charged[s].entry(reason.clone()).or_default();
+                    *sum = sum.saturating_add(m);
+                }
+            }
+        }
+    }
+    charged
 }
 
 /// `file:line` of the call at `offset` in the caller's own code: the outermost call site where the CALL is in an

@@ -305,7 +305,15 @@ pub fn annotate(trace: &mut cutr_model::Trace, readers: &[&Reader]) -> Vec<Strin
         let Some(id) = trace.names.lookup(&k.mangled) else { continue };
         let share = |n: u64| if k.samples > 0 { 100.0 * n as f64 / k.samples as f64 } else { 0.0 };
         let top_lines = if k.has_lines {
-            k.lines.iter().map(|l| format!("{}:{} {:.1}%", l.file, l.line, l.percent)).collect::<Vec<_>>().join(", ")
+            let at = |l: &LineRow| match (l.file.is_empty(), !l.function.is_empty() && l.function != k.name) {
+                // A called function without lines of its own: named, not a line 0.
+                (true, _) => l.function.split('(').next().unwrap_or_default().to_string(),
+                (false, true) => {
+                    format!("{}:{} in {}", l.file, l.line, l.function.split('(').next().unwrap_or_default())
+                }
+                (false, false) => format!("{}:{}", l.file, l.line),
+            };
+            k.lines.iter().map(|l| format!("{} {:.1}%", at(l), l.percent)).collect::<Vec<_>>().join(", ")
         } else {
             k.pcs.iter().map(|p| format!("+{:#x} {:.1}%", p.pc_offset, p.percent)).collect::<Vec<_>>().join(", ")
         };
