@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use cutr_analyses::source::{SourceOptions, SourceReport, pprof_with, render_text, report};
+use cutr_analyses::source::{SourceOptions, SourceReport, pprof_after, pprof_with, render_text, report};
 use cutr_source::SourceMap;
 
 const KERNEL: &str = "_Z5callsPKjPKfS2_iiPf";
@@ -221,8 +221,8 @@ fn functions_are_grouped_and_call_sites_charged_with_their_callees() {
     let text = render_text(&r);
     assert!(
         text.contains(
-            "   9,238,419  38.1%  (no line) in __cuda_sm3x_div_rn_noftz_f32_slowpath (called from calls_workload.cu:51) \
-             wait 62%, selected 18%, branch_resolving 15%"
+            "   9,238,419  38.1%  (no line) in __cuda_sm3x_div_rn_noftz_f32_slowpath (called from \
+             calls_workload.cu:51) wait 62%, selected 18%, branch_resolving 15%"
         ),
         "{text}"
     );
@@ -290,6 +290,12 @@ fn pprof_stacks_lead_from_called_functions_to_their_call_sites() {
     let opts = SourceOptions { nvdisasm: Some(recorded_nvdisasm(dir.path())), ..Default::default() };
     let (bytes, summary, warnings) = pprof_with(&[&reader()], &opts);
     assert_eq!(warnings, Vec::<String>::new());
+    // After a report, its listings are used again: an nvdisasm that is not there is never run, and the profile is
+    // the same.
+    let report = report(&[&reader()], &opts);
+    let missing = SourceOptions { nvdisasm: Some(dir.path().join("not-there")), ..Default::default() };
+    let again = pprof_after(&[&reader()], &report, &missing);
+    assert_eq!((&again.0, again.2.len()), (&bytes, 0));
     // One location per sampled PC (every call site charged was sampled; 0x9b0's, charged nothing, is in no stack);
     // the kernel, gather, the slow path and the inlined `ratio`.
     assert_eq!((summary.samples, summary.locations, summary.functions), (24_231_584, 384, 4));

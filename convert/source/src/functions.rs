@@ -1,8 +1,9 @@
 //! The functions that share a kernel's code section. A kernel's `.text.<kernel>` section holds the kernel and every
 //! function it CALLs that was not inlined: a `__noinline__` device function (a LOCAL symbol `$<kernel>$<callee>`)
-//! and the compiler's subroutines (the IEEE division's slow path, `$__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath`,
-//! WEAK), each a FUNC symbol with its own range. CUPTI's PC offsets are relative to the section, and the kernel's
-//! own symbol usually spans all of it, so the function a PC is in is the innermost symbol whose range holds it.
+//! and the compiler's subroutines (the IEEE division's slow path,
+//! `$__internal_0_$__cuda_sm3x_div_rn_noftz_f32_slowpath`, WEAK), each a FUNC symbol with its own range. CUPTI's PC
+//! offsets are relative to the section, and the kernel's own symbol usually spans all of it, so the function a PC
+//! is in is the innermost symbol whose range holds it.
 //!
 //! Call sites come from the SASS (`CALL.REL.NOINC `(target)``, as `nvdisasm` prints it): the cubin's relocations
 //! do not name them (a relative call within one section needs none).

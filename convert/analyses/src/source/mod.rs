@@ -3,9 +3,10 @@
 //!
 //! Per kernel (function): its samples, split by stall reason; its functions (the kernel and those it calls, with
 //! exclusive and inclusive samples, `functions`); its source lines ranked by samples, each with its stall split,
-//! the call sites it was inlined through and the function holding it; its hottest SASS offsets. A sample is one warp of one SM
-//! seen at one PC in one reason; `selected` is the warp issuing (not stalled). CUPTI reports each sample once under
-//! its reason and, when the warp did not issue, again under `<reason>_not_issued`: only the first are counted.
+//! the call sites it was inlined through and the function holding it; its hottest SASS offsets. A sample is one
+//! warp of one SM seen at one PC in one reason; `selected` is the warp issuing (not stalled). CUPTI reports each
+//! sample once under its reason and, when the warp did not issue, again under `<reason>_not_issued`: only the first
+//! are counted.
 //! Lines come from the cubin's own line tables (`cutr-source`); a cubin without them (built without `-lineinfo`)
 //! gives offsets only, and the report says so.
 
@@ -27,7 +28,7 @@ use serde::Serialize;
 
 pub use cubins::KernelLines;
 pub use functions::{CallSiteRow, FunctionRow};
-pub use pprof::{PprofSummary, pprof, pprof_with};
+pub use pprof::{PprofSummary, pprof, pprof_after, pprof_with};
 pub use render::{render_csv, render_text};
 
 /// What `source` shows.
@@ -132,6 +133,9 @@ pub struct SourceReport {
     /// Per input, in order: what was damaged, lost and left out.
     #[serde(skip)]
     pub inputs: Vec<SourceInput>,
+    /// The `nvdisasm` listings the report read, by cubin, for [`pprof_after`] to use again.
+    #[serde(skip)]
+    pub(crate) listings: Listings,
 }
 
 /// What one input's PC samples lost: its damaged or cut chunks, the samples no stall-reason table names, the
@@ -242,6 +246,7 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
         }
     }
     r.kernels = kernels.into_iter().map(|(k, _)| k).collect();
+    r.listings = listings;
     r
 }
 

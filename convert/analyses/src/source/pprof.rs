@@ -17,7 +17,7 @@ use cutr_format::Reader;
 use prost::Message;
 
 use super::callgraph::Calls;
-use super::{ByReason, PcKey, Samples, SourceOptions, SourceReport, collect, disassemble, functions, total};
+use super::{ByReason, Listings, PcKey, Samples, SourceOptions, SourceReport, collect, disassemble, functions, total};
 
 #[derive(Clone, PartialEq, Message)]
 struct Profile {
@@ -161,9 +161,23 @@ pub fn pprof(readers: &[&Reader]) -> (Vec<u8>, PprofSummary, Vec<String>) {
 /// sample in a called function is a stack of its location and each call site's location up to the kernel (leaf
 /// first, as pprof orders them), its count split among the paths as `source`'s inclusive view splits it.
 pub fn pprof_with(readers: &[&Reader], opts: &SourceOptions) -> (Vec<u8>, PprofSummary, Vec<String>) {
+    profile(readers, opts, &Listings::new())
+}
+
+/// [`pprof_with`] after [`super::report`] of the same recordings: the cubins the report disassembled are not
+/// disassembled again (only those of kernels its `--kernel` filter left out are).
+pub fn pprof_after(
+    readers: &[&Reader],
+    report: &SourceReport,
+    opts: &SourceOptions,
+) -> (Vec<u8>, PprofSummary, Vec<String>) {
+    profile(readers, opts, &report.listings)
+}
+
+fn profile(readers: &[&Reader], opts: &SourceOptions, known: &Listings) -> (Vec<u8>, PprofSummary, Vec<String>) {
     let mut r = SourceReport::default();
     let samples = collect(readers, &mut r);
-    let calls = call_graphs(&samples, opts, &mut r.warnings);
+    let calls = call_graphs(&samples, opts, known, &mut r.warnings);
     let profile = build(samples.by_pc, &samples.maps, &calls, &r);
     let summary = PprofSummary {
         samples: profile.sample.iter().fold(0u64, |a, s| a.saturating_add(s.value[0] as u64)),
@@ -183,6 +197,7 @@ pub fn pprof_with(readers: &[&Reader], opts: &SourceOptions) -> (Vec<u8>, PprofS
 fn call_graphs(
     samples: &Samples<'_>,
     opts: &SourceOptions,
+    known: &Listings,
     warnings: &mut Vec<String>,
 ) -> HashMap<(u64, String), Calls> {
     let mut at: BTreeMap<(u64, &str), HashMap<u64, u64>> = BTreeMap::new();
@@ -192,11 +207,11 @@ fn call_graphs(
             at.entry((*crc, kernel.as_str())).or_default().insert(*pc, total(reasons));
         }
     }
-    let crcs: Vec<u64> = at.keys().map(|k| k.0).collect();
-    if crcs.is_empty() {
-        return HashMap::new();
+    let crcs: Vec<u64> = at.keys().map(|k| k.0).filter(|crc| !known.contains_key(crc)).collect();
+    let mut listings = known.clone();
+    if !crcs.is_empty() {
+        listings.extend(disassemble(&samples.cubins, crcs, opts, warnings).1);
     }
-    let (_, listings) = disassemble(&samples.cubins, crcs, opts, warnings);
     let mut out = HashMap::new();
     for ((crc, kernel), totals) in at {
         let Some(map) = samples.maps.get(&crc).and_then(Option::as_ref) else { continue };
