@@ -318,7 +318,8 @@ pub enum Command {
         #[arg(long)]
         by_rank: bool,
     },
-    /// Where kernels spend their time by source line and stall reason, from a recording made with
+    /// Where kernels spend their time by function, source line and stall reason (a called function's samples also
+    /// charged to its call sites), from a recording made with
     /// `cupti-record --pc-sampling` (lines from the cubins it kept; no CUDA needed). With --diff, what changed
     /// between two runs line by line (docs/SOURCE_DIFF.md): exit code 3 when a line's share of its kernel's
     /// samples grew beyond --threshold and sampling noise, 4 when no kernel is on both sides.
@@ -361,9 +362,10 @@ pub enum Command {
         /// per PC with its inlined frames, labelled by stall reason and kernel (`-` for standard output).
         #[arg(long, value_name = "OUT.pb.gz")]
         pprof: Option<PathBuf>,
-        /// Do not run `nvdisasm` for the SASS text of the PCs shown (by default it runs where it is installed:
-        /// `CUTR_NVDISASM`, or on the PATH; each run is ended after 60 s, `CUTR_NVDISASM_TIMEOUT`, and the report
-        /// says which cubin lacks SASS and why).
+        /// Do not run `nvdisasm` for the SASS text of the PCs shown and the call sites of called functions (by
+        /// default it runs where it is installed: `CUTR_NVDISASM`, or on the PATH; each run is ended after 60 s,
+        /// `CUTR_NVDISASM_TIMEOUT`, and the report says which cubin lacks SASS and why). Without it, samples are
+        /// still placed in their functions, but call sites are unknown.
         #[arg(long)]
         no_sass: bool,
     },

@@ -465,7 +465,8 @@ pub fn source(
         }
     }
     if let Some(path) = pprof {
-        let (bytes, summary, _) = source::pprof(&refs);
+        // The cubins the report disassembled for its call sites are not disassembled again; --no-sass holds.
+        let (bytes, summary, _) = source::pprof_after(&refs, &r, opts);
         let write = || -> std::io::Result<u64> {
             let mut out = cutr_viewer_export::output::Output::create(path, false)?;
             out.write(&bytes)?;

@@ -404,7 +404,7 @@ fn source_reports_lines_and_stalls_from_pc_samples() {
     let chase = run(&["source", path_str(&f), "--kernel", "chase", "--csv"]);
     let csv = text(&chase.stdout);
     let rows: Vec<&str> = csv.lines().collect();
-    assert_eq!(rows[0], "kernel,file,line,samples,percent,top_stall,top_stall_samples");
+    assert_eq!(rows[0], "kernel,file,line,samples,percent,top_stall,top_stall_samples,function,called_from");
     assert!(
         rows[1].starts_with(
             "\"chase(unsigned int const*, unsigned int, int, unsigned int*)\",source_workload.cu,44,453876,"

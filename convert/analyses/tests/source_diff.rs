@@ -188,26 +188,30 @@ fn small_counts_are_too_few_samples() {
                 percent: 0.0,
                 stalls: vec![("long_scoreboard".into(), n)],
                 inlined_at: Vec::new(),
+                function: "k".into(),
+                called_from: Vec::new(),
             })
             .collect();
-        SourceReport {
-            files: vec![name.into()],
+        let mut report = SourceReport::default();
+        report.files = vec![name.into()];
+        report.samples = samples;
+        report.kernels = vec![KernelSource {
+            name: "k".into(),
+            mangled: "k".into(),
+            cubin_crc: 1,
             samples,
-            kernels: vec![KernelSource {
-                name: "k".into(),
-                mangled: "k".into(),
-                cubin_crc: 1,
-                samples,
-                percent: 100.0,
-                stalls: vec![("long_scoreboard".into(), samples)],
-                has_lines: true,
-                line_tables: KernelLines::Present,
-                lines: rows,
-                pcs: Vec::new(),
-            }],
-            inputs: vec![SourceInput { collections: 1, ..Default::default() }],
-            ..Default::default()
-        }
+            percent: 100.0,
+            stalls: vec![("long_scoreboard".into(), samples)],
+            has_lines: true,
+            line_tables: KernelLines::Present,
+            lines: rows,
+            pcs: Vec::new(),
+            functions: Vec::new(),
+            call_sites_unknown: None,
+            uncharged_samples: 0,
+        }];
+        report.inputs = vec![SourceInput { collections: 1, ..Default::default() }];
+        report
     };
     // 300 samples a side: line 2 moves 1.67 pp (5 -> 10 of 300), line 3 moves 40 pp (150 -> 30).
     let b = side("b.cutr", &[(1, 145), (2, 5), (3, 150)]);
@@ -270,26 +274,29 @@ fn a_kernel_without_lines_is_judged_by_offset() {
                 percent: 0.0,
                 stalls: vec![("wait".into(), n)],
                 sass: String::new(),
+                function: "gemm".into(),
             })
             .collect();
-        SourceReport {
-            files: vec!["x.cutr".into()],
+        let mut report = SourceReport::default();
+        report.files = vec!["x.cutr".into()];
+        report.samples = samples;
+        report.kernels = vec![KernelSource {
+            name: "gemm".into(),
+            mangled: "gemm".into(),
+            cubin_crc: crc,
             samples,
-            kernels: vec![KernelSource {
-                name: "gemm".into(),
-                mangled: "gemm".into(),
-                cubin_crc: crc,
-                samples,
-                percent: 100.0,
-                stalls: vec![("wait".into(), samples)],
-                has_lines: false,
-                line_tables: KernelLines::Absent,
-                lines: Vec::new(),
-                pcs: rows,
-            }],
-            inputs: vec![SourceInput { collections: 1, ..Default::default() }],
-            ..Default::default()
-        }
+            percent: 100.0,
+            stalls: vec![("wait".into(), samples)],
+            has_lines: false,
+            line_tables: KernelLines::Absent,
+            lines: Vec::new(),
+            pcs: rows,
+            functions: Vec::new(),
+            call_sites_unknown: None,
+            uncharged_samples: 0,
+        }];
+        report.inputs = vec![SourceInput { collections: 1, ..Default::default() }];
+        report
     };
     // +0x10 goes from 50% to 70% of 100,000 samples.
     let d = compare(

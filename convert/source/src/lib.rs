@@ -9,6 +9,7 @@
 //! of call sites an inlined instruction came through, with no CUDA library.
 
 mod cubin;
+mod functions;
 pub mod host;
 mod inline;
 mod lines;
@@ -18,6 +19,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 pub use cubin::Function;
+pub use functions::{CallSite, CodeFunction, FunctionKind, INSTRUCTION_BYTES, call_target};
 pub use inline::MAX_INLINE_DEPTH;
 
 /// Why a cubin's source map could not be read at all (damaged line tables are not an error: they are read as far
@@ -73,6 +75,11 @@ pub struct LineKey {
 #[derive(Clone, Debug, Default)]
 pub struct SourceMap {
     functions: Vec<Function>,
+    /// The function symbols of each code section of the functions (each kernel, the functions it calls), sorted by
+    /// start.
+    code: Vec<Vec<CodeFunction>>,
+    /// Per function, the index of its section's list in `code`.
+    code_of: Vec<Option<usize>>,
     /// Function index by name (the first of a name), so that a lookup costs no scan of the functions.
     by_name: HashMap<String, usize>,
     /// Line rows per function (index into `functions`), sorted by offset, rows at one offset in table order.
@@ -124,6 +131,8 @@ impl SourceMap {
         }
         Ok(SourceMap {
             functions: elf.functions,
+            code: elf.code,
+            code_of: elf.code_of,
             by_name,
             rows,
             files: tables.files,
@@ -178,6 +187,61 @@ impl SourceMap {
     pub fn file_of(&self, key: LineKey) -> (&str, &str) {
         let Some(f) = self.files.get(key.file as usize) else { return ("", "") };
         (self.dirs.get(f.dir as usize).map_or("", String::as_str), &f.name)
+    }
+
+    /// Every function symbol of `kernel`'s code section, sorted by start: the kernel and the functions it calls
+    /// that were not inlined. Empty for an unknown kernel.
+    pub fn code_functions(&self, kernel: &str) -> &[CodeFunction] {
+        let list = self.by_name.get(kernel).and_then(|&i| self.code_of[i]);
+        list.map_or(&[], |l| &self.code[l])
+    }
+
+    /// The function (index into [`SourceMap::code_functions`]) whose range holds the instruction at this offset of
+    /// `kernel`'s section (CUPTI's PC offset): the innermost, since the kernel's symbol spans what it calls.
+    pub fn function_at(&self, kernel: &str, pc_offset: u64) -> Option<usize> {
+        functions::at(self.code_functions(kernel), pc_offset)
+    }
+
+    /// [`SourceMap::line_key`] for a line of the function holding the PC: `None` where the last line row before
+    /// the PC is before that function's start. A compiler subroutine has no rows of its own, and the rows before it
+    /// (the end of the previous function) say nothing about it; `cuptiGetSassToSourceCorrelation` and
+    /// [`SourceMap::line_key`] still give that row.
+    pub fn line_key_in_function(&self, kernel: &str, pc_offset: u64) -> Option<LineKey> {
+        let (_, row) = self.row_in_function(kernel, pc_offset)?;
+        self.files.get(row.file as usize)?;
+        Some(LineKey { file: row.file, line: row.line, chain: row.chain })
+    }
+
+    /// [`SourceMap::locate`] for a line of the function holding the PC (as [`SourceMap::line_key_in_function`]).
+    pub fn locate_in_function(&self, kernel: &str, pc_offset: u64) -> Option<Location> {
+        let (rows, row) = self.row_in_function(kernel, pc_offset)?;
+        Some(Location { position: self.position(row)?, inlined_at: self.inline_chain(rows, row) })
+    }
+
+    /// The call sites among `instructions` (section offset, SASS text, as `nvdisasm` gives them for `kernel`):
+    /// each CALL whose target is a function of the kernel's section, sorted by offset. Calls to a function outside
+    /// it are left out: no sample of the kernel can be in one.
+    pub fn call_sites<'a>(
+        &self,
+        kernel: &str,
+        instructions: impl IntoIterator<Item = (u64, &'a str)>,
+    ) -> Vec<CallSite> {
+        let code = self.code_functions(kernel);
+        let mut out: Vec<CallSite> = instructions
+            .into_iter()
+            .filter_map(|(offset, text)| {
+                let target = call_target(text)?;
+                let callee = code.iter().position(|f| f.symbol == target)?;
+                Some(CallSite { offset, caller: functions::at(code, offset)?, callee })
+            })
+            .collect();
+        out.sort_unstable_by_key(|c| c.offset);
+        out
+    }
+
+    fn row_in_function(&self, kernel: &str, pc_offset: u64) -> Option<(&[lines::Row], &lines::Row)> {
+        let start = self.function_at(kernel, pc_offset).map_or(0, |i| self.code_functions(kernel)[i].start);
+        self.row_at(kernel, pc_offset).filter(|(_, row)| row.offset >= start)
     }
 
     /// The rows of `function` and the last row at or before `pc_offset` (of rows sharing an address, the last is

@@ -1,15 +1,21 @@
 //! `cupti-convert source`: where kernels spend their time, by source line, from the PC samples of a recording made
 //! with `cupti-record --pc-sampling` and the cubins it kept.
 //!
-//! Per kernel (function): its samples, split by stall reason; its source lines ranked by samples, each with its
-//! stall split and the call sites it was inlined through; its hottest SASS offsets. A sample is one warp of one SM
-//! seen at one PC in one reason; `selected` is the warp issuing (not stalled). CUPTI reports each sample once under
-//! its reason and, when the warp did not issue, again under `<reason>_not_issued`: only the first are counted.
+//! Per kernel (function): its samples, split by stall reason; its functions (the kernel and those it calls, with
+//! exclusive and inclusive samples, `functions`); its source lines ranked by samples, each with its stall split,
+//! the call sites it was inlined through and the function holding it; its hottest SASS offsets. A sample is one
+//! warp of one SM seen at one PC in one reason; `selected` is the warp issuing (not stalled). CUPTI reports each
+//! sample once under its reason and, when the warp did not issue, again under `<reason>_not_issued`: only the first
+//! are counted.
 //! Lines come from the cubin's own line tables (`cutr-source`); a cubin without them (built without `-lineinfo`)
 //! gives offsets only, and the report says so.
 
+mod callgraph;
 mod cubins;
+mod functions;
+mod lines;
 mod pprof;
+mod render;
 mod sass;
 
 use std::collections::{BTreeMap, HashMap};
@@ -21,7 +27,9 @@ use cutr_source::SourceMap;
 use serde::Serialize;
 
 pub use cubins::KernelLines;
-pub use pprof::{PprofSummary, pprof};
+pub use functions::{CallSiteRow, FunctionRow};
+pub use pprof::{PprofSummary, pprof, pprof_after, pprof_with};
+pub use render::{render_csv, render_text};
 
 /// What `source` shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,13 +64,20 @@ pub struct LineRow {
     pub stalls: Stalls,
     /// `function@file:line` of each call site the line was inlined through, innermost first.
     pub inlined_at: Vec<String>,
+    /// The function whose code holds the line (demangled): the kernel, or a function it calls.
+    pub function: String,
+    /// `file:line` of each call of that function (most charged first); empty for the kernel's own lines and where
+    /// call sites are unknown.
+    pub called_from: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PcRow {
     pub pc_offset: u64,
-    /// `file:line`, empty without line info.
+    /// `file:line`, empty without line info (and in a function without line rows of its own).
     pub location: String,
+    /// The function holding the PC (demangled), empty where the cubin could not be read.
+    pub function: String,
     pub samples: u64,
     pub percent: f64,
     pub stalls: Stalls,
@@ -85,6 +100,15 @@ pub struct KernelSource {
     pub line_tables: KernelLines,
     pub lines: Vec<LineRow>,
     pub pcs: Vec<PcRow>,
+    /// Its functions (the kernel and those it calls), most exclusive samples first; empty where its cubin could not
+    /// be read.
+    pub functions: Vec<FunctionRow>,
+    /// Why the call sites of its called functions are unknown (`nvdisasm` not installed, failed, timed out or not
+    /// run): their samples are then charged to no call site. `None` when known or when it calls nothing.
+    pub call_sites_unknown: Option<String>,
+    /// Samples in called functions that no known call reaches, charged to no call site: the kernel's inclusive
+    /// total is its samples less these.
+    pub uncharged_samples: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -109,6 +133,9 @@ pub struct SourceReport {
     /// Per input, in order: what was damaged, lost and left out.
     #[serde(skip)]
     pub inputs: Vec<SourceInput>,
+    /// The `nvdisasm` listings the report read, by cubin, for [`pprof_after`] to use again.
+    #[serde(skip)]
+    pub(crate) listings: Listings,
 }
 
 /// What one input's PC samples lost: its damaged or cut chunks, the samples no stall-reason table names, the
@@ -192,48 +219,79 @@ pub fn report(readers: &[&Reader], opts: &SourceOptions) -> SourceReport {
         ..Default::default()
     };
     let Samples { by_pc, maps, cubins } = collect(readers, &mut r);
-    r.kernels = kernels(by_pc, &maps, opts);
-    r.samples = r.kernels.iter().fold(0u64, |a, k| a.saturating_add(k.samples));
+    let mut kernels = kernels(by_pc, &maps, opts);
+    r.samples = kernels.iter().fold(0u64, |a, k| a.saturating_add(k.0.samples));
     let all: u64 = r.samples.max(1);
-    for k in &mut r.kernels {
+    for (k, _) in &mut kernels {
         k.percent = 100.0 * k.samples as f64 / all as f64;
     }
     if let Some(f) = &opts.kernel {
-        r.kernels.retain(|k| k.name.contains(f.as_str()) || k.mangled.contains(f.as_str()));
+        kernels.retain(|(k, _)| k.name.contains(f.as_str()) || k.mangled.contains(f.as_str()));
     }
-    if opts.sass {
-        add_sass(&mut r, &cubins, opts.nvdisasm.as_deref());
+    let crcs: Vec<u64> = kernels.iter().map(|(k, _)| k.cubin_crc).collect();
+    let (disassembler, listings) = disassemble(&cubins, crcs, opts, &mut r.warnings);
+    r.disassembler = disassembler;
+    for (k, pcs) in &mut kernels {
+        let listing = listings.get(&k.cubin_crc).cloned().unwrap_or_else(|| Err(NOT_DISASSEMBLED.to_string()));
+        if let Some(map) = maps.get(&k.cubin_crc).and_then(Option::as_ref) {
+            let sites = listing.as_ref().map(|l| map.call_sites(&k.mangled, l.calls_of(&k.mangled)));
+            r.warnings.extend(functions::attach(k, pcs, map, sites.map_err(String::clone)));
+        }
+        if let Ok(listing) = listing {
+            for p in &mut k.pcs {
+                if let Some(t) = listing.text.get(&(k.mangled.clone(), p.pc_offset)) {
+                    p.sass = t.clone();
+                }
+            }
+        }
     }
+    r.kernels = kernels.into_iter().map(|(k, _)| k).collect();
+    r.listings = listings;
     r
 }
 
-/// The SASS text of every PC shown, one `nvdisasm` run per cubin (in parallel), where `nvdisasm` is installed.
-fn add_sass(r: &mut SourceReport, cubins: &cubins::CubinBytes<'_>, nvdisasm: Option<&std::path::Path>) {
+/// Why a cubin has no listing when nothing said otherwise.
+const NOT_DISASSEMBLED: &str = "its cubin could not be read again for nvdisasm";
+
+/// Listings by cubin CRC (shared: each kernel of a cubin reads the same one).
+pub(crate) type Listings = HashMap<u64, Result<std::sync::Arc<sass::Listing>, String>>;
+
+/// One `nvdisasm` run per cubin of `crcs` (in parallel), where one is installed and `opts.sass` asks for it: the
+/// SASS text of the PCs shown and the call sites, from the same run. Returns the disassembler used and per cubin
+/// its listing or why there is none (a failed run is also warned of).
+pub(crate) fn disassemble(
+    cubins: &cubins::CubinBytes<'_>,
+    mut crcs: Vec<u64>,
+    opts: &SourceOptions,
+    warnings: &mut Vec<String>,
+) -> (Option<String>, Listings) {
     use rayon::prelude::*;
-    let Some(d) = nvdisasm.map(sass::Disassembler::at).or_else(sass::Disassembler::find) else { return };
-    r.disassembler = Some(d.path().display().to_string());
-    let mut wanted: Vec<u64> = r.kernels.iter().filter(|k| !k.pcs.is_empty()).map(|k| k.cubin_crc).collect();
-    wanted.sort_unstable();
-    wanted.dedup();
-    let listings: Vec<(u64, Result<sass::Listing, String>)> =
-        wanted.par_iter().filter_map(|crc| cubins.get(*crc).map(|c| (*crc, d.disassemble(c.data())))).collect();
-    let mut by_cubin = HashMap::new();
+    crcs.sort_unstable();
+    crcs.dedup();
+    let none = |why: &str| crcs.iter().map(|c| (*c, Err(why.to_string()))).collect();
+    if !opts.sass {
+        return (None, none("nvdisasm was not run (--no-sass)"));
+    }
+    let found = opts.nvdisasm.as_deref().map(sass::Disassembler::at).or_else(sass::Disassembler::find);
+    let Some(d) = found else {
+        return (None, none("nvdisasm is not installed (CUTR_NVDISASM, or nvdisasm on the PATH)"));
+    };
+    // A cubin lost or unreadable is warned of where it was read; only nvdisasm's own failures are warned of here.
+    let listings: Vec<(u64, Option<Result<sass::Listing, String>>)> =
+        crcs.par_iter().map(|crc| (*crc, cubins.get(*crc).map(|c| d.disassemble(c.data())))).collect();
+    let mut out = Listings::new();
     for (crc, l) in listings {
-        match l {
-            Ok(l) => {
-                by_cubin.insert(crc, l);
+        let l = match l {
+            None => Err(NOT_DISASSEMBLED.to_string()),
+            Some(Ok(l)) => Ok(std::sync::Arc::new(l)),
+            Some(Err(e)) => {
+                warnings.push(format!("nvdisasm could not read cubin {crc:#x}: {e}"));
+                Err(format!("nvdisasm could not read its cubin: {e}"))
             }
-            Err(e) => r.warnings.push(format!("nvdisasm could not read cubin {crc:#x}: {e}")),
-        }
+        };
+        out.insert(crc, l);
     }
-    for k in &mut r.kernels {
-        let Some(listing) = by_cubin.get(&k.cubin_crc) else { continue };
-        for p in &mut k.pcs {
-            if let Some(t) = listing.get(&(k.mangled.clone(), p.pc_offset)) {
-                p.sass = t.clone();
-            }
-        }
-    }
+    (Some(d.path().display().to_string()), out)
 }
 
 /// Attaches to `trace` what the PC samples of its recordings (`readers`, in the trace's file order) say about each
@@ -252,7 +310,15 @@ pub fn annotate(trace: &mut cutr_model::Trace, readers: &[&Reader]) -> Vec<Strin
         let Some(id) = trace.names.lookup(&k.mangled) else { continue };
         let share = |n: u64| if k.samples > 0 { 100.0 * n as f64 / k.samples as f64 } else { 0.0 };
         let top_lines = if k.has_lines {
-            k.lines.iter().map(|l| format!("{}:{} {:.1}%", l.file, l.line, l.percent)).collect::<Vec<_>>().join(", ")
+            let at = |l: &LineRow| match (l.file.is_empty(), !l.function.is_empty() && l.function != k.name) {
+                // A called function without lines of its own: named, not a line 0.
+                (true, _) => l.function.split('(').next().unwrap_or_default().to_string(),
+                (false, true) => {
+                    format!("{}:{} in {}", l.file, l.line, l.function.split('(').next().unwrap_or_default())
+                }
+                (false, false) => format!("{}:{}", l.file, l.line),
+            };
+            k.lines.iter().map(|l| format!("{} {:.1}%", at(l), l.percent)).collect::<Vec<_>>().join(", ")
         } else {
             k.pcs.iter().map(|p| format!("+{:#x} {:.1}%", p.pc_offset, p.percent)).collect::<Vec<_>>().join(", ")
         };
@@ -332,40 +398,57 @@ fn total(by_reason: &BTreeMap<String, u64>) -> u64 {
     by_reason.values().fold(0u64, |a, n| a.saturating_add(*n))
 }
 
-/// Per kernel: lines and PCs ranked by samples.
+/// Per kernel: lines and PCs ranked by samples, with its PCs' samples (for its functions, once call sites are
+/// known).
 fn kernels(
     by_pc: HashMap<PcKey, BTreeMap<String, u64>>,
     maps: &HashMap<u64, Option<SourceMap>>,
     opts: &SourceOptions,
-) -> Vec<KernelSource> {
+) -> Vec<(KernelSource, Vec<(u64, ByReason)>)> {
     let mut per_kernel: BTreeMap<(u64, String), Vec<(u64, ByReason)>> = BTreeMap::new();
     for ((crc, function, pc), stalls) in by_pc {
         per_kernel.entry((crc, function)).or_default().push((pc, stalls));
     }
     let limit = if opts.top > 0 { opts.top } else { usize::MAX };
-    let mut out: Vec<KernelSource> = per_kernel
+    let mut out: Vec<(KernelSource, Vec<(u64, ByReason)>)> = per_kernel
         .into_iter()
         .map(|((crc, mangled), pcs)| {
             let map = maps.get(&crc).and_then(Option::as_ref);
+            let names = map.map(|m| functions::names(m, &mangled)).unwrap_or_default();
             let mut total = BTreeMap::new();
             let mut pc_rows = Vec::new();
             for (pc, stalls) in &pcs {
                 add(&mut total, stalls);
-                pc_rows.push((*pc, String::new(), stalls.clone()));
+                let function = map.and_then(|m| functions::function_of(m, &mangled, *pc));
+                pc_rows.push(lines::PcSamples {
+                    pc: *pc,
+                    location: String::new(),
+                    function: function.and_then(|f| names.get(f)).cloned().unwrap_or_default(),
+                    stalls: stalls.clone(),
+                });
             }
             let samples = self::total(&total);
             let pct = |n: u64| if samples > 0 { 100.0 * n as f64 / samples as f64 } else { 0.0 };
-            let line_rows = map.map(|m| cubins::top_lines(m, &mangled, &mut pc_rows, limit, pct)).unwrap_or_default();
+            let line_rows = map.map(|m| lines::top_lines(m, &mangled, &mut pc_rows, limit, pct)).unwrap_or_default();
             let mut pc_rows: Vec<PcRow> = pc_rows
                 .into_iter()
-                .map(|(pc_offset, location, s)| {
-                    let n = self::total(&s);
-                    PcRow { pc_offset, location, samples: n, percent: pct(n), stalls: sorted(&s), sass: String::new() }
+                .map(|p| {
+                    let n = self::total(&p.stalls);
+                    let (pc_offset, location, function) = (p.pc, p.location, p.function);
+                    PcRow {
+                        pc_offset,
+                        location,
+                        function,
+                        samples: n,
+                        percent: pct(n),
+                        stalls: sorted(&p.stalls),
+                        sass: String::new(),
+                    }
                 })
                 .collect();
             pc_rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pc_offset.cmp(&b.pc_offset)));
             pc_rows.truncate(limit);
-            KernelSource {
+            let k = KernelSource {
                 name: cutr_model::demangle::demangle(&mangled),
                 mangled,
                 cubin_crc: crc,
@@ -376,98 +459,13 @@ fn kernels(
                 line_tables: KernelLines::of(maps.get(&crc)),
                 lines: line_rows,
                 pcs: pc_rows,
-            }
+                functions: Vec::new(),
+                call_sites_unknown: None,
+                uncharged_samples: 0,
+            };
+            (k, pcs)
         })
         .collect();
-    out.sort_by(|a, b| b.samples.cmp(&a.samples).then_with(|| a.name.cmp(&b.name)));
+    out.sort_by(|a, b| b.0.samples.cmp(&a.0.samples).then_with(|| a.0.name.cmp(&b.0.name)));
     out
-}
-
-/// Text for people: per kernel, its stall split, lines and PCs.
-pub fn render_text(r: &SourceReport) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "{}: {} PC samples in {} kernels ({} taken by CUPTI, {} dropped, {} in kernels it does not report); {} \
-         cubins, {} with line tables",
-        r.files.join(", "),
-        crate::fmt::thousands(r.samples),
-        r.kernels.len(),
-        crate::fmt::thousands(r.cupti_total_samples),
-        crate::fmt::thousands(r.dropped_samples),
-        crate::fmt::thousands(r.non_user_samples),
-        r.cubins,
-        r.cubins_with_lines
-    );
-    let stalls = |s: &Stalls, total: u64, n: usize| -> String {
-        s.iter()
-            .take(n)
-            .map(|(k, v)| format!("{k} {:.0}%", 100.0 * *v as f64 / total.max(1) as f64))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for k in &r.kernels {
-        let _ =
-            writeln!(o, "\n{} ({:.1}% of samples, {} samples)", k.name, k.percent, crate::fmt::thousands(k.samples));
-        let _ = writeln!(o, "  stalls: {}", stalls(&k.stalls, k.samples, 6));
-        if k.has_lines {
-            let _ = writeln!(o, "  {:>10} {:>6}  {:<40} stalls", "samples", "%", "line");
-            for l in &k.lines {
-                let mut at = format!("{}:{}", l.file, l.line);
-                if !l.inlined_at.is_empty() {
-                    at.push_str(&format!(" (inlined at {})", l.inlined_at.join(" <- ")));
-                }
-                let _ = writeln!(
-                    o,
-                    "  {:>10} {:>5.1}%  {:<40} {}",
-                    crate::fmt::thousands(l.samples),
-                    l.percent,
-                    at,
-                    stalls(&l.stalls, l.samples, 3)
-                );
-            }
-        } else if let Some(why) = k.line_tables.why_no_lines() {
-            let _ = writeln!(o, "  ({why})");
-        }
-        let _ = writeln!(o, "  {:>10} {:>6}  {:<10} {:<24} stalls", "samples", "%", "SASS", "line");
-        for p in &k.pcs {
-            let _ = writeln!(
-                o,
-                "  {:>10} {:>5.1}%  {:<10} {:<24} {}",
-                crate::fmt::thousands(p.samples),
-                p.percent,
-                format!("+{:#06x}", p.pc_offset),
-                p.location,
-                stalls(&p.stalls, p.samples, 3)
-            );
-            if !p.sass.is_empty() {
-                let _ = writeln!(o, "  {:>10} {:>6}  {:<10} {}", "", "", "", p.sass);
-            }
-        }
-    }
-    o
-}
-
-/// CSV of every kernel's lines: one row per (kernel, line).
-pub fn render_csv(r: &SourceReport) -> String {
-    let field =
-        |s: &str| if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() };
-    let mut o = String::from("kernel,file,line,samples,percent,top_stall,top_stall_samples\n");
-    for k in &r.kernels {
-        for l in &k.lines {
-            let (stall, n) = l.stalls.first().cloned().unwrap_or_default();
-            o.push_str(&format!(
-                "{},{},{},{},{:.3},{},{}\n",
-                field(&k.name),
-                field(&l.file),
-                l.line,
-                l.samples,
-                l.percent,
-                stall,
-                n
-            ));
-        }
-    }
-    o
 }

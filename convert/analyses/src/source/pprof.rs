@@ -1,7 +1,10 @@
 //! PC samples as a pprof profile (`cupti-convert source --pprof OUT.pb.gz`), for `go tool pprof`, speedscope and
 //! flame-graph tools: one sample per (PC, stall reason) with its count, labelled with the stall reason and the
 //! kernel; each PC one location whose lines are its source position and the call sites it was inlined through
-//! (innermost first, as pprof wants inline frames); one mapping per cubin.
+//! (innermost first, as pprof wants inline frames), the outermost named after the function holding the PC; one
+//! mapping per cubin. A sample in a function the kernel calls is a stack, leaf first: its PC, then the location of
+//! each CALL up to the kernel, its count split among the paths as `source`'s inclusive view splits it (one sample
+//! per path).
 //!
 //! The messages are those of pprof's `profile.proto` (github.com/google/pprof/proto/profile.proto), declared here
 //! with prost's derive. A location's address is synthetic: cubin number in bits 40.., the function's number in its
@@ -13,7 +16,8 @@ use std::io::Write;
 use cutr_format::Reader;
 use prost::Message;
 
-use super::{ByReason, PcKey, SourceReport, collect};
+use super::callgraph::Calls;
+use super::{ByReason, Listings, PcKey, Samples, SourceOptions, SourceReport, collect, disassemble, functions, total};
 
 #[derive(Clone, PartialEq, Message)]
 struct Profile {
@@ -148,10 +152,33 @@ pub struct PprofSummary {
 
 /// The PC samples of `readers` as a gzipped pprof profile, what it holds, and the warnings of reading the samples
 /// (lost samples, samples left out, unreadable cubins; each input's problems are in [`SourceReport::inputs`]).
+/// Call sites come from `nvdisasm` where one is installed ([`pprof_with`] chooses).
 pub fn pprof(readers: &[&Reader]) -> (Vec<u8>, PprofSummary, Vec<String>) {
+    pprof_with(readers, &SourceOptions::default())
+}
+
+/// [`pprof`] with `opts.sass` and `opts.nvdisasm` saying whether and which `nvdisasm` finds the call sites: a
+/// sample in a called function is a stack of its location and each call site's location up to the kernel (leaf
+/// first, as pprof orders them), its count split among the paths as `source`'s inclusive view splits it.
+pub fn pprof_with(readers: &[&Reader], opts: &SourceOptions) -> (Vec<u8>, PprofSummary, Vec<String>) {
+    profile(readers, opts, &Listings::new())
+}
+
+/// [`pprof_with`] after [`super::report`] of the same recordings: the cubins the report disassembled are not
+/// disassembled again (only those of kernels its `--kernel` filter left out are).
+pub fn pprof_after(
+    readers: &[&Reader],
+    report: &SourceReport,
+    opts: &SourceOptions,
+) -> (Vec<u8>, PprofSummary, Vec<String>) {
+    profile(readers, opts, &report.listings)
+}
+
+fn profile(readers: &[&Reader], opts: &SourceOptions, known: &Listings) -> (Vec<u8>, PprofSummary, Vec<String>) {
     let mut r = SourceReport::default();
     let samples = collect(readers, &mut r);
-    let profile = build(samples.by_pc, &samples.maps, &r);
+    let calls = call_graphs(&samples, opts, known, &mut r.warnings);
+    let profile = build(samples.by_pc, &samples.maps, &calls, &r);
     let summary = PprofSummary {
         samples: profile.sample.iter().fold(0u64, |a, s| a.saturating_add(s.value[0] as u64)),
         locations: profile.location.len(),
@@ -165,9 +192,126 @@ pub fn pprof(readers: &[&Reader]) -> (Vec<u8>, PprofSummary, Vec<String>) {
     (bytes, summary, warnings)
 }
 
+/// The call graph of each sampled kernel whose section holds functions besides itself (the only ones `nvdisasm`
+/// runs for), warning of each whose call sites are unknown.
+fn call_graphs(
+    samples: &Samples<'_>,
+    opts: &SourceOptions,
+    known: &Listings,
+    warnings: &mut Vec<String>,
+) -> HashMap<(u64, String), Calls> {
+    let mut at: BTreeMap<(u64, &str), HashMap<u64, u64>> = BTreeMap::new();
+    for ((crc, kernel, pc), reasons) in &samples.by_pc {
+        let map = samples.maps.get(crc).and_then(Option::as_ref);
+        if map.is_some_and(|m| m.code_functions(kernel).len() > 1) {
+            at.entry((*crc, kernel.as_str())).or_default().insert(*pc, total(reasons));
+        }
+    }
+    let crcs: Vec<u64> = at.keys().map(|k| k.0).filter(|crc| !known.contains_key(crc)).collect();
+    let mut listings = known.clone();
+    if !crcs.is_empty() {
+        listings.extend(disassemble(&samples.cubins, crcs, opts, warnings).1);
+    }
+    let mut out = HashMap::new();
+    for ((crc, kernel), totals) in at {
+        let Some(map) = samples.maps.get(&crc).and_then(Option::as_ref) else { continue };
+        match listings.get(&crc) {
+            Some(Ok(listing)) => {
+                let sites = map.call_sites(kernel, listing.calls_of(kernel));
+                let calls = Calls::new(map.code_functions(kernel), sites, |pc| totals.get(&pc).copied().unwrap_or(0));
+                out.insert((crc, kernel.to_string()), calls);
+            }
+            Some(Err(why)) => warnings.push(format!(
+                "{}: its call sites are unknown ({why}): samples in the functions it calls have no caller in the \
+                 profile",
+                cutr_model::demangle::demangle(kernel)
+            )),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Builds the profile: functions, locations (one per PC, call sites included) and samples.
+struct Builder<'a> {
+    p: Profile,
+    s: Strings,
+    maps: &'a HashMap<u64, Option<cutr_source::SourceMap>>,
+    cubins: Vec<u64>,
+    function_ids: HashMap<(String, String), u64>,
+    function_numbers: HashMap<(u64, String), u64>,
+    locations: HashMap<(u64, String, u64), u64>,
+}
+
+impl Builder<'_> {
+    /// The function of this (shown name, symbol) in `file`.
+    fn function(&mut self, name: &str, symbol: &str, file: &str) -> u64 {
+        let next = self.function_ids.len() as u64 + 1;
+        let key = (symbol.to_string(), file.to_string());
+        if let Some(&id) = self.function_ids.get(&key) {
+            return id;
+        }
+        let f = Function { id: next, name: self.s.id(name), system_name: self.s.id(symbol), filename: self.s.id(file) };
+        self.p.function.push(f);
+        self.function_ids.insert(key, next);
+        next
+    }
+
+    /// The location of a PC (made once): its lines innermost first, the inlined functions at the sampled line, then
+    /// each call site one level out, the function holding the PC (the kernel, or a function it calls) last.
+    fn location(&mut self, crc: u64, kernel: &str, pc: u64) -> u64 {
+        let key = (crc, kernel.to_string(), pc);
+        if let Some(&id) = self.locations.get(&key) {
+            return id;
+        }
+        let cubin = self.cubins.binary_search(&crc).unwrap_or(0) as u64;
+        let ordinal = {
+            let n = self.function_numbers.len() as u64;
+            *self.function_numbers.entry((crc, kernel.to_string())).or_insert(n)
+        };
+        let maps = self.maps;
+        let map = maps.get(&crc).and_then(Option::as_ref);
+        let holder = map.and_then(|m| Some((m, functions::function_of(m, kernel, pc)?)));
+        let (name, symbol) = match holder {
+            Some((m, f)) => {
+                let c = &m.code_functions(kernel)[f];
+                (cutr_model::demangle::demangle(&c.name), c.symbol.clone())
+            }
+            None => (cutr_model::demangle::demangle(kernel), kernel.to_string()),
+        };
+        let mut lines = Vec::new();
+        match map.and_then(|m| m.locate_in_function(kernel, pc)) {
+            Some(loc) => {
+                let mut frames: Vec<(String, &str)> =
+                    loc.inlined_at.iter().map(|(f, _)| (cutr_model::demangle::demangle(f), f.as_str())).collect();
+                frames.push((name, &symbol));
+                let mut at = (&loc.position.file, loc.position.line);
+                for (i, (shown, system)) in frames.iter().enumerate() {
+                    let id = self.function(shown, system, at.0);
+                    lines.push(Line { function_id: id, line: i64::from(at.1) });
+                    if let Some((_, site)) = loc.inlined_at.get(i) {
+                        at = (&site.file, site.line);
+                    }
+                }
+            }
+            None => lines.push(Line { function_id: self.function(&name, &symbol, ""), line: 0 }),
+        }
+        let id = self.p.location.len() as u64 + 1;
+        self.p.location.push(Location {
+            id,
+            mapping_id: cubin + 1,
+            address: ((cubin + 1) << 40) | ((ordinal & 0xffff) << 24) | (pc & 0xff_ffff),
+            line: lines,
+        });
+        self.locations.insert(key, id);
+        id
+    }
+}
+
 fn build(
     by_pc: HashMap<PcKey, ByReason>,
     maps: &HashMap<u64, Option<cutr_source::SourceMap>>,
+    calls: &HashMap<(u64, String), Calls>,
     r: &SourceReport,
 ) -> Profile {
     let mut s = Strings::default();
@@ -200,66 +344,47 @@ fn build(
             has_inline_frames: has_lines,
         });
     }
-    let mut function_ids: HashMap<(String, String), u64> = HashMap::new();
-    let mut function = |p: &mut Profile, s: &mut Strings, mangled: &str, file: &str| -> u64 {
-        let next = function_ids.len() as u64 + 1;
-        *function_ids.entry((mangled.to_string(), file.to_string())).or_insert_with(|| {
-            p.function.push(Function {
-                id: next,
-                name: s.id(&cutr_model::demangle::demangle(mangled)),
-                system_name: s.id(mangled),
-                filename: s.id(file),
-            });
-            next
-        })
-    };
     let (reason_key, kernel_key) = (s.id("stall_reason"), s.id("kernel"));
-    let mut function_numbers: HashMap<(u64, String), u64> = HashMap::new();
+    let mut b = Builder {
+        p,
+        s,
+        maps,
+        cubins,
+        function_ids: HashMap::new(),
+        function_numbers: HashMap::new(),
+        locations: HashMap::new(),
+    };
     for ((crc, kernel, pc), reasons) in &pcs {
-        let cubin = cubins.binary_search(crc).unwrap_or(0) as u64;
-        let ordinal = {
-            let n = function_numbers.len() as u64;
-            *function_numbers.entry((*crc, kernel.clone())).or_insert(n)
-        };
+        let id = b.location(*crc, kernel, *pc);
+        let kernel_label = b.s.id(&cutr_model::demangle::demangle(kernel));
+        let graph = calls.get(&(*crc, kernel.clone()));
         let map = maps.get(crc).and_then(Option::as_ref);
-        let mut lines = Vec::new();
-        match map.and_then(|m| m.locate(kernel, *pc)) {
-            Some(loc) => {
-                // Innermost first: the inlined function at the sampled line, then each call site in the function
-                // one level out, the kernel last.
-                let mut names: Vec<&str> = loc.inlined_at.iter().map(|(f, _)| f.as_str()).collect();
-                names.push(kernel);
-                let mut at = (&loc.position.file, loc.position.line);
-                for (i, name) in names.iter().enumerate() {
-                    let id = function(&mut p, &mut s, name, at.0);
-                    lines.push(Line { function_id: id, line: i64::from(at.1) });
-                    if let Some((_, site)) = loc.inlined_at.get(i) {
-                        at = (&site.file, site.line);
-                    }
-                }
-            }
-            None => lines.push(Line { function_id: function(&mut p, &mut s, kernel, ""), line: 0 }),
-        }
-        let id = p.location.len() as u64 + 1;
-        p.location.push(Location {
-            id,
-            mapping_id: cubin + 1,
-            address: ((cubin + 1) << 40) | ((ordinal & 0xffff) << 24) | (pc & 0xff_ffff),
-            line: lines,
-        });
-        let kernel_label = s.id(&cutr_model::demangle::demangle(kernel));
+        let function = map.and_then(|m| functions::function_of(m, kernel, *pc));
         for (reason, &n) in reasons {
             if n == 0 {
                 continue;
             }
-            let reason = s.id(reason);
-            p.sample.push(Sample {
-                location_id: vec![id],
-                value: vec![i64::try_from(n).unwrap_or(i64::MAX)],
-                label: vec![Label { key: reason_key, str: reason }, Label { key: kernel_key, str: kernel_label }],
-            });
+            let reason = b.s.id(reason);
+            let label = vec![Label { key: reason_key, str: reason }, Label { key: kernel_key, str: kernel_label }];
+            let Some((g, f)) = graph.zip(function).filter(|(g, f)| !g.paths[*f].is_empty()) else {
+                b.p.sample.push(Sample {
+                    location_id: vec![id],
+                    value: vec![i64::try_from(n).unwrap_or(i64::MAX)],
+                    label,
+                });
+                continue;
+            };
+            for (path, m) in g.split(f, n) {
+                let mut stack = vec![id];
+                for &site in &g.paths[f][path].sites {
+                    stack.push(b.location(*crc, kernel, g.sites[site].offset));
+                }
+                let value = vec![i64::try_from(m).unwrap_or(i64::MAX)];
+                b.p.sample.push(Sample { location_id: stack, value, label: label.clone() });
+            }
         }
     }
-    p.string_table = s.list;
+    let mut p = b.p;
+    p.string_table = b.s.list;
     p
 }

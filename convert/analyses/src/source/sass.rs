@@ -22,8 +22,22 @@ pub(crate) struct Disassembler {
     timeout: Result<Duration, String>,
 }
 
-/// Instructions by (mangled function, offset in the function).
-pub(crate) type Listing = HashMap<(String, u64), String>;
+/// What one `nvdisasm` run gives: every instruction's text, and the calls of each kernel's section.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Listing {
+    /// Instructions by (mangled kernel, offset in its section).
+    pub text: HashMap<(String, u64), String>,
+    /// Per kernel, `(offset, instruction)` of each call instruction in its section, in listing order: the call
+    /// sites, read from the same run as the text.
+    pub calls: HashMap<String, Vec<(u64, String)>>,
+}
+
+impl Listing {
+    /// The calls of `kernel`'s section, as [`cutr_source::SourceMap::call_sites`] takes them.
+    pub fn calls_of<'a>(&'a self, kernel: &str) -> impl Iterator<Item = (u64, &'a str)> + 'a {
+        self.calls.get(kernel).into_iter().flatten().map(|(o, t)| (*o, t.as_str()))
+    }
+}
 
 /// `CUTR_NVDISASM_TIMEOUT` (`30s`, `500ms`), else [`DEFAULT_TIMEOUT`].
 fn timeout() -> Result<Duration, String> {
@@ -106,7 +120,7 @@ impl Disassembler {
 /// Reads `nvdisasm -c` output: a `.text.<function>:` label opens each function, and each instruction line is
 /// `/*offset*/ text ;` (offset in hex, from the function's start).
 fn parse(listing: &str) -> Listing {
-    let mut out = Listing::new();
+    let mut out = Listing::default();
     let mut function: Option<&str> = None;
     for line in listing.lines() {
         let t = line.trim();
@@ -118,8 +132,11 @@ fn parse(listing: &str) -> Listing {
         let Some((offset, text)) = rest.split_once("*/") else { continue };
         let Ok(offset) = u64::from_str_radix(offset, 16) else { continue };
         let text = text.trim().trim_end_matches(';').trim_end();
+        if cutr_source::call_target(text).is_some() {
+            out.calls.entry(f.to_string()).or_default().push((offset, text.to_string()));
+        }
         if !text.is_empty() {
-            out.insert((f.to_string(), offset), text.to_string());
+            out.text.insert((f.to_string(), offset), text.to_string());
         }
     }
     out
@@ -135,8 +152,12 @@ mod tests {
                        .L_x_0:\n        /*0160*/              @!P0 BRA `(.L_x_0) ;\n.text._Z5chasePKjjiPj:\n\
                                /*0330*/                   LDG.E R9, desc[UR4][R10.64] ;\n";
         let l = parse(listing);
-        assert_eq!(l.len(), 3);
-        assert_eq!(l[&("_Z9fma_chainPfi".to_string(), 0x160)], "@!P0 BRA `(.L_x_0)");
-        assert_eq!(l[&("_Z5chasePKjjiPj".to_string(), 0x330)], "LDG.E R9, desc[UR4][R10.64]");
+        assert_eq!(l.text.len(), 3);
+        assert_eq!(l.text[&("_Z9fma_chainPfi".to_string(), 0x160)], "@!P0 BRA `(.L_x_0)");
+        assert_eq!(l.text[&("_Z5chasePKjjiPj".to_string(), 0x330)], "LDG.E R9, desc[UR4][R10.64]");
+        assert!(l.calls.is_empty());
+        let calls =
+            parse(".text.k:\n /*00b0*/ CALL.REL.NOINC `($k$_Z1gv) ;\n$k$_Z1gv:\n /*0a80*/ RET.REL.NODEC R8 `(k) ;\n");
+        assert_eq!(calls.calls_of("k").collect::<Vec<_>>(), [(0xb0, "CALL.REL.NOINC `($k$_Z1gv)")]);
     }
 }
