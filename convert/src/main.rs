@@ -12,6 +12,7 @@ mod memory;
 mod progress;
 mod reports;
 mod stdout;
+mod streaming;
 mod warnings;
 mod workers;
 
@@ -49,6 +50,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             start,
             end,
             nvtx,
+            stream,
+            no_stream,
             ..
         }) => {
             let sections = if report.is_empty() {
@@ -66,7 +69,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let width = width.map(usize::from).or_else(stdout::width);
             let out = reports::StatsOutput { json, csv, text: cutr_analyses::stats::TextOptions { wide, width } };
-            reports::stats(&files, out, &reports::StatsWindow { start, end, nvtx }, &opts)
+            let choice = streaming::Choice::of(stream, no_stream);
+            reports::stats(&files, out, &reports::StatsWindow { start, end, nvtx, choice }, &opts)
         }
         Some(Command::Diff {
             files,

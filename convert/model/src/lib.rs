@@ -49,6 +49,7 @@ pub mod pc_reasons;
 pub mod recorder_threads;
 pub mod rows;
 pub mod stall_rates;
+pub mod stream;
 pub mod timebase;
 pub mod timing;
 mod trace;
