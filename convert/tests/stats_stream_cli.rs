@@ -1,0 +1,49 @@
+//! `cupti-convert stats --stream` and `--no-stream` as a user runs them: the report says which path ran, the
+//! streamed figures are the loaded ones, and what a stream cannot do is refused or named, never dropped silently.
+
+mod common;
+
+use common::{path_str, run, stderr_lines, text};
+
+#[test]
+fn the_report_says_it_streamed_and_its_figures_are_the_loaded_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.cutr");
+    assert!(run(&["generate", "-o", path_str(&g), "--records", "200000"]).status.success());
+    let streamed = run(&["stats", "--stream", "--wide", "--report", "kernels,utilization", path_str(&g)]);
+    assert!(streamed.status.success(), "{}", text(&streamed.stderr));
+    assert!(stderr_lines(&streamed).is_empty(), "{:?}", stderr_lines(&streamed));
+    let s = text(&streamed.stdout);
+    let line = s.lines().nth(1).unwrap();
+    assert!(line.starts_with("Streamed over 5 chunks in "), "{line}");
+    assert!(line.contains("not computed when streaming: utilization (--no-stream computes them)"), "{line}");
+    assert!(!s.contains("GPU utilization"), "{s}");
+    // A small recording loads whole by default: no stream line, every section.
+    let whole = run(&["stats", "--wide", "--report", "kernels,utilization", path_str(&g)]);
+    let w = text(&whole.stdout);
+    assert!(!w.contains("Streamed") && w.contains("GPU utilization"), "{w}");
+    // The kernel rows are the same (200k records: every median exact, under 65,536 instances a row).
+    let kernel_rows = |t: &str| -> Vec<String> {
+        t.lines()
+            .skip_while(|l| !l.starts_with("GPU kernels"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(kernel_rows(&s), kernel_rows(&w));
+    assert_eq!(kernel_rows(&s).len(), 12, "{s}");
+}
+
+#[test]
+fn a_stream_refuses_what_needs_the_whole_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.cutr");
+    assert!(run(&["generate", "-o", path_str(&g), "--records", "20000"]).status.success());
+    for extra in [["--start", "1ms"], ["--nvtx", "step"], ["--no-stream", "--wide"]] {
+        let o = run(&["stats", "--stream", extra[0], extra[1], path_str(&g)]);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        let e = text(&o.stderr);
+        assert!(e.contains("cannot be used with"), "{e}");
+    }
+}
