@@ -193,7 +193,7 @@ fn add_nvtx(nvtx: &mut FxHashMap<NameId, RangeRow>, stacks: &RangeStacks, b: &Ba
     let durations = durations.chain(b.memcpys.iter().map(|m| m.duration()));
     for (d, &stack) in durations.chain(b.memsets.iter().map(|m| m.duration())).zip(&b.gpu_ranges) {
         for name in stacks.names(stack) {
-            let row = nvtx.entry(*name).or_insert((None, 0, 0));
+            let row = nvtx.entry(name).or_insert((None, 0, 0));
             row.1 = row.1.saturating_add(d);
             row.2 += 1;
         }

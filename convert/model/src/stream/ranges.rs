@@ -23,38 +23,47 @@ const END: u32 = 1 << 2;
 const EXTERNAL_CUSTOM0: u32 = 3;
 const EXTERNAL_CUSTOM1: u32 = 4;
 
-/// The distinct sets of NVTX ranges open around API calls (outermost first), by id: a handful per program, so a
-/// launch's ranges cost one integer. Id 0 is no range.
+/// The distinct sets of NVTX ranges open around API calls, as a tree: a set is its innermost range's name under the
+/// set of the ranges around that one, so a program that names each step apart (`step 1234`) adds a node or two per
+/// step, not a copy of the whole set. A launch's ranges cost one integer; id 0 is no range.
 #[derive(Debug)]
 pub struct RangeStacks {
-    ids: FxHashMap<Vec<NameId>, u32>,
-    names: Vec<Vec<NameId>>,
+    /// (enclosing set, innermost name) -> id.
+    ids: FxHashMap<(u32, NameId), u32>,
+    /// By id: its enclosing set and innermost name.
+    nodes: Vec<(u32, NameId)>,
 }
 
 impl Default for RangeStacks {
     fn default() -> Self {
-        RangeStacks { ids: FxHashMap::default(), names: vec![Vec::new()] }
+        RangeStacks { ids: FxHashMap::default(), nodes: vec![(0, NameId::EMPTY)] }
     }
 }
 
 impl RangeStacks {
-    /// The names of the ranges of stack `id`, outermost first (one entry per open range: a name nested in itself
-    /// is there twice, as each range instance gets the work).
-    pub fn names(&self, id: u32) -> &[NameId] {
-        self.names.get(id as usize).map_or(&[], |v| v)
+    /// The names of the ranges of set `id`, innermost first (one entry per open range: a name nested in itself is
+    /// there twice, as each range instance gets the work).
+    pub fn names(&self, mut id: u32) -> impl Iterator<Item = NameId> + '_ {
+        std::iter::from_fn(move || {
+            let &(up, name) = self.nodes.get(id as usize).filter(|_| id != 0)?;
+            id = up;
+            Some(name)
+        })
     }
 
     fn id_of(&mut self, stack: &[(u32, NameId)]) -> u32 {
-        if stack.is_empty() {
-            return 0;
+        let mut id = 0;
+        for &(_, name) in stack {
+            id = match self.ids.get(&(id, name)) {
+                Some(&known) => known,
+                None => {
+                    self.nodes.push((id, name));
+                    let new = self.nodes.len() as u32 - 1;
+                    self.ids.insert((id, name), new);
+                    new
+                }
+            };
         }
-        let key: Vec<NameId> = stack.iter().map(|s| s.1).collect();
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
-        }
-        self.names.push(key.clone());
-        let id = self.names.len() as u32 - 1;
-        self.ids.insert(key, id);
         id
     }
 }
@@ -261,4 +270,23 @@ fn widen(span: &mut (u64, u64), c: &ChunkRows) {
     c.memory.iter().for_each(|r| see(r.ts, r.ts));
     c.um.iter().for_each(|r| see(r.start, r.end));
     c.markers.iter().for_each(|r| see(r.ts, r.ts));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_sets_share_their_enclosing_sets() {
+        let mut s = RangeStacks::default();
+        let (step, fwd) = (NameId(7), NameId(9));
+        let a = s.id_of(&[(1, step), (2, fwd)]);
+        let b = s.id_of(&[(1, step)]);
+        let c = s.id_of(&[(1, step), (2, fwd), (3, fwd)]);
+        assert_eq!((s.id_of(&[]), s.id_of(&[(5, step), (6, fwd)]), s.nodes.len()), (0, a, 4));
+        assert_eq!(s.names(a).collect::<Vec<_>>(), [fwd, step]);
+        assert_eq!(s.names(b).collect::<Vec<_>>(), [step]);
+        assert_eq!(s.names(c).collect::<Vec<_>>(), [fwd, fwd, step]);
+        assert_eq!(s.names(0).count(), 0);
+    }
 }
