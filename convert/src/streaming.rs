@@ -86,9 +86,33 @@ pub fn stats(files: &[PathBuf], readers: &[Reader], out: StatsOutput, opts: &sta
     if out.json {
         stdout::println(&serde_json::to_string_pretty(&s)?)?;
     } else if out.csv {
+        // CSV has no line for it: which figures are estimates and what is missing go to stderr.
+        if let Some(st) = &s.stream {
+            eprintln!("cupti-convert: note: {}", stats::describe_stream(st));
+        }
         stdout::print(&stats::render_csv(&s))?;
     } else {
         stdout::print(&stats::render_text(&s, out.text))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flags_choose_and_small_inputs_load_whole() {
+        assert_eq!(
+            (Choice::of(true, false), Choice::of(false, true), Choice::of(false, false)),
+            (Choice::Stream, Choice::Whole, Choice::Auto)
+        );
+        let small = [PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/pytorch_loop.cutr"))];
+        assert!(Choice::Stream.may_stream(&small, false) && !Choice::Whole.may_stream(&small, false));
+        // A 434 KB recording is never asked for its footer; a time window or --nvtx always loads.
+        assert!(!Choice::Auto.may_stream(&small, false));
+        let big = [PathBuf::from("/nonexistent/a.cutr")];
+        assert!(!Choice::Auto.may_stream(&big, true));
+        assert!(Choice::Stream.streams(&[]) && !Choice::Whole.streams(&[]) && !Choice::Auto.streams(&[]));
+    }
 }

@@ -28,7 +28,7 @@ pub use graph_sites::CaptureSite;
 pub use graphs::{CaptureRange, GraphExecStats, GraphReport};
 pub use order_stats::{Durations, EXACT_VALUES_CAP, SKETCH_RELATIVE_ERROR};
 pub use render::{TextOptions, render_csv, render_text};
-pub use stream::{STREAMED_SECTIONS, StreamReport, compute_streaming};
+pub use stream::{STREAMED_SECTIONS, StreamReport, compute_streaming, describe as describe_stream};
 pub use um::{
     UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
     UmThrottling, VA_BLOCK,

@@ -42,8 +42,8 @@ pub struct StreamReport {
     pub launches_out_of_horizon: u64,
 }
 
-/// The report's line about the stream.
-pub(super) fn describe(st: &StreamReport) -> String {
+/// The report's line about the stream: how it was read, which figures are estimates and what was not computed.
+pub fn describe(st: &StreamReport) -> String {
     let mut text = format!(
         "Streamed over {} chunks in {} windows (--stream; at most {} MB of records decoded at once): counts, totals, \
          min, max and averages exact; medians exact up to {} instances, beyond from a sketch within {}% (marked ~, \
