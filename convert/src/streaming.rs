@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use cutr_analyses::stats;
 use cutr_format::Reader;
-use cutr_model::Filter;
 use cutr_model::stream::{StreamOptions, record_bytes};
+use cutr_model::{Filter, LoadError};
 
 use crate::reports::StatsOutput;
 use crate::stdout;
@@ -57,7 +57,8 @@ impl Choice {
             Choice::Whole => false,
             Choice::Auto => {
                 let bytes = record_bytes(readers);
-                let past = bytes > AUTO_STREAM_RECORD_BYTES;
+                // A file without its metadata chunk is read by a load, with layouts guessed from record sizes.
+                let past = bytes > AUTO_STREAM_RECORD_BYTES && readers.iter().all(|r| r.metadata_shared().is_some());
                 if past {
                     eprintln!(
                         "cupti-convert: the recordings hold {} MB of records (more than {} MB): streaming over their \
@@ -79,7 +80,12 @@ fn on_disk(files: &[PathBuf]) -> u64 {
 /// `stats` streamed over opened inputs.
 pub fn stats(files: &[PathBuf], readers: &[Reader], out: StatsOutput, opts: &stats::StatsOptions) -> Result<ExitCode> {
     let (s, trace) = stats::compute_streaming(files, readers, opts, stats::EXACT_VALUES_CAP, &StreamOptions::default())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| match e {
+            LoadError::NoMetadata { .. } => {
+                anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
+            }
+            e => anyhow::anyhow!("{e}"),
+        })?;
     for (file, w) in input_warnings(&trace, &Filter::default()) {
         warn(file, &w);
     }

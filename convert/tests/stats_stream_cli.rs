@@ -53,3 +53,27 @@ fn a_stream_refuses_what_needs_the_whole_trace() {
         assert!(e.contains("cannot be used with"), "{e}");
     }
 }
+
+#[test]
+fn a_recording_without_metadata_is_refused_by_a_stream_and_read_by_a_load() {
+    use cutr_format::ChunkType;
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.cutr");
+    let opts = cutr_synth::SynthOptions { records: 20_000, buffer_bytes: 256 << 10, ..Default::default() };
+    cutr_synth::write_file(&g, opts).unwrap();
+    // Every metadata chunk damaged (a payload byte flipped: its checksum fails).
+    let mut bytes = std::fs::read(&g).unwrap();
+    for c in cutr_synth::forge::chunks_of(&bytes.clone(), ChunkType::Metadata) {
+        bytes[c.offset + cutr_format::container::CHUNK_HEADER_LEN + 100] ^= 0x40;
+    }
+    std::fs::write(&g, &bytes).unwrap();
+    let streamed = run(&["stats", "--stream", path_str(&g)]);
+    assert_eq!(streamed.status.code(), Some(1));
+    let e = text(&streamed.stderr);
+    assert!(
+        e.contains("no session metadata, so its records cannot be interpreted when streaming (--no-stream reads it"),
+        "{e}"
+    );
+    let loaded = run(&["stats", "--report", "kernels", path_str(&g)]);
+    assert!(loaded.status.success(), "{}", text(&loaded.stderr));
+}
