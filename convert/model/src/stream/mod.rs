@@ -97,9 +97,9 @@ pub fn record_bytes(readers: &[Reader]) -> u64 {
 }
 
 /// Streams the activity of `paths` (one recording per process) in time order through `consume`, which gets the
-/// trace of processes and names (no rows), the NVTX range stacks [`Batch::gpu_ranges`] names, and each window's
-/// [`Batch`]. Returns the trace (its join statistics
-/// filled) and the stream's own counts.
+/// trace of processes and names (no rows), the NVTX range sets [`Batch::gpu_ranges`] names, and each window's
+/// [`Batch`]. The next window decodes while the consumer works: two windows are held at most. Returns the
+/// stream's own counts.
 pub fn stream(
     paths: &[PathBuf],
     opts: &StreamOptions,
@@ -109,13 +109,17 @@ pub fn stream(
     stream_readers(paths, &readers, opts, consume).map(|(_, end)| end)
 }
 
-/// [`stream`] over already open readers (`paths` label them); also returns the trace of processes and names.
+/// [`stream`] over already open readers (`paths` label them); also returns the trace of processes and names, with
+/// each file's join statistics and problems (the chunks that failed to decode among them).
 pub fn stream_readers(
     paths: &[PathBuf],
     readers: &[Reader],
     opts: &StreamOptions,
     mut consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
 ) -> Result<(Trace, StreamEnd), LoadError> {
+    if paths.len() > u16::MAX as usize {
+        return Err(LoadError::TooMany(paths.len()));
+    }
     let filter = Filter::default();
     let mut trace = Trace::default();
     let mut decoders = Vec::with_capacity(readers.len());
@@ -163,8 +167,7 @@ pub fn stream_readers(
     state.finish(&mut stats);
     end.launches_out_of_horizon = state.out_of_horizon;
     end.span = if span.0 == u64::MAX { (0, 0) } else { span };
-    for (p, s) in trace.processes.iter_mut().zip(stats) {
-        let mut s = s;
+    for (p, mut s) in trace.processes.iter_mut().zip(stats) {
         count_damage(&p.problems, &mut s);
         trace.stats.add(&s);
         p.stats = s;
