@@ -242,6 +242,16 @@ pub enum Command {
         /// Instead of the sections: the ranks of a job side by side (kernels, kernel time, NCCL time, GPU busy).
         #[arg(long)]
         by_rank: bool,
+        /// Stream over the recordings' chunks in time order in bounded memory instead of loading them whole (the
+        /// default when their records exceed 2 GiB decompressed, the report's line says so): kernels, API calls,
+        /// copies and memsets, NVTX ranges and losses, with counts, totals, min, max and averages exact and medians
+        /// exact up to 65,536 instances a row, beyond from a sketch within 0.5% (marked ~). Utilization, graphs,
+        /// counters, unified memory and memory peaks are not computed streaming (the report names them).
+        #[arg(long, conflicts_with_all = ["no_stream", "by_rank", "start", "end", "nvtx", "nvtx_across_threads"])]
+        stream: bool,
+        /// Load the recordings whole, however large (every section; memory about the size of their records).
+        #[arg(long)]
+        no_stream: bool,
         /// With --by-rank: the NVTX ranges whose name starts with PREFIX are steps (`iter `): each step's time per
         /// rank, and the slowest rank (the straggler) of each.
         #[arg(long, value_name = "PREFIX", requires = "by_rank")]

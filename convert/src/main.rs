@@ -13,6 +13,7 @@ mod progress;
 mod reports;
 mod source_diff;
 mod stdout;
+mod streaming;
 mod warnings;
 mod workers;
 
@@ -50,6 +51,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             start,
             end,
             nvtx,
+            stream,
+            no_stream,
             ..
         }) => {
             let sections = if report.is_empty() {
@@ -67,7 +70,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let width = width.map(usize::from).or_else(stdout::width);
             let out = reports::StatsOutput { json, csv, text: cutr_analyses::stats::TextOptions { wide, width } };
-            reports::stats(&files, out, &reports::StatsWindow { start, end, nvtx }, &opts)
+            let choice = streaming::Choice::of(stream, no_stream);
+            reports::stats(&files, out, &reports::StatsWindow { start, end, nvtx, choice }, &opts)
         }
         Some(Command::Diff {
             files,

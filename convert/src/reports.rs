@@ -71,6 +71,8 @@ pub struct StatsWindow {
     pub start: Option<String>,
     pub end: Option<String>,
     pub nvtx: Option<String>,
+    /// `--stream`, `--no-stream` or neither.
+    pub choice: crate::streaming::Choice,
 }
 
 pub fn stats(
@@ -86,7 +88,12 @@ pub fn stats(
     let (start, end) = (window.start.as_deref(), window.end.as_deref());
     let timed_window = start.is_some() || end.is_some();
     // Several files are one merged trace (one run of a multi-process job); a time window reads only its chunks.
-    let (readers, prefetched) = open_inputs(files, !timed_window).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Inputs that may stream are opened without decoding ahead: a stream reads its chunks in its own order.
+    let may_stream = window.choice.may_stream(files, timed_window || window.nvtx.is_some());
+    let (readers, prefetched) = open_inputs(files, !timed_window && !may_stream).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if may_stream && window.choice.streams(&readers) {
+        return crate::streaming::stats(files, &readers, out, opts);
+    }
     let filter = filter(start, end, &[], &readers)?;
     let extents = timed_window.then(|| record_extents(&readers));
     let mut trace =

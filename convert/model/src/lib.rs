@@ -50,6 +50,7 @@ pub mod recorder_threads;
 pub mod rows;
 pub mod runs;
 pub mod stall_rates;
+pub mod stream;
 pub mod timebase;
 pub mod timing;
 mod trace;

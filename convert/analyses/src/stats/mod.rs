@@ -10,8 +10,10 @@ pub(crate) mod counters;
 mod graph_sites;
 mod graphs;
 mod graphs_render;
+mod order_stats;
 mod render;
 mod sections;
+mod stream;
 pub(crate) mod um;
 mod um_render;
 mod window;
@@ -24,7 +26,9 @@ use rayon::prelude::*;
 pub use counters::{CounterAverage, MAX_ROWS as MAX_COUNTER_ROWS, average_over_intervals as counter_average_over};
 pub use graph_sites::CaptureSite;
 pub use graphs::{CaptureRange, GraphExecStats, GraphReport};
+pub use order_stats::{Durations, EXACT_VALUES_CAP, SKETCH_RELATIVE_ERROR};
 pub use render::{TextOptions, render_csv, render_text};
+pub use stream::{STREAMED_SECTIONS, StreamReport, compute_streaming, describe as describe_stream};
 pub use um::{
     UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
     UmThrottling, VA_BLOCK,
@@ -112,6 +116,9 @@ pub struct Summary {
     pub percent: f64,
     pub avg_ns: f64,
     pub median_ns: f64,
+    /// The median is a sketch's estimate (`stats --stream`, a row past the exact-value cap; [`StreamReport`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub median_estimated: bool,
     pub min_ns: u64,
     pub max_ns: u64,
     pub stddev_ns: f64,
@@ -137,6 +144,7 @@ pub fn summarize(name: String, durs: &mut [u64]) -> Summary {
         percent: 0.0,
         avg_ns: avg,
         median_ns: median,
+        median_estimated: false,
         min_ns: durs.first().copied().unwrap_or(0),
         max_ns: durs.last().copied().unwrap_or(0),
         stddev_ns: var.sqrt(),
@@ -326,6 +334,9 @@ pub struct Stats {
     pub joins: JoinStats,
     /// Figures that came out as no number (named), shown with the report.
     pub warnings: Vec<String>,
+    /// How the report was streamed over the recordings' chunks (`--stream`); absent when the trace was loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamReport>,
 }
 
 /// Everything is grouped and summarized in parallel: a 10M-record trace's sections took ~0.45 s on one worker,
@@ -392,6 +403,7 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
         loss: t.loss().entries().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         joins: t.stats.clone(),
         warnings,
+        stream: None,
     }
 }
 

@@ -176,7 +176,7 @@ fn time_row(s: &Summary) -> Vec<String> {
         fmt::thousands(s.total_ns),
         fmt::thousands(s.count),
         fmt::thousands_1(s.avg_ns),
-        fmt::thousands_1(s.median_ns),
+        if s.median_estimated { format!("~{}", fmt::thousands_1(s.median_ns)) } else { fmt::thousands_1(s.median_ns) },
         fmt::thousands(s.min_ns),
         fmt::thousands(s.max_ns),
         fmt::thousands_1(s.stddev_ns),
@@ -198,6 +198,9 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
     );
     if let Some(w) = &s.window {
         let _ = writeln!(o, "Window: {w}");
+    }
+    if let Some(st) = &s.stream {
+        let _ = writeln!(o, "{}", super::stream::describe(st));
     }
     let on = |x: Section| s.sections.contains(&x);
     // Tables fitting a width shorten names themselves, from the whole name.
@@ -233,7 +236,10 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             .collect();
         fitted_table(&mut o, "GPU memory operations", &hm, rows, opts);
         left_out_line(&mut o, s.memory_ops_left_out.as_ref(), "kinds of operation", "memory operation time");
-        super::um_render::memory_peaks_text(&mut o, s, opts);
+        // A stream does not follow memory in use (the report's stream line says so).
+        if s.stream.is_none() {
+            super::um_render::memory_peaks_text(&mut o, s, opts);
+        }
     }
     if on(Section::Nvtx) {
         nvtx_text(&mut o, s, opts);

@@ -1,0 +1,300 @@
+//! `stats --stream`: the sections that can be summed as the chunks go by, over [`cutr_model::stream`], with state
+//! bounded by the answer: one accumulator per row of the report (kernel name, API function, kind of copy or
+//! memset, NVTX range name), the open NVTX ranges per thread and the correlation horizon of the stream. Counts,
+//! totals, minimums, maximums and means are exact; medians too while a row has at most a cap of instances, and
+//! from a sketch beyond ([`super::Durations`]), marked. The sections that need every row at once (utilization's
+//! interval unions, graphs, counters, unified memory, memory peaks) are not computed: the report says so.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use cutr_format::Reader;
+use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers};
+use cutr_model::{LoadError, NameId, ProcId, Trace, describe};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+use super::order_stats::{Durations, SKETCH_RELATIVE_ERROR};
+use super::{MemoryOps, RangeStats, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
+
+/// The sections a stream computes.
+pub const STREAMED_SECTIONS: [Section; 5] =
+    [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Loss];
+
+/// How a report was streamed, for its reader.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StreamReport {
+    pub chunks: u64,
+    pub windows: u64,
+    /// Decompressed record bytes of the largest window of chunks decoded at once.
+    pub largest_window_bytes: u64,
+    /// Rows with more instances than this have a sketch's median.
+    pub exact_values_cap: usize,
+    pub sketch_relative_error: f64,
+    /// Rows whose median is an estimate.
+    pub estimated_rows: u64,
+    /// What was asked for that a stream does not compute (`--no-stream` computes them): sections by name, and
+    /// `memory in use` (the memory section's peaks).
+    pub not_computed: Vec<String>,
+    /// API calls whose NVTX ranges are kept for the GPU work they launch.
+    pub launch_horizon: usize,
+    /// GPU work whose launching call fell out of that horizon: counted in no NVTX range.
+    pub launches_out_of_horizon: u64,
+}
+
+/// The report's line about the stream: how it was read, which figures are estimates and what was not computed.
+pub fn describe(st: &StreamReport) -> String {
+    let mut text = format!(
+        "Streamed over {} chunks in {} windows (--stream; at most {} MB of records decoded at once): counts, totals, \
+         min, max and averages exact; medians exact up to {} instances, beyond from a sketch within {}% (marked ~, \
+         {} rows)",
+        crate::fmt::thousands(st.chunks),
+        crate::fmt::thousands(st.windows),
+        crate::fmt::thousands(st.largest_window_bytes.div_ceil(1 << 20)),
+        crate::fmt::thousands(st.exact_values_cap as u64),
+        st.sketch_relative_error * 100.0,
+        crate::fmt::thousands(st.estimated_rows),
+    );
+    if !st.not_computed.is_empty() {
+        let names = &st.not_computed;
+        text += &format!("; not computed when streaming: {} (--no-stream computes them)", names.join(", "));
+    }
+    text += &format!(
+        "; NVTX: GPU work by the opening thread only, no GPU spans or graph replays; GPU ops whose launch fell out \
+         of the last {} launches: {}",
+        crate::fmt::thousands(st.launch_horizon as u64),
+        crate::fmt::thousands(st.launches_out_of_horizon)
+    );
+    text
+}
+
+/// Rows keyed by name, each with its accumulator.
+struct Rows<T> {
+    index: HashMap<String, usize>,
+    rows: Vec<(String, T)>,
+}
+
+impl<T> Default for Rows<T> {
+    fn default() -> Self {
+        Rows { index: HashMap::new(), rows: Vec::new() }
+    }
+}
+
+impl<T> Rows<T> {
+    fn row(&mut self, name: String, make: impl FnOnce() -> T) -> usize {
+        *self.index.entry(name).or_insert_with_key(|n| {
+            self.rows.push((n.clone(), make()));
+            self.rows.len() - 1
+        })
+    }
+}
+
+/// A memory operation row: its durations and bytes.
+type MemoryRow = (Durations, u64);
+
+/// An NVTX range name's row: its closed ranges' durations, and the GPU time and ops launched inside.
+type RangeRow = (Option<Durations>, u64, u64);
+
+/// Every accumulator of a streamed report; each section's apart, so that a batch's sections are summed at once.
+struct Accumulators {
+    cap: usize,
+    kernel_rows: FxHashMap<NameId, usize>,
+    kernels: Rows<Durations>,
+    api_rows: FxHashMap<(ProcId, bool, u32), usize>,
+    api: Rows<Durations>,
+    /// (0 copy kind, source, destination) or (1 memset memory kind).
+    memory_rows: FxHashMap<(u8, u16, u8, u8), usize>,
+    memory: Rows<MemoryRow>,
+    nvtx: FxHashMap<NameId, RangeRow>,
+    gpu_time: u64,
+}
+
+impl Accumulators {
+    fn new(cap: usize) -> Accumulators {
+        Accumulators {
+            cap,
+            kernel_rows: FxHashMap::default(),
+            kernels: Rows::default(),
+            api_rows: FxHashMap::default(),
+            api: Rows::default(),
+            memory_rows: FxHashMap::default(),
+            memory: Rows::default(),
+            nvtx: FxHashMap::default(),
+            gpu_time: 0,
+        }
+    }
+
+    fn add(&mut self, t: &Trace, stacks: &RangeStacks, b: &Batch, on: &(dyn Fn(Section) -> bool + Sync)) {
+        let cap = self.cap;
+        let (kernel_rows, kernels) = (&mut self.kernel_rows, &mut self.kernels);
+        let (api_rows, api) = (&mut self.api_rows, &mut self.api);
+        let (memory_rows, memory, nvtx) = (&mut self.memory_rows, &mut self.memory, &mut self.nvtx);
+        let gpu_time = &mut self.gpu_time;
+        rayon::scope(|s| {
+            if on(Section::Kernels) {
+                s.spawn(move |_| {
+                    for k in &b.kernels {
+                        let row = *kernel_rows.entry(k.name).or_insert_with(|| {
+                            let name = cutr_model::demangle::demangle(t.names.get(k.name));
+                            kernels.row(name, || Durations::new(cap))
+                        });
+                        kernels.rows[row].1.add(k.duration());
+                    }
+                });
+            }
+            if on(Section::Api) {
+                s.spawn(move |_| {
+                    for a in &b.apis {
+                        let row = *api_rows.entry((a.proc, a.driver, a.cbid)).or_insert_with(|| {
+                            api.row(t.api_name_of(a.proc, a.driver, a.cbid), || Durations::new(cap))
+                        });
+                        api.rows[row].1.add(a.duration());
+                    }
+                });
+            }
+            if on(Section::Memory) {
+                s.spawn(move |_| add_memory(memory_rows, memory, b, cap));
+            }
+            if on(Section::Nvtx) {
+                s.spawn(move |_| add_nvtx(nvtx, stacks, b, cap));
+            }
+            let durations = b.kernels.iter().map(|k| k.duration());
+            let durations = durations.chain(b.memcpys.iter().map(|m| m.duration()));
+            *gpu_time =
+                gpu_time.saturating_add(saturating_sum(durations.chain(b.memsets.iter().map(|m| m.duration()))));
+        });
+    }
+}
+
+fn add_memory(rows: &mut FxHashMap<(u8, u16, u8, u8), usize>, memory: &mut Rows<MemoryRow>, b: &Batch, cap: usize) {
+    let copies = b.memcpys.iter().map(|m| ((0, m.copy_kind as u16, m.src_kind, m.dst_kind), m.duration(), m.bytes));
+    let sets = b.memsets.iter().map(|m| ((1, m.memory_kind, 0, 0), m.duration(), m.bytes));
+    for (key, d, bytes) in copies.chain(sets) {
+        let row = *rows.entry(key).or_insert_with(|| {
+            let name = match key {
+                (0, c, s, d) => describe::memcpy_name(c as u8, s, d),
+                (_, m, ..) => describe::memset_name(m),
+            };
+            memory.row(name, || (Durations::new(cap), 0))
+        });
+        let r = &mut memory.rows[row].1;
+        r.0.add(d);
+        r.1 = r.1.saturating_add(bytes);
+    }
+}
+
+/// Closed ranges' durations by name, and each GPU op's time added to every range open around its launch.
+fn add_nvtx(nvtx: &mut FxHashMap<NameId, RangeRow>, stacks: &RangeStacks, b: &Batch, cap: usize) {
+    for r in &b.ranges {
+        let row = nvtx.entry(r.name).or_insert((None, 0, 0));
+        row.0.get_or_insert_with(|| Durations::new(cap)).add(r.end - r.start);
+    }
+    let durations = b.kernels.iter().map(|k| k.duration());
+    let durations = durations.chain(b.memcpys.iter().map(|m| m.duration()));
+    for (d, &stack) in durations.chain(b.memsets.iter().map(|m| m.duration())).zip(&b.gpu_ranges) {
+        for name in stacks.names(stack) {
+            let row = nvtx.entry(name).or_insert((None, 0, 0));
+            row.1 = row.1.saturating_add(d);
+            row.2 += 1;
+        }
+    }
+}
+
+/// The rows of a section from their accumulators: summarized, ranked and cut to `top`.
+fn summaries(
+    rows: Rows<Durations>,
+    top: Option<usize>,
+    estimated: &mut u64,
+) -> (Vec<Summary>, Option<super::RowsLeftOut>) {
+    let mut out: Vec<Summary> = rows
+        .rows
+        .into_iter()
+        .map(|(n, d)| {
+            *estimated += d.estimated() as u64;
+            d.summary(n)
+        })
+        .collect();
+    let left_out = rank_and_cut(&mut out, top);
+    (out, left_out)
+}
+
+/// `stats` streamed over the activity of `readers` (labelled by `paths`), keeping up to `cap` values per row for
+/// exact medians. The sections a stream cannot compute stay empty and are named in [`Stats::stream`]. Also returns
+/// the trace of the inputs' processes (no rows), whose problems and join counts are the inputs' warnings.
+pub fn compute_streaming(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StatsOptions,
+    cap: usize,
+    stream_opts: &StreamOptions,
+) -> Result<(Stats, Trace), LoadError> {
+    let on = |s: Section| opts.sections.contains(&s);
+    let mut acc = Accumulators::new(cap);
+    let (t, end) = stream_readers(paths, readers, stream_opts, |t, stacks, batch| acc.add(t, stacks, &batch, &on))?;
+    let mut estimated = 0;
+    let (kernels, kernels_left_out) = summaries(acc.kernels, opts.top, &mut estimated);
+    let (api, api_left_out) = summaries(acc.api, opts.top, &mut estimated);
+    let mut memory_ops: Vec<MemoryOps> = acc
+        .memory
+        .rows
+        .into_iter()
+        .map(|(n, (d, bytes))| {
+            estimated += d.estimated() as u64;
+            let time = d.summary(n);
+            let bw = if time.total_ns > 0 { bytes as f64 / time.total_ns as f64 } else { 0.0 };
+            MemoryOps { time, bytes, bandwidth_gbps: bw }
+        })
+        .collect();
+    let memory_ops_left_out = rank_and_cut(&mut memory_ops, opts.top);
+    let mut nvtx: Vec<RangeStats> = acc
+        .nvtx
+        .into_iter()
+        .filter_map(|(name, (d, gpu_ns, gpu_ops))| {
+            let d = d?;
+            estimated += d.estimated() as u64;
+            Some(RangeStats { time: d.summary(t.names.get(name).to_string()), gpu_ns, gpu_ops, ..Default::default() })
+        })
+        .collect();
+    let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
+    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(|s| STREAMED_SECTIONS.contains(s)).collect();
+    sections.sort_unstable();
+    sections.dedup();
+    let mut not_streamed: Vec<Section> =
+        opts.sections.iter().copied().filter(|s| !STREAMED_SECTIONS.contains(s)).collect();
+    not_streamed.sort_unstable();
+    not_streamed.dedup();
+    let mut not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
+    if on(Section::Memory) {
+        not_computed.push("memory in use".to_string());
+    }
+    let stats = Stats {
+        files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
+        sections,
+        nvtx_attribution: "thread",
+        kernels,
+        kernels_left_out,
+        api,
+        api_left_out,
+        memory_ops,
+        memory_ops_left_out,
+        nvtx,
+        nvtx_left_out,
+        gpu_time_ns: acc.gpu_time,
+        span_ns: end.span.1 - end.span.0,
+        loss: t.loss().entries().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        joins: t.stats.clone(),
+        stream: Some(StreamReport {
+            chunks: end.chunks,
+            windows: end.windows,
+            largest_window_bytes: end.largest_window_bytes,
+            exact_values_cap: cap,
+            sketch_relative_error: SKETCH_RELATIVE_ERROR,
+            estimated_rows: estimated,
+            not_computed,
+            launch_horizon: stream_opts.horizon,
+            launches_out_of_horizon: end.launches_out_of_horizon,
+        }),
+        ..Default::default()
+    };
+    Ok((stats, t))
+}

@@ -1,0 +1,287 @@
+//! Streaming over recordings in bounded memory: the activity chunks of one or several files walked in time order
+//! (each chunk's range from the footer index), a window of chunks decoded in parallel into typed rows, handed to
+//! a consumer as a [`Batch`], and dropped when the consumer returns. What a summary needs across windows is kept
+//! here with a bound: NVTX ranges still open per thread, and each API call's enclosing ranges by correlation key
+//! for a horizon of launches ([`StreamOptions::horizon`]); GPU work whose launch fell out of the horizon is
+//! counted ([`StreamEnd::launches_out_of_horizon`]), never attributed silently.
+//!
+//! The side chunks (metadata, strings, clocks, loss) are read whole at open, as [`crate::load`] does: the
+//! consumer gets a [`Trace`] that holds the processes and names but no rows, so that names (kernels, API
+//! functions) and ranks read as they do on a loaded trace. The records of the recorder's own `cutr-*` threads
+//! are left out as at load ([`crate::recorder_threads`]); their API calls are dropped and counted, also the rare
+//! one that launched GPU work (which a whole load keeps).
+//!
+//! ```
+//! use cutr_model::stream::{StreamOptions, stream};
+//!
+//! # fn main() -> Result<(), cutr_model::LoadError> {
+//! let mut kernels = 0;
+//! let end = stream(&["../../fixtures/pytorch_loop.cutr".into()], &StreamOptions::default(), |_, _, batch| {
+//!     kernels += batch.kernels.len();
+//! })?;
+//! assert_eq!(kernels, 5_653);
+//! assert_eq!(end.launches_out_of_horizon, 0);
+//! # Ok(())
+//! # }
+//! ```
+
+mod ranges;
+
+use cutr_format::{ChunkError, ChunkInfo, ChunkType, Problem, Reader};
+use rayon::prelude::*;
+use std::path::PathBuf;
+
+use crate::decode::{ChunkCounts, ChunkRows, FileDecoder};
+use crate::fields::FileFields;
+use crate::ids::{NameId, ProcId};
+use crate::load::{Filter, LoadError, open_inputs};
+use crate::recorder_threads::RecorderThreads;
+use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxRange};
+use crate::timebase::ClockCheck;
+use crate::trace::{JoinStats, Process, Trace};
+
+pub use ranges::RangeStacks;
+
+/// How to stream.
+#[derive(Clone, Debug)]
+pub struct StreamOptions {
+    /// How many API calls' enclosing NVTX ranges are kept for the GPU work they launched (the most recent).
+    pub horizon: usize,
+    /// The most decompressed record bytes a window of chunks may claim (a chunk alone may claim more).
+    pub window_bytes: u64,
+}
+
+/// One million launches: ~40 MB of correlation state, minutes of a launch-bound program.
+pub const DEFAULT_HORIZON: usize = 1 << 20;
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions { horizon: DEFAULT_HORIZON, window_bytes: 256 << 20 }
+    }
+}
+
+/// The rows of a window of chunks, names as the trace's [`NameId`]s. Dropped when the consumer returns.
+#[derive(Default)]
+pub struct Batch {
+    pub kernels: Vec<Kernel>,
+    pub memcpys: Vec<Memcpy>,
+    pub memsets: Vec<Memset>,
+    /// The program's API calls (not the recorder threads').
+    pub apis: Vec<ApiCall>,
+    /// NVTX ranges that closed in this window (end seen); `depth` is the thread's nesting when each started.
+    pub ranges: Vec<NvtxRange>,
+    /// For each kernel, then each copy, then each memset: the id of the NVTX ranges open around its launching
+    /// call on the call's thread ([`RangeStacks::names`]; 0 = none, or no launching call known).
+    pub gpu_ranges: Vec<u32>,
+}
+
+/// What a stream leaves when it is done.
+#[derive(Debug, Default)]
+pub struct StreamEnd {
+    /// Earliest and latest timestamp of any row (as [`Trace::span`]).
+    pub span: (u64, u64),
+    /// Activity chunks walked, and windows decoded.
+    pub chunks: u64,
+    pub windows: u64,
+    /// GPU work whose launching call fell out of the correlation horizon before the work was read: attributed to
+    /// no NVTX range.
+    pub launches_out_of_horizon: u64,
+    /// Decompressed record bytes of the largest window: what the stream held at once.
+    pub largest_window_bytes: u64,
+}
+
+/// Decompressed record bytes of the activity chunks of `readers` (as their headers claim): the size a whole load
+/// would hold, give or take the model's row sizes.
+pub fn record_bytes(readers: &[Reader]) -> u64 {
+    readers.iter().flat_map(|r| r.activity_chunks()).map(|c| c.header.raw_len).sum()
+}
+
+/// Streams the activity of `paths` (one recording per process) in time order through `consume`, which gets the
+/// trace of processes and names (no rows), the NVTX range sets [`Batch::gpu_ranges`] names, and each window's
+/// [`Batch`]. The next window decodes while the consumer works: two windows are held at most. Returns the
+/// stream's own counts.
+pub fn stream(
+    paths: &[PathBuf],
+    opts: &StreamOptions,
+    consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<StreamEnd, LoadError> {
+    let (readers, _) = open_inputs(paths, false)?;
+    stream_readers(paths, &readers, opts, consume).map(|(_, end)| end)
+}
+
+/// [`stream`] over already open readers (`paths` label them); also returns the trace of processes and names, with
+/// each file's join statistics and problems (the chunks that failed to decode among them).
+pub fn stream_readers(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StreamOptions,
+    mut consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<(Trace, StreamEnd), LoadError> {
+    if paths.len() > u16::MAX as usize {
+        return Err(LoadError::TooMany(paths.len()));
+    }
+    let filter = Filter::default();
+    let mut trace = Trace::default();
+    let mut decoders = Vec::with_capacity(readers.len());
+    let mut text_ids = Vec::with_capacity(readers.len());
+    for (i, (path, r)) in paths.iter().zip(readers).enumerate() {
+        let (decoder, process) = open_file(ProcId(i as u16), path, r, &filter)?;
+        let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
+        text_ids.push(texts.collect::<Vec<NameId>>());
+        decoders.push(decoder);
+        trace.processes.push(process);
+    }
+    // Every file's chunks in one time order (trace time: the files' clocks differ).
+    let mut chunks: Vec<(usize, ChunkInfo)> =
+        readers.iter().enumerate().flat_map(|(f, r)| r.activity_chunks().map(move |c| (f, c.clone()))).collect();
+    chunks.sort_by_key(|(f, c)| (decoders[*f].time.to_trace(c.header.t_min), *f, c.header.seq));
+    let windows = cut_windows(&chunks, opts.window_bytes);
+    let mut state = ranges::RangeState::new(opts.horizon);
+    let mut end = StreamEnd { chunks: chunks.len() as u64, windows: windows.len() as u64, ..Default::default() };
+    let mut span = (u64::MAX, 0u64);
+    let mut stats = vec![JoinStats::default(); readers.len()];
+    let decode = |win: &[(usize, ChunkInfo)]| -> Vec<(usize, Result<ChunkRows, Problem>)> {
+        win.par_iter().map(|(f, c)| (*f, decode_chunk(&decoders[*f], c).map_err(|e| damaged(c, e)))).collect()
+    };
+    let mut pending = windows.first().map(|w| decode(w));
+    for i in 0..windows.len() {
+        let done = pending.take().unwrap_or_default();
+        end.largest_window_bytes = end.largest_window_bytes.max(windows[i].iter().map(|c| c.1.header.raw_len).sum());
+        let mut rows = Vec::with_capacity(done.len());
+        for (f, r) in done {
+            match r {
+                Ok(mut c) => {
+                    rename(&mut c, &text_ids[f]);
+                    count(&mut stats[f], &c.counts);
+                    stats[f].recorder_thread_records += c.recorder_calls.len() as u64;
+                    rows.push((ProcId(f as u16), c));
+                }
+                Err(p) => trace.processes[f].problems.push(p),
+            }
+        }
+        let batch = state.batch(rows, &mut span, &mut stats);
+        let next = windows.get(i + 1);
+        let (t, stacks) = (&trace, &state.stacks);
+        pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
+    }
+    state.finish(&mut stats);
+    end.launches_out_of_horizon = state.out_of_horizon;
+    end.span = if span.0 == u64::MAX { (0, 0) } else { span };
+    for (p, mut s) in trace.processes.iter_mut().zip(stats) {
+        count_damage(&p.problems, &mut s);
+        trace.stats.add(&s);
+        p.stats = s;
+    }
+    Ok((trace, end))
+}
+
+/// A file's decoder and its process (no rows yet). A file without readable metadata cannot be streamed.
+fn open_file<'r>(
+    proc: ProcId,
+    path: &std::path::Path,
+    r: &'r Reader,
+    filter: &'r Filter,
+) -> Result<(FileDecoder<'r>, Process), LoadError> {
+    let (Some(meta), Some(layouts)) = (r.metadata_shared(), r.layouts()) else {
+        return Err(LoadError::NoMetadata { path: path.to_path_buf() });
+    };
+    let clocks = ClockCheck::of_reader(r);
+    let time = clocks.time;
+    let recorder = RecorderThreads::of(r.thread_names());
+    let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter, recorder };
+    let mut api_names = rustc_hash::FxHashMap::default();
+    for (i, (d, c, _)) in meta.callback_names.iter().enumerate() {
+        api_names.insert((*d, *c), i as u32);
+    }
+    let process = Process {
+        path: path.to_path_buf(),
+        pid: meta.pid,
+        time,
+        loss: r.loss().cloned().unwrap_or_default(),
+        problems: r.problems().to_vec(),
+        recovery: r.recovery().cloned(),
+        warnings: clocks.warnings(),
+        stats: JoinStats::default(),
+        api_names,
+        thread_names: r.thread_names().clone(),
+        rank_given: None,
+        meta,
+    };
+    Ok((decoder, process))
+}
+
+/// One chunk decompressed and decoded into rows (names still the file's text ids).
+fn decode_chunk(d: &FileDecoder<'_>, c: &ChunkInfo) -> Result<ChunkRows, ChunkError> {
+    let buf = d.reader.decode_activity(c)?;
+    d.reader.check_strides(&buf)?;
+    Ok(d.chunk(c, &buf))
+}
+
+fn damaged(c: &ChunkInfo, error: ChunkError) -> Problem {
+    Problem::DamagedChunk {
+        offset: c.offset,
+        seq: c.header.seq,
+        chunk_type: ChunkType::Activity,
+        records: c.header.record_count,
+        error,
+    }
+}
+
+/// The file's text ids of a chunk's rows -> the trace's name ids.
+fn rename(c: &mut ChunkRows, ids: &[NameId]) {
+    let name = |id: NameId| ids.get(id.index()).copied().unwrap_or(NameId::EMPTY);
+    c.kernels.iter_mut().for_each(|k| k.name = name(k.name));
+    c.markers.iter_mut().for_each(|m| {
+        m.name = name(m.name);
+        m.domain = name(m.domain);
+    });
+}
+
+fn count(s: &mut JoinStats, counts: &ChunkCounts) {
+    s.zero_timestamp_records += counts.zero;
+    s.inverted_records += counts.inverted;
+    s.unmodelled_records += counts.unmodelled;
+    s.unresolved_names += counts.unresolved;
+    s.unparsed_bytes += counts.unparsed;
+    s.um_unknown_kind += counts.um_unknown_kind;
+    s.recorder_thread_records += counts.recorder_thread;
+}
+
+/// Damaged chunks and the records they claimed, as a whole load counts them.
+fn count_damage(problems: &[Problem], stats: &mut JoinStats) {
+    for p in problems {
+        let (records, chunk_type) = match p {
+            Problem::DamagedChunk { records, chunk_type, error, .. } => {
+                (if matches!(error, ChunkError::Implausible(_)) { 0 } else { *records }, *chunk_type)
+            }
+            Problem::TruncatedChunk { records, chunk_type, .. } => (*records, *chunk_type),
+            Problem::MissingChunks { count, .. } => {
+                stats.damaged_chunks += *count as u64;
+                continue;
+            }
+            _ => continue,
+        };
+        stats.damaged_chunks += 1;
+        if chunk_type == ChunkType::Activity {
+            stats.records_in_damaged_chunks += records as u64;
+        }
+    }
+}
+
+/// The time-ordered chunks cut into windows: two per worker, at most `max_bytes` of claimed records each.
+fn cut_windows(chunks: &[(usize, ChunkInfo)], max_bytes: u64) -> Vec<&[(usize, ChunkInfo)]> {
+    let per_window = (rayon::current_num_threads() * 2).max(1);
+    let mut out = Vec::new();
+    let mut rest = chunks;
+    while !rest.is_empty() {
+        let (mut n, mut bytes) = (0, 0u64);
+        while n < rest.len() && n < per_window && (n == 0 || bytes + rest[n].1.header.raw_len <= max_bytes) {
+            bytes += rest[n].1.header.raw_len;
+            n += 1;
+        }
+        let (win, tail) = rest.split_at(n);
+        out.push(win);
+        rest = tail;
+    }
+    out
+}

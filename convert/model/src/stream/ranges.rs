@@ -1,0 +1,292 @@
+//! The state a stream keeps across windows: NVTX start/end markers paired by id as a whole load pairs them
+//! ([`crate::nvtx`]), the ranges open on each thread, and each API call's open ranges by correlation key for the
+//! GPU work it launched, kept for the most recent [`super::StreamOptions::horizon`] calls. CUPTI numbers a
+//! process's calls in increasing order, so GPU work with no call in the horizon and an id at or below the highest
+//! evicted one lost its call to the horizon (counted), and the rest had none (`gpu_without_api`, as at load).
+
+use std::collections::VecDeque;
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::Batch;
+use crate::decode::{ChunkRows, RawMarker};
+use crate::ids::{CorrKey, NameId, ProcId};
+use crate::rows::NvtxRange;
+use crate::trace::JoinStats;
+
+const INSTANT: u32 = 1;
+const START: u32 = 1 << 1;
+const END: u32 = 1 << 2;
+
+/// External correlation kinds the model reads (PyTorch's op id and user annotation id); others are unmodelled.
+const EXTERNAL_CUSTOM0: u32 = 3;
+const EXTERNAL_CUSTOM1: u32 = 4;
+
+/// The distinct sets of NVTX ranges open around API calls, as a tree: a set is its innermost range's name under the
+/// set of the ranges around that one, so a program that names each step apart (`step 1234`) adds a node or two per
+/// step, not a copy of the whole set. A launch's ranges cost one integer; id 0 is no range.
+#[derive(Debug)]
+pub struct RangeStacks {
+    /// (enclosing set, innermost name) -> id.
+    ids: FxHashMap<(u32, NameId), u32>,
+    /// By id: its enclosing set and innermost name.
+    nodes: Vec<(u32, NameId)>,
+}
+
+impl Default for RangeStacks {
+    fn default() -> Self {
+        RangeStacks { ids: FxHashMap::default(), nodes: vec![(0, NameId::EMPTY)] }
+    }
+}
+
+impl RangeStacks {
+    /// The names of the ranges of set `id`, innermost first (one entry per open range: a name nested in itself is
+    /// there twice, as each range instance gets the work).
+    pub fn names(&self, mut id: u32) -> impl Iterator<Item = NameId> + '_ {
+        std::iter::from_fn(move || {
+            let &(up, name) = self.nodes.get(id as usize).filter(|_| id != 0)?;
+            id = up;
+            Some(name)
+        })
+    }
+
+    fn id_of(&mut self, stack: &[(u32, NameId)]) -> u32 {
+        let mut id = 0;
+        for &(_, name) in stack {
+            id = match self.ids.get(&(id, name)) {
+                Some(&known) => known,
+                None => {
+                    self.nodes.push((id, name));
+                    let new = self.nodes.len() as u32 - 1;
+                    self.ids.insert((id, name), new);
+                    new
+                }
+            };
+        }
+        id
+    }
+}
+
+/// A marker or an API call of a window, in time order; ends before starts before calls at one time (a range
+/// that starts with a call holds it).
+#[derive(Clone, Copy)]
+struct Event {
+    ts: u64,
+    order: u8,
+    chunk: u32,
+    row: u32,
+}
+
+pub(super) struct RangeState {
+    /// Started ranges not yet ended, by (file, range id).
+    open: FxHashMap<(ProcId, u32), RawMarker>,
+    /// Each thread's open ranges (range id, name), outermost first.
+    threads: FxHashMap<(ProcId, u32), Vec<(u32, NameId)>>,
+    pub stacks: RangeStacks,
+    /// Each recent call's stack id and whether it is a driver call (a runtime call wins a shared id).
+    launches: FxHashMap<CorrKey, (u32, bool)>,
+    order: VecDeque<CorrKey>,
+    horizon: usize,
+    /// The highest correlation id evicted per file.
+    evicted: FxHashMap<ProcId, u32>,
+    pub out_of_horizon: u64,
+}
+
+impl RangeState {
+    pub fn new(horizon: usize) -> RangeState {
+        RangeState {
+            open: FxHashMap::default(),
+            threads: FxHashMap::default(),
+            stacks: RangeStacks::default(),
+            launches: FxHashMap::default(),
+            order: VecDeque::new(),
+            horizon: horizon.max(1),
+            evicted: FxHashMap::default(),
+            out_of_horizon: 0,
+        }
+    }
+
+    /// A window's rows (each chunk with its file) as a batch: markers paired, calls' ranges kept, GPU work's
+    /// ranges looked up; `span` widened to the window's rows, failed joins counted per file.
+    pub fn batch(&mut self, rows: Vec<(ProcId, ChunkRows)>, span: &mut (u64, u64), stats: &mut [JoinStats]) -> Batch {
+        let mut batch = Batch::default();
+        for (p, c) in &rows {
+            widen(span, c);
+            stats[p.index()].unmodelled_records +=
+                c.external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
+        }
+        self.walk_markers_and_calls(&rows, &mut batch, stats);
+        // Every chunk's kernels, then every chunk's copies, then memsets: the order of the batch's tables.
+        let kernels =
+            rows.iter().flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0)));
+        let copies = rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false)));
+        let sets = rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false)));
+        for (p, correlation, graph) in kernels.chain(copies).chain(sets) {
+            let id = self.launch_ranges(CorrKey::new(p, correlation), &mut stats[p.index()], graph);
+            batch.gpu_ranges.push(id);
+        }
+        // Kernels, then copies, then memsets, in the order `gpu_ranges` was filled.
+        let mut rows: Vec<ChunkRows> = rows.into_iter().map(|r| r.1).collect();
+        for c in &mut rows {
+            batch.kernels.append(&mut c.kernels);
+        }
+        for c in &mut rows {
+            batch.memcpys.append(&mut c.memcpys);
+        }
+        for c in &mut rows {
+            batch.memsets.append(&mut c.memsets);
+            batch.apis.append(&mut c.apis);
+        }
+        self.evict();
+        batch
+    }
+
+    /// The stack id of the call that launched `key`'s work, counting the work whose call is unknown.
+    fn launch_ranges(&mut self, key: CorrKey, stats: &mut JoinStats, graph: bool) -> u32 {
+        if let Some(&(id, _)) = self.launches.get(&key) {
+            return id;
+        }
+        if self.evicted.get(&key.proc).is_some_and(|&max| key.correlation <= max) {
+            self.out_of_horizon += 1;
+        } else {
+            stats.gpu_without_api += 1;
+            stats.graph_kernels_without_launch += graph as u64;
+        }
+        0
+    }
+
+    fn walk_markers_and_calls(&mut self, rows: &[(ProcId, ChunkRows)], batch: &mut Batch, stats: &mut [JoinStats]) {
+        let mut events = Vec::new();
+        for (ci, (_, c)) in rows.iter().enumerate() {
+            for (ri, m) in c.markers.iter().enumerate() {
+                let order = if m.flags & END != 0 { 0 } else { 1 };
+                events.push(Event { ts: m.ts, order, chunk: ci as u32, row: ri as u32 });
+            }
+            for (ri, a) in c.apis.iter().enumerate() {
+                events.push(Event { ts: a.start, order: 2, chunk: ci as u32, row: (c.markers.len() + ri) as u32 });
+            }
+        }
+        events.par_sort_by_key(|e| (e.ts, e.order, e.chunk, e.row));
+        for e in events {
+            let (proc, c) = &rows[e.chunk as usize];
+            let (proc, row) = (*proc, e.row as usize);
+            match c.markers.get(row) {
+                Some(m) => self.marker(proc, m, batch, &mut stats[proc.index()]),
+                None => {
+                    let a = &c.apis[row - c.markers.len()];
+                    let stack = self.threads.get(&(proc, a.tid)).map_or(&[][..], |s| s);
+                    let id = self.stacks.id_of(stack);
+                    let key = CorrKey::new(proc, a.correlation);
+                    match self.launches.get_mut(&key) {
+                        Some(slot) => {
+                            if slot.1 && !a.driver {
+                                *slot = (id, false);
+                            }
+                        }
+                        None => {
+                            self.launches.insert(key, (id, a.driver));
+                            self.order.push_back(key);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn marker(&mut self, proc: ProcId, m: &RawMarker, batch: &mut Batch, stats: &mut JoinStats) {
+        if m.flags & INSTANT != 0 {
+            return;
+        }
+        if m.flags & START != 0 {
+            self.open.insert((proc, m.id), *m);
+            self.threads.entry((proc, m.tid)).or_default().push((m.id, m.name));
+            return;
+        }
+        if m.flags & END == 0 {
+            return;
+        }
+        let Some(s) = self.open.remove(&(proc, m.id)) else {
+            stats.nvtx_ends_without_start += 1;
+            return;
+        };
+        let mut depth = 0;
+        if let Some(stack) = self.threads.get_mut(&(proc, s.tid))
+            && let Some(at) = stack.iter().rposition(|x| x.0 == m.id)
+        {
+            stack.remove(at);
+            depth = at;
+            if stack.is_empty() {
+                self.threads.remove(&(proc, s.tid));
+            }
+        }
+        batch.ranges.push(NvtxRange {
+            proc,
+            start: s.ts,
+            end: m.ts.max(s.ts),
+            pid: s.pid,
+            tid: s.tid,
+            name: s.name,
+            domain: s.domain,
+            id: s.id,
+            depth: depth.min(u16::MAX as usize) as u16,
+            parent: NvtxRange::NO_PARENT,
+        });
+    }
+
+    /// Drops the oldest calls past the horizon, remembering the highest id dropped per file.
+    fn evict(&mut self) {
+        while self.launches.len() > self.horizon {
+            let Some(key) = self.order.pop_front() else { break };
+            if self.launches.remove(&key).is_some() {
+                let max = self.evicted.entry(key.proc).or_default();
+                *max = (*max).max(key.correlation);
+            }
+        }
+    }
+
+    /// The ranges never ended, counted per file.
+    pub fn finish(&mut self, stats: &mut [JoinStats]) {
+        for (proc, _) in self.open.keys() {
+            stats[proc.index()].nvtx_unclosed_ranges += 1;
+        }
+        self.open.clear();
+        self.threads.clear();
+    }
+}
+
+/// Widens `span` to the earliest and latest timestamps of a chunk's rows (unclosed ranges by their start).
+fn widen(span: &mut (u64, u64), c: &ChunkRows) {
+    let mut see = |a: u64, b: u64| {
+        span.0 = span.0.min(a);
+        span.1 = span.1.max(b);
+    };
+    c.kernels.iter().for_each(|r| see(r.start, r.end));
+    c.memcpys.iter().for_each(|r| see(r.start, r.end));
+    c.memsets.iter().for_each(|r| see(r.start, r.end));
+    c.apis.iter().for_each(|r| see(r.start, r.end));
+    c.syncs.iter().for_each(|r| see(r.start, r.end));
+    c.overheads.iter().for_each(|r| see(r.start, r.end));
+    c.memory.iter().for_each(|r| see(r.ts, r.ts));
+    c.um.iter().for_each(|r| see(r.start, r.end));
+    c.markers.iter().for_each(|r| see(r.ts, r.ts));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_sets_share_their_enclosing_sets() {
+        let mut s = RangeStacks::default();
+        let (step, fwd) = (NameId(7), NameId(9));
+        let a = s.id_of(&[(1, step), (2, fwd)]);
+        let b = s.id_of(&[(1, step)]);
+        let c = s.id_of(&[(1, step), (2, fwd), (3, fwd)]);
+        assert_eq!((s.id_of(&[]), s.id_of(&[(5, step), (6, fwd)]), s.nodes.len()), (0, a, 4));
+        assert_eq!(s.names(a).collect::<Vec<_>>(), [fwd, step]);
+        assert_eq!(s.names(b).collect::<Vec<_>>(), [step]);
+        assert_eq!(s.names(c).collect::<Vec<_>>(), [fwd, fwd, step]);
+        assert_eq!(s.names(0).count(), 0);
+    }
+}

@@ -1,0 +1,124 @@
+//! Whether a summary streams over the recordings' chunks or loads them whole, and `stats` streamed. Streaming
+//! holds a window of chunks at a time (memory bounded by the answer, not the recording); loading holds every
+//! row (about the records' decompressed size) and computes every section.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+use cutr_analyses::stats;
+use cutr_format::Reader;
+use cutr_model::stream::{StreamOptions, record_bytes};
+use cutr_model::{Filter, LoadError};
+
+use crate::reports::StatsOutput;
+use crate::stdout;
+use crate::warnings::{input_warnings, warn};
+
+/// Decompressed record bytes past which a summary streams unless told otherwise: a whole load holds about as much.
+pub const AUTO_STREAM_RECORD_BYTES: u64 = 2 << 30;
+
+/// Inputs smaller than this on disk are loaded whole without asking their footers: their records would need to
+/// compress 128 times to reach [`AUTO_STREAM_RECORD_BYTES`] (recordings compress 10-30 times), and a load reads a
+/// small file's first chunks while it opens it, which a stream does not.
+const SMALL_INPUTS_ON_DISK: u64 = 16 << 20;
+
+/// `--stream`, `--no-stream`, or neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    Auto,
+    Stream,
+    Whole,
+}
+
+impl Choice {
+    pub fn of(stream: bool, no_stream: bool) -> Choice {
+        match (stream, no_stream) {
+            (true, _) => Choice::Stream,
+            (_, true) => Choice::Whole,
+            _ => Choice::Auto,
+        }
+    }
+
+    /// Whether the inputs may stream at all, before their footers are read (a window or `--nvtx` needs a load).
+    pub fn may_stream(self, files: &[PathBuf], narrowed: bool) -> bool {
+        match self {
+            Choice::Stream => true,
+            Choice::Whole => false,
+            Choice::Auto => !narrowed && on_disk(files) >= SMALL_INPUTS_ON_DISK,
+        }
+    }
+
+    /// Whether opened inputs stream: asked to, or their records are past [`AUTO_STREAM_RECORD_BYTES`] (said on
+    /// stderr, with how to load them whole instead).
+    pub fn streams(self, readers: &[Reader]) -> bool {
+        match self {
+            Choice::Stream => true,
+            Choice::Whole => false,
+            Choice::Auto => {
+                let bytes = record_bytes(readers);
+                // A file without its metadata chunk is read by a load, with layouts guessed from record sizes.
+                let past = bytes > AUTO_STREAM_RECORD_BYTES && readers.iter().all(|r| r.metadata_shared().is_some());
+                if past {
+                    eprintln!(
+                        "cupti-convert: the recordings hold {} MB of records (more than {} MB): streaming over their \
+                         chunks (--no-stream loads them whole, with every section)",
+                        bytes >> 20,
+                        AUTO_STREAM_RECORD_BYTES >> 20
+                    );
+                }
+                past
+            }
+        }
+    }
+}
+
+fn on_disk(files: &[PathBuf]) -> u64 {
+    files.iter().map(|f| std::fs::metadata(Path::new(f)).map_or(0, |m| m.len())).sum()
+}
+
+/// `stats` streamed over opened inputs.
+pub fn stats(files: &[PathBuf], readers: &[Reader], out: StatsOutput, opts: &stats::StatsOptions) -> Result<ExitCode> {
+    let (s, trace) = stats::compute_streaming(files, readers, opts, stats::EXACT_VALUES_CAP, &StreamOptions::default())
+        .map_err(|e| match e {
+            LoadError::NoMetadata { .. } => {
+                anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
+            }
+            e => anyhow::anyhow!("{e}"),
+        })?;
+    for (file, w) in input_warnings(&trace, &Filter::default()) {
+        warn(file, &w);
+    }
+    if out.json {
+        stdout::println(&serde_json::to_string_pretty(&s)?)?;
+    } else if out.csv {
+        // CSV has no line for it: which figures are estimates and what is missing go to stderr.
+        if let Some(st) = &s.stream {
+            eprintln!("cupti-convert: note: {}", stats::describe_stream(st));
+        }
+        stdout::print(&stats::render_csv(&s))?;
+    } else {
+        stdout::print(&stats::render_text(&s, out.text))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flags_choose_and_small_inputs_load_whole() {
+        assert_eq!(
+            (Choice::of(true, false), Choice::of(false, true), Choice::of(false, false)),
+            (Choice::Stream, Choice::Whole, Choice::Auto)
+        );
+        let small = [PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/pytorch_loop.cutr"))];
+        assert!(Choice::Stream.may_stream(&small, false) && !Choice::Whole.may_stream(&small, false));
+        // A 434 KB recording is never asked for its footer; a time window or --nvtx always loads.
+        assert!(!Choice::Auto.may_stream(&small, false));
+        let big = [PathBuf::from("/nonexistent/a.cutr")];
+        assert!(!Choice::Auto.may_stream(&big, true));
+        assert!(Choice::Stream.streams(&[]) && !Choice::Whole.streams(&[]) && !Choice::Auto.streams(&[]));
+    }
+}

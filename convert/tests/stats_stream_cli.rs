@@ -1,0 +1,79 @@
+//! `cupti-convert stats --stream` and `--no-stream` as a user runs them: the report says which path ran, the
+//! streamed figures are the loaded ones, and what a stream cannot do is refused or named, never dropped silently.
+
+mod common;
+
+use common::{path_str, run, stderr_lines, text};
+
+#[test]
+fn the_report_says_it_streamed_and_its_figures_are_the_loaded_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.cutr");
+    assert!(run(&["generate", "-o", path_str(&g), "--records", "200000"]).status.success());
+    let streamed = run(&["stats", "--stream", "--wide", "--report", "kernels,utilization", path_str(&g)]);
+    assert!(streamed.status.success(), "{}", text(&streamed.stderr));
+    assert!(stderr_lines(&streamed).is_empty(), "{:?}", stderr_lines(&streamed));
+    let s = text(&streamed.stdout);
+    let line = s.lines().nth(1).unwrap();
+    assert!(line.starts_with("Streamed over 5 chunks in "), "{line}");
+    assert!(line.contains("not computed when streaming: utilization (--no-stream computes them)"), "{line}");
+    assert!(!s.contains("GPU utilization"), "{s}");
+    // A small recording loads whole by default: no stream line, every section.
+    let whole = run(&["stats", "--wide", "--report", "kernels,utilization", path_str(&g)]);
+    let w = text(&whole.stdout);
+    assert!(!w.contains("Streamed") && w.contains("GPU utilization"), "{w}");
+    // The kernel rows are the same (200k records: every median exact, under 65,536 instances a row).
+    let kernel_rows = |t: &str| -> Vec<String> {
+        t.lines()
+            .skip_while(|l| !l.starts_with("GPU kernels"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(kernel_rows(&s), kernel_rows(&w));
+    assert_eq!(kernel_rows(&s).len(), 12, "{s}");
+    // CSV has no line for it: the note goes to stderr.
+    let csv = run(&["stats", "--stream", "--csv", "--report", "kernels,utilization", path_str(&g)]);
+    let note = stderr_lines(&csv);
+    assert_eq!(note.len(), 1, "{note:?}");
+    assert!(note[0].starts_with("cupti-convert: note: Streamed over 5 chunks in "), "{note:?}");
+    assert!(note[0].contains("not computed when streaming: utilization"), "{note:?}");
+}
+
+#[test]
+fn a_stream_refuses_what_needs_the_whole_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.cutr");
+    assert!(run(&["generate", "-o", path_str(&g), "--records", "20000"]).status.success());
+    for extra in [["--start", "1ms"], ["--nvtx", "step"], ["--no-stream", "--wide"]] {
+        let o = run(&["stats", "--stream", extra[0], extra[1], path_str(&g)]);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        let e = text(&o.stderr);
+        assert!(e.contains("cannot be used with"), "{e}");
+    }
+}
+
+#[test]
+fn a_recording_without_metadata_is_refused_by_a_stream_and_read_by_a_load() {
+    use cutr_format::ChunkType;
+    let dir = tempfile::tempdir().unwrap();
+    let g = dir.path().join("g.cutr");
+    let opts = cutr_synth::SynthOptions { records: 20_000, buffer_bytes: 256 << 10, ..Default::default() };
+    cutr_synth::write_file(&g, opts).unwrap();
+    // Every metadata chunk damaged (a payload byte flipped: its checksum fails).
+    let mut bytes = std::fs::read(&g).unwrap();
+    for c in cutr_synth::forge::chunks_of(&bytes.clone(), ChunkType::Metadata) {
+        bytes[c.offset + cutr_format::container::CHUNK_HEADER_LEN + 100] ^= 0x40;
+    }
+    std::fs::write(&g, &bytes).unwrap();
+    let streamed = run(&["stats", "--stream", path_str(&g)]);
+    assert_eq!(streamed.status.code(), Some(1));
+    let e = text(&streamed.stderr);
+    assert!(
+        e.contains("no session metadata, so its records cannot be interpreted when streaming (--no-stream reads it"),
+        "{e}"
+    );
+    let loaded = run(&["stats", "--report", "kernels", path_str(&g)]);
+    assert!(loaded.status.success(), "{}", text(&loaded.stderr));
+}
