@@ -217,6 +217,7 @@ fn the_parts_read_together_are_the_run_recorded_whole() {
     assert_eq!(together.stats.gpu_without_api, recorded_whole.stats.gpu_without_api);
     assert_eq!(together.stats.external_without_api, recorded_whole.stats.external_without_api);
     assert_eq!(p.loss, cutr_format::LossCounters { is_final: true, ..Default::default() });
+    streamed_parts_equal_the_loaded_run(&shuffled, &together);
     // Each part alone converts; the kernels whose call is in another part are the ones it cannot join.
     let mut alone_unjoined = 0;
     let mut kernels = 0;
@@ -310,4 +311,30 @@ fn graph_structure_is_carried_into_every_part_and_counted_once() {
     assert_eq!(t.stats.graph_events_lost, 0);
     // Counted once, not once per part that carries them.
     assert_eq!(t.stats.graph_nodes_without_api, 2);
+}
+
+/// The streaming reader (`stats --stream`) groups a run's parts as the load does: one process, every kernel and
+/// range once, NVTX ranges paired across the boundaries, every kernel joined to its call.
+fn streamed_parts_equal_the_loaded_run(parts: &[PathBuf], loaded: &cutr_model::Trace) {
+    let opts = cutr_model::stream::StreamOptions::default();
+    let (mut kernels, mut ranges, mut apis) = (0usize, 0usize, 0usize);
+    let mut names: BTreeMap<String, u64> = BTreeMap::new();
+    let mut processes = 0;
+    cutr_model::stream::stream(parts, &opts, |t, _, batch| {
+        processes = t.processes.len();
+        kernels += batch.kernels.len();
+        ranges += batch.ranges.len();
+        apis += batch.apis.len();
+        for k in &batch.kernels {
+            *names.entry(t.names.get(k.name).to_string()).or_default() += 1;
+        }
+    })
+    .unwrap();
+    let mut loaded_names: BTreeMap<String, u64> = BTreeMap::new();
+    for k in &loaded.kernels {
+        *loaded_names.entry(loaded.names.get(k.name).to_string()).or_default() += 1;
+    }
+    assert_eq!(processes, 1);
+    assert_eq!((kernels, ranges, apis), (loaded.kernels.len(), loaded.ranges.len(), loaded.apis.len()));
+    assert_same(&names, &loaded_names);
 }

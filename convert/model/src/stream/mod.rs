@@ -37,7 +37,7 @@ use crate::ids::{NameId, ProcId};
 use crate::load::{Filter, LoadError, open_inputs};
 use crate::recorder_threads::RecorderThreads;
 use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxRange};
-use crate::timebase::ClockCheck;
+use crate::timebase::{ClockCheck, TimeBase};
 use crate::trace::{JoinStats, Process, Trace};
 
 pub use ranges::RangeStacks;
@@ -122,15 +122,26 @@ pub fn stream_readers(
     }
     let filter = Filter::default();
     let mut trace = Trace::default();
-    let mut decoders = Vec::with_capacity(readers.len());
-    let mut text_ids = Vec::with_capacity(readers.len());
-    for (i, (path, r)) in paths.iter().zip(readers).enumerate() {
-        let (decoder, process) = open_file(ProcId(i as u16), path, r, &filter)?;
+    // A split recording's parts are one process on its first part's time base, as a whole load reads them: their
+    // NVTX ranges and correlations pair across the parts' boundaries.
+    let grouping = crate::runs::group(readers);
+    let mut decoders: Vec<Option<FileDecoder<'_>>> = (0..readers.len()).map(|_| None).collect();
+    let mut text_ids = vec![Vec::new(); readers.len()];
+    for &(i, proc) in &grouping.order {
+        let (path, r) = (&paths[i], &readers[i]);
+        let first = trace.processes.get(proc.index()).map(|p| p.time);
+        let (decoder, process) = open_file(proc, path, r, &filter, first)?;
         let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
-        text_ids.push(texts.collect::<Vec<NameId>>());
-        decoders.push(decoder);
-        trace.processes.push(process);
+        text_ids[i] = texts.collect::<Vec<NameId>>();
+        decoders[i] = Some(decoder);
+        let graphs_before = trace.graphs.pending.events.len();
+        crate::runs::add_file(&mut trace, proc, process, graphs_before);
     }
+    for (proc, w) in grouping.warnings {
+        trace.processes[proc.index()].warnings.push(w);
+    }
+    let decoders: Vec<FileDecoder<'_>> =
+        decoders.into_iter().map(|d| d.expect("every input is in the grouping")).collect();
     // Every file's chunks in one time order (trace time: the files' clocks differ).
     let mut chunks: Vec<(usize, ChunkInfo)> =
         readers.iter().enumerate().flat_map(|(f, r)| r.activity_chunks().map(move |c| (f, c.clone()))).collect();
@@ -139,7 +150,7 @@ pub fn stream_readers(
     let mut state = ranges::RangeState::new(opts.horizon);
     let mut end = StreamEnd { chunks: chunks.len() as u64, windows: windows.len() as u64, ..Default::default() };
     let mut span = (u64::MAX, 0u64);
-    let mut stats = vec![JoinStats::default(); readers.len()];
+    let mut stats = vec![JoinStats::default(); trace.processes.len()];
     let decode = |win: &[(usize, ChunkInfo)]| -> Vec<(usize, Result<ChunkRows, Problem>)> {
         win.par_iter().map(|(f, c)| (*f, decode_chunk(&decoders[*f], c).map_err(|e| damaged(c, e)))).collect()
     };
@@ -151,12 +162,13 @@ pub fn stream_readers(
         for (f, r) in done {
             match r {
                 Ok(mut c) => {
+                    let proc = decoders[f].proc;
                     rename(&mut c, &text_ids[f]);
-                    count(&mut stats[f], &c.counts);
-                    stats[f].recorder_thread_records += c.recorder_calls.len() as u64;
-                    rows.push((ProcId(f as u16), c));
+                    count(&mut stats[proc.index()], &c.counts);
+                    stats[proc.index()].recorder_thread_records += c.recorder_calls.len() as u64;
+                    rows.push((proc, c));
                 }
-                Err(p) => trace.processes[f].problems.push(p),
+                Err(p) => trace.processes[decoders[f].proc.index()].problems.push(p),
             }
         }
         let batch = state.batch(rows, &mut span, &mut stats);
@@ -175,18 +187,20 @@ pub fn stream_readers(
     Ok((trace, end))
 }
 
-/// A file's decoder and its process (no rows yet). A file without readable metadata cannot be streamed.
+/// A file's decoder and its process (no rows yet; `first_part_time`: a split recording's first part's time base,
+/// for its later parts). A file without readable metadata cannot be streamed.
 fn open_file<'r>(
     proc: ProcId,
     path: &std::path::Path,
     r: &'r Reader,
     filter: &'r Filter,
+    first_part_time: Option<TimeBase>,
 ) -> Result<(FileDecoder<'r>, Process), LoadError> {
     let (Some(meta), Some(layouts)) = (r.metadata_shared(), r.layouts()) else {
         return Err(LoadError::NoMetadata { path: path.to_path_buf() });
     };
     let clocks = ClockCheck::of_reader(r);
-    let time = clocks.time;
+    let time = first_part_time.unwrap_or(clocks.time);
     let recorder = RecorderThreads::of(r.thread_names());
     let decoder = FileDecoder { reader: r, fields: FileFields::new(layouts), proc, time, filter, recorder };
     let mut api_names = rustc_hash::FxHashMap::default();
@@ -205,6 +219,7 @@ fn open_file<'r>(
         api_names,
         thread_names: r.thread_names().clone(),
         rank_given: None,
+        parts: Vec::new(),
         meta,
     };
     Ok((decoder, process))
