@@ -11,6 +11,7 @@ mod docs;
 mod memory;
 mod progress;
 mod reports;
+mod split;
 mod stdout;
 mod warnings;
 mod workers;
