@@ -118,8 +118,9 @@ pub struct ConvertArgs {
     /// without its .pftrace, or the default name's stem). `step`: a window per NVTX step range of the first
     /// process that has them (--step PREFIX, default `ProfilerStep#`; OUT-000 holds what comes before the first
     /// step); a time (`10s`, `500ms`): windows of that length from the first record (empty ones not written).
-    /// A slice belongs to the window it starts in, drawn whole there even past the window's end. Every file has
-    /// the same process, thread, GPU and stream tracks. Each window reads only the chunks it needs.
+    /// A slice belongs to the window it starts in, drawn whole there even past the window's end (an NVTX range's
+    /// GPU span with its range, over the work starting up to 1 s, at most a window's length, past the end). Every
+    /// file has the same process, thread, GPU and stream tracks. Each window reads only the chunks it needs.
     #[arg(long, value_name = "step|TIME", conflicts_with_all = ["chrome", "start", "end"])]
     pub split_by: Option<String>,
     /// Print nothing but errors and warnings.

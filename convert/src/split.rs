@@ -1,7 +1,9 @@
 //! `--split-by step|TIME`: one Perfetto trace per window of a long recording, each window loaded alone (only the
 //! chunks it overlaps are read, as `--start/--end` do) so that memory follows the window, not the recording.
 //!
-//! A slice belongs to the window it starts in and is drawn whole there (`cutr_viewer_export::timeline::Window`).
+//! A slice belongs to the window it starts in and is drawn whole there (`cutr_viewer_export::timeline::Window`);
+//! an NVTX range's GPU span goes with its range, over the work that starts up to [`SPAN_HORIZON_NS`] (or one
+//! window's length) after the window's end.
 //! Every file shows the same process, thread, GPU and stream tracks: the windows are written once with their own
 //! tracks, gathering every window's; the few that lack one of them (a thread idle all window long) are written
 //! again with all of them.
@@ -23,6 +25,10 @@ use crate::warnings::warn;
 
 /// The default `--step` prefix of a split: PyTorch profiler's step ranges.
 const PROFILER_STEP: &str = "ProfilerStep#";
+
+/// How far past its end a window is read, at most (and no more than its own length): an NVTX range's GPU span
+/// covers the work the range launched that starts this long after the window's end.
+const SPAN_HORIZON_NS: u64 = 1_000_000_000;
 
 /// How a recording is cut.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,7 +121,8 @@ pub fn run(a: &ConvertArgs, by: &SplitBy) -> Result<()> {
     Ok(())
 }
 
-/// Loads the records overlapping one window (only the chunks there are read) and writes its slices.
+/// Loads the records overlapping one window and a horizon past it (only the chunks there are read) and writes the
+/// slices that start in the window.
 fn write_window(
     a: &ConvertArgs,
     readers: &[Reader],
@@ -124,9 +131,12 @@ fn write_window(
     warned: &mut BTreeSet<String>,
 ) -> Result<ExportSummary> {
     let w = &p.window;
+    // Read a little past the window: the GPU work an NVTX range launched near the window's end starts after it,
+    // and the range's GPU span, drawn in the window the range starts in, covers it.
+    let horizon = (w.before - w.from).min(SPAN_HORIZON_NS);
     let filter = Filter {
         start: (w.from > 0).then_some(w.from),
-        end: (w.before < u64::MAX).then_some(w.before),
+        end: (w.before < u64::MAX).then(|| w.before.saturating_add(horizon)),
         kinds: kinds.to_vec(),
     };
     let opts = LoadOptions { filter };
