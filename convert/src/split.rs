@@ -4,9 +4,9 @@
 //! A slice belongs to the window it starts in and is drawn whole there (`cutr_viewer_export::timeline::Window`);
 //! an NVTX range's GPU span goes with its range, over the work that starts up to [`SPAN_HORIZON_NS`] (or one
 //! window's length) after the window's end.
-//! Every file shows the same process, thread, GPU and stream tracks: the windows are written once with their own
-//! tracks, gathering every window's; the few that lack one of them (a thread idle all window long) are written
-//! again with all of them.
+//! Every file shows the same process, thread, GPU and stream tracks: the windows are written in time order, each
+//! with its own tracks and those of the windows before; the few written before a track first appeared (a thread
+//! started late) are written again with all of them.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -81,7 +81,10 @@ pub fn run(a: &ConvertArgs, by: &SplitBy) -> Result<()> {
     let mut shared: Vec<TrackRole> = Vec::new();
     let mut written: Vec<(ExportSummary, BTreeSet<usize>)> = Vec::with_capacity(plan.len());
     for p in &plan {
-        let summary = write_window(a, &readers, &kinds, p, &mut warned)?;
+        // With the tracks of the windows before: a recording's threads and streams mostly appear at its start, so
+        // that few windows need writing again.
+        let p = Planned { path: p.path.clone(), window: Window { tracks: shared.clone(), ..p.window.clone() } };
+        let summary = write_window(a, &readers, &kinds, &p, &mut warned)?;
         let mut has = BTreeSet::new();
         for role in &summary.shared_tracks {
             let i = shared.iter().position(|r| r == role).unwrap_or_else(|| {
