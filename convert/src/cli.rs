@@ -354,9 +354,11 @@ pub enum Command {
         #[arg(long)]
         no_sass: bool,
     },
-    /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
+    /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records). Memory stays flat in
+    /// the record count (1B records: ~80 MB, a 3.2 GB file, 7 minutes on two cores).
     Generate {
-        /// The recording to write.
+        /// The recording to write: written beside it and renamed into place once complete (an interrupted or
+        /// failed run leaves nothing).
         #[arg(short, long)]
         output: PathBuf,
         /// About this many records.
