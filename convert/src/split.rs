@@ -259,10 +259,10 @@ mod tests {
 
     #[test]
     fn time_windows_cover_every_record_and_skip_empty_stretches() {
-        // Records at 1.0-2.5 s and 7.2-7.3 s, cut every 2 s: windows 1 (1-3 s, from 0), 2 (3-5 s) and 4
-        // (7-9 s, to the end); 3 (5-7 s) holds nothing.
+        // Records at 1.0-3.5 s and 7.2-7.3 s, cut every 2 s from the first: windows 1 (1-3 s, from 0), 2 (3-5 s)
+        // and 4 (7-9 s, to the end); 3 (5-7 s) holds nothing.
         let s = 1_000_000_000;
-        let span = RecordSpan { stretches: vec![(s, s + 1_500_000_000), (s * 72 / 10, s * 73 / 10)] };
+        let span = RecordSpan { stretches: vec![(s, s * 35 / 10), (s * 72 / 10, s * 73 / 10)] };
         let got: Vec<(u64, u64, u64, bool)> =
             time_windows(&span, 2 * s).into_iter().map(|(n, w)| (n, w.from, w.before, w.first)).collect();
         assert_eq!(got, [(1, 0, 3 * s, true), (2, 3 * s, 5 * s, false), (4, 7 * s, u64::MAX, false)]);
