@@ -112,9 +112,19 @@ pub struct ConvertArgs {
     #[arg(long)]
     pub findings: bool,
     /// With --findings: the NVTX ranges whose name starts with PREFIX are the steps the findings are judged over,
-    /// as `analyze --step` (default: PyTorch's `ProfilerStep#N` ranges, else each CUDA graph launch).
-    #[arg(long, value_name = "PREFIX", requires = "findings")]
+    /// as `analyze --step` (default: PyTorch's `ProfilerStep#N` ranges, else each CUDA graph launch). With
+    /// --split-by step: the steps the trace is split at (default: `ProfilerStep#`).
+    #[arg(long, value_name = "PREFIX")]
     pub step: Option<String>,
+    /// Perfetto: one trace per window instead of one file, OUT-001.pftrace, OUT-002.pftrace, ... (OUT: -o
+    /// without its .pftrace, or the default name's stem). `step`: a window per NVTX step range of the first
+    /// process that has them (--step PREFIX, default `ProfilerStep#`; OUT-000 holds what comes before the first
+    /// step); a time (`10s`, `500ms`): windows of that length from the first record (empty ones not written).
+    /// A slice belongs to the window it starts in, drawn whole there even past the window's end (an NVTX range's
+    /// GPU span with its range, over the work starting up to 1 s, at most a window's length, past the end). Every
+    /// file has the same process, thread, GPU and stream tracks. Each window reads only the chunks it needs.
+    #[arg(long, value_name = "step|TIME", conflicts_with_all = ["chrome", "start", "end"])]
+    pub split_by: Option<String>,
     /// Print nothing but errors and warnings.
     #[arg(short, long)]
     pub quiet: bool,
@@ -379,9 +389,11 @@ pub enum Command {
         #[arg(long)]
         no_sass: bool,
     },
-    /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records).
+    /// Write a synthetic recording (a launch-bound training loop with realistic CUPTI records). Memory stays flat in
+    /// the record count (1B records: ~80 MB, a 3.2 GB file, 7 minutes on two cores).
     Generate {
-        /// The recording to write.
+        /// The recording to write: written beside it and renamed into place once complete (an interrupted or
+        /// failed run leaves nothing).
         #[arg(short, long)]
         output: PathBuf,
         /// About this many records.

@@ -24,6 +24,18 @@ pub fn run(a: ConvertArgs) -> Result<()> {
     if a.step.as_deref() == Some("") {
         usage!("--step needs the start of the step ranges' names (e.g. --step \"step \")");
     }
+    if let Some(by) = &a.split_by {
+        if !a.perfetto {
+            usage!("--split-by writes Perfetto traces: give --perfetto");
+        }
+        if a.output.as_deref() == Some(Path::new("-")) || a.findings {
+            usage!("--split-by writes files (not -o -) and draws no findings");
+        }
+        return crate::split::run(&a, &crate::split::parse(by, a.step.as_deref())?);
+    }
+    if a.step.is_some() && !a.findings {
+        usage!("--step PREFIX goes with --findings or --split-by step");
+    }
     let format = if a.perfetto { Format::Perfetto } else { Format::Chrome };
     let output = a.output.clone().unwrap_or_else(|| default_output(&a.files, format, a.gzip));
     check_output_is_not_an_input(&output, &a.files)?;
@@ -79,6 +91,7 @@ pub fn run(a: ConvertArgs) -> Result<()> {
         driver_calls: if a.driver_calls { DriverCalls::All } else { DriverCalls::Direct },
         limit: size_limit(a.max_output, &a.files),
         findings,
+        window: None,
     };
     let summary = export(&trace, &output, &opts).with_context(|| format!("cannot write {}", output.display()));
     bar.clear();
@@ -145,7 +158,7 @@ fn findings(trace: &cutr_model::Trace, step: &Option<String>) -> Vec<FindingSlic
 }
 
 /// The output's limit: `--max-output`, else the default for the inputs' size on disk.
-fn size_limit(given: Option<MaxOutput>, inputs: &[PathBuf]) -> Option<SizeLimit> {
+pub(crate) fn size_limit(given: Option<MaxOutput>, inputs: &[PathBuf]) -> Option<SizeLimit> {
     match given {
         Some(MaxOutput::Unlimited) => None,
         Some(MaxOutput::Bytes(bytes)) => Some(SizeLimit { bytes, origin: format!("--max-output {}", human(bytes)) }),

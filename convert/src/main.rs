@@ -12,6 +12,7 @@ mod memory;
 mod progress;
 mod reports;
 mod source_diff;
+mod split;
 mod stdout;
 mod streaming;
 mod warnings;

@@ -524,8 +524,22 @@ pub(crate) fn warn_source_inputs(files: &[PathBuf], readers: &[Reader], r: &cutr
     }
 }
 
+/// Writes a generated recording beside `output` and renames it into place once complete: a billion records take
+/// minutes, and an interrupted or failed run leaves nothing half-written (the temporary file is removed).
 pub fn generate(output: &Path, opts: SynthOptions) -> Result<ExitCode> {
-    let truth = write_file(output, opts).with_context(|| output.display().to_string())?;
+    let mut tmp = output.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let registered = cutr_cleanup::remove_on_interrupt(&tmp);
+    let truth = match write_file(&tmp, opts) {
+        Ok(truth) => truth,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(anyhow::Error::new(e).context(output.display().to_string()));
+        }
+    };
+    cutr_cleanup::hold(|| std::fs::rename(&tmp, output)).with_context(|| output.display().to_string())?;
+    drop(registered);
     eprintln!(
         "cupti-convert: wrote {} ({} records in {} buffers, {} steps)",
         output.display(),

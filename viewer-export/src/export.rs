@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::findings::FindingSlice;
 use crate::output::Output;
 use crate::size_limit::{self, SizeLimit};
-use crate::timeline::{self, DriverCalls, Timeline};
+use crate::timeline::{self, DriverCalls, Timeline, TrackRole, Window};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -38,6 +38,9 @@ pub struct ExportOptions {
     pub limit: Option<SizeLimit>,
     /// `analyze`'s evidence events, drawn as each process's `cutr: findings` track ([`crate::findings`]).
     pub findings: Vec<FindingSlice>,
+    /// One window of a split timeline (`--split-by`): only the slices that start in it, on the tracks every
+    /// window shows. `None`: the whole trace.
+    pub window: Option<Window>,
 }
 
 impl Default for ExportOptions {
@@ -51,6 +54,7 @@ impl Default for ExportOptions {
             driver_calls: DriverCalls::default(),
             limit: None,
             findings: Vec::new(),
+            window: None,
         }
     }
 }
@@ -87,6 +91,9 @@ pub struct ExportSummary {
     pub driver_calls_hidden: u64,
     /// NVTX ranges' GPU spans past what one conversion can lay out, not drawn.
     pub annotation_spans_dropped: u64,
+    /// The tracks the windows of a split share ([`crate::timeline::shared_roles`]) that this trace has.
+    #[serde(skip)]
+    pub shared_tracks: Vec<TrackRole>,
 }
 
 /// Slices per shard for a trace of about `slices` slices. The cut depends on the trace alone, never on the
@@ -115,7 +122,7 @@ pub fn export(trace: &Trace, path: &Path, opts: &ExportOptions) -> io::Result<Ex
     if let Some(why) = timeline::too_large(trace) {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{why}; use --start/--end or --kinds")));
     }
-    let tl = Timeline::build_with(trace, opts.shard_slices.max(1), opts.driver_calls);
+    let tl = Timeline::build_window(trace, opts.shard_slices.max(1), opts.driver_calls, opts.window.as_ref());
     mark("layout");
     note(|| {
         let largest = tl.shards.iter().map(|s| s.end - s.start).max().unwrap_or(0);
@@ -155,6 +162,7 @@ pub fn export(trace: &Trace, path: &Path, opts: &ExportOptions) -> io::Result<Ex
         overflow_lanes: tl.overflow_lanes,
         driver_calls_hidden: tl.driver_calls.hidden,
         annotation_spans_dropped: tl.annotations_dropped,
+        shared_tracks: timeline::shared_roles(&tl.tracks),
     })
 }
 

@@ -23,6 +23,7 @@ mod placement;
 mod shards;
 mod tracks;
 mod um;
+mod window;
 
 use cutr_model::par::{Source, group_by_key};
 use cutr_model::timing::{mark, timed};
@@ -42,6 +43,7 @@ pub use um::{
     Processor, StepCounter, UM_HOST_TID, UM_TID, memory_counter_name, processor_name, rate_unit, um_endpoints,
     um_slice_name,
 };
+pub use window::{Window, shared_roles};
 
 /// A trace laid out: tracks, their slices in layout order, the shards to write, the arrows and the labels.
 #[derive(Clone, Debug)]
@@ -131,6 +133,17 @@ impl Timeline {
 
     /// [`Timeline::build`], drawing the driver calls `driver_calls` says.
     pub fn build_with(trace: &Trace, shard_slices: usize, driver_calls: DriverCalls) -> Timeline {
+        Timeline::build_window(trace, shard_slices, driver_calls, None)
+    }
+
+    /// [`Timeline::build_with`], of one `window` of a split: the slices that start in it, on the tracks every
+    /// window shares.
+    pub fn build_window(
+        trace: &Trace,
+        shard_slices: usize,
+        driver_calls: DriverCalls,
+        window: Option<&Window>,
+    ) -> Timeline {
         let labels = timed("labels", || Labels::new(trace));
         let graphs = timed("graph replays", || graphs::GraphView::build(trace, &labels, slice_rows(trace)));
         let room = annotations::room(slice_rows(trace) + graphs.replays.len());
@@ -138,13 +151,17 @@ impl Timeline {
         let span = trace.span();
         let mut maker = tracks::TrackMaker::new(trace);
         let mut placed = placement::place(&mut maker, trace, span, &graphs.replays, &annotations);
+        if let Some(w) = window {
+            window::make_shared_tracks(&mut maker, trace, &w.tracks);
+        }
         let mut nested =
             timed("nested driver calls", || NestedDriverCalls::find(trace, driver_calls, &placed.api, maker.set.len()));
         let memory_track = std::mem::take(&mut placed.memory_track);
         let counter_track = std::mem::take(&mut placed.counter_track);
         let step_counters = timed("step counters", || um::step_counters(&mut maker, trace, &memory_track));
         let um_kernel = timed("kernels under unified memory", || um::running_kernels(trace));
-        let mut items = timed("group by track", || group_items(trace, placed, &nested, maker.set.len(), span.1));
+        let layout = Layout { tracks: maker.set.len(), end: span.1, annotations: &annotations, window };
+        let mut items = timed("group by track", || group_items(trace, placed, &nested, &layout));
         mark("layout items");
         let health_track = maker.health();
         let mut tracks = maker.set;
@@ -181,16 +198,29 @@ impl Timeline {
     }
 }
 
+/// What grouping needs besides the rows: the tracks made (before lanes), the trace's end (where ranges never
+/// closed end), the NVTX ranges' GPU spans and the window of a split.
+struct Layout<'a> {
+    tracks: usize,
+    end: u64,
+    annotations: &'a [cutr_model::nvtx_spans::GpuSpan],
+    window: Option<&'a Window>,
+}
+
 /// Every slice, made straight into its track's group (a parallel stable counting sort over time slices) and
-/// each group sorted into layout order. The hidden driver calls go to one bucket past the tracks, cut off after.
+/// each group sorted into layout order. The hidden driver calls and the rows that start outside the `window` go
+/// to one bucket past the tracks, cut off after.
 fn group_items(
     trace: &Trace,
     mut placed: placement::Placement,
     nested: &NestedDriverCalls,
-    tracks: usize,
-    end: u64,
+    layout: &Layout<'_>,
 ) -> Vec<Item> {
+    let Layout { tracks, end, annotations, window } = *layout;
     let hidden_bucket = tracks as u32;
+    if let Some(w) = window {
+        window::discard_outside(&mut placed, trace, annotations, w, hidden_bucket);
+    }
     if nested.hidden > 0 {
         placed
             .api
@@ -199,7 +229,7 @@ fn group_items(
             .filter(|(i, _)| nested.is_hidden(*i))
             .for_each(|(_, t)| *t = hidden_bucket);
     }
-    let buckets = tracks + usize::from(nested.hidden > 0);
+    let buckets = tracks + usize::from(nested.hidden > 0 || window.is_some());
     let (kernels, memcpys, memsets, apis) = (&trace.kernels, &trace.memcpys, &trace.memsets, &trace.apis);
     let (ranges, syncs, other, order) = (&trace.ranges, &trace.syncs, &placed.other, &placed.range_order);
     let kernel = |i: usize, t| Item::new(t, kernels[i].start, kernels[i].end, Src::Kernel(i as u32));

@@ -462,7 +462,7 @@ impl TrackMaker<'_> {
     }
 
     /// A context's track, under its GPU's.
-    fn context(&mut self, proc: ProcId, device: u32, context: u32) -> u32 {
+    pub(crate) fn context(&mut self, proc: ProcId, device: u32, context: u32) -> u32 {
         let (gpu, json_pid) = self.gpu_and_json_pid(proc, device);
         let role = TrackRole::Context { proc, device, context };
         self.set.get(role.clone(), |_| Track {

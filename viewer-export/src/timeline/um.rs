@@ -68,7 +68,7 @@ impl TrackMaker<'_> {
     }
 
     /// The counter track of a GPU's managed or pinned host memory in use.
-    fn memory_of_class(&mut self, proc: ProcId, device: u32, class: MemoryClass) -> u32 {
+    pub(crate) fn memory_of_class(&mut self, proc: ProcId, device: u32, class: MemoryClass) -> u32 {
         let (gpu, json_pid) = self.gpu_and_json_pid(proc, device);
         let role = TrackRole::MemoryOfClass { proc, device, class };
         self.set.get(role.clone(), |_| Track {
