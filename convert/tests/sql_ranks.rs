@@ -229,7 +229,11 @@ fn exported_ranks(files: &[String]) -> (Vec<RankedFile>, Vec<(u64, u64, u64)>) {
 fn named_queries_equal_stats_by_rank_on_every_job() {
     let jobs = jobs();
     let names: Vec<&str> = jobs.iter().map(|j| j.0.as_str()).collect();
-    assert_eq!(names, ["allreduce", "allreduce_torchrun", "diff", "pc_ring", "regress"], "the jobs of fixtures/");
+    assert_eq!(
+        names,
+        ["allreduce", "allreduce_torchrun", "diff", "pc_ring", "regress", "source_diff"],
+        "the jobs of fixtures/"
+    );
     for (job_name, files) in jobs {
         let j = job(&job_name, files);
         check_nccl_share(&j);
