@@ -3,6 +3,7 @@
 # summarizing command its wall time and peak RSS, as JSON lines under measurements/long_runs/.
 #
 #   bash bench/long_runs.sh [--with-1b] [--bin PATH] [--dir DIR] [--tag TAG] [--sizes "N N ..."] [--max-rss-gb G]
+#                           [--commands "stats --stream,info,source"]
 #
 # --bin      the cupti-convert to measure (default target/release/cupti-convert; build it with
 #            `cargo build --release -p cutr-convert`)
@@ -11,6 +12,8 @@
 # --tag      names the results file, measurements/long_runs/TAG.jsonl, and each line (default: the commit the script
 #            runs from; name the binary's commit when it is another's)
 # --sizes    record counts (default "10000000 100000000"); --with-1b adds 1000000000
+# --commands only these commands (comma-separated, as the results name them; default all). Without diff, one
+#            recording per size is generated (1B records: one 3.2 GB file, ~7 minutes on 2 cores).
 # --max-rss-gb  a command whose peak RSS, scaled linearly from the smallest size, would pass G GiB is not run at the
 #            larger size (default: 3/4 of the machine's memory): the whole-trace path of main needs 0.7-1.4x the
 #            decompressed records, ~70-140 GB at 1B. The skip is recorded with its estimate.
@@ -35,6 +38,7 @@ while [ $# -gt 0 ]; do
     --tag) tag=$2; shift ;;
     --sizes) sizes=$2; shift ;;
     --max-rss-gb) max_rss_kib=$(($2 * 1024 * 1024)); shift ;;
+    --commands) only=$2; shift ;;
     *) echo "long_runs.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -80,10 +84,19 @@ for n in $sizes; do
   [ "$n" -ge 1000000000 ] && reps=1
   read -r wall rss rc < <(measure "$bin" generate -o "$a" --records "$n" --seed 1)
   record "$n" "generate" 1 "$wall" "$rss" "$rc" "$(stat -c %s "$a") bytes"
-  read -r wall rss rc < <(measure "$bin" generate -o "$b" --records "$n" --seed 2)
-  record "$n" "generate" 2 "$wall" "$rss" "$rc" "$(stat -c %s "$b") bytes"
   commands=("info|$a" "stats|$a" "diff|$a $b" "export --parquet|$a" "source|$a")
   [ "$has_stream" = 1 ] && commands+=("stats --stream|$a")
+  if [ -n "${only:-}" ]; then
+    wanted=()
+    for entry in "${commands[@]}"; do
+      case ",$only," in *",${entry%%|*},"*) wanted+=("$entry") ;; esac
+    done
+    commands=("${wanted[@]}")
+  fi
+  if printf '%s\n' "${commands[@]}" | grep -q '^diff|'; then
+    read -r wall rss rc < <(measure "$bin" generate -o "$b" --records "$n" --seed 2)
+    record "$n" "generate" 2 "$wall" "$rss" "$rc" "$(stat -c %s "$b") bytes"
+  fi
   for entry in "${commands[@]}"; do
     cmd=${entry%%|*}
     files=${entry#*|}

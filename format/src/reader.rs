@@ -433,6 +433,25 @@ impl Reader {
         chunk_payload(self.data.bytes(), chunk)
     }
 
+    /// Lets the kernel take back the pages of `chunk`'s bytes in the mapped file, once the caller has decoded it
+    /// and holds nothing borrowed from them: a reader that walks a file chunk by chunk (`stats --stream` over a
+    /// recording of a billion records) otherwise keeps every page it read resident, the whole file by the end.
+    /// Reading the chunk again faults its pages back in from the page cache. A no-op for a file read into memory.
+    pub fn release_pages(&self, chunk: &ChunkInfo) {
+        let Data::Mapped(map) = &self.data else { return };
+        let start = chunk.offset as usize;
+        let len = CHUNK_HEADER_LEN.saturating_add(chunk.header.stored_len as usize);
+        if start.checked_add(len).is_none_or(|end| end > map.len()) {
+            return;
+        }
+        // SAFETY: the map is a read-only shared mapping of the file (`Mmap::map`), so MADV_DONTNEED drops page
+        // table entries and the next access reads the same bytes again from the page cache; nothing is freed
+        // that a reference could still point at (the contents of a shared file mapping do not change with the
+        // advice). A failure (an old kernel) changes nothing, so it is ignored.
+        #[cfg(unix)]
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
+    }
+
     /// Decodes one activity chunk into records grouped by kind.
     pub fn decode_activity(&self, chunk: &ChunkInfo) -> Result<DecodedBuffer, ChunkError> {
         let bytes = self.data.bytes();
@@ -487,14 +506,23 @@ impl Reader {
                     error,
                 };
                 match c.chunk_type() {
-                    ChunkType::Activity => self
-                        .decode_activity(c)
-                        .map(|d| {
-                            let unknown =
-                                (d.tail.len() >= 4).then(|| u32::from_le_bytes(d.tail[..4].try_into().unwrap()));
-                            (d.groups.iter().map(|g| (g.kind, g.len() as u32)).collect(), d.tail.len() as u64, unknown)
-                        })
-                        .map_err(damaged),
+                    ChunkType::Activity => {
+                        let counts = self
+                            .decode_activity(c)
+                            .map(|d| {
+                                let unknown =
+                                    (d.tail.len() >= 4).then(|| u32::from_le_bytes(d.tail[..4].try_into().unwrap()));
+                                (
+                                    d.groups.iter().map(|g| (g.kind, g.len() as u32)).collect(),
+                                    d.tail.len() as u64,
+                                    unknown,
+                                )
+                            })
+                            .map_err(damaged);
+                        // Only the counts are kept: the chunk's pages can go (`info` of a billion records).
+                        self.release_pages(c);
+                        counts
+                    }
                     _ => stored_payload(self.data.bytes(), c).map(|_| (Vec::new(), 0, None)).map_err(damaged),
                 }
             })

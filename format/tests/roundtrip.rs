@@ -80,7 +80,8 @@ fn synthetic_trace_round_trips_through_a_file_and_the_footer_counts_match() {
     let got: std::collections::BTreeMap<u32, u64> = v.records_per_kind.iter().copied().collect();
     assert_eq!(got, truth.records_per_kind);
     assert_eq!(v.good_activity_chunks as u64, truth.buffers);
-    // Every buffer comes back exactly as the generator produced it.
+    // Every buffer comes back exactly as the generator produced it, though `verify` let the kernel take back the
+    // pages of every chunk it read (`release_pages`): they fault in again with the same bytes.
     let mut s = cutr_synth::Synth::new(opts).unwrap();
     let mut originals = Vec::new();
     while let Some(b) = s.next_buffer() {

@@ -228,6 +228,9 @@ fn open_file<'r>(
 /// One chunk decompressed and decoded into rows (names still the file's text ids).
 fn decode_chunk(d: &FileDecoder<'_>, c: &ChunkInfo) -> Result<ChunkRows, ChunkError> {
     let buf = d.reader.decode_activity(c)?;
+    // The chunk is decoded into owned rows: its mapped pages need not stay resident (a billion-record file would
+    // otherwise end the stream with all of it counted in the process's memory).
+    d.reader.release_pages(c);
     d.reader.check_strides(&buf)?;
     Ok(d.chunk(c, &buf))
 }
