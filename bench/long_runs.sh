@@ -51,7 +51,11 @@ tag=${tag:-$commit}
 out="$root/measurements/long_runs/$tag.jsonl"
 mkdir -p "$(dirname "$out")" "$dir"
 trap 'rm -rf "$dir"' EXIT
-has_stream=$("$bin" stats --help 2>&1 | grep -q -- '--stream' && echo 1 || echo 0)
+# The help read whole first: `grep -q` would close the pipe early, and cupti-convert ends on SIGPIPE (141), which
+# pipefail reports as "no flag".
+stats_help=$("$bin" stats --help 2>&1 || true)
+has_stream=0
+case "$stats_help" in *--stream*) has_stream=1 ;; esac
 host_cores=$(nproc)
 
 # One JSON line: the command, the size, the repetition, its wall time, peak RSS and exit code.
