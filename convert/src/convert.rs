@@ -198,9 +198,8 @@ pub(crate) fn check_output_is_not_an_input(output: &Path, inputs: &[PathBuf]) ->
     Ok(())
 }
 
-/// Where the records lie, in ns after the first: the activity chunks' time ranges, overlapping ones merged (a
-/// program busy at start-up and at the end, idle between, has two).
-pub(crate) fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
+/// Every activity chunk's time range on the trace's time base (chunks without one left out), sorted.
+pub(crate) fn chunk_stretches(readers: &[Reader]) -> Vec<(u64, u64)> {
     let mut spans: Vec<(u64, u64)> = readers
         .iter()
         .flat_map(|r| {
@@ -212,6 +211,13 @@ pub(crate) fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
         })
         .collect();
     spans.sort_unstable();
+    spans
+}
+
+/// Where the records lie, in ns after the first: the activity chunks' time ranges, overlapping ones merged (a
+/// program busy at start-up and at the end, idle between, has two).
+pub(crate) fn record_extents(readers: &[Reader]) -> Vec<(u64, u64)> {
+    let spans = chunk_stretches(readers);
     let first = spans.first().map_or(0, |s| s.0);
     let mut merged: Vec<(u64, u64)> = Vec::new();
     for (s, e) in spans {

@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 use cutr_format::Reader;
-use cutr_model::timebase::ClockCheck;
 use cutr_model::{Filter, LoadOptions, Prefetched, load_prefetched, open_inputs};
 use cutr_viewer_export::timeline::{TrackRole, Window};
 use cutr_viewer_export::{ExportOptions, ExportSummary, Format, export, shard_slices_for};
@@ -195,18 +194,7 @@ struct RecordSpan {
 }
 
 fn record_span(readers: &[Reader]) -> RecordSpan {
-    let mut stretches: Vec<(u64, u64)> = readers
-        .iter()
-        .flat_map(|r| {
-            let tb = ClockCheck::of_reader(r).time;
-            r.activity_chunks()
-                .filter(|c| c.header.t_min != 0 && c.header.t_max >= c.header.t_min)
-                .map(move |c| (tb.to_trace(c.header.t_min), tb.to_trace(c.header.t_max)))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    stretches.sort_unstable();
-    RecordSpan { stretches }
+    RecordSpan { stretches: crate::convert::chunk_stretches(readers) }
 }
 
 /// Windows of `every` ns from the first record, numbered from 1; those no chunk overlaps are left out. The first

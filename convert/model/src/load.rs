@@ -343,7 +343,7 @@ fn load_file(
 
 /// Counts the chunks the reader found damaged or cut (of any type), and the records claimed by the activity
 /// ones whose headers could be trusted.
-fn count_damage(problems: &[Problem], stats: &mut JoinStats) {
+pub(crate) fn count_damage(problems: &[Problem], stats: &mut JoinStats) {
     for p in problems {
         let (records, chunk_type) = match p {
             Problem::DamagedChunk { records, chunk_type, error, .. } => {

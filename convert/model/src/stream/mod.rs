@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use crate::decode::{ChunkCounts, ChunkRows, FileDecoder};
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
-use crate::load::{Filter, LoadError, open_inputs};
+use crate::load::{Filter, LoadError, count_damage, open_inputs};
 use crate::recorder_threads::RecorderThreads;
 use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxRange};
 use crate::timebase::{ClockCheck, TimeBase};
@@ -263,27 +263,6 @@ fn count(s: &mut JoinStats, counts: &ChunkCounts) {
     s.unparsed_bytes += counts.unparsed;
     s.um_unknown_kind += counts.um_unknown_kind;
     s.recorder_thread_records += counts.recorder_thread;
-}
-
-/// Damaged chunks and the records they claimed, as a whole load counts them.
-fn count_damage(problems: &[Problem], stats: &mut JoinStats) {
-    for p in problems {
-        let (records, chunk_type) = match p {
-            Problem::DamagedChunk { records, chunk_type, error, .. } => {
-                (if matches!(error, ChunkError::Implausible(_)) { 0 } else { *records }, *chunk_type)
-            }
-            Problem::TruncatedChunk { records, chunk_type, .. } => (*records, *chunk_type),
-            Problem::MissingChunks { count, .. } => {
-                stats.damaged_chunks += *count as u64;
-                continue;
-            }
-            _ => continue,
-        };
-        stats.damaged_chunks += 1;
-        if chunk_type == ChunkType::Activity {
-            stats.records_in_damaged_chunks += records as u64;
-        }
-    }
 }
 
 /// The time-ordered chunks cut into windows: two per worker, at most `max_bytes` of claimed records each.
