@@ -82,17 +82,30 @@ pub(crate) fn group(readers: &[Reader]) -> Grouping {
                         .into(),
                 ));
             }
-            let (first, last) = (numbers[0], numbers[numbers.len() - 1]);
-            let missing: Vec<u32> = (first..=last).filter(|n| !numbers.contains(n)).collect();
-            if first > 1 || !missing.is_empty() {
-                let mut gaps: Vec<String> = (1..first).chain(missing).map(|n| n.to_string()).collect();
-                gaps.truncate(20);
-                out.warnings.push((proc, format!("parts of this split recording are missing: {}", gaps.join(", "))));
+            if let Some(w) = missing_parts_warning(&numbers) {
+                out.warnings.push((proc, w));
             }
         }
         out.order.extend(files.into_iter().map(|(_, i)| (i, proc)));
     }
     out
+}
+
+/// The parts missing before the last one given (`numbers` sorted), as a warning naming the first 20 and how many
+/// there are. Walked lazily: a part number is a file's claim, and a forged `split.part` of four billion must not
+/// make a list of four billion numbers.
+fn missing_parts_warning(numbers: &[u32]) -> Option<String> {
+    let last = *numbers.last()?;
+    let mut distinct = numbers.to_vec();
+    distinct.dedup();
+    let missing = u64::from(last) - distinct.len() as u64;
+    if missing == 0 {
+        return None;
+    }
+    let named: Vec<String> =
+        (1..=last).filter(|n| distinct.binary_search(n).is_err()).take(20).map(|n| n.to_string()).collect();
+    let more = if missing > 20 { format!(" and {} more", missing - 20) } else { String::new() };
+    Some(format!("parts of this split recording are missing: {}{more}", named.join(", ")))
 }
 
 /// Adds a loaded file to the trace's processes: a process of its own, or a later part of its run's (its graph
@@ -182,6 +195,21 @@ mod tests {
         assert_eq!(RunPart::of(&meta(&[(RUN_KEY, "ab"), (PART_KEY, "0")])), None, "parts count from 1");
         assert_eq!(RunPart::of(&meta(&[(RUN_KEY, "ab"), (PART_KEY, "x")])), None);
         assert_eq!(RunPart::of(&meta(&[(RUN_KEY, ""), (PART_KEY, "1")])), None);
+    }
+
+    #[test]
+    fn missing_parts_are_named_and_counted_without_walking_a_forged_number() {
+        assert_eq!(missing_parts_warning(&[1, 2, 3]), None);
+        assert_eq!(missing_parts_warning(&[1, 1, 2]), None, "a doubled part is warned of apart");
+        assert_eq!(missing_parts_warning(&[1, 3]).unwrap(), "parts of this split recording are missing: 2");
+        assert_eq!(missing_parts_warning(&[2, 3]).unwrap(), "parts of this split recording are missing: 1");
+        // A forged part number: 4,294,967,292 parts missing, the first 20 named, at once.
+        let w = missing_parts_warning(&[1, u32::MAX - 1]).unwrap();
+        assert_eq!(
+            w,
+            "parts of this split recording are missing: 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, \
+             19, 20, 21 and 4294967272 more"
+        );
     }
 
     #[test]
