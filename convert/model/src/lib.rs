@@ -41,6 +41,7 @@ mod joins;
 mod load;
 pub mod memory;
 mod names;
+pub mod numbered;
 mod nvtx;
 pub mod nvtx_spans;
 pub mod occupancy;
