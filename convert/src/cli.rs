@@ -289,6 +289,14 @@ pub enum Command {
         /// HTA's "kernel wait" threshold (its `consecutive_kernel_delay`, 30 us).
         #[arg(long, value_name = "DUR", default_value = "30us")]
         gap_threshold: String,
+        /// Analyse only the records overlapping the window from this time on (seconds after the first record:
+        /// `3600`, `1h`, `90s`); only the chunks it needs are read, so a day-long recording is analysed an hour
+        /// at a time in the memory of an hour.
+        #[arg(long, value_name = "TIME")]
+        start: Option<String>,
+        /// ... up to this time (seconds after the first record).
+        #[arg(long, value_name = "TIME")]
+        end: Option<String>,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
     /// Exit code 3 when something regressed; 4 when less than half of the base's kernel time is in kernels the new

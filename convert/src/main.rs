@@ -99,13 +99,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all, by_rank }, limits)
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
-        Some(Command::Analyze { files, step, json, markdown, gap_threshold }) => {
+        Some(Command::Analyze { files, step, json, markdown, gap_threshold, start, end }) => {
             let format = match (json, markdown) {
                 (true, _) => reports::AnalyzeFormat::Json,
                 (_, true) => reports::AnalyzeFormat::Markdown,
                 _ => reports::AnalyzeFormat::Text,
             };
-            reports::analyze(&files, step, &gap_threshold, format)
+            reports::analyze(&files, step, &gap_threshold, (start.as_deref(), end.as_deref()), format)
         }
         Some(Command::Source {
             files,

@@ -266,13 +266,15 @@ pub enum AnalyzeFormat {
     Markdown,
 }
 
-/// `analyze`: the files are one job's ranks (or processes), analysed together.
+/// `analyze`: the files are one job's ranks (or processes), analysed together; `window`: `--start`/`--end`.
 pub fn analyze(
     files: &[PathBuf],
     step: Option<String>,
     gap_threshold: &str,
+    window: (Option<&str>, Option<&str>),
     format: AnalyzeFormat,
 ) -> Result<ExitCode> {
+    use crate::convert::{extents_text, filter, first_record, record_extents, window_text};
     use cutr_analyses::analyze;
     if step.as_deref() == Some("") {
         usage!("--step needs the start of the step ranges' names (e.g. --step \"step \")");
@@ -281,8 +283,23 @@ pub fn analyze(
     if !gap_threshold.trim().ends_with('s') {
         usage!("--gap-threshold needs a unit (e.g. 30us, 500ns): '{gap_threshold}'");
     }
-    let readers = open_all(files)?;
-    let mut trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (start, end) = window;
+    let timed_window = start.is_some() || end.is_some();
+    // A window reads only its chunks: nothing is decoded ahead.
+    let (readers, prefetched) = open_inputs(files, !timed_window).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let filter = filter(start, end, &[], &readers)?;
+    let origin = first_record(&readers);
+    let record_bytes = cutr_model::stream::record_bytes(&readers);
+    if !timed_window && record_bytes > crate::streaming::AUTO_STREAM_RECORD_BYTES {
+        eprintln!(
+            "cupti-convert: warning: analyze loads every record it reads ({} MB of records here, about as much \
+             memory): --start/--end analyses a window and reads only its chunks",
+            record_bytes >> 20
+        );
+    }
+    let extents = timed_window.then(|| record_extents(&readers));
+    let mut trace =
+        load_prefetched(files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
     // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give.
     for (path, r) in files.iter().zip(&readers) {
         for w in cutr_analyses::source::annotate(&mut trace, &[r]) {
@@ -291,7 +308,26 @@ pub fn analyze(
     }
     drop(readers);
     warn_all(&trace);
-    let a = analyze::analyze(&trace, &analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns });
+    if let Some(extents) = &extents
+        && trace.records() == 0
+    {
+        eprintln!(
+            "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the first \
+             record)",
+            window_text(start, end),
+            extents_text(extents)
+        );
+    }
+    let mut a = analyze::analyze(&trace, &analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns });
+    if timed_window {
+        // Times print from the recording's first record, where the window counts from, not the window's.
+        a.first_record_ns = origin;
+        a.launch.first_record_ns = origin;
+        a.window = Some(format!(
+            "records overlapping {} (from the first record): the span of each GPU is that of its kept records",
+            window_text(start, end)
+        ));
+    }
     timing::mark("analyze");
     if let Some(p) = &step
         && a.steps.is_empty()

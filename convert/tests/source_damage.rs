@@ -199,8 +199,10 @@ fn counts_below_the_samples_or_overflowing_are_said() {
     let (o, lines) = source_and_pprof(&f);
     assert_eq!(
         lines,
-        ["PC samples lost: 18,446,744,073,709,551,615 dropped by the hardware, 0 collections with the hardware buffer \
-             full (a longer --pc-period samples less)"]
+        [
+            "PC samples lost: 18,446,744,073,709,551,615 dropped by the hardware, 0 collections with the hardware buffer \
+             full (a longer --pc-period samples less)"
+        ]
     );
     assert_eq!(
         summary(&o),
