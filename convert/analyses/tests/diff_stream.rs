@@ -151,9 +151,12 @@ fn streamed_diff_equals_the_loaded_one_on_generated_recordings_and_folds_the_ste
     assert!(s.rows.iter().all(|r| r.delta_ns == 0.0));
 }
 
+/// An NVTX range instance: start, end, thread, GPU ns and ops launched inside.
+type Instance = (u64, u64, u32, u64, u64);
+
 /// Each closed NVTX range instance with its GPU work as the stream hands it on, sorted, against the loaded
 /// trace's `gpu_work_by_range` of its closed ranges; and the GPU work the stream lost to its horizon.
-fn instances(p: &Path, so: &StreamOptions) -> (Vec<(u64, u64, u32, u64, u64)>, Vec<(u64, u64, u32, u64, u64)>, u64) {
+fn instances(p: &Path, so: &StreamOptions) -> (Vec<Instance>, Vec<Instance>, u64) {
     let t = load(&[p.to_path_buf()], &LoadOptions::default()).unwrap();
     let key = |tid: u32, start: u64, end: u64, ns: u64, ops: u64| (start, end, tid, ns, ops);
     let mut whole: Vec<_> = t
@@ -191,7 +194,7 @@ fn each_range_instance_gets_the_gpu_work_a_loaded_trace_gives_it() {
     let (a, truth) = generated(dir.path(), 1);
     let (w, s, lost) = instances(&a, &one_chunk);
     assert_eq!(w, s);
-    let ops = |v: &[(u64, u64, u32, u64, u64)]| v.iter().map(|x| x.4).sum::<u64>();
+    let ops = |v: &[Instance]| v.iter().map(|x| x.4).sum::<u64>();
     // Each op counts once in every instance around its launch: the same sum as `stats`' NVTX GPU ops.
     assert_eq!((w.len() as u64, lost, ops(&w)), (INSTANCES, 0, 156_717));
     assert_eq!(truth.steps, 2690);
