@@ -166,3 +166,72 @@ impl Instances {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::NameId;
+
+    fn range(id: u32) -> NvtxRange {
+        NvtxRange {
+            proc: ProcId(0),
+            start: id as u64,
+            end: 100 + id as u64,
+            pid: 1,
+            tid: 1,
+            name: NameId(id),
+            domain: NameId::EMPTY,
+            id,
+            depth: 0,
+            parent: NvtxRange::NO_PARENT,
+        }
+    }
+
+    #[test]
+    fn an_instance_is_handed_on_once_its_calls_left_the_horizon_and_its_nested_ones_are_final() {
+        let p = ProcId(0);
+        let key = |c: u32| CorrKey::new(p, c);
+        let mut s = Instances::default();
+        let mut out = Vec::new();
+        // step(1) { fwd(2) { launch 10 } launch 11 } ; empty(3) {}
+        s.start(p, 1, None);
+        s.start(p, 2, Some(1));
+        s.call(key(10), Some(2), true);
+        s.close(p, 2, range(2));
+        s.call(key(11), Some(1), true);
+        s.close(p, 1, range(1));
+        s.start(p, 3, None);
+        s.close(p, 3, range(3));
+        s.settle(&mut out);
+        // Only the empty range is final: no call of its own, nothing nested.
+        assert_eq!(out.iter().map(|w| (w.range.id, w.gpu_ns, w.gpu_ops)).collect::<Vec<_>>(), [(3, 0, 0)]);
+        s.work(key(10), 500);
+        s.work(key(11), 70);
+        s.evicted(key(10));
+        s.settle(&mut out);
+        assert_eq!(out.iter().map(|w| (w.range.id, w.gpu_ns)).collect::<Vec<_>>(), [(3, 0), (2, 500)]);
+        // Work of an evicted call reaches no instance (the stream counts it out of the horizon).
+        s.work(key(10), 1_000_000);
+        s.evicted(key(11));
+        s.settle(&mut out);
+        assert_eq!((out[2].range.id, out[2].gpu_ns, out[2].gpu_ops), (1, 570, 2));
+        assert!(s.live.is_empty() && s.calls.is_empty() && s.ready.is_empty());
+    }
+
+    #[test]
+    fn a_range_never_closed_gives_its_work_to_the_closed_one_around_it_at_the_end() {
+        let p = ProcId(0);
+        let mut s = Instances::default();
+        let mut out = Vec::new();
+        s.start(p, 1, None);
+        s.start(p, 2, Some(1));
+        s.call(CorrKey::new(p, 5), Some(2), true);
+        s.work(CorrKey::new(p, 5), 40);
+        s.close(p, 1, range(1));
+        s.settle(&mut out);
+        assert!(out.is_empty());
+        s.finish(&mut out);
+        assert_eq!(out.iter().map(|w| (w.range.id, w.gpu_ns, w.gpu_ops)).collect::<Vec<_>>(), [(1, 40, 1)]);
+        assert!(s.live.is_empty());
+    }
+}
