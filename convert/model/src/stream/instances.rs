@@ -153,7 +153,8 @@ impl Instances {
         let p = self.live.get_mut(&i.parent)?;
         p.ns = p.ns.saturating_add(i.ns);
         p.ops += i.ops;
-        p.open_children -= 1;
+        // Every nested instance was counted in when it started: never below zero (saturating all the same).
+        p.open_children = p.open_children.saturating_sub(1);
         if p.open_children > 0 {
             return None;
         }
