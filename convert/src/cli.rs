@@ -345,6 +345,17 @@ pub enum Command {
         /// on it; exit 3 when any rank regressed, 4 when any rank's sides are of different programs.
         #[arg(long)]
         by_rank: bool,
+        /// Stream each run over its chunks in time order in bounded memory instead of loading it whole (the default
+        /// when the recordings' records exceed 2 GiB decompressed, said on stderr): rows, counts, moments and
+        /// verdicts as a whole load gives them; NVTX ranges by the GPU work of each instance, GPU work whose launch
+        /// fell out of the last 1,048,576 launches of its run counted in none (the report says how much). Counter
+        /// averages are not compared when streaming (the report says so when the recordings have counters).
+        #[arg(long, conflicts_with = "no_stream")]
+        stream: bool,
+        /// Load the recordings whole, however large (counter averages compared; memory about the size of their
+        /// records).
+        #[arg(long)]
+        no_stream: bool,
     },
     /// Where kernels spend their time by function, source line and stall reason (a called function's samples also
     /// charged to its call sites), from a recording made with

@@ -19,7 +19,7 @@ pub(crate) const EXIT_REGRESSION: u8 = 3;
 pub(crate) const EXIT_DIFFERENT_PROGRAMS: u8 = 4;
 
 /// The exit code of `diff` for its overall verdict.
-fn diff_exit_code(verdict: diff::Verdict) -> ExitCode {
+pub(crate) fn diff_exit_code(verdict: diff::Verdict) -> ExitCode {
     match verdict {
         diff::Verdict::Regression => ExitCode::from(EXIT_REGRESSION),
         diff::Verdict::DifferentPrograms => ExitCode::from(EXIT_DIFFERENT_PROGRAMS),
@@ -37,12 +37,11 @@ pub(crate) fn open_all(files: &[PathBuf]) -> Result<Vec<Reader>> {
     files.iter().map(|f| open(f)).collect()
 }
 
-/// Loads each file as its own trace (one run each), warning about each.
-fn load_runs(files: &[PathBuf]) -> Result<Vec<Trace>> {
-    let readers = open_all(files)?;
+/// Loads each opened file as its own trace (one run each), warning about each.
+fn load_runs(files: &[PathBuf], readers: &[Reader]) -> Result<Vec<Trace>> {
     files
         .iter()
-        .zip(&readers)
+        .zip(readers)
         .map(|(f, r)| {
             let t = load_readers(std::slice::from_ref(f), std::slice::from_ref(r), &LoadOptions::default())
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -357,6 +356,8 @@ pub struct DiffArgs {
     pub all: bool,
     /// Compare rank by rank (each side one job's files).
     pub by_rank: bool,
+    /// `--stream`, `--no-stream` or neither.
+    pub choice: crate::streaming::Choice,
 }
 
 /// The options of `diff` given as text, parsed here so that a wrong one is a usage error.
@@ -401,8 +402,18 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
         fail_on,
         ..a.opts
     };
-    let b = load_runs(&base)?;
-    let n = load_runs(&new)?;
+    let mut readers = open_all(&base)?;
+    readers.extend(open_all(&new)?);
+    let all: Vec<PathBuf> = base.iter().chain(&new).cloned().collect();
+    if a.choice.may_stream(&all, false) && a.choice.streams(&readers) {
+        let output = crate::streaming::DiffOutput { json: a.json, markdown: a.markdown, all: a.all };
+        let report = crate::streaming::diff(&base, &new, readers, &opts, a.by_rank, output)?;
+        return Ok(diff_exit_code(report));
+    }
+    let new_readers = readers.split_off(base.len());
+    let b = load_runs(&base, &readers)?;
+    let n = load_runs(&new, &new_readers)?;
+    drop((readers, new_readers));
     if a.by_rank {
         let report = diff::diff_by_rank(&b, &n, &opts);
         timing::mark("diff");

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::Batch;
+use super::instances::Instances;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
 use crate::rows::NvtxRange;
@@ -91,6 +92,8 @@ pub(super) struct RangeState {
     /// The highest correlation id evicted per file.
     evicted: FxHashMap<ProcId, u32>,
     pub out_of_horizon: u64,
+    /// Each NVTX range instance's GPU work, when asked for ([`super::stream_readers_with_range_work`]).
+    pub instances: Option<Instances>,
 }
 
 impl RangeState {
@@ -104,6 +107,7 @@ impl RangeState {
             horizon: horizon.max(1),
             evicted: FxHashMap::default(),
             out_of_horizon: 0,
+            instances: None,
         }
     }
 
@@ -118,13 +122,20 @@ impl RangeState {
         }
         self.walk_markers_and_calls(&rows, &mut batch, stats);
         // Every chunk's kernels, then every chunk's copies, then memsets: the order of the batch's tables.
-        let kernels =
-            rows.iter().flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0)));
-        let copies = rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false)));
-        let sets = rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false)));
-        for (p, correlation, graph) in kernels.chain(copies).chain(sets) {
-            let id = self.launch_ranges(CorrKey::new(p, correlation), &mut stats[p.index()], graph);
+        let kernels = rows
+            .iter()
+            .flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0, k.duration())));
+        let copies =
+            rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false, m.duration())));
+        let sets =
+            rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false, m.duration())));
+        for (p, correlation, graph, ns) in kernels.chain(copies).chain(sets) {
+            let key = CorrKey::new(p, correlation);
+            let id = self.launch_ranges(key, &mut stats[p.index()], graph);
             batch.gpu_ranges.push(id);
+            if let Some(i) = &mut self.instances {
+                i.work(key, ns);
+            }
         }
         // Kernels, then copies, then memsets, in the order `gpu_ranges` was filled.
         let mut rows: Vec<ChunkRows> = rows.into_iter().map(|r| r.1).collect();
@@ -137,8 +148,12 @@ impl RangeState {
         for c in &mut rows {
             batch.memsets.append(&mut c.memsets);
             batch.apis.append(&mut c.apis);
+            batch.um.append(&mut c.um);
         }
         self.evict();
+        if let Some(i) = &mut self.instances {
+            i.settle(&mut batch.range_work);
+        }
         batch
     }
 
@@ -178,15 +193,22 @@ impl RangeState {
                     let stack = self.threads.get(&(proc, a.tid)).map_or(&[][..], |s| s);
                     let id = self.stacks.id_of(stack);
                     let key = CorrKey::new(proc, a.correlation);
+                    let innermost = stack.last().map(|r| r.0);
                     match self.launches.get_mut(&key) {
                         Some(slot) => {
                             if slot.1 && !a.driver {
                                 *slot = (id, false);
+                                if let Some(i) = &mut self.instances {
+                                    i.call(key, innermost, false);
+                                }
                             }
                         }
                         None => {
                             self.launches.insert(key, (id, a.driver));
                             self.order.push_back(key);
+                            if let Some(i) = &mut self.instances {
+                                i.call(key, innermost, true);
+                            }
                         }
                     }
                 }
@@ -200,7 +222,11 @@ impl RangeState {
         }
         if m.flags & START != 0 {
             self.open.insert((proc, m.id), *m);
-            self.threads.entry((proc, m.tid)).or_default().push((m.id, m.name));
+            let thread = self.threads.entry((proc, m.tid)).or_default();
+            if let Some(i) = &mut self.instances {
+                i.start(proc, m.id, thread.last().map(|r| r.0));
+            }
+            thread.push((m.id, m.name));
             return;
         }
         if m.flags & END == 0 {
@@ -220,7 +246,7 @@ impl RangeState {
                 self.threads.remove(&(proc, s.tid));
             }
         }
-        batch.ranges.push(NvtxRange {
+        let range = NvtxRange {
             proc,
             start: s.ts,
             end: m.ts.max(s.ts),
@@ -231,7 +257,11 @@ impl RangeState {
             id: s.id,
             depth: depth.min(u16::MAX as usize) as u16,
             parent: NvtxRange::NO_PARENT,
-        });
+        };
+        if let Some(i) = &mut self.instances {
+            i.close(proc, m.id, range);
+        }
+        batch.ranges.push(range);
     }
 
     /// Drops the oldest calls past the horizon, remembering the highest id dropped per file.
@@ -241,6 +271,9 @@ impl RangeState {
             if self.launches.remove(&key).is_some() {
                 let max = self.evicted.entry(key.proc).or_default();
                 *max = (*max).max(key.correlation);
+                if let Some(i) = &mut self.instances {
+                    i.evicted(key);
+                }
             }
         }
     }
