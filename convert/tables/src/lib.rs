@@ -21,16 +21,20 @@
 
 mod graph_tables;
 mod queries;
+mod streamed;
 mod table;
 mod tables;
 mod target;
 mod um_tables;
+mod whole;
 
 use std::path::Path;
 
 pub use queries::NamedQuery;
+pub use streamed::{StreamedExport, side_warnings, write_parquet_streamed};
 pub use table::TablesError;
-pub use tables::{TABLES, schemas};
+pub use tables::TABLES;
+pub use whole::schemas;
 
 /// What was written: rows per table, in [`TABLES`] order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,7 +56,7 @@ impl TablesSummary {
 /// with `cutr_cleanup::exit_on_signals`, nothing is left but what was there before.
 pub fn write_parquet(trace: &cutr_model::Trace, dir: &Path) -> Result<TablesSummary, TablesError> {
     let staging = target::Staging::new(&target::check(dir)?)?;
-    let summary = tables::write_all(trace, staging.path())?;
+    let summary = whole::write_all(trace, staging.path())?;
     staging.commit()?;
     Ok(summary)
 }

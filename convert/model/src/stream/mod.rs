@@ -36,7 +36,7 @@ use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::load::{Filter, LoadError, count_damage, open_inputs};
 use crate::recorder_threads::RecorderThreads;
-use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxRange};
+use crate::rows::{ApiCall, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Sync, UmEvent};
 use crate::timebase::{ClockCheck, TimeBase};
 use crate::trace::{JoinStats, Process, Trace};
 
@@ -49,6 +49,9 @@ pub struct StreamOptions {
     pub horizon: usize,
     /// The most decompressed record bytes a window of chunks may claim (a chunk alone may claim more).
     pub window_bytes: u64,
+    /// Also read each file's counter samples (`--counters` metrics; not the PC samples' stall rates, which are
+    /// drawn over every kernel) into the trace at open, as a load does: side chunks, read whole.
+    pub counters: bool,
 }
 
 /// One million launches: ~40 MB of correlation state, minutes of a launch-bound program.
@@ -56,7 +59,7 @@ pub const DEFAULT_HORIZON: usize = 1 << 20;
 
 impl Default for StreamOptions {
     fn default() -> Self {
-        StreamOptions { horizon: DEFAULT_HORIZON, window_bytes: 256 << 20 }
+        StreamOptions { horizon: DEFAULT_HORIZON, window_bytes: 256 << 20, counters: false }
     }
 }
 
@@ -73,6 +76,19 @@ pub struct Batch {
     /// For each kernel, then each copy, then each memset: the id of the NVTX ranges open around its launching
     /// call on the call's thread ([`RangeStacks::names`]; 0 = none, or no launching call known).
     pub gpu_ranges: Vec<u32>,
+    /// For each kernel, then each copy, then each memset (as `gpu_ranges`): its launching call, while in the
+    /// horizon (a runtime call wins over the driver call sharing its id).
+    pub gpu_calls: Vec<Option<ApiCall>>,
+    /// For each kernel, then each copy, then each memset: PyTorch's op id and user annotation id (external kinds
+    /// CUSTOM0, CUSTOM1) of its correlation key, while in the horizon; 0 = none.
+    pub gpu_external: Vec<(u64, u64)>,
+    /// For each of `apis`: the id of the NVTX ranges open around it on its thread (as `gpu_ranges`).
+    pub api_ranges: Vec<u32>,
+    pub syncs: Vec<Sync>,
+    /// Instantaneous NVTX markers.
+    pub marks: Vec<NvtxMark>,
+    pub memory: Vec<MemoryOp>,
+    pub um: Vec<UmEvent>,
 }
 
 /// What a stream leaves when it is done.
@@ -88,6 +104,8 @@ pub struct StreamEnd {
     pub launches_out_of_horizon: u64,
     /// Decompressed record bytes of the largest window: what the stream held at once.
     pub largest_window_bytes: u64,
+    /// The NVTX ranges never ended (`end` = `u64::MAX`, as a load keeps them), `depth` their nesting at start.
+    pub unclosed_ranges: Vec<NvtxRange>,
 }
 
 /// Decompressed record bytes of the activity chunks of `readers` (as their headers claim): the size a whole load
@@ -130,7 +148,10 @@ pub fn stream_readers(
     for &(i, proc) in &grouping.order {
         let (path, r) = (&paths[i], &readers[i]);
         let first = trace.processes.get(proc.index()).map(|p| p.time);
-        let (decoder, process) = open_file(proc, path, r, &filter, first)?;
+        let (decoder, mut process) = open_file(proc, path, r, &filter, first)?;
+        if opts.counters {
+            read_counters(&mut trace, &mut process, proc, r);
+        }
         let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
         text_ids[i] = texts.collect::<Vec<NameId>>();
         decoders[i] = Some(decoder);
@@ -176,10 +197,12 @@ pub fn stream_readers(
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }
-    state.finish(&mut stats);
+    end.unclosed_ranges = state.finish(&mut stats);
     end.launches_out_of_horizon = state.out_of_horizon;
     end.span = if span.0 == u64::MAX { (0, 0) } else { span };
     for (p, mut s) in trace.processes.iter_mut().zip(stats) {
+        // What was counted at open (counter samples).
+        s.add(&p.stats);
         count_damage(&p.problems, &mut s);
         trace.stats.add(&s);
         p.stats = s;
@@ -223,6 +246,28 @@ fn open_file<'r>(
         meta,
     };
     Ok((decoder, process))
+}
+
+/// File `proc`'s counter samples into `trace`, their warnings, problems and counts into `process`, as a load
+/// reads them.
+fn read_counters(trace: &mut Trace, process: &mut Process, proc: ProcId, r: &Reader) {
+    let devices: Vec<u32> = process.meta.devices.iter().map(|d| d.id).collect();
+    let filter = Filter::default();
+    let got = crate::counters::metric_samples(
+        r,
+        proc,
+        &process.time,
+        &filter,
+        &mut trace.names,
+        (&devices, &mut process.stats),
+    );
+    process.warnings.extend(got.warnings);
+    for p in got.problems {
+        if !process.problems.contains(&p) {
+            process.problems.push(p);
+        }
+    }
+    trace.counters.extend(got.samples);
 }
 
 /// One chunk decompressed and decoded into rows (names still the file's text ids).

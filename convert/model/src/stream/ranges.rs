@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 use super::Batch;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
-use crate::rows::NvtxRange;
+use crate::rows::{ApiCall, NvtxMark, NvtxRange};
 use crate::trace::JoinStats;
 
 const INSTANT: u32 = 1;
@@ -79,13 +79,18 @@ struct Event {
 }
 
 pub(super) struct RangeState {
-    /// Started ranges not yet ended, by (file, range id).
-    open: FxHashMap<(ProcId, u32), RawMarker>,
+    /// Started ranges not yet ended, by (file, range id), with their thread's nesting when they started.
+    open: FxHashMap<(ProcId, u32), (RawMarker, u16)>,
     /// Each thread's open ranges (range id, name), outermost first.
     threads: FxHashMap<(ProcId, u32), Vec<(u32, NameId)>>,
     pub stacks: RangeStacks,
     /// Each recent call's stack id and whether it is a driver call (a runtime call wins a shared id).
     launches: FxHashMap<CorrKey, (u32, bool)>,
+    /// Each recent launching call (the one `launches` keeps).
+    calls: FxHashMap<CorrKey, ApiCall>,
+    /// External ids (CUSTOM0, CUSTOM1) of recent correlation keys, and the order they came in.
+    external: FxHashMap<CorrKey, (u64, u64)>,
+    external_order: VecDeque<CorrKey>,
     order: VecDeque<CorrKey>,
     horizon: usize,
     /// The highest correlation id evicted per file.
@@ -100,6 +105,9 @@ impl RangeState {
             threads: FxHashMap::default(),
             stacks: RangeStacks::default(),
             launches: FxHashMap::default(),
+            calls: FxHashMap::default(),
+            external: FxHashMap::default(),
+            external_order: VecDeque::new(),
             order: VecDeque::new(),
             horizon: horizon.max(1),
             evicted: FxHashMap::default(),
@@ -115,6 +123,7 @@ impl RangeState {
             widen(span, c);
             stats[p.index()].unmodelled_records +=
                 c.external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
+            self.keep_external(*p, &c.external);
         }
         self.walk_markers_and_calls(&rows, &mut batch, stats);
         // Every chunk's kernels, then every chunk's copies, then memsets: the order of the batch's tables.
@@ -123,20 +132,35 @@ impl RangeState {
         let copies = rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false)));
         let sets = rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false)));
         for (p, correlation, graph) in kernels.chain(copies).chain(sets) {
-            let id = self.launch_ranges(CorrKey::new(p, correlation), &mut stats[p.index()], graph);
+            let key = CorrKey::new(p, correlation);
+            let id = self.launch_ranges(key, &mut stats[p.index()], graph);
             batch.gpu_ranges.push(id);
+            batch.gpu_calls.push(self.calls.get(&key).copied());
+            batch.gpu_external.push(self.external.get(&key).copied().unwrap_or((0, 0)));
         }
         // Kernels, then copies, then memsets, in the order `gpu_ranges` was filled.
-        let mut rows: Vec<ChunkRows> = rows.into_iter().map(|r| r.1).collect();
-        for c in &mut rows {
+        let mut rows = rows;
+        for (_, c) in &mut rows {
             batch.kernels.append(&mut c.kernels);
         }
-        for c in &mut rows {
+        for (_, c) in &mut rows {
             batch.memcpys.append(&mut c.memcpys);
         }
-        for c in &mut rows {
+        for (p, c) in rows.iter_mut() {
             batch.memsets.append(&mut c.memsets);
             batch.apis.append(&mut c.apis);
+            batch.syncs.append(&mut c.syncs);
+            batch.memory.append(&mut c.memory);
+            batch.um.append(&mut c.um);
+            let instant = c.markers.iter().filter(|m| m.flags & INSTANT != 0);
+            batch.marks.extend(instant.map(|m| NvtxMark {
+                proc: *p,
+                ts: m.ts,
+                pid: m.pid,
+                tid: m.tid,
+                name: m.name,
+                domain: m.domain,
+            }));
         }
         self.evict();
         batch
@@ -157,6 +181,16 @@ impl RangeState {
     }
 
     fn walk_markers_and_calls(&mut self, rows: &[(ProcId, ChunkRows)], batch: &mut Batch, stats: &mut [JoinStats]) {
+        // Each call's range set, by its place in the batch's `apis` (chunk by chunk, as they are appended).
+        let firsts: Vec<usize> = rows
+            .iter()
+            .scan(0, |n, (_, c)| {
+                let first = *n;
+                *n += c.apis.len();
+                Some(first)
+            })
+            .collect();
+        batch.api_ranges = vec![0; rows.iter().map(|(_, c)| c.apis.len()).sum()];
         let mut events = Vec::new();
         for (ci, (_, c)) in rows.iter().enumerate() {
             for (ri, m) in c.markers.iter().enumerate() {
@@ -177,15 +211,18 @@ impl RangeState {
                     let a = &c.apis[row - c.markers.len()];
                     let stack = self.threads.get(&(proc, a.tid)).map_or(&[][..], |s| s);
                     let id = self.stacks.id_of(stack);
+                    batch.api_ranges[firsts[e.chunk as usize] + row - c.markers.len()] = id;
                     let key = CorrKey::new(proc, a.correlation);
                     match self.launches.get_mut(&key) {
                         Some(slot) => {
                             if slot.1 && !a.driver {
                                 *slot = (id, false);
+                                self.calls.insert(key, *a);
                             }
                         }
                         None => {
                             self.launches.insert(key, (id, a.driver));
+                            self.calls.insert(key, *a);
                             self.order.push_back(key);
                         }
                     }
@@ -199,45 +236,59 @@ impl RangeState {
             return;
         }
         if m.flags & START != 0 {
-            self.open.insert((proc, m.id), *m);
-            self.threads.entry((proc, m.tid)).or_default().push((m.id, m.name));
+            let stack = self.threads.entry((proc, m.tid)).or_default();
+            let depth = stack.len().min(u16::MAX as usize) as u16;
+            stack.push((m.id, m.name));
+            self.open.insert((proc, m.id), (*m, depth));
             return;
         }
         if m.flags & END == 0 {
             return;
         }
-        let Some(s) = self.open.remove(&(proc, m.id)) else {
+        let Some((s, depth)) = self.open.remove(&(proc, m.id)) else {
             stats.nvtx_ends_without_start += 1;
             return;
         };
-        let mut depth = 0;
         if let Some(stack) = self.threads.get_mut(&(proc, s.tid))
             && let Some(at) = stack.iter().rposition(|x| x.0 == m.id)
         {
             stack.remove(at);
-            depth = at;
             if stack.is_empty() {
                 self.threads.remove(&(proc, s.tid));
             }
         }
-        batch.ranges.push(NvtxRange {
-            proc,
-            start: s.ts,
-            end: m.ts.max(s.ts),
-            pid: s.pid,
-            tid: s.tid,
-            name: s.name,
-            domain: s.domain,
-            id: s.id,
-            depth: depth.min(u16::MAX as usize) as u16,
-            parent: NvtxRange::NO_PARENT,
-        });
+        batch.ranges.push(range_of(proc, &s, m.ts.max(s.ts), depth));
+    }
+
+    /// Keeps a window's external ids (a later record's nonzero id wins, as at load), the oldest dropped past the
+    /// horizon.
+    fn keep_external(&mut self, proc: ProcId, external: &[crate::decode::RawExternal]) {
+        for &(kind, correlation, id) in external {
+            let key = CorrKey::new(proc, correlation);
+            let slot = match self.external.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    self.external_order.push_back(key);
+                    e.insert((0, 0))
+                }
+            };
+            match kind {
+                EXTERNAL_CUSTOM0 if id != 0 => slot.0 = id,
+                EXTERNAL_CUSTOM1 if id != 0 => slot.1 = id,
+                _ => {}
+            }
+        }
+        while self.external.len() > self.horizon {
+            let Some(key) = self.external_order.pop_front() else { break };
+            self.external.remove(&key);
+        }
     }
 
     /// Drops the oldest calls past the horizon, remembering the highest id dropped per file.
     fn evict(&mut self) {
         while self.launches.len() > self.horizon {
             let Some(key) = self.order.pop_front() else { break };
+            self.calls.remove(&key);
             if self.launches.remove(&key).is_some() {
                 let max = self.evicted.entry(key.proc).or_default();
                 *max = (*max).max(key.correlation);
@@ -245,13 +296,32 @@ impl RangeState {
         }
     }
 
-    /// The ranges never ended, counted per file.
-    pub fn finish(&mut self, stats: &mut [JoinStats]) {
-        for (proc, _) in self.open.keys() {
+    /// The ranges never ended, counted per file and returned (ending at `u64::MAX`, as a load keeps them).
+    pub fn finish(&mut self, stats: &mut [JoinStats]) -> Vec<NvtxRange> {
+        let mut unclosed = Vec::with_capacity(self.open.len());
+        for ((proc, _), (s, depth)) in self.open.drain() {
             stats[proc.index()].nvtx_unclosed_ranges += 1;
+            unclosed.push(range_of(proc, &s, u64::MAX, depth));
         }
-        self.open.clear();
         self.threads.clear();
+        unclosed.sort_by_key(|r| (r.proc, r.tid, r.start, r.id));
+        unclosed
+    }
+}
+
+/// The range a start marker opened, ending at `end`.
+fn range_of(proc: ProcId, s: &RawMarker, end: u64, depth: u16) -> NvtxRange {
+    NvtxRange {
+        proc,
+        start: s.ts,
+        end,
+        pid: s.pid,
+        tid: s.tid,
+        name: s.name,
+        domain: s.domain,
+        id: s.id,
+        depth,
+        parent: NvtxRange::NO_PARENT,
     }
 }
 
