@@ -7,15 +7,18 @@
 //! and its PyTorch op id while the call is within the horizon of [`StreamOptions::horizon`] launches (beyond it
 //! they are null, counted in [`StreamedExport::launches_out_of_horizon`] and warned). NVTX ranges are written as
 //! they close, the ones never closed at the end. Rows come in window order, not sorted by time: the tables are
-//! sets (docs/TABLES.md). What needs every row at once is named in [`StreamedExport::warnings`] (see
-//! [`side_warnings`]); `memory_usage` is built at the end from the allocation records, kept until then.
+//! sets (docs/TABLES.md). CUDA graphs are joined from a pass of their own over the recordings
+//! ([`graph_context`], only where graphs were recorded). What needs every row at once is named in
+//! [`StreamedExport::warnings`] (see [`side_warnings`]); `memory_usage` is built at the end from the allocation
+//! records, kept until then.
 
 use std::path::{Path, PathBuf};
 
 use cutr_format::{ChunkType, Reader};
-use cutr_model::rows::{ApiCall, MemoryOp, UmEvent};
-use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers};
-use cutr_model::{NameId, Names, Trace};
+use cutr_model::graphs::NONE;
+use cutr_model::rows::{ApiCall, MemoryOp, NvtxRange, UmEvent};
+use cutr_model::stream::{Batch, RangeStacks, StreamOptions, graph_context, stream_readers};
+use cutr_model::{GraphContext, NameId, Names, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -50,7 +53,9 @@ pub fn write_parquet_streamed(
     opts: &StreamOptions,
 ) -> Result<StreamedExport, TablesError> {
     let staging = target::Staging::new(&target::check(dir)?)?;
-    let opts = StreamOptions { counters: true, ..opts.clone() };
+    // CUDA graphs first: each node's call and ranges, from a pass of their own (only where graphs were recorded).
+    let graphs = graph_context(paths, readers, opts).map_err(|e| TablesError::Load(e.to_string()))?;
+    let opts = StreamOptions { counters: true, hold_unlaunched: true, ..opts.clone() };
     let mut sink: Option<Sink> = None;
     let mut failed: Option<TablesError> = None;
     let (trace, end) = stream_readers(paths, readers, &opts, |t, stacks, batch| {
@@ -59,7 +64,7 @@ pub fn write_parquet_streamed(
         }
         let s = match &mut sink {
             Some(s) => s,
-            None => match Sink::open(t, staging.path()) {
+            None => match Sink::open(t, graphs.as_ref(), staging.path()) {
                 Ok(s) => sink.insert(s),
                 Err(e) => {
                     failed = Some(e);
@@ -67,7 +72,7 @@ pub fn write_parquet_streamed(
                 }
             },
         };
-        if let Err(e) = s.window(t, stacks, batch) {
+        if let Err(e) = s.window(t, graphs.as_ref(), stacks, batch) {
             failed = Some(e);
         }
     })
@@ -77,12 +82,16 @@ pub fn write_parquet_streamed(
     }
     let mut sink = match sink {
         Some(s) => s,
-        None => Sink::open(&trace, staging.path())?,
+        None => Sink::open(&trace, graphs.as_ref(), staging.path())?,
     };
-    sink.finish(&trace, &end.unclosed_ranges)?;
+    let mut trace = trace;
+    if let Some(g) = &graphs {
+        add_graph_counts(&mut trace, g);
+    }
+    sink.finish(&trace, graphs.as_ref(), &end.unclosed_ranges)?;
     let summary = sink.close()?;
     staging.commit()?;
-    let mut warnings = side_warnings(readers, &trace);
+    let mut warnings = side_warnings(readers);
     if end.launches_out_of_horizon > 0 {
         warnings.insert(
             0,
@@ -97,10 +106,22 @@ pub fn write_parquet_streamed(
     Ok(StreamedExport { summary, trace, launches_out_of_horizon: end.launches_out_of_horizon, warnings })
 }
 
+/// The graph joins' counts of the graphs' pass, into the stream's trace (its warnings say them as a load's do).
+fn add_graph_counts(trace: &mut Trace, graphs: &Trace) {
+    for (p, g) in trace.processes.iter_mut().zip(&graphs.processes) {
+        let (s, g) = (&mut p.stats, &g.stats);
+        s.graph_events_lost = s.graph_events_lost.saturating_add(g.graph_events_lost);
+        s.graph_nodes_without_api += g.graph_nodes_without_api;
+        s.graph_events_unjoined += g.graph_events_unjoined;
+        trace.stats.graph_events_lost = trace.stats.graph_events_lost.saturating_add(g.graph_events_lost);
+        trace.stats.graph_nodes_without_api += g.graph_nodes_without_api;
+        trace.stats.graph_events_unjoined += g.graph_events_unjoined;
+    }
+}
+
 /// What a streamed export cannot write as a whole export does, for these recordings: PC samples' stall rates
-/// (drawn over every kernel run), the kernel running at each unified memory event (found among every kernel),
-/// and CUDA graphs (each node's creating call and range, looked up among every call).
-pub fn side_warnings(readers: &[Reader], trace: &Trace) -> Vec<String> {
+/// (drawn over every kernel run) and the kernel running at each unified memory event (found among every kernel).
+pub fn side_warnings(readers: &[Reader]) -> Vec<String> {
     let has = |t: ChunkType| readers.iter().any(|r| r.chunks().iter().any(|c| c.chunk_type() == t));
     let um_kinds = cutr_schema::kinds::UNIFIED_MEMORY_COUNTER;
     let has_um =
@@ -120,13 +141,6 @@ pub fn side_warnings(readers: &[Reader], trace: &Trace) -> Vec<String> {
                 .to_string(),
         );
     }
-    if has(ChunkType::Graphs) && trace.graphs.nodes.is_empty() {
-        out.push(
-            "the recordings hold CUDA graph events: graph_nodes is empty and the capture_* columns are null in a \
-             streamed export (--no-stream joins them)"
-                .to_string(),
-        );
-    }
     out
 }
 
@@ -138,6 +152,8 @@ struct Sink {
     tables: Vec<(&'static str, Vec<TableFile>)>,
     names: ApiNames,
     kernel_names: HashMap<NameId, String>,
+    /// The text of each graph node's columns (of the graphs' trace).
+    nodes: NodeText,
     memory: Vec<MemoryOp>,
     um: Vec<UmEvent>,
     bytes: u64,
@@ -148,6 +164,7 @@ struct WindowJoins<'b> {
     batch: &'b Batch,
     stacks: &'b RangeStacks,
     names: &'b Names,
+    graphs: Option<&'b GraphContext>,
 }
 
 impl WindowJoins<'_> {
@@ -179,8 +196,18 @@ impl Joins for WindowJoins<'_> {
         self.batch.gpu_external.get(self.at(kind, i)).map_or(0, |e| e.0)
     }
 
-    fn capture(&self, _: Gpu, _: usize) -> u32 {
-        cutr_model::graphs::NONE
+    /// The node the operation was replayed from, at its launch (the launching call's start, else its own), as a
+    /// load traces it back.
+    fn capture(&self, kind: Gpu, i: usize) -> u32 {
+        let b = self.batch;
+        let (proc, graph, node, start) = match kind {
+            Gpu::Kernel => (b.kernels[i].proc, b.kernels[i].graph_id, b.kernels[i].graph_node_id, b.kernels[i].start),
+            Gpu::Memcpy => (b.memcpys[i].proc, b.memcpys[i].graph_id, b.memcpys[i].graph_node_id, b.memcpys[i].start),
+            Gpu::Memset => (b.memsets[i].proc, b.memsets[i].graph_id, b.memsets[i].graph_node_id, b.memsets[i].start),
+        };
+        let Some(g) = self.graphs.filter(|_| graph != 0) else { return NONE };
+        let t = self.call(kind, i).map_or(start, |a| a.start);
+        g.origin_of(proc, node, t).unwrap_or(NONE)
     }
 
     fn api_range(&self, i: usize) -> Option<&str> {
@@ -210,13 +237,13 @@ impl Joins for NoJoins {
 }
 
 impl Sink {
-    /// Every table's files created, empty, with the schemas of a whole export.
-    fn open(t: &Trace, dir: &Path) -> Result<Sink, TablesError> {
+    /// Every table's files created, empty, with the schemas of a whole export (`graphs`: the graphs' trace).
+    fn open(t: &Trace, graphs: Option<&Trace>, dir: &Path) -> Result<Sink, TablesError> {
         let files = Files::new(t);
         let partitions = (t.processes.len() > 1).then(|| Partitions::new(t, &files));
         let names = ApiNames::default();
         let kernel_names = HashMap::default();
-        let nodes = NodeText::new(t);
+        let nodes = NodeText::new(graphs.unwrap_or(t));
         let ctx = Ctx {
             t,
             files: &files,
@@ -241,27 +268,26 @@ impl Sink {
             }
             tables.push((table, opened));
         }
-        Ok(Sink { files, partitions, tables, names, kernel_names, memory: Vec::new(), um: Vec::new(), bytes: 0 })
+        Ok(Sink { files, partitions, tables, names, kernel_names, nodes, memory: Vec::new(), um: Vec::new(), bytes: 0 })
     }
 
     /// A window's rows appended to their tables, the tables in parallel.
-    fn window(&mut self, t: &Trace, stacks: &RangeStacks, mut b: Batch) -> Result<(), TablesError> {
+    fn window(&mut self, t: &Trace, g: Option<&Trace>, stacks: &RangeStacks, mut b: Batch) -> Result<(), TablesError> {
         self.names.add(t, b.apis.iter().chain(b.gpu_calls.iter().flatten()));
         for k in &b.kernels {
             self.kernel_names.entry(k.name).or_insert_with(|| cutr_model::demangle::demangle(t.names.get(k.name)));
         }
         self.memory.append(&mut b.memory);
         self.um.append(&mut b.um);
-        let joins = WindowJoins { batch: &b, stacks, names: &t.names };
-        let nodes = NodeText::new(t);
+        let joins = WindowJoins { batch: &b, stacks, names: &t.names, graphs: g.map(|g| &g.graphs) };
         let ctx = Ctx {
             t,
             files: &self.files,
             names: &self.names,
             joins: &joins,
             kernel_names: KernelNames::Map(&self.kernel_names),
-            graphs: t,
-            nodes: &nodes,
+            graphs: g.unwrap_or(t),
+            nodes: &self.nodes,
         };
         let partitions = self.partitions.as_ref();
         self.tables.par_iter_mut().try_for_each(|(table, out)| {
@@ -281,7 +307,7 @@ impl Sink {
 
     /// The tables a stream gives at its end: the ranges never closed, the files and devices, counter samples,
     /// unified memory events and memory in use.
-    fn finish(&mut self, t: &Trace, unclosed: &[cutr_model::rows::NvtxRange]) -> Result<(), TablesError> {
+    fn finish(&mut self, t: &Trace, g: Option<&Trace>, unclosed: &[NvtxRange]) -> Result<(), TablesError> {
         self.memory.sort_by_key(|m| (m.ts, m.proc));
         self.um.sort_by_key(|k| (k.start, k.proc, k.kind, k.address));
         let mut memory = Trace::default();
@@ -291,7 +317,7 @@ impl Sink {
         let mut um_trace = Trace::default();
         (um_trace.processes, um_trace.um) = (t.processes.clone(), std::mem::take(&mut self.um));
         let dev_rows = device_rows(t);
-        let nodes = NodeText::new(t);
+        let (nodes, g) = (&self.nodes, g.unwrap_or(t));
         let partitions = self.partitions.as_ref();
         let files = &self.files;
         self.tables.par_iter_mut().try_for_each(|(table, out)| {
@@ -302,7 +328,7 @@ impl Sink {
                 "counters" => (counters(t, files), t.counters.iter().map(|r| r.proc.0).collect()),
                 "um" => (um(&um_trace, files), um_trace.um.iter().map(|r| r.proc.0).collect()),
                 "memory_usage" => (memory_usage(files, &usage), usage.iter().map(|r| r.0.0).collect()),
-                "graph_nodes" => (graph_nodes(t, files, &nodes), t.graphs.nodes.iter().map(|n| n.proc.0).collect()),
+                "graph_nodes" => (graph_nodes(g, files, nodes), g.graphs.nodes.iter().map(|n| n.proc.0).collect()),
                 _ => return Ok(()),
             };
             append(out, partitions, &columns, &procs)

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+mod graphs;
 mod ranges;
 
 use cutr_format::{ChunkError, ChunkInfo, ChunkType, Problem, Reader};
@@ -40,6 +41,7 @@ use crate::rows::{ApiCall, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange
 use crate::timebase::{ClockCheck, TimeBase};
 use crate::trace::{JoinStats, Process, Trace};
 
+pub use graphs::graph_context;
 pub use ranges::RangeStacks;
 
 /// How to stream.
@@ -52,6 +54,13 @@ pub struct StreamOptions {
     /// Also read each file's counter samples (`--counters` metrics; not the PC samples' stall rates, which are
     /// drawn over every kernel) into the trace at open, as a load does: side chunks, read whole.
     pub counters: bool,
+    /// Also read each file's CUDA graph events into the trace at open (side chunks, read whole), unjoined: for
+    /// [`graph_context`].
+    pub graph_events: bool,
+    /// Hold GPU work whose launching call is not read yet for as long as a chunk that starts before the work is
+    /// still to come (a call's CUPTI buffer can start later than the buffer of the kernel it launched): the work
+    /// reaches the consumer a window or more late, joined, instead of counted as without a call.
+    pub hold_unlaunched: bool,
 }
 
 /// One million launches: ~40 MB of correlation state, minutes of a launch-bound program.
@@ -59,7 +68,13 @@ pub const DEFAULT_HORIZON: usize = 1 << 20;
 
 impl Default for StreamOptions {
     fn default() -> Self {
-        StreamOptions { horizon: DEFAULT_HORIZON, window_bytes: 256 << 20, counters: false }
+        StreamOptions {
+            horizon: DEFAULT_HORIZON,
+            window_bytes: 256 << 20,
+            counters: false,
+            graph_events: false,
+            hold_unlaunched: false,
+        }
     }
 }
 
@@ -152,6 +167,10 @@ pub fn stream_readers(
         if opts.counters {
             read_counters(&mut trace, &mut process, proc, r);
         }
+        if opts.graph_events {
+            let damaged = trace.graphs.read_file(r, proc, &process.time, &filter, &mut process.stats);
+            process.problems.extend(damaged.into_iter().filter(|p| !r.problems().contains(p)));
+        }
         let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
         text_ids[i] = texts.collect::<Vec<NameId>>();
         decoders[i] = Some(decoder);
@@ -192,8 +211,11 @@ pub fn stream_readers(
                 Err(p) => trace.processes[decoders[f].proc.index()].problems.push(p),
             }
         }
-        let batch = state.batch(rows, &mut span, &mut stats);
         let next = windows.get(i + 1);
+        let hold_before = next
+            .filter(|_| opts.hold_unlaunched)
+            .and_then(|w| w.iter().map(|(f, c)| decoders[*f].time.to_trace(c.header.t_min)).min());
+        let batch = state.batch(rows, &mut span, &mut stats, hold_before);
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }

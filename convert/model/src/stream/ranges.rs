@@ -12,7 +12,7 @@ use rustc_hash::FxHashMap;
 use super::Batch;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
-use crate::rows::{ApiCall, NvtxMark, NvtxRange};
+use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxMark, NvtxRange};
 use crate::trace::JoinStats;
 
 const INSTANT: u32 = 1;
@@ -95,6 +95,8 @@ pub(super) struct RangeState {
     horizon: usize,
     /// The highest correlation id evicted per file.
     evicted: FxHashMap<ProcId, u32>,
+    /// GPU work waiting for its launching call's chunk (see [`RangeState::batch`]).
+    held: (Vec<Kernel>, Vec<Memcpy>, Vec<Memset>),
     pub out_of_horizon: u64,
 }
 
@@ -111,13 +113,23 @@ impl RangeState {
             order: VecDeque::new(),
             horizon: horizon.max(1),
             evicted: FxHashMap::default(),
+            held: Default::default(),
             out_of_horizon: 0,
         }
     }
 
     /// A window's rows (each chunk with its file) as a batch: markers paired, calls' ranges kept, GPU work's
     /// ranges looked up; `span` widened to the window's rows, failed joins counted per file.
-    pub fn batch(&mut self, rows: Vec<(ProcId, ChunkRows)>, span: &mut (u64, u64), stats: &mut [JoinStats]) -> Batch {
+    /// `hold_before`: GPU work that starts after this time (the next window's earliest chunk) and whose launching
+    /// call is not read yet is held for a later window, where the call's chunk may come
+    /// ([`super::StreamOptions::hold_unlaunched`]).
+    pub fn batch(
+        &mut self,
+        rows: Vec<(ProcId, ChunkRows)>,
+        span: &mut (u64, u64),
+        stats: &mut [JoinStats],
+        hold_before: Option<u64>,
+    ) -> Batch {
         let mut batch = Batch::default();
         for (p, c) in &rows {
             widen(span, c);
@@ -126,28 +138,36 @@ impl RangeState {
             self.keep_external(*p, &c.external);
         }
         self.walk_markers_and_calls(&rows, &mut batch, stats);
-        // Every chunk's kernels, then every chunk's copies, then memsets: the order of the batch's tables.
-        let kernels =
-            rows.iter().flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0)));
-        let copies = rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false)));
-        let sets = rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false)));
-        for (p, correlation, graph) in kernels.chain(copies).chain(sets) {
-            let key = CorrKey::new(p, correlation);
-            let id = self.launch_ranges(key, &mut stats[p.index()], graph);
+        // The GPU work held from earlier windows first, then every chunk's kernels, then copies, then memsets.
+        let (mut kernels, mut memcpys, mut memsets) = std::mem::take(&mut self.held);
+        let mut rows = rows;
+        for (_, c) in &mut rows {
+            kernels.append(&mut c.kernels);
+            memcpys.append(&mut c.memcpys);
+            memsets.append(&mut c.memsets);
+        }
+        if let Some(before) = hold_before {
+            // Work whose call was not read yet, and may still be: the chunk holding it starts before the work.
+            let waits = |key: CorrKey, start: u64| {
+                start > before
+                    && !self.launches.contains_key(&key)
+                    && self.evicted.get(&key.proc).is_none_or(|&max| key.correlation > max)
+            };
+            let (k, c, m) = &mut self.held;
+            kernels = hold(kernels, k, |r| waits(r.corr(), r.start));
+            memcpys = hold(memcpys, c, |r| waits(r.corr(), r.start));
+            memsets = hold(memsets, m, |r| waits(r.corr(), r.start));
+        }
+        let ops = kernels.iter().map(|k| (k.corr(), k.graph_id != 0));
+        let ops = ops.chain(memcpys.iter().map(|m| (m.corr(), false))).chain(memsets.iter().map(|m| (m.corr(), false)));
+        for (key, graph) in ops {
+            let id = self.launch_ranges(key, &mut stats[key.proc.index()], graph);
             batch.gpu_ranges.push(id);
             batch.gpu_calls.push(self.calls.get(&key).copied());
             batch.gpu_external.push(self.external.get(&key).copied().unwrap_or((0, 0)));
         }
-        // Kernels, then copies, then memsets, in the order `gpu_ranges` was filled.
-        let mut rows = rows;
-        for (_, c) in &mut rows {
-            batch.kernels.append(&mut c.kernels);
-        }
-        for (_, c) in &mut rows {
-            batch.memcpys.append(&mut c.memcpys);
-        }
+        (batch.kernels, batch.memcpys, batch.memsets) = (kernels, memcpys, memsets);
         for (p, c) in rows.iter_mut() {
-            batch.memsets.append(&mut c.memsets);
             batch.apis.append(&mut c.apis);
             batch.syncs.append(&mut c.syncs);
             batch.memory.append(&mut c.memory);
@@ -307,6 +327,13 @@ impl RangeState {
         unclosed.sort_by_key(|r| (r.proc, r.tid, r.start, r.id));
         unclosed
     }
+}
+
+/// `rows` without those `wait` picks, which are appended to `held`.
+fn hold<T>(rows: Vec<T>, held: &mut Vec<T>, wait: impl Fn(&T) -> bool) -> Vec<T> {
+    let (waiting, now): (Vec<T>, Vec<T>) = rows.into_iter().partition(|r| wait(r));
+    held.extend(waiting);
+    now
 }
 
 /// The range a start marker opened, ending at `end`.
