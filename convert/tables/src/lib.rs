@@ -6,8 +6,10 @@
 //! lists every column.
 //!
 //! The directory is written whole beside its target and renamed into place (`target`): never half an export.
-//! Written a batch of rows at a time (65,536), zstd-compressed, one row group per 1M rows: memory stays bounded
-//! by one batch per table, however large the trace.
+//! Written a batch of rows at a time (65,536), zstd-compressed, one row group per 1M rows. [`write_parquet`]
+//! writes a loaded trace; [`write_parquet_streamed`] streams over the recordings' chunks ([`cutr_model::stream`])
+//! with every table's files open across the windows, so that memory is bounded by a window and the stream's
+//! horizon, not the recording (`whole` and `streamed`; the columns of both are `tables`).
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
