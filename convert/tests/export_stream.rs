@@ -1,7 +1,8 @@
 //! `export --parquet --stream` against the whole export, table by table, read by DuckDB (the Python package,
 //! `tests/clients/duck.py`): `EXCEPT ALL` both ways gives no row on every fixture that has the tables and on a
 //! generated recording, and each table's row count is the exact figure below. A forced short horizon leaves the
-//! joins of the GPU work whose call fell out of it null, counted and warned.
+//! joins of the GPU work whose call fell out of it null, counted and warned; what a stream cannot give (PC samples'
+//! stall-rate series) is warned and is the only difference.
 
 mod common;
 
@@ -151,45 +152,53 @@ const OUT_OF_HORIZON: u64 = 399;
 const KERNELS_UNJOINED: u64 = 383;
 const KERNELS: u64 = 5_428;
 
-/// What a stream cannot join is named in a warning, and is the only difference: um.kernel (unified memory), the
-/// PC samples' stall-rate series (counters).
+/// The kernel of each unified memory event, joined while streaming: on the fixture, and on a generated recording
+/// in 64 KiB chunks streamed a chunk per window (kernels running across windows).
 #[test]
-fn what_a_stream_cannot_join_is_warned_and_the_only_difference() {
+fn unified_memory_streamed_equals_whole() {
+    streamed_equals_whole(&[fixture("um_workload.cutr")], [1, 1, 4, 1, 1, 149, 4, 4, 0, 0, 4_693, 10, 0]);
     let dir = tempfile::tempdir().unwrap();
-    for (fixture_name, table, column, differing) in
-        [("um_workload.cutr", "um", "kernel", 3_701), ("source_workload_pcs.cutr", "counters", "counter", 168)]
-    {
-        let files = [fixture(fixture_name)];
-        let (w, s) = (dir.path().join(format!("{table}-w")), dir.path().join(format!("{table}-s")));
-        export(&files, &w, "--no-stream");
-        let err = export(&files, &s, "--stream");
-        let got = compare(&w, &s);
-        for (t, [_, only_whole, only_streamed]) in &got {
-            // um's rows are there both ways, the kernel null in the streamed one; the stall series are missing.
-            let want = match *t {
-                "um" if table == "um" => (differing, differing),
-                _ if *t == table => (differing, 0),
-                _ => (0, 0),
-            };
-            assert_eq!((*only_whole, *only_streamed), want, "{fixture_name}: {t}");
-        }
-        let warning = match table {
-            "um" => {
-                "um.kernel is null in a streamed export (the kernel running at each event is found among every \
-                 kernel; --no-stream joins it)"
-            }
-            _ => {
-                "the recordings hold PC samples: their stall rates over kernel runs are not in the counters table of \
-                 a streamed export (--no-stream draws them)"
-            }
-        };
-        assert!(err.contains(&format!("cupti-convert: warning: {warning}\n")), "{err}");
-        // The differing rows differ only there: in `um`, the rows with a kernel; in `counters`, the stall series.
-        let q = match table {
-            "um" => format!("select count(*) from {} where {column} is not null", source(&w, table)),
-            _ => format!("select count(*) from {} where {column} like 'PC samples/ms: %'", source(&w, table)),
-        };
-        let out = cutr_tests::python_tool("duck.py", &[w.as_os_str(), OsStr::new(&q)], &[]);
-        assert_eq!(out[0]["rows"][0][0].as_u64(), Some(differing), "{fixture_name}");
+    let path = dir.path().join("um.cutr");
+    let args = ["generate", "--records", "30000", "--unified-memory", "--buffer-bytes", "65536", "-o", path_str(&path)];
+    let o = run(&args);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let files = [path];
+    let readers: Vec<cutr_format::Reader> = files.iter().map(|f| cutr_format::Reader::open(f).unwrap()).collect();
+    let opts = cutr_model::stream::StreamOptions { window_bytes: 1, ..Default::default() };
+    let (w, s) = (dir.path().join("w"), dir.path().join("s"));
+    let e = cutr_tables::write_parquet_streamed(&files, &readers, &s, &opts).unwrap();
+    assert_eq!(e.warnings, Vec::<String>::new());
+    export(&files, &w, "--no-stream");
+    let got = compare(&w, &s);
+    let want: Vec<(&str, [u64; 3])> = TABLES.iter().zip(ROWS_GENERATED_UM).map(|(t, n)| (*t, [n, 0, 0])).collect();
+    assert_eq!(got, want);
+    let q = "select count(*) filter (where kernel is not null) from <um>";
+    let out = cutr_tests::python_tool("duck.py", &[s.as_os_str(), OsStr::new(q)], &[]);
+    assert_eq!(out[0]["rows"][0][0].as_u64(), Some(UM_WITH_KERNEL));
+}
+
+const ROWS_GENERATED_UM: [u64; 13] = [1, 2, 7_711, 533, 254, 9_590, 508, 762, 0, 0, 969, 207, 0];
+const UM_WITH_KERNEL: u64 = 408;
+
+/// What a stream cannot give is named in a warning, and is the only difference: the PC samples' stall-rate
+/// series of the counters table (drawn over every run of each sampled kernel).
+#[test]
+fn what_a_stream_cannot_give_is_warned_and_the_only_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [fixture("source_workload_pcs.cutr")];
+    let (w, s) = (dir.path().join("w"), dir.path().join("s"));
+    export(&files, &w, "--no-stream");
+    let err = export(&files, &s, "--stream");
+    let got = compare(&w, &s);
+    for (t, [_, only_whole, only_streamed]) in &got {
+        let want = if *t == "counters" { (168, 0) } else { (0, 0) };
+        assert_eq!((*only_whole, *only_streamed), want, "{t}");
     }
+    let warning = "the recordings hold PC samples: their stall rates over kernel runs are not in the counters table \
+                   of a streamed export (--no-stream draws them)";
+    assert!(err.contains(&format!("cupti-convert: warning: {warning}\n")), "{err}");
+    // The 168 missing rows are the stall series, every one of them.
+    let q = format!("select count(*) from {} where counter like 'PC samples/ms: %'", source(&w, "counters"));
+    let out = cutr_tests::python_tool("duck.py", &[w.as_os_str(), OsStr::new(&q)], &[]);
+    assert_eq!(out[0]["rows"][0][0].as_u64(), Some(168));
 }

@@ -10,13 +10,13 @@
 //! sets (docs/TABLES.md). CUDA graphs are joined from a pass of their own over the recordings
 //! ([`graph_context`], only where graphs were recorded). What needs every row at once is named in
 //! [`StreamedExport::warnings`] (see [`side_warnings`]); `memory_usage` is built at the end from the allocation
-//! records, kept until then.
+//! records, kept until then, as `um` from its events (each joined to its kernel while streaming: `um_join`).
 
 use std::path::{Path, PathBuf};
 
 use cutr_format::{ChunkType, Reader};
 use cutr_model::graphs::NONE;
-use cutr_model::rows::{ApiCall, MemoryOp, NvtxRange, UmEvent};
+use cutr_model::rows::{ApiCall, MemoryOp, NvtxRange};
 use cutr_model::stream::{Batch, RangeStacks, StreamOptions, graph_context, stream_readers};
 use cutr_model::{GraphContext, NameId, Names, Trace};
 use rayon::prelude::*;
@@ -28,6 +28,7 @@ use crate::tables::{
     ApiNames, Ctx, Files, Gpu, Joins, KernelNames, TABLES, api_calls, counters, device_rows, devices, kernels, memcpys,
     memsets, nvtx_marks, nvtx_ranges, processes, syncs,
 };
+use crate::um_join::UmKernels;
 use crate::um_tables::{memory_usage, um, usage_rows};
 use crate::whole::Partitions;
 use crate::{TablesSummary, target};
@@ -120,24 +121,14 @@ fn add_graph_counts(trace: &mut Trace, graphs: &Trace) {
 }
 
 /// What a streamed export cannot write as a whole export does, for these recordings: PC samples' stall rates
-/// (drawn over every kernel run) and the kernel running at each unified memory event (found among every kernel).
+/// (drawn over every kernel run).
 pub fn side_warnings(readers: &[Reader]) -> Vec<String> {
     let has = |t: ChunkType| readers.iter().any(|r| r.chunks().iter().any(|c| c.chunk_type() == t));
-    let um_kinds = cutr_schema::kinds::UNIFIED_MEMORY_COUNTER;
-    let has_um =
-        readers.iter().flat_map(|r| r.activity_chunks()).any(|c| c.kind_counts.iter().any(|k| k.0 == um_kinds));
     let mut out = Vec::new();
     if has(ChunkType::PcSamples) {
         out.push(
             "the recordings hold PC samples: their stall rates over kernel runs are not in the counters table of a \
              streamed export (--no-stream draws them)"
-                .to_string(),
-        );
-    }
-    if has_um {
-        out.push(
-            "um.kernel is null in a streamed export (the kernel running at each event is found among every \
-             kernel; --no-stream joins it)"
                 .to_string(),
         );
     }
@@ -155,7 +146,7 @@ struct Sink {
     /// The text of each graph node's columns (of the graphs' trace).
     nodes: NodeText,
     memory: Vec<MemoryOp>,
-    um: Vec<UmEvent>,
+    um: UmKernels,
     bytes: u64,
 }
 
@@ -268,7 +259,17 @@ impl Sink {
             }
             tables.push((table, opened));
         }
-        Ok(Sink { files, partitions, tables, names, kernel_names, nodes, memory: Vec::new(), um: Vec::new(), bytes: 0 })
+        Ok(Sink {
+            files,
+            partitions,
+            tables,
+            names,
+            kernel_names,
+            nodes,
+            memory: Vec::new(),
+            um: UmKernels::default(),
+            bytes: 0,
+        })
     }
 
     /// A window's rows appended to their tables, the tables in parallel.
@@ -278,7 +279,8 @@ impl Sink {
             self.kernel_names.entry(k.name).or_insert_with(|| cutr_model::demangle::demangle(t.names.get(k.name)));
         }
         self.memory.append(&mut b.memory);
-        self.um.append(&mut b.um);
+        // Every window: a kernel still running at the window's end may hold a later window's first event.
+        self.um.window(&mut b.um, &b.kernels, b.next_start);
         let joins = WindowJoins { batch: &b, stacks, names: &t.names, graphs: g.map(|g| &g.graphs) };
         let ctx = Ctx {
             t,
@@ -309,13 +311,16 @@ impl Sink {
     /// unified memory events and memory in use.
     fn finish(&mut self, t: &Trace, g: Option<&Trace>, unclosed: &[NvtxRange]) -> Result<(), TablesError> {
         self.memory.sort_by_key(|m| (m.ts, m.proc));
-        self.um.sort_by_key(|k| (k.start, k.proc, k.kind, k.address));
         let mut memory = Trace::default();
         memory.memory = std::mem::take(&mut self.memory);
         let usage = usage_rows(&memory);
-        // The unified memory events on a trace of their own (no kernels: `kernel` is null, as warned).
+        // The unified memory events on a trace of their own, with the kernels found while streaming.
+        let (events, kernels) = std::mem::take(&mut self.um).finish();
         let mut um_trace = Trace::default();
-        (um_trace.processes, um_trace.um) = (t.processes.clone(), std::mem::take(&mut self.um));
+        (um_trace.processes, um_trace.um) = (t.processes.clone(), events);
+        let kernel_names = &self.kernel_names;
+        let um_kernels: Vec<Option<&str>> =
+            kernels.iter().map(|k| k.and_then(|id| kernel_names.get(&id)).map(String::as_str)).collect();
         let dev_rows = device_rows(t);
         let (nodes, g) = (&self.nodes, g.unwrap_or(t));
         let partitions = self.partitions.as_ref();
@@ -326,7 +331,9 @@ impl Sink {
                 "processes" => (processes(t, files), (0..t.processes.len() as u16).collect()),
                 "devices" => (devices(t, files, &dev_rows), dev_rows.iter().map(|r| r.0 as u16).collect()),
                 "counters" => (counters(t, files), t.counters.iter().map(|r| r.proc.0).collect()),
-                "um" => (um(&um_trace, files), um_trace.um.iter().map(|r| r.proc.0).collect()),
+                "um" => {
+                    (um(&um_trace, files, Some(um_kernels.clone())), um_trace.um.iter().map(|r| r.proc.0).collect())
+                }
                 "memory_usage" => (memory_usage(files, &usage), usage.iter().map(|r| r.0.0).collect()),
                 "graph_nodes" => (graph_nodes(g, files, nodes), g.graphs.nodes.iter().map(|n| n.proc.0).collect()),
                 _ => return Ok(()),
@@ -384,7 +391,7 @@ fn empty_columns<'t>(table: &str, c: &'t Ctx<'t>) -> Vec<Column<'t>> {
     match table {
         "processes" => processes(t, c.files),
         "devices" => devices(t, c.files, &[]),
-        "um" => um(t, c.files),
+        "um" => um(t, c.files, None),
         "memory_usage" => memory_usage(c.files, &[]),
         "kernels" => kernels(c, &[]),
         "memcpy" => memcpys(c, &[]),

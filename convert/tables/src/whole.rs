@@ -139,7 +139,7 @@ fn table_columns<'t>(table: &str, c: &'t Ctx<'t>, d: &Derived<'t>) -> (usize, Ve
     match table {
         "processes" => (t.processes.len(), processes(t, files)),
         "devices" => (d.dev_rows.len(), devices(t, files, d.dev_rows)),
-        "um" => (t.um.len(), um_tables::um(t, files)),
+        "um" => (t.um.len(), um_tables::um(t, files, None)),
         "memory_usage" => (d.usage.len(), um_tables::memory_usage(files, d.usage)),
         "kernels" => (t.kernels.len(), kernels(c, &t.kernels)),
         "memcpy" => (t.memcpys.len(), memcpys(c, &t.memcpys)),

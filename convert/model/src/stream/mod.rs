@@ -104,6 +104,9 @@ pub struct Batch {
     pub marks: Vec<NvtxMark>,
     pub memory: Vec<MemoryOp>,
     pub um: Vec<UmEvent>,
+    /// The earliest time a later window's chunks begin at (`None`: this is the last window): no row of a later
+    /// window starts before it, so state about earlier times can be dropped.
+    pub next_start: Option<u64>,
 }
 
 /// What a stream leaves when it is done.
@@ -212,10 +215,9 @@ pub fn stream_readers(
             }
         }
         let next = windows.get(i + 1);
-        let hold_before = next
-            .filter(|_| opts.hold_unlaunched)
-            .and_then(|w| w.iter().map(|(f, c)| decoders[*f].time.to_trace(c.header.t_min)).min());
-        let batch = state.batch(rows, &mut span, &mut stats, hold_before);
+        let next_start = next.and_then(|w| w.iter().map(|(f, c)| decoders[*f].time.to_trace(c.header.t_min)).min());
+        let mut batch = state.batch(rows, &mut span, &mut stats, next_start.filter(|_| opts.hold_unlaunched));
+        batch.next_start = next_start;
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }
