@@ -107,9 +107,10 @@ pub fn stats(files: &[PathBuf], readers: &[Reader], out: StatsOutput, opts: &sta
 pub fn export(files: &[PathBuf], readers: &[Reader], dir: &Path) -> Result<ExitCode> {
     let e =
         cutr_tables::write_parquet_streamed(files, readers, dir, &StreamOptions::default()).map_err(|e| match e {
-            cutr_tables::TablesError::Load(why) if why.contains("metadata") => {
-                anyhow::anyhow!("{why} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
+            cutr_tables::TablesError::Load(e @ LoadError::NoMetadata { .. }) => {
+                anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
             }
+            cutr_tables::TablesError::Load(e) => anyhow::anyhow!("{e}"),
             e => anyhow::anyhow!("cannot write {}: {e}", dir.display()),
         })?;
     for (file, w) in input_warnings(&e.trace, &Filter::default()) {

@@ -55,7 +55,7 @@ pub fn write_parquet_streamed(
 ) -> Result<StreamedExport, TablesError> {
     let staging = target::Staging::new(&target::check(dir)?)?;
     // CUDA graphs first: each node's call and ranges, from a pass of their own (only where graphs were recorded).
-    let graphs = graph_context(paths, readers, opts).map_err(|e| TablesError::Load(e.to_string()))?;
+    let graphs = graph_context(paths, readers, opts)?;
     let opts = StreamOptions { counters: true, hold_unlaunched: true, ..opts.clone() };
     let mut sink: Option<Sink> = None;
     let mut failed: Option<TablesError> = None;
@@ -76,8 +76,7 @@ pub fn write_parquet_streamed(
         if let Err(e) = s.window(t, graphs.as_ref(), stacks, batch) {
             failed = Some(e);
         }
-    })
-    .map_err(|e| TablesError::Load(e.to_string()))?;
+    })?;
     if let Some(e) = failed {
         return Err(e);
     }

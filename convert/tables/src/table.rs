@@ -26,8 +26,8 @@ pub enum TablesError {
     #[error("{0}: {1}")]
     Target(String, String),
     /// The recordings could not be streamed.
-    #[error("{0}")]
-    Load(String),
+    #[error(transparent)]
+    Load(#[from] cutr_model::LoadError),
 }
 
 /// A column: its name and how to read row `i`.
