@@ -202,3 +202,14 @@ fn what_a_stream_cannot_give_is_warned_and_the_only_difference() {
     let out = cutr_tests::python_tool("duck.py", &[w.as_os_str(), OsStr::new(&q)], &[]);
     assert_eq!(out[0]["rows"][0][0].as_u64(), Some(168));
 }
+
+/// A recording cut short (its first 100 KB: the chunk the cut falls in is lost) streams as it loads.
+#[test]
+fn a_truncated_recording_streamed_equals_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cut.cutr");
+    let bytes = std::fs::read(fixture("pytorch_loop.cutr")).unwrap();
+    std::fs::write(&path, &bytes[..100_000]).unwrap();
+    let err = streamed_equals_whole(&[path], [1, 0, 0, 54, 0, 1_078, 54, 0, 0, 0, 0, 7, 0]);
+    assert!(err.contains("that chunk is lost"), "{err}");
+}
