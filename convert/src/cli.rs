@@ -166,6 +166,15 @@ pub enum Command {
         /// replaced as a whole on success). A directory holding anything else is refused.
         #[arg(long, value_name = "DIR")]
         parquet: PathBuf,
+        /// Stream over the recordings' chunks in time order in bounded memory instead of loading them whole (the
+        /// default when their records exceed 2 GiB decompressed): the same tables and values, rows in another
+        /// order; the joins of GPU work whose launching call is more than 1M launches back are null, counted and
+        /// warned; the PC samples' stall-rate series are left out of counters, named in a warning.
+        #[arg(long, conflicts_with = "no_stream")]
+        stream: bool,
+        /// Load the recordings whole, however large (memory about the size of their records).
+        #[arg(long)]
+        no_stream: bool,
     },
     /// SQL over the tables of `export`, on an embedded DuckDB: each table is a view (`select name, sum(duration_ns)
     /// from kernels group by name`); or a named query: stragglers (per step range, the slowest rank), nccl-share

@@ -134,7 +134,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let opts = cutr_analyses::source::SourceOptions { kernel, top, sass: !no_sass, nvdisasm: None };
             reports::source(&files, &opts, json, csv, pprof.as_deref())
         }
-        Some(Command::Export { files, parquet }) => reports::export(&files, &parquet),
+        Some(Command::Export { files, parquet, stream, no_stream }) => {
+            reports::export(&files, &parquet, streaming::Choice::of(stream, no_stream))
+        }
         Some(Command::Sql { args, parquet, query, step, top, json, csv }) => {
             let (statement, files) = match query {
                 Some(q) => (q.sql(&step, top), args),

@@ -138,8 +138,8 @@ pub fn stats(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `export --parquet DIR`: the tables of the merged trace of `files`.
-pub fn export(files: &[PathBuf], dir: &Path) -> Result<ExitCode> {
+/// `export --parquet DIR`: the tables of the merged trace of `files`, loaded whole or streamed (`choice`).
+pub fn export(files: &[PathBuf], dir: &Path, choice: crate::streaming::Choice) -> Result<ExitCode> {
     // Before the work: a file, or a directory of other files (never replaced), is refused.
     match cutr_tables::check_output_dir(dir) {
         Err(cutr_tables::TablesError::Target(_, why)) => {
@@ -148,11 +148,22 @@ pub fn export(files: &[PathBuf], dir: &Path) -> Result<ExitCode> {
         other => other?,
     }
     let readers = open_all(files)?;
+    if choice.may_stream(files, false) && choice.streams(&readers) {
+        return crate::streaming::export(files, &readers, dir);
+    }
     let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);
     warn_all(&trace);
     let s = cutr_tables::write_parquet(&trace, dir).with_context(|| format!("cannot write {}", dir.display()))?;
     timing::mark("tables");
+    print_export_summary(&s, dir, None);
+    std::mem::forget(trace);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The export's line on stderr: tables, rows, bytes, and (streamed) the GPU operations whose launch fell out of
+/// the horizon.
+pub(crate) fn print_export_summary(s: &cutr_tables::TablesSummary, dir: &Path, out_of_horizon: Option<u64>) {
     let rows: u64 = s.tables.iter().map(|t| t.1).sum();
     eprintln!(
         "cupti-convert: wrote {} tables to {} ({} rows, {} bytes): {}",
@@ -162,8 +173,9 @@ pub fn export(files: &[PathBuf], dir: &Path) -> Result<ExitCode> {
         s.bytes,
         s.tables.iter().map(|(n, r)| format!("{n} {r}")).collect::<Vec<_>>().join(", ")
     );
-    std::mem::forget(trace);
-    Ok(ExitCode::SUCCESS)
+    if let Some(n) = out_of_horizon {
+        eprintln!("cupti-convert: streamed: {n} GPU operations past the launch horizon (joins null)");
+    }
 }
 
 /// How `sql` prints its rows.

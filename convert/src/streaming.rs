@@ -180,6 +180,26 @@ pub fn diff(
     Ok(report.verdict)
 }
 
+/// `export --parquet DIR` streamed over opened inputs: the same tables, what the stream cannot join warned.
+pub fn export(files: &[PathBuf], readers: &[Reader], dir: &Path) -> Result<ExitCode> {
+    let e =
+        cutr_tables::write_parquet_streamed(files, readers, dir, &StreamOptions::default()).map_err(|e| match e {
+            cutr_tables::TablesError::Load(e @ LoadError::NoMetadata { .. }) => {
+                anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
+            }
+            cutr_tables::TablesError::Load(e) => anyhow::anyhow!("{e}"),
+            e => anyhow::anyhow!("cannot write {}: {e}", dir.display()),
+        })?;
+    for (file, w) in input_warnings(&e.trace, &Filter::default()) {
+        warn(file, &w);
+    }
+    for w in &e.warnings {
+        eprintln!("cupti-convert: warning: {w}");
+    }
+    crate::reports::print_export_summary(&e.summary, dir, Some(e.launches_out_of_horizon));
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -200,7 +200,7 @@ fn each_range_instance_gets_the_gpu_work_a_loaded_trace_gives_it() {
     assert_eq!(truth.steps, 2690);
     // A horizon of 10 launches loses 826 ops' launches (as `stats --stream` counts them): they are in no instance,
     // and every instance is still handed on.
-    let (_, s, lost) = instances(&a, &StreamOptions { horizon: 10, window_bytes: 1 });
+    let (_, s, lost) = instances(&a, &StreamOptions { horizon: 10, window_bytes: 1, ..StreamOptions::default() });
     assert_eq!((s.len() as u64, lost, ops(&s)), (INSTANCES, 826, 155_127));
 }
 
@@ -213,7 +213,7 @@ fn a_short_horizon_is_counted_in_the_report_and_keeps_the_kernel_rows() {
     let dir = tempfile::tempdir().unwrap();
     let (a, _) = generated(dir.path(), 1);
     let one = std::slice::from_ref(&a);
-    let short = StreamOptions { horizon: 10, window_bytes: 1 };
+    let short = StreamOptions { horizon: 10, window_bytes: 1, ..StreamOptions::default() };
     let (w, s) = whole_and_streamed(one, one, &DiffOptions::default(), &short);
     let st = s.stream.clone().unwrap();
     assert_eq!((st.launch_horizon, st.launches_out_of_horizon), (10, 2 * 826));

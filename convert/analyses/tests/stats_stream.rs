@@ -30,7 +30,7 @@ fn whole_and_streamed_files(paths: &[PathBuf], cap: usize, horizon: usize, windo
     let opts = StatsOptions::default();
     let whole = stats::compute(&load(paths, &LoadOptions::default()).unwrap(), &opts);
     let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
-    let stream_opts = StreamOptions { horizon, window_bytes };
+    let stream_opts = StreamOptions { horizon, window_bytes, ..Default::default() };
     let (streamed, _) = stats::compute_streaming(paths, &readers, &opts, cap, &stream_opts).unwrap();
     (whole, streamed)
 }

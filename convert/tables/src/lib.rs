@@ -6,8 +6,10 @@
 //! lists every column.
 //!
 //! The directory is written whole beside its target and renamed into place (`target`): never half an export.
-//! Written a batch of rows at a time (65,536), zstd-compressed, one row group per 1M rows: memory stays bounded
-//! by one batch per table, however large the trace.
+//! Written a batch of rows at a time (65,536), zstd-compressed, one row group per 1M rows. [`write_parquet`]
+//! writes a loaded trace; [`write_parquet_streamed`] streams over the recordings' chunks ([`cutr_model::stream`])
+//! with every table's files open across the windows, so that memory is bounded by a window and the stream's
+//! horizon, not the recording (`whole` and `streamed`; the columns of both are `tables`).
 //!
 //! ```
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,16 +23,21 @@
 
 mod graph_tables;
 mod queries;
+mod streamed;
 mod table;
 mod tables;
 mod target;
+mod um_join;
 mod um_tables;
+mod whole;
 
 use std::path::Path;
 
 pub use queries::NamedQuery;
+pub use streamed::{StreamedExport, side_warnings, write_parquet_streamed};
 pub use table::TablesError;
-pub use tables::{TABLES, schemas};
+pub use tables::TABLES;
+pub use whole::schemas;
 
 /// What was written: rows per table, in [`TABLES`] order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,7 +59,7 @@ impl TablesSummary {
 /// with `cutr_cleanup::exit_on_signals`, nothing is left but what was there before.
 pub fn write_parquet(trace: &cutr_model::Trace, dir: &Path) -> Result<TablesSummary, TablesError> {
     let staging = target::Staging::new(&target::check(dir)?)?;
-    let summary = tables::write_all(trace, staging.path())?;
+    let summary = whole::write_all(trace, staging.path())?;
     staging.commit()?;
     Ok(summary)
 }

@@ -1,15 +1,12 @@
 //! Every table: its columns, read from the model's rows and joins. Names and units are listed in docs/TABLES.md
 //! (a test checks the two agree).
 
-use std::path::Path;
-
-use cutr_model::{CorrKey, ProcId, RankSource, Trace, describe};
+use cutr_model::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxMark, NvtxRange, Sync};
+use cutr_model::{CorrKey, NameId, ProcId, RankSource, Trace, describe};
 use rustc_hash::FxHashMap as HashMap;
 
-use crate::TablesSummary;
-use crate::graph_tables::{self, NodeText, capture_columns, capture_of};
-use crate::table::{Column, Rows, TablesError, write};
-use crate::um_tables::{self, UsageRow};
+use crate::graph_tables::{NodeText, capture_columns, capture_of};
+use crate::table::Column;
 
 /// The tables, in the order they are written.
 pub const TABLES: [&str; 13] = [
@@ -31,14 +28,14 @@ pub const TABLES: [&str; 13] = [
 /// What every row says about its recording: the file, the host, the pid and the rank.
 pub(crate) struct Files {
     labels: Vec<String>,
-    hosts: Vec<String>,
-    pids: Vec<u32>,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) pids: Vec<u32>,
     /// The rank of `stats --by-rank` ([`Trace::job_ranks`]): the recorded one, else numbered by file order.
-    ranks: Vec<(u32, RankSource)>,
+    pub(crate) ranks: Vec<(u32, RankSource)>,
 }
 
 impl Files {
-    fn new(t: &Trace) -> Files {
+    pub(crate) fn new(t: &Trace) -> Files {
         Files {
             labels: (0..t.processes.len()).map(|i| t.label(ProcId(i as u16))).collect(),
             hosts: t.processes.iter().map(|p| p.meta.host.clone()).collect(),
@@ -81,15 +78,21 @@ fn gpu_op<'t>(f: &'t Files, op: impl Fn(usize) -> (ProcId, [u32; 4], (u64, u64))
 }
 
 /// API names, once per (file, driver, cbid).
-struct ApiNames(HashMap<(ProcId, bool, u32), String>);
+#[derive(Default)]
+pub(crate) struct ApiNames(HashMap<(ProcId, bool, u32), String>);
 
 impl ApiNames {
-    fn new(t: &Trace) -> ApiNames {
-        let mut m = HashMap::default();
-        for a in &t.apis {
-            m.entry((a.proc, a.driver, a.cbid)).or_insert_with(|| t.api_name(a));
+    pub(crate) fn new(t: &Trace) -> ApiNames {
+        let mut m = ApiNames::default();
+        m.add(t, &t.apis);
+        m
+    }
+
+    /// Names the calls of `apis` not named yet (their files are `t`'s).
+    pub(crate) fn add<'a>(&mut self, t: &Trace, apis: impl IntoIterator<Item = &'a ApiCall>) {
+        for a in apis {
+            self.0.entry((a.proc, a.driver, a.cbid)).or_insert_with(|| t.api_name(a));
         }
-        ApiNames(m)
     }
 
     fn get(&self, proc: ProcId, driver: bool, cbid: u32) -> Option<&str> {
@@ -97,36 +100,130 @@ impl ApiNames {
     }
 }
 
-/// The joins of a GPU operation, by its correlation key: the launching call's start, thread and name, the
-/// innermost NVTX range enclosing that call, and the PyTorch op id.
-fn launch_columns<'t>(
-    t: &'t Trace,
-    names: &'t ApiNames,
-    key: impl Fn(usize) -> CorrKey + Copy + 't,
-) -> Vec<Column<'t>> {
-    let api = move |i: usize| t.launcher(key(i));
-    let range = move |i: usize| {
-        let a = t.launcher_index(key(i))? as usize;
-        let r = *t.api_range.get(a)?;
+/// The kinds of GPU operation, each a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Gpu {
+    Kernel,
+    Memcpy,
+    Memset,
+}
+
+/// What the tables join to their rows: each GPU operation's launching call, the innermost NVTX range around it,
+/// its external id and the graph node it was replayed from, and each API call's innermost range. A whole trace
+/// answers from its joins; a stream's window from what the stream kept ([`crate::streamed`]).
+pub(crate) trait Joins: std::marker::Sync {
+    /// Row `i` of `kind`'s launching call.
+    fn call(&self, kind: Gpu, i: usize) -> Option<&ApiCall>;
+    /// The name of the innermost NVTX range around that call.
+    fn call_range(&self, kind: Gpu, i: usize) -> Option<&str>;
+    /// PyTorch's op id (0: none).
+    fn op_id(&self, kind: Gpu, i: usize) -> u64;
+    /// Index into the graph trace's `graphs.nodes` of the node it was replayed from (`NONE`: none).
+    fn capture(&self, kind: Gpu, i: usize) -> u32;
+    /// The name of the innermost NVTX range around API call `i`.
+    fn api_range(&self, i: usize) -> Option<&str>;
+}
+
+/// The joins of a loaded trace.
+pub(crate) struct WholeJoins<'t>(pub &'t Trace);
+
+impl WholeJoins<'_> {
+    fn key(&self, kind: Gpu, i: usize) -> CorrKey {
+        match kind {
+            Gpu::Kernel => self.0.kernels[i].corr(),
+            Gpu::Memcpy => self.0.memcpys[i].corr(),
+            Gpu::Memset => self.0.memsets[i].corr(),
+        }
+    }
+
+    fn range_name(&self, api: usize) -> Option<&str> {
+        let t = self.0;
+        let r = *t.api_range.get(api)?;
         (r != u32::MAX).then(|| t.names.get(t.ranges[r as usize].name))
-    };
-    vec![
+    }
+}
+
+impl Joins for WholeJoins<'_> {
+    fn call(&self, kind: Gpu, i: usize) -> Option<&ApiCall> {
+        self.0.launcher(self.key(kind, i))
+    }
+
+    fn call_range(&self, kind: Gpu, i: usize) -> Option<&str> {
+        self.range_name(self.0.launcher_index(self.key(kind, i))? as usize)
+    }
+
+    fn op_id(&self, kind: Gpu, i: usize) -> u64 {
+        self.0.external_ids(self.key(kind, i)).0
+    }
+
+    fn capture(&self, kind: Gpu, i: usize) -> u32 {
+        let g = &self.0.graphs;
+        let v = match kind {
+            Gpu::Kernel => &g.kernel_capture,
+            Gpu::Memcpy => &g.memcpy_capture,
+            Gpu::Memset => &g.memset_capture,
+        };
+        capture_of(v, i)
+    }
+
+    fn api_range(&self, i: usize) -> Option<&str> {
+        self.range_name(i)
+    }
+}
+
+/// A kernel's name as the tables show it (demangled).
+pub(crate) enum KernelNames<'t> {
+    /// The trace's own demangled names.
+    Trace(&'t Trace),
+    /// Demangled by the caller, by mangled name id.
+    Map(&'t HashMap<NameId, String>),
+}
+
+impl KernelNames<'_> {
+    fn get(&self, k: &Kernel) -> &str {
+        match self {
+            KernelNames::Trace(t) => t.kernel_name(k),
+            KernelNames::Map(m) => m.get(&k.name).map_or("", String::as_str),
+        }
+    }
+}
+
+/// What every table's columns read besides its rows: the files, names, joins, and the trace whose graphs the
+/// capture columns and `graph_nodes` come from.
+pub(crate) struct Ctx<'t> {
+    pub t: &'t Trace,
+    pub files: &'t Files,
+    pub names: &'t ApiNames,
+    pub joins: &'t dyn Joins,
+    pub kernel_names: KernelNames<'t>,
+    pub graphs: &'t Trace,
+    pub nodes: &'t NodeText,
+}
+
+/// The joins of a GPU operation of `kind`: the launching call's start, thread and name, the innermost NVTX range
+/// enclosing that call, the PyTorch op id, and the capture context of its graph node.
+fn launch_columns<'t>(c: &'t Ctx<'t>, kind: Gpu) -> Vec<Column<'t>> {
+    let (j, names) = (c.joins, c.names);
+    let api = move |i: usize| j.call(kind, i);
+    let mut out = vec![
         Column::OptU64("api_start_ns", Box::new(move |i| api(i).map(|a| a.start))),
         Column::OptU64("api_tid", Box::new(move |i| api(i).map(|a| u64::from(a.tid)))),
         Column::Str("api_name", Box::new(move |i| api(i).and_then(|a| names.get(a.proc, a.driver, a.cbid)))),
-        Column::Str("nvtx_range", Box::new(range)),
-        Column::OptU64("external_id", Box::new(move |i| Some(t.external_ids(key(i)).0).filter(|&op| op != 0))),
-    ]
+        Column::Str("nvtx_range", Box::new(move |i| j.call_range(kind, i))),
+        Column::OptU64("external_id", Box::new(move |i| Some(j.op_id(kind, i)).filter(|&op| op != 0))),
+    ];
+    out.extend(capture_columns(c.graphs, c.nodes, move |i| j.capture(kind, i)));
+    out
 }
 
-fn kernels<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeText) -> Vec<Column<'t>> {
-    let k = &t.kernels;
-    let mut c = gpu_op(f, move |i| {
+pub(crate) fn kernels<'t>(c: &'t Ctx<'t>, k: &'t [Kernel]) -> Vec<Column<'t>> {
+    let (t, kn) = (c.t, &c.kernel_names);
+    let mut cols = gpu_op(c.files, move |i| {
         let k = &k[i];
         (k.proc, [k.device, k.context, k.stream, k.correlation], (k.start, k.end))
     });
-    c.extend([
-        Column::Str("name", Box::new(move |i| Some(t.kernel_name(&k[i])))),
+    cols.extend([
+        Column::Str("name", Box::new(move |i| Some(kn.get(&k[i])))),
         Column::Str("mangled_name", Box::new(move |i| Some(t.names.get(k[i].name)))),
         Column::I64("grid_x", Box::new(move |i| i64::from(k[i].grid[0]))),
         Column::I64("grid_y", Box::new(move |i| i64::from(k[i].grid[1]))),
@@ -140,18 +237,16 @@ fn kernels<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeTe
         Column::U32("graph_id", Box::new(move |i| k[i].graph_id)),
         Column::U64("graph_node_id", Box::new(move |i| k[i].graph_node_id)),
     ]);
-    c.extend(launch_columns(t, names, move |i| k[i].corr()));
-    c.extend(capture_columns(t, text, move |i| capture_of(&t.graphs.kernel_capture, i)));
-    c
+    cols.extend(launch_columns(c, Gpu::Kernel));
+    cols
 }
 
-fn memcpys<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeText) -> Vec<Column<'t>> {
-    let m = &t.memcpys;
-    let mut c = gpu_op(f, move |i| {
+pub(crate) fn memcpys<'t>(c: &'t Ctx<'t>, m: &'t [Memcpy]) -> Vec<Column<'t>> {
+    let mut cols = gpu_op(c.files, move |i| {
         let m = &m[i];
         (m.proc, [m.device, m.context, m.stream, m.correlation], (m.start, m.end))
     });
-    c.extend([
+    cols.extend([
         Column::U64("bytes", Box::new(move |i| m[i].bytes)),
         Column::Str("copy_kind", Box::new(move |i| Some(describe::memcpy_kind(m[i].copy_kind)))),
         Column::Str("src_kind", Box::new(move |i| Some(describe::memory_kind(u32::from(m[i].src_kind))))),
@@ -161,32 +256,29 @@ fn memcpys<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeTe
         Column::U32("graph_id", Box::new(move |i| m[i].graph_id)),
         Column::U64("graph_node_id", Box::new(move |i| m[i].graph_node_id)),
     ]);
-    c.extend(launch_columns(t, names, move |i| m[i].corr()));
-    c.extend(capture_columns(t, text, move |i| capture_of(&t.graphs.memcpy_capture, i)));
-    c
+    cols.extend(launch_columns(c, Gpu::Memcpy));
+    cols
 }
 
-fn memsets<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames, text: &'t NodeText) -> Vec<Column<'t>> {
-    let m = &t.memsets;
-    let mut c = gpu_op(f, move |i| {
+pub(crate) fn memsets<'t>(c: &'t Ctx<'t>, m: &'t [Memset]) -> Vec<Column<'t>> {
+    let mut cols = gpu_op(c.files, move |i| {
         let m = &m[i];
         (m.proc, [m.device, m.context, m.stream, m.correlation], (m.start, m.end))
     });
-    c.extend([
+    cols.extend([
         Column::U64("bytes", Box::new(move |i| m[i].bytes)),
         Column::U32("value", Box::new(move |i| m[i].value)),
         Column::Str("memory_kind", Box::new(move |i| Some(describe::memory_kind(u32::from(m[i].memory_kind))))),
         Column::U32("graph_id", Box::new(move |i| m[i].graph_id)),
         Column::U64("graph_node_id", Box::new(move |i| m[i].graph_node_id)),
     ]);
-    c.extend(launch_columns(t, names, move |i| m[i].corr()));
-    c.extend(capture_columns(t, text, move |i| capture_of(&t.graphs.memset_capture, i)));
-    c
+    cols.extend(launch_columns(c, Gpu::Memset));
+    cols
 }
 
-fn api_calls<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<'t>> {
-    let a = &t.apis;
-    let mut c = f.columns(move |i| a[i].proc);
+pub(crate) fn api_calls<'t>(ctx: &'t Ctx<'t>, a: &'t [ApiCall]) -> Vec<Column<'t>> {
+    let (names, joins) = (ctx.names, ctx.joins);
+    let mut c = ctx.files.columns(move |i| a[i].proc);
     c.extend([
         Column::U32("tid", Box::new(move |i| a[i].tid)),
         Column::U32("correlation", Box::new(move |i| a[i].correlation)),
@@ -197,19 +289,12 @@ fn api_calls<'t>(t: &'t Trace, f: &'t Files, names: &'t ApiNames) -> Vec<Column<
         Column::Str("api", Box::new(move |i| Some(if a[i].driver { "driver" } else { "runtime" }))),
         Column::U32("cbid", Box::new(move |i| a[i].cbid)),
         Column::U32("return_value", Box::new(move |i| a[i].return_value)),
-        Column::Str(
-            "nvtx_range",
-            Box::new(move |i| {
-                let r = *t.api_range.get(i)?;
-                (r != u32::MAX).then(|| t.names.get(t.ranges[r as usize].name))
-            }),
-        ),
+        Column::Str("nvtx_range", Box::new(move |i| joins.api_range(i))),
     ]);
     c
 }
 
-fn syncs<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
-    let s = &t.syncs;
+pub(crate) fn syncs<'t>(f: &'t Files, s: &'t [Sync]) -> Vec<Column<'t>> {
     let mut c = f.columns(move |i| s[i].proc);
     c.extend(times(move |i| (s[i].start, s[i].end)));
     c.extend([
@@ -222,8 +307,7 @@ fn syncs<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     c
 }
 
-fn nvtx_ranges<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
-    let r = &t.ranges;
+pub(crate) fn nvtx_ranges<'t>(t: &'t Trace, f: &'t Files, r: &'t [NvtxRange]) -> Vec<Column<'t>> {
     let mut c = f.columns(move |i| r[i].proc);
     c.extend([
         Column::U32("tid", Box::new(move |i| r[i].tid)),
@@ -237,8 +321,7 @@ fn nvtx_ranges<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     c
 }
 
-fn nvtx_marks<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
-    let m = &t.marks;
+pub(crate) fn nvtx_marks<'t>(t: &'t Trace, f: &'t Files, m: &'t [NvtxMark]) -> Vec<Column<'t>> {
     let mut c = f.columns(move |i| m[i].proc);
     c.extend([
         Column::U32("tid", Box::new(move |i| m[i].tid)),
@@ -249,7 +332,7 @@ fn nvtx_marks<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     c
 }
 
-fn counters<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
+pub(crate) fn counters<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     let s = &t.counters;
     let mut c = f.columns(move |i| s[i].proc);
     c.extend([
@@ -261,7 +344,7 @@ fn counters<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     c
 }
 
-fn processes<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
+pub(crate) fn processes<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
     let p = &t.processes;
     let mut c = f.columns(move |i| ProcId(i as u16));
     c.extend([
@@ -274,11 +357,11 @@ fn processes<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
 }
 
 /// (file index, device index within it) of every device of every file.
-fn device_rows(t: &Trace) -> Vec<(usize, usize)> {
+pub(crate) fn device_rows(t: &Trace) -> Vec<(usize, usize)> {
     t.processes.iter().enumerate().flat_map(|(p, proc)| (0..proc.meta.devices.len()).map(move |d| (p, d))).collect()
 }
 
-fn devices<'t>(t: &'t Trace, f: &'t Files, rows: &'t [(usize, usize)]) -> Vec<Column<'t>> {
+pub(crate) fn devices<'t>(t: &'t Trace, f: &'t Files, rows: &'t [(usize, usize)]) -> Vec<Column<'t>> {
     let dev = move |i: usize| &t.processes[rows[i].0].meta.devices[rows[i].1];
     let mut c = f.columns(move |i| ProcId(rows[i].0 as u16));
     c.extend([
@@ -291,159 +374,4 @@ fn devices<'t>(t: &'t Trace, f: &'t Files, rows: &'t [(usize, usize)]) -> Vec<Co
         Column::U64("total_memory_bytes", Box::new(move |i| dev(i).total_memory_bytes)),
     ]);
     c
-}
-
-/// The tables are written in parallel, each by one task (the columns of a table are built in its task). One
-/// recording: `DIR/<table>.parquet`. Several: Hive-style partitions, `DIR/<table>/host=H/rank=R/part-PID.parquet`
-/// (`pid=P` in place of `rank=R` where some file has no rank), the partition columns left out of the files (readers
-/// take them from the path: DuckDB's `hive_partitioning`, Spark's partition discovery).
-pub(crate) fn write_all(t: &Trace, dir: &Path) -> Result<TablesSummary, TablesError> {
-    use rayon::prelude::*;
-    let files = Files::new(t);
-    let names = ApiNames::new(t);
-    let dev_rows = device_rows(t);
-    let usage = um_tables::usage_rows(t);
-    let nodes = NodeText::new(t);
-    let derived = Derived { dev_rows: &dev_rows, usage: &usage, nodes: &nodes };
-    let partitions = (t.processes.len() > 1).then(|| Partitions::new(t, &files));
-    let written: Vec<Result<(&'static str, u64, u64), TablesError>> = TABLES
-        .par_iter()
-        .map(|&table| {
-            let (rows, columns) = table_columns(table, t, &files, &names, &derived);
-            let bytes = match &partitions {
-                None => {
-                    write(&dir.join(format!("{table}.parquet")), Rows::All(rows), &columns.iter().collect::<Vec<_>>())?
-                }
-                Some(p) => p.write(dir, table, rows, &columns, |i| row_proc(table, t, &derived, i))?,
-            };
-            Ok((table, rows as u64, bytes))
-        })
-        .collect();
-    let mut out = TablesSummary::default();
-    for w in written {
-        let (table, rows, bytes) = w?;
-        out.tables.push((table, rows));
-        out.bytes += bytes;
-    }
-    Ok(out)
-}
-
-/// The file of row `i` of `table`.
-fn row_proc(table: &str, t: &Trace, d: &Derived<'_>, i: usize) -> ProcId {
-    match table {
-        "processes" => ProcId(i as u16),
-        "devices" => ProcId(d.dev_rows[i].0 as u16),
-        "um" => t.um[i].proc,
-        "memory_usage" => d.usage[i].0,
-        "kernels" => t.kernels[i].proc,
-        "memcpy" => t.memcpys[i].proc,
-        "memset" => t.memsets[i].proc,
-        "api_calls" => t.apis[i].proc,
-        "syncs" => t.syncs[i].proc,
-        "nvtx_ranges" => t.ranges[i].proc,
-        "nvtx_marks" => t.marks[i].proc,
-        "graph_nodes" => t.graphs.nodes[i].proc,
-        _ => t.counters[i].proc,
-    }
-}
-
-/// The Hive partition of each file, and the columns the path carries instead.
-struct Partitions {
-    paths: Vec<String>,
-    keys: [&'static str; 2],
-}
-
-impl Partitions {
-    fn new(t: &Trace, f: &Files) -> Partitions {
-        // A rank numbered by file order is no name of the recording: such datasets are partitioned by pid.
-        let by_rank = f.ranks.iter().all(|r| r.1 != RankSource::FileOrder);
-        // Path-safe values: anything but letters, digits, '.', '_' and '-' becomes '_'.
-        let safe = |s: &str| -> String {
-            s.chars().map(|c| if c.is_ascii_alphanumeric() || ".-_".contains(c) { c } else { '_' }).collect()
-        };
-        let paths = (0..t.processes.len())
-            .map(|i| {
-                let second = if by_rank { format!("rank={}", f.ranks[i].0) } else { format!("pid={}", f.pids[i]) };
-                format!("host={}/{second}", safe(&f.hosts[i]))
-            })
-            .collect();
-        Partitions { paths, keys: ["host", if by_rank { "rank" } else { "pid" }] }
-    }
-
-    /// One file per recording (empty ones too: every partition has every table's schema).
-    fn write(
-        &self,
-        dir: &Path,
-        table: &str,
-        rows: usize,
-        columns: &[Column<'_>],
-        proc_of: impl Fn(usize) -> ProcId,
-    ) -> Result<u64, TablesError> {
-        let mut per_file: Vec<Vec<usize>> = vec![Vec::new(); self.paths.len()];
-        for i in 0..rows {
-            per_file[proc_of(i).index()].push(i);
-        }
-        let kept: Vec<&Column<'_>> = columns.iter().filter(|c| !self.keys.contains(&c.name())).collect();
-        let mut bytes = 0;
-        for (p, idx) in per_file.iter().enumerate() {
-            let path = dir.join(table).join(&self.paths[p]).join(format!("part-{p}.parquet"));
-            bytes += write(&path, Rows::Only(idx), &kept)?;
-        }
-        Ok(bytes)
-    }
-}
-
-/// Rows of the tables that are not the model's own (devices of the files, points of memory in use), and the text
-/// of graph nodes' columns.
-struct Derived<'a> {
-    dev_rows: &'a [(usize, usize)],
-    usage: &'a [UsageRow],
-    nodes: &'a NodeText,
-}
-
-/// A table's rows and columns.
-fn table_columns<'t>(
-    table: &str,
-    t: &'t Trace,
-    files: &'t Files,
-    names: &'t ApiNames,
-    d: &Derived<'t>,
-) -> (usize, Vec<Column<'t>>) {
-    match table {
-        "processes" => (t.processes.len(), processes(t, files)),
-        "devices" => (d.dev_rows.len(), devices(t, files, d.dev_rows)),
-        "um" => (t.um.len(), um_tables::um(t, files)),
-        "memory_usage" => (d.usage.len(), um_tables::memory_usage(files, d.usage)),
-        "kernels" => (t.kernels.len(), kernels(t, files, names, d.nodes)),
-        "memcpy" => (t.memcpys.len(), memcpys(t, files, names, d.nodes)),
-        "memset" => (t.memsets.len(), memsets(t, files, names, d.nodes)),
-        "graph_nodes" => (t.graphs.nodes.len(), graph_tables::graph_nodes(t, files, d.nodes)),
-        "api_calls" => (t.apis.len(), api_calls(t, files, names)),
-        "syncs" => (t.syncs.len(), syncs(t, files)),
-        "nvtx_ranges" => (t.ranges.len(), nvtx_ranges(t, files)),
-        "nvtx_marks" => (t.marks.len(), nvtx_marks(t, files)),
-        _ => (t.counters.len(), counters(t, files)),
-    }
-}
-
-/// Every table's column names and types, for docs/TABLES.md and its check.
-pub fn schemas(t: &Trace) -> Vec<(&'static str, Vec<(String, String)>)> {
-    let files = Files::new(t);
-    let names = ApiNames::new(t);
-    let dev_rows = device_rows(t);
-    let usage = um_tables::usage_rows(t);
-    let nodes = NodeText::new(t);
-    let derived = Derived { dev_rows: &dev_rows, usage: &usage, nodes: &nodes };
-    TABLES
-        .iter()
-        .map(|&table| {
-            let (_, columns) = table_columns(table, t, &files, &names, &derived);
-            let fields = crate::table::schema(&columns)
-                .fields()
-                .iter()
-                .map(|f| (f.name().clone(), format!("{}", f.data_type())))
-                .collect();
-            (table, fields)
-        })
-        .collect()
 }

@@ -42,14 +42,17 @@ pub(crate) fn memory_usage<'t>(f: &'t Files, rows: &'t [UsageRow]) -> Vec<Column
     c
 }
 
-pub(crate) fn um<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
+/// The `um` table; `joined`: the kernel of each event where the caller found it (a stream), else looked up here.
+pub(crate) fn um<'t>(t: &'t Trace, f: &'t Files, joined: Option<Vec<Option<&'t str>>>) -> Vec<Column<'t>> {
     let u = &t.um;
     // The kernel of every event, found once (each lookup is a binary search); no index without events.
-    let kernels: Vec<Option<&'t str>> = if u.is_empty() {
-        Vec::new()
-    } else {
-        let running = RunningKernels::new(t);
-        u.iter().map(|e| running.of_um(e).map(|k| t.kernel_name(&t.kernels[k]))).collect()
+    let kernels: Vec<Option<&'t str>> = match joined {
+        Some(k) => k,
+        None if u.is_empty() => Vec::new(),
+        None => {
+            let running = RunningKernels::new(t);
+            u.iter().map(|e| running.of_um(e).map(|k| t.kernel_name(&t.kernels[k]))).collect()
+        }
     };
     let counts = |i: usize, wanted: fn(UmKind) -> bool| wanted(u[i].kind).then_some(u[i].value);
     let host = move |i: usize| match fault_location(t, &u[i]) {

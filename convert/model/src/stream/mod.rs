@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+mod graphs;
 mod instances;
 mod ranges;
 
@@ -37,10 +38,11 @@ use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::load::{Filter, LoadError, count_damage, open_inputs};
 use crate::recorder_threads::RecorderThreads;
-use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxRange, UmEvent};
+use crate::rows::{ApiCall, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange, Sync, UmEvent};
 use crate::timebase::{ClockCheck, TimeBase};
 use crate::trace::{JoinStats, Process, Trace};
 
+pub use graphs::graph_context;
 pub use instances::RangeWork;
 pub use ranges::RangeStacks;
 
@@ -51,6 +53,16 @@ pub struct StreamOptions {
     pub horizon: usize,
     /// The most decompressed record bytes a window of chunks may claim (a chunk alone may claim more).
     pub window_bytes: u64,
+    /// Also read each file's counter samples (`--counters` metrics; not the PC samples' stall rates, which are
+    /// drawn over every kernel) into the trace at open, as a load does: side chunks, read whole.
+    pub counters: bool,
+    /// Also read each file's CUDA graph events into the trace at open (side chunks, read whole), unjoined: for
+    /// [`graph_context`].
+    pub graph_events: bool,
+    /// Hold GPU work whose launching call is not read yet for as long as a chunk that starts before the work is
+    /// still to come (a call's CUPTI buffer can start later than the buffer of the kernel it launched): the work
+    /// reaches the consumer a window or more late, joined, instead of counted as without a call.
+    pub hold_unlaunched: bool,
 }
 
 /// One million launches: ~40 MB of correlation state, minutes of a launch-bound program.
@@ -58,7 +70,13 @@ pub const DEFAULT_HORIZON: usize = 1 << 20;
 
 impl Default for StreamOptions {
     fn default() -> Self {
-        StreamOptions { horizon: DEFAULT_HORIZON, window_bytes: 256 << 20 }
+        StreamOptions {
+            horizon: DEFAULT_HORIZON,
+            window_bytes: 256 << 20,
+            counters: false,
+            graph_events: false,
+            hold_unlaunched: false,
+        }
     }
 }
 
@@ -75,8 +93,22 @@ pub struct Batch {
     /// For each kernel, then each copy, then each memset: the id of the NVTX ranges open around its launching
     /// call on the call's thread ([`RangeStacks::names`]; 0 = none, or no launching call known).
     pub gpu_ranges: Vec<u32>,
-    /// Unified memory events (`--um` recordings).
+    /// For each kernel, then each copy, then each memset (as `gpu_ranges`): its launching call, while in the
+    /// horizon (a runtime call wins over the driver call sharing its id).
+    pub gpu_calls: Vec<Option<ApiCall>>,
+    /// For each kernel, then each copy, then each memset: PyTorch's op id and user annotation id (external kinds
+    /// CUSTOM0, CUSTOM1) of its correlation key, while in the horizon; 0 = none.
+    pub gpu_external: Vec<(u64, u64)>,
+    /// For each of `apis`: the id of the NVTX ranges open around it on its thread (as `gpu_ranges`).
+    pub api_ranges: Vec<u32>,
+    pub syncs: Vec<Sync>,
+    /// Instantaneous NVTX markers.
+    pub marks: Vec<NvtxMark>,
+    pub memory: Vec<MemoryOp>,
     pub um: Vec<UmEvent>,
+    /// The earliest time a later window's chunks begin at (`None`: this is the last window): no row of a later
+    /// window starts before it, so state about earlier times can be dropped.
+    pub next_start: Option<u64>,
     /// Closed NVTX range instances whose GPU work is final, with that work (filled only by
     /// [`stream_readers_with_range_work`]; the instances final at the end come in one last batch of their own).
     pub range_work: Vec<RangeWork>,
@@ -95,6 +127,8 @@ pub struct StreamEnd {
     pub launches_out_of_horizon: u64,
     /// Decompressed record bytes of the largest window: what the stream held at once.
     pub largest_window_bytes: u64,
+    /// The NVTX ranges never ended (`end` = `u64::MAX`, as a load keeps them), `depth` their nesting at start.
+    pub unclosed_ranges: Vec<NvtxRange>,
 }
 
 /// Decompressed record bytes of the activity chunks of `readers` (as their headers claim): the size a whole load
@@ -161,7 +195,14 @@ fn stream_inner(
     for &(i, proc) in &grouping.order {
         let (path, r) = (&paths[i], &readers[i]);
         let first = trace.processes.get(proc.index()).map(|p| p.time);
-        let (decoder, process) = open_file(proc, path, r, &filter, first)?;
+        let (decoder, mut process) = open_file(proc, path, r, &filter, first)?;
+        if opts.counters {
+            read_counters(&mut trace, &mut process, proc, r);
+        }
+        if opts.graph_events {
+            let damaged = trace.graphs.read_file(r, proc, &process.time, &filter, &mut process.stats);
+            process.problems.extend(damaged.into_iter().filter(|p| !r.problems().contains(p)));
+        }
         let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
         text_ids[i] = texts.collect::<Vec<NameId>>();
         decoders[i] = Some(decoder);
@@ -203,12 +244,14 @@ fn stream_inner(
                 Err(p) => trace.processes[decoders[f].proc.index()].problems.push(p),
             }
         }
-        let batch = state.batch(rows, &mut span, &mut stats);
         let next = windows.get(i + 1);
+        let next_start = next.and_then(|w| w.iter().map(|(f, c)| decoders[*f].time.to_trace(c.header.t_min)).min());
+        let mut batch = state.batch(rows, &mut span, &mut stats, next_start.filter(|_| opts.hold_unlaunched));
+        batch.next_start = next_start;
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }
-    state.finish(&mut stats);
+    end.unclosed_ranges = state.finish(&mut stats);
     if let Some(mut instances) = state.instances.take() {
         let mut last = Batch::default();
         instances.finish(&mut last.range_work);
@@ -217,6 +260,8 @@ fn stream_inner(
     end.launches_out_of_horizon = state.out_of_horizon;
     end.span = if span.0 == u64::MAX { (0, 0) } else { span };
     for (p, mut s) in trace.processes.iter_mut().zip(stats) {
+        // What was counted at open (counter samples).
+        s.add(&p.stats);
         count_damage(&p.problems, &mut s);
         trace.stats.add(&s);
         p.stats = s;
@@ -260,6 +305,28 @@ fn open_file<'r>(
         meta,
     };
     Ok((decoder, process))
+}
+
+/// File `proc`'s counter samples into `trace`, their warnings, problems and counts into `process`, as a load
+/// reads them.
+fn read_counters(trace: &mut Trace, process: &mut Process, proc: ProcId, r: &Reader) {
+    let devices: Vec<u32> = process.meta.devices.iter().map(|d| d.id).collect();
+    let filter = Filter::default();
+    let got = crate::counters::metric_samples(
+        r,
+        proc,
+        &process.time,
+        &filter,
+        &mut trace.names,
+        (&devices, &mut process.stats),
+    );
+    process.warnings.extend(got.warnings);
+    for p in got.problems {
+        if !process.problems.contains(&p) {
+            process.problems.push(p);
+        }
+    }
+    trace.counters.extend(got.samples);
 }
 
 /// One chunk decompressed and decoded into rows (names still the file's text ids).

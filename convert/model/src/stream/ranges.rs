@@ -13,7 +13,7 @@ use super::Batch;
 use super::instances::Instances;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
-use crate::rows::NvtxRange;
+use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxMark, NvtxRange};
 use crate::trace::JoinStats;
 
 const INSTANT: u32 = 1;
@@ -80,17 +80,24 @@ struct Event {
 }
 
 pub(super) struct RangeState {
-    /// Started ranges not yet ended, by (file, range id).
-    open: FxHashMap<(ProcId, u32), RawMarker>,
+    /// Started ranges not yet ended, by (file, range id), with their thread's nesting when they started.
+    open: FxHashMap<(ProcId, u32), (RawMarker, u16)>,
     /// Each thread's open ranges (range id, name), outermost first.
     threads: FxHashMap<(ProcId, u32), Vec<(u32, NameId)>>,
     pub stacks: RangeStacks,
     /// Each recent call's stack id and whether it is a driver call (a runtime call wins a shared id).
     launches: FxHashMap<CorrKey, (u32, bool)>,
+    /// Each recent launching call (the one `launches` keeps).
+    calls: FxHashMap<CorrKey, ApiCall>,
+    /// External ids (CUSTOM0, CUSTOM1) of recent correlation keys, and the order they came in.
+    external: FxHashMap<CorrKey, (u64, u64)>,
+    external_order: VecDeque<CorrKey>,
     order: VecDeque<CorrKey>,
     horizon: usize,
     /// The highest correlation id evicted per file.
     evicted: FxHashMap<ProcId, u32>,
+    /// GPU work waiting for its launching call's chunk (see [`RangeState::batch`]).
+    held: (Vec<Kernel>, Vec<Memcpy>, Vec<Memset>),
     pub out_of_horizon: u64,
     /// Each NVTX range instance's GPU work, when asked for ([`super::stream_readers_with_range_work`]).
     pub instances: Option<Instances>,
@@ -103,9 +110,13 @@ impl RangeState {
             threads: FxHashMap::default(),
             stacks: RangeStacks::default(),
             launches: FxHashMap::default(),
+            calls: FxHashMap::default(),
+            external: FxHashMap::default(),
+            external_order: VecDeque::new(),
             order: VecDeque::new(),
             horizon: horizon.max(1),
             evicted: FxHashMap::default(),
+            held: Default::default(),
             out_of_horizon: 0,
             instances: None,
         }
@@ -113,42 +124,71 @@ impl RangeState {
 
     /// A window's rows (each chunk with its file) as a batch: markers paired, calls' ranges kept, GPU work's
     /// ranges looked up; `span` widened to the window's rows, failed joins counted per file.
-    pub fn batch(&mut self, rows: Vec<(ProcId, ChunkRows)>, span: &mut (u64, u64), stats: &mut [JoinStats]) -> Batch {
+    /// `hold_before`: GPU work that starts after this time (the next window's earliest chunk) and whose launching
+    /// call is not read yet is held for a later window, where the call's chunk may come
+    /// ([`super::StreamOptions::hold_unlaunched`]).
+    pub fn batch(
+        &mut self,
+        rows: Vec<(ProcId, ChunkRows)>,
+        span: &mut (u64, u64),
+        stats: &mut [JoinStats],
+        hold_before: Option<u64>,
+    ) -> Batch {
         let mut batch = Batch::default();
         for (p, c) in &rows {
             widen(span, c);
             stats[p.index()].unmodelled_records +=
                 c.external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
+            self.keep_external(*p, &c.external);
         }
         self.walk_markers_and_calls(&rows, &mut batch, stats);
-        // Every chunk's kernels, then every chunk's copies, then memsets: the order of the batch's tables.
-        let kernels = rows
-            .iter()
-            .flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0, k.duration())));
-        let copies =
-            rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false, m.duration())));
-        let sets =
-            rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false, m.duration())));
-        for (p, correlation, graph, ns) in kernels.chain(copies).chain(sets) {
-            let key = CorrKey::new(p, correlation);
-            let id = self.launch_ranges(key, &mut stats[p.index()], graph);
+        // The GPU work held from earlier windows first, then every chunk's kernels, then copies, then memsets.
+        let (mut kernels, mut memcpys, mut memsets) = std::mem::take(&mut self.held);
+        let mut rows = rows;
+        for (_, c) in &mut rows {
+            kernels.append(&mut c.kernels);
+            memcpys.append(&mut c.memcpys);
+            memsets.append(&mut c.memsets);
+        }
+        if let Some(before) = hold_before {
+            // Work whose call was not read yet, and may still be: the chunk holding it starts before the work.
+            let waits = |key: CorrKey, start: u64| {
+                start > before
+                    && !self.launches.contains_key(&key)
+                    && self.evicted.get(&key.proc).is_none_or(|&max| key.correlation > max)
+            };
+            let (k, c, m) = &mut self.held;
+            kernels = hold(kernels, k, |r| waits(r.corr(), r.start));
+            memcpys = hold(memcpys, c, |r| waits(r.corr(), r.start));
+            memsets = hold(memsets, m, |r| waits(r.corr(), r.start));
+        }
+        let ops = kernels.iter().map(|k| (k.corr(), k.graph_id != 0, k.duration()));
+        let copies = memcpys.iter().map(|m| (m.corr(), false, m.duration()));
+        let ops = ops.chain(copies).chain(memsets.iter().map(|m| (m.corr(), false, m.duration())));
+        for (key, graph, ns) in ops {
+            let id = self.launch_ranges(key, &mut stats[key.proc.index()], graph);
             batch.gpu_ranges.push(id);
             if let Some(i) = &mut self.instances {
                 i.work(key, ns);
             }
+            batch.gpu_calls.push(self.calls.get(&key).copied());
+            batch.gpu_external.push(self.external.get(&key).copied().unwrap_or((0, 0)));
         }
-        // Kernels, then copies, then memsets, in the order `gpu_ranges` was filled.
-        let mut rows: Vec<ChunkRows> = rows.into_iter().map(|r| r.1).collect();
-        for c in &mut rows {
-            batch.kernels.append(&mut c.kernels);
-        }
-        for c in &mut rows {
-            batch.memcpys.append(&mut c.memcpys);
-        }
-        for c in &mut rows {
-            batch.memsets.append(&mut c.memsets);
+        (batch.kernels, batch.memcpys, batch.memsets) = (kernels, memcpys, memsets);
+        for (p, c) in rows.iter_mut() {
             batch.apis.append(&mut c.apis);
+            batch.syncs.append(&mut c.syncs);
+            batch.memory.append(&mut c.memory);
             batch.um.append(&mut c.um);
+            let instant = c.markers.iter().filter(|m| m.flags & INSTANT != 0);
+            batch.marks.extend(instant.map(|m| NvtxMark {
+                proc: *p,
+                ts: m.ts,
+                pid: m.pid,
+                tid: m.tid,
+                name: m.name,
+                domain: m.domain,
+            }));
         }
         self.evict();
         if let Some(i) = &mut self.instances {
@@ -172,6 +212,16 @@ impl RangeState {
     }
 
     fn walk_markers_and_calls(&mut self, rows: &[(ProcId, ChunkRows)], batch: &mut Batch, stats: &mut [JoinStats]) {
+        // Each call's range set, by its place in the batch's `apis` (chunk by chunk, as they are appended).
+        let firsts: Vec<usize> = rows
+            .iter()
+            .scan(0, |n, (_, c)| {
+                let first = *n;
+                *n += c.apis.len();
+                Some(first)
+            })
+            .collect();
+        batch.api_ranges = vec![0; rows.iter().map(|(_, c)| c.apis.len()).sum()];
         let mut events = Vec::new();
         for (ci, (_, c)) in rows.iter().enumerate() {
             for (ri, m) in c.markers.iter().enumerate() {
@@ -192,6 +242,7 @@ impl RangeState {
                     let a = &c.apis[row - c.markers.len()];
                     let stack = self.threads.get(&(proc, a.tid)).map_or(&[][..], |s| s);
                     let id = self.stacks.id_of(stack);
+                    batch.api_ranges[firsts[e.chunk as usize] + row - c.markers.len()] = id;
                     let key = CorrKey::new(proc, a.correlation);
                     let innermost = stack.last().map(|r| r.0);
                     match self.launches.get_mut(&key) {
@@ -201,10 +252,12 @@ impl RangeState {
                                 if let Some(i) = &mut self.instances {
                                     i.call(key, innermost, false);
                                 }
+                                self.calls.insert(key, *a);
                             }
                         }
                         None => {
                             self.launches.insert(key, (id, a.driver));
+                            self.calls.insert(key, *a);
                             self.order.push_back(key);
                             if let Some(i) = &mut self.instances {
                                 i.call(key, innermost, true);
@@ -221,53 +274,66 @@ impl RangeState {
             return;
         }
         if m.flags & START != 0 {
-            self.open.insert((proc, m.id), *m);
-            let thread = self.threads.entry((proc, m.tid)).or_default();
+            let stack = self.threads.entry((proc, m.tid)).or_default();
             if let Some(i) = &mut self.instances {
-                i.start(proc, m.id, thread.last().map(|r| r.0));
+                i.start(proc, m.id, stack.last().map(|r| r.0));
             }
-            thread.push((m.id, m.name));
+            let depth = stack.len().min(u16::MAX as usize) as u16;
+            stack.push((m.id, m.name));
+            self.open.insert((proc, m.id), (*m, depth));
             return;
         }
         if m.flags & END == 0 {
             return;
         }
-        let Some(s) = self.open.remove(&(proc, m.id)) else {
+        let Some((s, depth)) = self.open.remove(&(proc, m.id)) else {
             stats.nvtx_ends_without_start += 1;
             return;
         };
-        let mut depth = 0;
         if let Some(stack) = self.threads.get_mut(&(proc, s.tid))
             && let Some(at) = stack.iter().rposition(|x| x.0 == m.id)
         {
             stack.remove(at);
-            depth = at;
             if stack.is_empty() {
                 self.threads.remove(&(proc, s.tid));
             }
         }
-        let range = NvtxRange {
-            proc,
-            start: s.ts,
-            end: m.ts.max(s.ts),
-            pid: s.pid,
-            tid: s.tid,
-            name: s.name,
-            domain: s.domain,
-            id: s.id,
-            depth: depth.min(u16::MAX as usize) as u16,
-            parent: NvtxRange::NO_PARENT,
-        };
+        let range = range_of(proc, &s, m.ts.max(s.ts), depth);
         if let Some(i) = &mut self.instances {
             i.close(proc, m.id, range);
         }
         batch.ranges.push(range);
     }
 
+    /// Keeps a window's external ids (a later record's nonzero id wins, as at load), the oldest dropped past the
+    /// horizon.
+    fn keep_external(&mut self, proc: ProcId, external: &[crate::decode::RawExternal]) {
+        for &(kind, correlation, id) in external {
+            let key = CorrKey::new(proc, correlation);
+            let slot = match self.external.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    self.external_order.push_back(key);
+                    e.insert((0, 0))
+                }
+            };
+            match kind {
+                EXTERNAL_CUSTOM0 if id != 0 => slot.0 = id,
+                EXTERNAL_CUSTOM1 if id != 0 => slot.1 = id,
+                _ => {}
+            }
+        }
+        while self.external.len() > self.horizon {
+            let Some(key) = self.external_order.pop_front() else { break };
+            self.external.remove(&key);
+        }
+    }
+
     /// Drops the oldest calls past the horizon, remembering the highest id dropped per file.
     fn evict(&mut self) {
         while self.launches.len() > self.horizon {
             let Some(key) = self.order.pop_front() else { break };
+            self.calls.remove(&key);
             if self.launches.remove(&key).is_some() {
                 let max = self.evicted.entry(key.proc).or_default();
                 *max = (*max).max(key.correlation);
@@ -278,13 +344,39 @@ impl RangeState {
         }
     }
 
-    /// The ranges never ended, counted per file.
-    pub fn finish(&mut self, stats: &mut [JoinStats]) {
-        for (proc, _) in self.open.keys() {
+    /// The ranges never ended, counted per file and returned (ending at `u64::MAX`, as a load keeps them).
+    pub fn finish(&mut self, stats: &mut [JoinStats]) -> Vec<NvtxRange> {
+        let mut unclosed = Vec::with_capacity(self.open.len());
+        for ((proc, _), (s, depth)) in self.open.drain() {
             stats[proc.index()].nvtx_unclosed_ranges += 1;
+            unclosed.push(range_of(proc, &s, u64::MAX, depth));
         }
-        self.open.clear();
         self.threads.clear();
+        unclosed.sort_by_key(|r| (r.proc, r.tid, r.start, r.id));
+        unclosed
+    }
+}
+
+/// `rows` without those `wait` picks, which are appended to `held`.
+fn hold<T>(rows: Vec<T>, held: &mut Vec<T>, wait: impl Fn(&T) -> bool) -> Vec<T> {
+    let (waiting, now): (Vec<T>, Vec<T>) = rows.into_iter().partition(|r| wait(r));
+    held.extend(waiting);
+    now
+}
+
+/// The range a start marker opened, ending at `end`.
+fn range_of(proc: ProcId, s: &RawMarker, end: u64, depth: u16) -> NvtxRange {
+    NvtxRange {
+        proc,
+        start: s.ts,
+        end,
+        pid: s.pid,
+        tid: s.tid,
+        name: s.name,
+        domain: s.domain,
+        id: s.id,
+        depth,
+        parent: NvtxRange::NO_PARENT,
     }
 }
 
