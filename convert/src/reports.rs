@@ -37,18 +37,42 @@ pub(crate) fn open_all(files: &[PathBuf]) -> Result<Vec<Reader>> {
     files.iter().map(|f| open(f)).collect()
 }
 
-/// Loads each opened file as its own trace (one run each), warning about each.
-fn load_runs(files: &[PathBuf], readers: &[Reader]) -> Result<Vec<Trace>> {
-    files
-        .iter()
-        .zip(readers)
-        .map(|(f, r)| {
-            let t = load_readers(std::slice::from_ref(f), std::slice::from_ref(r), &LoadOptions::default())
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            warn_all(&t);
-            Ok(t)
-        })
-        .collect()
+/// One side of a diff: its recordings ordered so that each run's files are together (a split recording's parts, in
+/// part order; every other file a run of its own), and each run's range of them.
+pub(crate) struct DiffSide {
+    pub paths: Vec<PathBuf>,
+    pub readers: Vec<Reader>,
+    pub runs: Vec<std::ops::Range<usize>>,
+}
+
+impl DiffSide {
+    fn new(paths: &[PathBuf], readers: Vec<Reader>) -> DiffSide {
+        let groups = cutr_model::runs::run_groups(&readers);
+        let mut slots: Vec<Option<Reader>> = readers.into_iter().map(Some).collect();
+        let mut side = DiffSide { paths: Vec::new(), readers: Vec::new(), runs: Vec::new() };
+        for g in groups {
+            let first = side.paths.len();
+            for i in g {
+                side.paths.push(paths[i].clone());
+                side.readers.push(slots[i].take().expect("each input is in one run"));
+            }
+            side.runs.push(first..side.paths.len());
+        }
+        side
+    }
+
+    /// Each run loaded whole (its parts together), warning about each.
+    fn load_runs(&self) -> Result<Vec<Trace>> {
+        self.runs
+            .iter()
+            .map(|r| {
+                let t = load_readers(&self.paths[r.clone()], &self.readers[r.clone()], &LoadOptions::default())
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                warn_all(&t);
+                Ok(t)
+            })
+            .collect()
+    }
 }
 
 /// Every warning about `trace`'s inputs, on stderr.
@@ -414,18 +438,17 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
         fail_on,
         ..a.opts
     };
-    let mut readers = open_all(&base)?;
-    readers.extend(open_all(&new)?);
+    let sides = (DiffSide::new(&base, open_all(&base)?), DiffSide::new(&new, open_all(&new)?));
     let all: Vec<PathBuf> = base.iter().chain(&new).cloned().collect();
-    if a.choice.may_stream(&all, false) && a.choice.streams(&readers) {
+    let all_readers: Vec<&Reader> = sides.0.readers.iter().chain(&sides.1.readers).collect();
+    if a.choice.may_stream(&all, false) && a.choice.streams_refs(&all_readers) {
         let output = crate::streaming::DiffOutput { json: a.json, markdown: a.markdown, all: a.all };
-        let report = crate::streaming::diff(&base, &new, readers, &opts, a.by_rank, output)?;
+        let report = crate::streaming::diff(&sides.0, &sides.1, &opts, a.by_rank, output)?;
         return Ok(diff_exit_code(report));
     }
-    let new_readers = readers.split_off(base.len());
-    let b = load_runs(&base, &readers)?;
-    let n = load_runs(&new, &new_readers)?;
-    drop((readers, new_readers));
+    let b = sides.0.load_runs()?;
+    let n = sides.1.load_runs()?;
+    let (base, new) = (sides.0.paths, sides.1.paths);
     if a.by_rank {
         let report = diff::diff_by_rank(&b, &n, &opts);
         timing::mark("diff");

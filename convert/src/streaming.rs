@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use cutr_analyses::stats;
 use cutr_format::Reader;
-use cutr_model::stream::{StreamOptions, record_bytes};
+use cutr_model::stream::StreamOptions;
 use cutr_model::{Filter, LoadError};
 
 use crate::reports::StatsOutput;
@@ -52,11 +52,16 @@ impl Choice {
     /// Whether opened inputs stream: asked to, or their records are past [`AUTO_STREAM_RECORD_BYTES`] (said on
     /// stderr, with how to load them whole instead).
     pub fn streams(self, readers: &[Reader]) -> bool {
+        self.streams_refs(&readers.iter().collect::<Vec<_>>())
+    }
+
+    /// [`Choice::streams`] over borrowed readers (the two sides of a diff).
+    pub fn streams_refs(self, readers: &[&Reader]) -> bool {
         match self {
             Choice::Stream => true,
             Choice::Whole => false,
             Choice::Auto => {
-                let bytes = record_bytes(readers);
+                let bytes: u64 = readers.iter().flat_map(|r| r.activity_chunks()).map(|c| c.header.raw_len).sum();
                 // A file without its metadata chunk is read by a load, with layouts guessed from record sizes.
                 let past = bytes > AUTO_STREAM_RECORD_BYTES && readers.iter().all(|r| r.metadata_shared().is_some());
                 if past {
@@ -103,6 +108,12 @@ pub fn stats(files: &[PathBuf], readers: &[Reader], out: StatsOutput, opts: &sta
     Ok(ExitCode::SUCCESS)
 }
 
+/// A diff side's runs as the streamed diff reads them.
+fn streamed_side(s: &crate::reports::DiffSide) -> cutr_analyses::diff::StreamedSide<'_> {
+    let runs = s.runs.iter().map(|r| (&s.paths[r.clone()], &s.readers[r.clone()])).collect();
+    cutr_analyses::diff::StreamedSide { runs }
+}
+
 /// How `diff` prints.
 pub struct DiffOutput {
     pub json: bool,
@@ -113,19 +124,15 @@ pub struct DiffOutput {
 /// `diff` (or `diff --by-rank`) with each run streamed over its opened inputs (`readers`: the base's, then the
 /// new's); prints the report and returns its verdict.
 pub fn diff(
-    base: &[PathBuf],
-    new: &[PathBuf],
-    mut readers: Vec<Reader>,
+    base: &crate::reports::DiffSide,
+    new: &crate::reports::DiffSide,
     opts: &cutr_analyses::diff::DiffOptions,
     by_rank: bool,
     out: DiffOutput,
 ) -> Result<cutr_analyses::diff::Verdict> {
     use cutr_analyses::diff;
-    let new_readers = readers.split_off(base.len());
-    let sides = (
-        diff::StreamedSide { paths: base, readers: &readers },
-        diff::StreamedSide { paths: new, readers: &new_readers },
-    );
+    let sides = (streamed_side(base), streamed_side(new));
+    let (base, new) = (&base.paths, &new.paths);
     let stream_opts = StreamOptions::default();
     let no_metadata = |e: LoadError| match e {
         LoadError::NoMetadata { .. } => {

@@ -25,12 +25,17 @@ fn open_each(paths: &[PathBuf]) -> Vec<Reader> {
     paths.iter().map(|p| Reader::open(p).unwrap()).collect()
 }
 
+/// A side whose every recording is a run of its own.
+fn each_a_run<'a>(paths: &'a [PathBuf], readers: &'a [Reader]) -> StreamedSide<'a> {
+    let runs = paths.iter().zip(readers).map(|(p, r)| (std::slice::from_ref(p), std::slice::from_ref(r))).collect();
+    StreamedSide { runs }
+}
+
 /// The loaded diff and the streamed one (its `stream` part taken out, returned beside it).
 fn whole_and_streamed(base: &[PathBuf], new: &[PathBuf], opts: &DiffOptions, so: &StreamOptions) -> (Report, Report) {
     let whole = diff(&load_each(base), &load_each(new), opts);
     let (br, nr) = (open_each(base), open_each(new));
-    let side = |paths, readers| StreamedSide { paths, readers };
-    let (streamed, traces) = diff_streaming(side(base, &br), side(new, &nr), opts, so).unwrap();
+    let (streamed, traces) = diff_streaming(each_a_run(base, &br), each_a_run(new, &nr), opts, so).unwrap();
     assert_eq!(traces.len(), base.len() + new.len());
     (whole, streamed)
 }
@@ -98,13 +103,9 @@ fn streamed_diff_by_rank_equals_the_loaded_one() {
     let opts = DiffOptions::default();
     let whole = diff_by_rank(&load_each(&base), &load_each(&new), &opts);
     let (br, nr) = (open_each(&base), open_each(&new));
-    let (streamed, _) = diff_by_rank_streaming(
-        StreamedSide { paths: &base, readers: &br },
-        StreamedSide { paths: &new, readers: &nr },
-        &opts,
-        &StreamOptions::default(),
-    )
-    .unwrap();
+    let (streamed, _) =
+        diff_by_rank_streaming(each_a_run(&base, &br), each_a_run(&new, &nr), &opts, &StreamOptions::default())
+            .unwrap();
     let strip = |mut r: ByRankReport| {
         r.ranks.iter_mut().for_each(|x| x.report.stream = None);
         r

@@ -91,6 +91,30 @@ pub(crate) fn group(readers: &[Reader]) -> Grouping {
     out
 }
 
+/// The inputs by run, for commands that take each recording as a run of its own (`diff`): a split recording's
+/// parts together in part order, every other file alone; runs in the order of their first input.
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let r = cutr_format::Reader::open("../../fixtures/pytorch_loop.cutr")?;
+/// let s = cutr_format::Reader::open("../../fixtures/cuda_workload.cutr")?;
+/// assert_eq!(cutr_model::runs::run_groups(&[r, s]), [vec![0], vec![1]]);
+/// # Ok(())
+/// # }
+/// ```
+pub fn run_groups(readers: &[Reader]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut last = None;
+    for (input, proc) in group(readers).order {
+        match out.last_mut() {
+            Some(run) if last == Some(proc) => run.push(input),
+            _ => out.push(vec![input]),
+        }
+        last = Some(proc);
+    }
+    out
+}
+
 /// The parts missing before the last one given (`numbers` sorted), as a warning naming the first 20 and how many
 /// there are. Walked lazily: a part number is a file's claim, and a forged `split.part` of four billion must not
 /// make a list of four billion numbers.

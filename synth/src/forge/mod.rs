@@ -97,3 +97,22 @@ pub fn zero_bomb(zeros: u64) -> Vec<u8> {
     }
     enc.finish().expect("finishing a frame")
 }
+
+/// The file marked as part `part` of split run `run` recorded by process `pid` (every metadata chunk's config
+/// given `split.run` and `split.part`, as `cupti-record --split` writes them): a recording made whole, read as one
+/// part of a run (the chunks after each metadata chunk move, so the file is read by scanning).
+pub fn mark_as_part(file: &[u8], run: &str, part: u32, pid: u32) -> Vec<u8> {
+    let mut out = file.to_vec();
+    // Last first: a rewritten chunk moves only the chunks after it.
+    for c in chunks_of(file, ChunkType::Metadata).iter().rev() {
+        out = counters::rewrite_payload(&out, c, |raw| {
+            let mut meta = cutr_format::SessionMetadata::from_bytes(raw).expect("a metadata chunk");
+            meta.config.retain(|(k, _)| k != "split.run" && k != "split.part");
+            meta.config.push(("split.run".into(), run.into()));
+            meta.config.push(("split.part".into(), part.to_string()));
+            meta.pid = pid;
+            *raw = meta.to_bytes();
+        });
+    }
+    out
+}

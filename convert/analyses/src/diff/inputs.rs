@@ -86,7 +86,7 @@ impl RunInput {
         um.add(&t.um);
         RunInput {
             run: run_of(t, name),
-            files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
+            files: t.processes.iter().flat_map(cutr_model::runs::files_of).map(|f| f.display().to_string()).collect(),
             rank: t.processes.first().and_then(|p| p.rank()).map(|r| r.rank),
             gpu_work: !(t.kernels.is_empty() && t.memcpys.is_empty()),
             counters: Some(counters),

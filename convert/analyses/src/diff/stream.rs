@@ -57,10 +57,10 @@ pub fn describe(s: &DiffStream) -> String {
     text
 }
 
-/// One side of a streamed diff: each recording a run, with its open reader.
+/// One side of a streamed diff: its runs, each the recordings read together as one (a split recording's parts;
+/// else one file) with their open readers.
 pub struct StreamedSide<'a> {
-    pub paths: &'a [PathBuf],
-    pub readers: &'a [Reader],
+    pub runs: Vec<(&'a [PathBuf], &'a [Reader])>,
 }
 
 /// [`super::diff`] with each run streamed. Also returns each run's trace of processes (no rows, no names), whose
@@ -102,8 +102,7 @@ fn stream_sides(
     opts: &DiffOptions,
     stream_opts: &StreamOptions,
 ) -> Result<Streamed, LoadError> {
-    let runs: Vec<(&PathBuf, &Reader)> =
-        base.paths.iter().zip(base.readers).chain(new.paths.iter().zip(new.readers)).collect();
+    let runs: Vec<(&[PathBuf], &[Reader])> = base.runs.iter().chain(&new.runs).copied().collect();
     let at_once = runs.len().clamp(1, RUNS_AT_ONCE);
     let each = StreamOptions { window_bytes: (stream_opts.window_bytes / at_once as u64).max(1), ..*stream_opts };
     let mut streamed = Vec::with_capacity(runs.len());
@@ -114,7 +113,10 @@ fn stream_sides(
             streamed.push(d?);
         }
     }
-    let has_counters = runs.iter().any(|(_, r)| r.chunks().iter().any(|c| c.chunk_type() == ChunkType::Counters));
+    let has_counters = runs
+        .iter()
+        .flat_map(|(_, r)| r.iter())
+        .any(|r| r.chunks().iter().any(|c| c.chunk_type() == ChunkType::Counters));
     let mut stream = DiffStream {
         runs: runs.len(),
         launch_horizon: stream_opts.horizon,
@@ -130,22 +132,19 @@ fn stream_sides(
         inputs.push(input);
         traces.push(trace);
     }
-    let new_inputs = inputs.split_off(base.paths.len());
+    let new_inputs = inputs.split_off(base.runs.len());
     Ok((inputs, new_inputs, stream, traces))
 }
 
-/// One recording streamed into a run.
+/// One run's recordings streamed together into a run.
 fn stream_run(
-    path: &PathBuf,
-    reader: &Reader,
+    paths: &[PathBuf],
+    readers: &[Reader],
     opts: &DiffOptions,
     stream_opts: &StreamOptions,
 ) -> Result<(RunInput, Trace, cutr_model::stream::StreamEnd), LoadError> {
     let mut acc = Accumulator::default();
-    let paths = std::slice::from_ref(path);
-    let (t, end) = stream_readers_with_range_work(paths, std::slice::from_ref(reader), stream_opts, |t, _, b| {
-        acc.add(t, &b, opts)
-    })?;
+    let (t, end) = stream_readers_with_range_work(paths, readers, stream_opts, |t, _, b| acc.add(t, &b, opts))?;
     let mut sums = RunSums { ranges: acc.ranges, span_ns: end.span.1 - end.span.0, ..Default::default() };
     for (name, s) in acc.kernels {
         sums.kernels.entry(name).or_default().merge(&s);
@@ -153,7 +152,7 @@ fn stream_run(
     sums.memory.extend(acc.memory);
     let input = RunInput {
         run: sums.into_run(),
-        files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
+        files: t.processes.iter().flat_map(cutr_model::runs::files_of).map(|f| f.display().to_string()).collect(),
         rank: t.processes.first().and_then(|p| p.rank()).map(|r| r.rank),
         gpu_work: acc.gpu_work,
         counters: None,
