@@ -89,13 +89,14 @@ pub fn stats(
     let timed_window = start.is_some() || end.is_some();
     // Several files are one merged trace (one run of a multi-process job); a time window reads only its chunks.
     // Inputs that may stream are opened without decoding ahead: a stream reads its chunks in its own order.
-    let may_stream = window.choice.may_stream(files, timed_window || window.nvtx.is_some());
+    let may_stream = window.choice.may_stream(files, window.nvtx.is_some());
     let (readers, prefetched) = open_inputs(files, !timed_window && !may_stream).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if may_stream && window.choice.streams(&readers) {
-        return crate::streaming::stats(files, &readers, out, opts);
-    }
     let filter = filter(start, end, &[], &readers)?;
     let extents = timed_window.then(|| record_extents(&readers));
+    if may_stream && window.choice.streams(&readers, &filter) {
+        let window = extents.map(|extents| crate::streaming::Window { start, end, extents });
+        return crate::streaming::stats(files, &readers, out, opts, &filter, window);
+    }
     let mut trace =
         load_prefetched(files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);

@@ -36,7 +36,7 @@ use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::load::{Filter, LoadError, count_damage, open_inputs};
 use crate::recorder_threads::RecorderThreads;
-use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxRange};
+use crate::rows::{ApiCall, Kernel, Memcpy, MemoryOp, Memset, NvtxRange};
 use crate::timebase::{ClockCheck, TimeBase};
 use crate::trace::{JoinStats, Process, Trace};
 
@@ -73,6 +73,13 @@ pub struct Batch {
     /// For each kernel, then each copy, then each memset: the id of the NVTX ranges open around its launching
     /// call on the call's thread ([`RangeStacks::names`]; 0 = none, or no launching call known).
     pub gpu_ranges: Vec<u32>,
+    /// Allocations and frees (MEMORY2 records), in the window's chunk order (not sorted by time).
+    pub memory: Vec<MemoryOp>,
+    /// Every row of the windows still to come starts at or after this (trace time): the next window's first
+    /// chunk's earliest start, as its header claims (`u64::MAX` after the last window). What a consumer holds
+    /// before it can be settled (an interval union, a running sum in time order); a row of a damaged or forged
+    /// file may still start earlier, which the consumer must check.
+    pub later_rows_start_at: u64,
 }
 
 /// What a stream leaves when it is done.
@@ -115,12 +122,25 @@ pub fn stream_readers(
     paths: &[PathBuf],
     readers: &[Reader],
     opts: &StreamOptions,
+    consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<(Trace, StreamEnd), LoadError> {
+    stream_readers_in(paths, readers, opts, &Filter::default(), consume)
+}
+
+/// [`stream_readers`] over the records that `filter`'s `--start/--end` window keeps, as a load with that filter
+/// keeps them ([`crate::LoadOptions::filter`]): the chunks wholly outside the window are not decoded, the rows
+/// outside it are left out, and NVTX ranges are kept when they overlap it (the span too is that of the rows
+/// kept).
+pub fn stream_readers_in(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StreamOptions,
+    filter: &Filter,
     mut consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
 ) -> Result<(Trace, StreamEnd), LoadError> {
     if paths.len() > u16::MAX as usize {
         return Err(LoadError::TooMany(paths.len()));
     }
-    let filter = Filter::default();
     let mut trace = Trace::default();
     // A split recording's parts are one process on its first part's time base, as a whole load reads them: their
     // NVTX ranges and correlations pair across the parts' boundaries.
@@ -130,7 +150,7 @@ pub fn stream_readers(
     for &(i, proc) in &grouping.order {
         let (path, r) = (&paths[i], &readers[i]);
         let first = trace.processes.get(proc.index()).map(|p| p.time);
-        let (decoder, process) = open_file(proc, path, r, &filter, first)?;
+        let (decoder, process) = open_file(proc, path, r, filter, first)?;
         let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
         text_ids[i] = texts.collect::<Vec<NameId>>();
         decoders[i] = Some(decoder);
@@ -143,11 +163,22 @@ pub fn stream_readers(
     let decoders: Vec<FileDecoder<'_>> =
         decoders.into_iter().map(|d| d.expect("every input is in the grouping")).collect();
     // Every file's chunks in one time order (trace time: the files' clocks differ).
-    let mut chunks: Vec<(usize, ChunkInfo)> =
-        readers.iter().enumerate().flat_map(|(f, r)| r.activity_chunks().map(move |c| (f, c.clone()))).collect();
+    // Chunks wholly outside a --start/--end window are not read, as a load skips them.
+    let outside = |f: usize, c: &ChunkInfo| {
+        let time = decoders[f].time;
+        let (a, b) = (time.to_trace(c.header.t_min), time.to_trace(c.header.t_max));
+        c.header.t_max != 0 && (filter.start.is_some_and(|s| b < s) || filter.end.is_some_and(|e| a > e))
+    };
+    let mut chunks: Vec<(usize, ChunkInfo)> = readers
+        .iter()
+        .enumerate()
+        .flat_map(|(f, r)| r.activity_chunks().filter(move |c| !outside(f, c)).map(move |c| (f, c.clone())))
+        .collect();
     chunks.sort_by_key(|(f, c)| (decoders[*f].time.to_trace(c.header.t_min), *f, c.header.seq));
     let windows = cut_windows(&chunks, opts.window_bytes);
-    let mut state = ranges::RangeState::new(opts.horizon);
+    let first_start =
+        |w: &[(usize, ChunkInfo)]| w.first().map_or(u64::MAX, |(f, c)| decoders[*f].time.to_trace(c.header.t_min));
+    let mut state = ranges::RangeState::new(opts.horizon, filter.clone());
     let mut end = StreamEnd { chunks: chunks.len() as u64, windows: windows.len() as u64, ..Default::default() };
     let mut span = (u64::MAX, 0u64);
     let mut stats = vec![JoinStats::default(); trace.processes.len()];
@@ -171,12 +202,13 @@ pub fn stream_readers(
                 Err(p) => trace.processes[decoders[f].proc.index()].problems.push(p),
             }
         }
-        let batch = state.batch(rows, &mut span, &mut stats);
+        let mut batch = state.batch(rows, &mut span, &mut stats);
         let next = windows.get(i + 1);
+        batch.later_rows_start_at = next.map_or(u64::MAX, |w| first_start(w));
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }
-    state.finish(&mut stats);
+    state.finish(&mut stats, &mut span);
     end.launches_out_of_horizon = state.out_of_horizon;
     end.span = if span.0 == u64::MAX { (0, 0) } else { span };
     for (p, mut s) in trace.processes.iter_mut().zip(stats) {

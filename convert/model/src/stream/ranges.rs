@@ -12,6 +12,7 @@ use rustc_hash::FxHashMap;
 use super::Batch;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
+use crate::load::Filter;
 use crate::rows::NvtxRange;
 use crate::trace::JoinStats;
 
@@ -91,10 +92,13 @@ pub(super) struct RangeState {
     /// The highest correlation id evicted per file.
     evicted: FxHashMap<ProcId, u32>,
     pub out_of_horizon: u64,
+    /// A `--start/--end` window: ranges and instants outside it are left out of the batches and the span, as a
+    /// load leaves them out.
+    filter: Filter,
 }
 
 impl RangeState {
-    pub fn new(horizon: usize) -> RangeState {
+    pub fn new(horizon: usize, filter: Filter) -> RangeState {
         RangeState {
             open: FxHashMap::default(),
             threads: FxHashMap::default(),
@@ -104,6 +108,7 @@ impl RangeState {
             horizon: horizon.max(1),
             evicted: FxHashMap::default(),
             out_of_horizon: 0,
+            filter,
         }
     }
 
@@ -111,12 +116,21 @@ impl RangeState {
     /// ranges looked up; `span` widened to the window's rows, failed joins counted per file.
     pub fn batch(&mut self, rows: Vec<(ProcId, ChunkRows)>, span: &mut (u64, u64), stats: &mut [JoinStats]) -> Batch {
         let mut batch = Batch::default();
+        let windowed = self.filter.has_window();
         for (p, c) in &rows {
-            widen(span, c);
+            widen(span, c, !windowed);
             stats[p.index()].unmodelled_records +=
                 c.external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
         }
         self.walk_markers_and_calls(&rows, &mut batch, stats);
+        if windowed {
+            // Markers widen the span as the load keeps them: instants in the window, ranges overlapping it.
+            for (_, c) in &rows {
+                let instants = c.markers.iter().filter(|m| m.flags & INSTANT != 0);
+                instants.filter(|m| self.filter.keeps(m.ts, m.ts)).for_each(|m| see(span, m.ts, m.ts));
+            }
+            batch.ranges.iter().for_each(|r| see(span, r.start, r.end));
+        }
         // Every chunk's kernels, then every chunk's copies, then memsets: the order of the batch's tables.
         let kernels =
             rows.iter().flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0)));
@@ -137,6 +151,7 @@ impl RangeState {
         for c in &mut rows {
             batch.memsets.append(&mut c.memsets);
             batch.apis.append(&mut c.apis);
+            batch.memory.append(&mut c.memory);
         }
         self.evict();
         batch
@@ -210,6 +225,7 @@ impl RangeState {
             stats.nvtx_ends_without_start += 1;
             return;
         };
+        let kept = self.filter.keeps(s.ts, m.ts);
         let mut depth = 0;
         if let Some(stack) = self.threads.get_mut(&(proc, s.tid))
             && let Some(at) = stack.iter().rposition(|x| x.0 == m.id)
@@ -219,6 +235,9 @@ impl RangeState {
             if stack.is_empty() {
                 self.threads.remove(&(proc, s.tid));
             }
+        }
+        if !kept {
+            return;
         }
         batch.ranges.push(NvtxRange {
             proc,
@@ -245,22 +264,29 @@ impl RangeState {
         }
     }
 
-    /// The ranges never ended, counted per file.
-    pub fn finish(&mut self, stats: &mut [JoinStats]) {
-        for (proc, _) in self.open.keys() {
+    /// The ranges never ended, counted per file; in a `--start/--end` window, those it keeps widen the span by
+    /// their start (outside one, their start marker already did).
+    pub fn finish(&mut self, stats: &mut [JoinStats], span: &mut (u64, u64)) {
+        for ((proc, _), s) in &self.open {
             stats[proc.index()].nvtx_unclosed_ranges += 1;
+            if self.filter.has_window() && self.filter.keeps(s.ts, u64::MAX) {
+                see(span, s.ts, s.ts);
+            }
         }
         self.open.clear();
         self.threads.clear();
     }
 }
 
-/// Widens `span` to the earliest and latest timestamps of a chunk's rows (unclosed ranges by their start).
-fn widen(span: &mut (u64, u64), c: &ChunkRows) {
-    let mut see = |a: u64, b: u64| {
-        span.0 = span.0.min(a);
-        span.1 = span.1.max(b);
-    };
+fn see(span: &mut (u64, u64), a: u64, b: u64) {
+    span.0 = span.0.min(a);
+    span.1 = span.1.max(b);
+}
+
+/// Widens `span` to the earliest and latest timestamps of a chunk's rows (unclosed ranges by their start), its
+/// NVTX markers with `markers`.
+fn widen(span: &mut (u64, u64), c: &ChunkRows, markers: bool) {
+    let mut see = |a: u64, b: u64| see(span, a, b);
     c.kernels.iter().for_each(|r| see(r.start, r.end));
     c.memcpys.iter().for_each(|r| see(r.start, r.end));
     c.memsets.iter().for_each(|r| see(r.start, r.end));
@@ -269,7 +295,9 @@ fn widen(span: &mut (u64, u64), c: &ChunkRows) {
     c.overheads.iter().for_each(|r| see(r.start, r.end));
     c.memory.iter().for_each(|r| see(r.ts, r.ts));
     c.um.iter().for_each(|r| see(r.start, r.end));
-    c.markers.iter().for_each(|r| see(r.ts, r.ts));
+    if markers {
+        c.markers.iter().for_each(|r| see(r.ts, r.ts));
+    }
 }
 
 #[cfg(test)]
