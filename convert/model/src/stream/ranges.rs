@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Batch;
 use crate::decode::{ChunkRows, RawMarker};
@@ -95,6 +95,8 @@ pub(super) struct RangeState {
     /// A `--start/--end` window: ranges and instants outside it are left out of the batches and the span, as a
     /// load leaves them out.
     filter: Filter,
+    /// External ids (PyTorch's) of the last window whose call was not read yet: it may come in the next window.
+    externals_waiting: FxHashSet<CorrKey>,
 }
 
 impl RangeState {
@@ -109,6 +111,7 @@ impl RangeState {
             evicted: FxHashMap::default(),
             out_of_horizon: 0,
             filter,
+            externals_waiting: FxHashSet::default(),
         }
     }
 
@@ -123,6 +126,7 @@ impl RangeState {
                 c.external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
         }
         self.walk_markers_and_calls(&rows, &mut batch, stats);
+        self.match_externals(&rows, stats);
         if windowed {
             // Markers widen the span as the load keeps them: instants in the window, ranges overlapping it.
             for (_, c) in &rows {
@@ -253,6 +257,27 @@ impl RangeState {
         });
     }
 
+    /// Counts the external ids with no API call (`external_without_api`, as a load counts them: one per
+    /// correlation id of PyTorch's two kinds): those of the last window whose call did not come in this one either,
+    /// and keeps this window's unmatched ones for the next. One whose call may have fallen out of the horizon is
+    /// not counted.
+    fn match_externals(&mut self, rows: &[(ProcId, ChunkRows)], stats: &mut [JoinStats]) {
+        for key in std::mem::take(&mut self.externals_waiting) {
+            if !self.launches.contains_key(&key) {
+                stats[key.proc.index()].external_without_api += 1;
+            }
+        }
+        for (p, c) in rows {
+            let modelled = c.external.iter().filter(|e| e.0 == EXTERNAL_CUSTOM0 || e.0 == EXTERNAL_CUSTOM1);
+            for key in modelled.map(|e| CorrKey::new(*p, e.1)) {
+                let evicted = self.evicted.get(&key.proc).is_some_and(|&max| key.correlation <= max);
+                if !self.launches.contains_key(&key) && !evicted {
+                    self.externals_waiting.insert(key);
+                }
+            }
+        }
+    }
+
     /// Drops the oldest calls past the horizon, remembering the highest id dropped per file.
     fn evict(&mut self) {
         while self.launches.len() > self.horizon {
@@ -275,6 +300,9 @@ impl RangeState {
         }
         self.open.clear();
         self.threads.clear();
+        for key in self.externals_waiting.drain() {
+            stats[key.proc.index()].external_without_api += 1;
+        }
     }
 }
 
