@@ -85,8 +85,13 @@ for sec in ["kernels", "api", "memory_ops", "nvtx"]:
         else:
             assert a["median_ns"] == b["median_ns"], (sec, n)
 assert (w["gpu_time_ns"], w["span_ns"], w["joins"]) == (s["gpu_time_ns"], s["span_ns"], s["joins"])
+# Utilization's interval unions and the memory section's peaks, where the binary streams them.
+if "utilization" in s["sections"]:
+    assert w["utilization"] == s["utilization"], "utilization"
+    assert w["memory_peaks"] == s["memory_peaks"], "memory peaks"
 rows = sum(len(w[sec]) for sec in ["kernels", "api", "memory_ops", "nvtx"])
-print(f"streamed = whole on {rows} rows (exact figures); {s['stream']['estimated_rows']} sketch medians, worst {worst:.4%} off")
+util = f", {len(s['utilization'])} utilization and {len(s['memory_peaks'])} memory peak rows equal" if "utilization" in s["sections"] else ""
+print(f"streamed = whole on {rows} rows (exact figures){util}; {s['stream']['estimated_rows']} sketch medians, worst {worst:.4%} off")
 """
 
 names = list(jobs)

@@ -147,6 +147,9 @@ pub fn stats(
         if let Some(st) = &s.stream {
             eprintln!("cupti-convert: note: {}", stats::describe_stream(st));
         }
+        for w in &s.warnings {
+            eprintln!("cupti-convert: warning: {w}");
+        }
         stdout::print(&stats::render_csv(&s))?;
     } else {
         stdout::print(&stats::render_text(&s, out.text))?;

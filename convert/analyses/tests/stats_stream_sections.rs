@@ -202,7 +202,7 @@ fn a_chunk_header_claiming_a_later_start_than_its_rows_is_warned_about() {
     let readers = [cutr_format::Reader::open(&p).unwrap()];
     let opts = StatsOptions { sections: vec![Section::Utilization, Section::Memory], ..Default::default() };
     let stream_opts = StreamOptions { window_bytes: 1, ..Default::default() };
-    let (s, _) = stats::compute_streaming(&[p.clone()], &readers, &opts, 1000, &stream_opts).unwrap();
+    let (s, _) = stats::compute_streaming(std::slice::from_ref(&p), &readers, &opts, 1000, &stream_opts).unwrap();
     let want = [
         "utilization: 1726 GPU operations started before the chunk they were read in claims (a damaged or forged \
          chunk header): their time already settled is not counted again, so busy time may be understated \

@@ -49,8 +49,8 @@ pub struct StreamReport {
 pub fn describe(st: &StreamReport) -> String {
     let mut text = format!(
         "Streamed over {} chunks in {} windows (--stream; at most {} MB of records decoded at once): counts, totals, \
-         min, max and averages exact; medians exact up to {} instances, beyond from a sketch within {}% (marked ~, \
-         {} rows)",
+         min, max, averages, utilization and memory peaks exact; medians exact up to {} instances, beyond from a \
+         sketch within {}% (marked ~, {} rows)",
         crate::fmt::thousands(st.chunks),
         crate::fmt::thousands(st.windows),
         crate::fmt::thousands(st.largest_window_bytes.div_ceil(1 << 20)),

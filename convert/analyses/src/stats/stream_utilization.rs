@@ -15,6 +15,9 @@ use cutr_model::stream::Batch;
 
 use super::Utilization;
 
+/// A device (stream `None`) or one of its streams: a row of the section.
+type RowKey = (u32, Option<u32>);
+
 /// One device's or stream's intervals so far.
 #[derive(Default)]
 struct Union {
@@ -89,7 +92,7 @@ impl Union {
 #[derive(Default)]
 pub(super) struct StreamedUtilization {
     /// By (device, stream), `None` for the device as a whole: its order in the report.
-    unions: BTreeMap<(u32, Option<u32>), Union>,
+    unions: BTreeMap<RowKey, Union>,
     /// Rows that started inside time already settled (see the module).
     pub(super) late_rows: u64,
 }
@@ -99,7 +102,7 @@ impl StreamedUtilization {
         let kernels = b.kernels.iter().map(|k| (k.device, k.stream, k.start, k.end));
         let copies = b.memcpys.iter().map(|m| (m.device, m.stream, m.start, m.end));
         let sets = b.memsets.iter().map(|m| (m.device, m.stream, m.start, m.end));
-        let mut by_key: BTreeMap<(u32, Option<u32>), Vec<(u64, u64)>> = BTreeMap::new();
+        let mut by_key: BTreeMap<RowKey, Vec<(u64, u64)>> = BTreeMap::new();
         for (device, stream, start, end) in kernels.chain(copies).chain(sets) {
             by_key.entry((device, Some(stream))).or_default().push((start, end));
             by_key.entry((device, None)).or_default().push((start, end));
