@@ -85,6 +85,17 @@ fn utilization_peaks_and_a_time_window_stream_as_they_load() {
     assert_eq!(v["memory_peaks"].as_array().map(Vec::len), Some(0));
     let all = json_without_stream(&["stats", "--json", "--stream", "--report", "memory", fixture]);
     assert_eq!(all["memory_peaks"][0]["peak_bytes"].as_u64(), Some(9_437_192));
+    // The text shows memory in use and utilization as a load shows them.
+    let section = |args: &[&str], title: &str| -> Vec<String> {
+        let o = run(args);
+        let t = text(&o.stdout);
+        t.lines().skip_while(|l| !l.starts_with(title)).take_while(|l| !l.is_empty()).map(String::from).collect()
+    };
+    for title in ["Memory in use", "GPU utilization"] {
+        let whole = section(&["stats", "--wide", "--no-stream", fixture], title);
+        assert_eq!(whole, section(&["stats", "--wide", "--stream", fixture], title), "{title}");
+        assert!(whole.len() >= 3, "{title}: {whole:?}");
+    }
     // A window past the records keeps none, said as a load says it.
     let o = run(&["stats", "--stream", "--start", "100s", fixture]);
     assert!(o.status.success());
