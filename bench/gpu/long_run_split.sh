@@ -36,14 +36,8 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 mkdir -p "$w/bin"
 if ! "$nvcc" -O2 -arch="${CUDA_ARCH:-sm_90}" -lineinfo -std=c++17 -o "$w/bin/launch_loop" \
   "$repo/workloads/cuda/launch_loop.cu" > "$logs/build.log" 2>&1; then
-  echo "build.sh failed" > "$out/summary.txt"
-  # All parts into one Perfetto trace.
-t=$(date +%s%N)
-"${timev[@]}" "$bin/cupti-convert" "$w"/rec/run-*.cutr --perfetto -q -o "$w/together.perfetto-trace" \
-  2> "$logs/perfetto_together.stderr.log"
-echo "perfetto of all parts together: exit $?, $(( ($(date +%s%N) - t) / 1000000 )) ms, $(stat -c %s "$w/together.perfetto-trace" 2>/dev/null) bytes" >> "$out/together.txt"
-grep -E "Maximum resident" "$logs/perfetto_together.stderr.log" >> "$out/together.txt"
-tar -czf "$out/logs.tar.gz" -C "$w" logs
+  echo "nvcc failed to build launch_loop (logs.tar.gz: build.log)" > "$out/summary.txt"
+  tar -czf "$out/logs.tar.gz" -C "$w" logs
   exit 1
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$logs/gpu.txt" 2>&1

@@ -290,6 +290,14 @@ pub enum Command {
         /// HTA's "kernel wait" threshold (its `consecutive_kernel_delay`, 30 us).
         #[arg(long, value_name = "DUR", default_value = "30us")]
         gap_threshold: String,
+        /// Analyse only the records overlapping the window from this time on (seconds after the first record:
+        /// `3600`, `1h`, `90s`); only the chunks it needs are read, so a day-long recording is analysed an hour
+        /// at a time in the memory of an hour.
+        #[arg(long, value_name = "TIME")]
+        start: Option<String>,
+        /// ... up to this time (seconds after the first record).
+        #[arg(long, value_name = "TIME")]
+        end: Option<String>,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
     /// Exit code 3 when something regressed; 4 when less than half of the base's kernel time is in kernels the new
@@ -338,6 +346,17 @@ pub enum Command {
         /// on it; exit 3 when any rank regressed, 4 when any rank's sides are of different programs.
         #[arg(long)]
         by_rank: bool,
+        /// Stream each run over its chunks in time order in bounded memory instead of loading it whole (the default
+        /// when the recordings' records exceed 2 GiB decompressed, said on stderr): rows, counts, moments and
+        /// verdicts as a whole load gives them; NVTX ranges by the GPU work of each instance, GPU work whose launch
+        /// fell out of the last 1,048,576 launches of its run counted in none (the report says how much). Counter
+        /// averages are not compared when streaming (the report says so when the recordings have counters).
+        #[arg(long, conflicts_with = "no_stream")]
+        stream: bool,
+        /// Load the recordings whole, however large (counter averages compared; memory about the size of their
+        /// records).
+        #[arg(long)]
+        no_stream: bool,
     },
     /// Where kernels spend their time by function, source line and stall reason (a called function's samples also
     /// charged to its call sites), from a recording made with

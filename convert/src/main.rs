@@ -88,6 +88,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             markdown,
             all,
             by_rank,
+            stream,
+            no_stream,
         }) => {
             let opts = cutr_analyses::diff::DiffOptions {
                 threshold_pct: threshold,
@@ -96,16 +98,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ..Default::default()
             };
             let limits = reports::DiffLimits { min_delta, instance_floor, fail_on };
-            reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all, by_rank }, limits)
+            let choice = streaming::Choice::of(stream, no_stream);
+            reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all, by_rank, choice }, limits)
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
-        Some(Command::Analyze { files, step, json, markdown, gap_threshold }) => {
+        Some(Command::Analyze { files, step, json, markdown, gap_threshold, start, end }) => {
             let format = match (json, markdown) {
                 (true, _) => reports::AnalyzeFormat::Json,
                 (_, true) => reports::AnalyzeFormat::Markdown,
                 _ => reports::AnalyzeFormat::Text,
             };
-            reports::analyze(&files, step, &gap_threshold, format)
+            reports::analyze(&files, step, &gap_threshold, (start.as_deref(), end.as_deref()), format)
         }
         Some(Command::Source {
             files,

@@ -19,7 +19,7 @@ pub(crate) const EXIT_REGRESSION: u8 = 3;
 pub(crate) const EXIT_DIFFERENT_PROGRAMS: u8 = 4;
 
 /// The exit code of `diff` for its overall verdict.
-fn diff_exit_code(verdict: diff::Verdict) -> ExitCode {
+pub(crate) fn diff_exit_code(verdict: diff::Verdict) -> ExitCode {
     match verdict {
         diff::Verdict::Regression => ExitCode::from(EXIT_REGRESSION),
         diff::Verdict::DifferentPrograms => ExitCode::from(EXIT_DIFFERENT_PROGRAMS),
@@ -37,12 +37,11 @@ pub(crate) fn open_all(files: &[PathBuf]) -> Result<Vec<Reader>> {
     files.iter().map(|f| open(f)).collect()
 }
 
-/// Loads each file as its own trace (one run each), warning about each.
-fn load_runs(files: &[PathBuf]) -> Result<Vec<Trace>> {
-    let readers = open_all(files)?;
+/// Loads each opened file as its own trace (one run each), warning about each.
+fn load_runs(files: &[PathBuf], readers: &[Reader]) -> Result<Vec<Trace>> {
     files
         .iter()
-        .zip(&readers)
+        .zip(readers)
         .map(|(f, r)| {
             let t = load_readers(std::slice::from_ref(f), std::slice::from_ref(r), &LoadOptions::default())
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -267,13 +266,15 @@ pub enum AnalyzeFormat {
     Markdown,
 }
 
-/// `analyze`: the files are one job's ranks (or processes), analysed together.
+/// `analyze`: the files are one job's ranks (or processes), analysed together; `window`: `--start`/`--end`.
 pub fn analyze(
     files: &[PathBuf],
     step: Option<String>,
     gap_threshold: &str,
+    window: (Option<&str>, Option<&str>),
     format: AnalyzeFormat,
 ) -> Result<ExitCode> {
+    use crate::convert::{extents_text, filter, first_record, record_extents, window_text};
     use cutr_analyses::analyze;
     if step.as_deref() == Some("") {
         usage!("--step needs the start of the step ranges' names (e.g. --step \"step \")");
@@ -282,8 +283,23 @@ pub fn analyze(
     if !gap_threshold.trim().ends_with('s') {
         usage!("--gap-threshold needs a unit (e.g. 30us, 500ns): '{gap_threshold}'");
     }
-    let readers = open_all(files)?;
-    let mut trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (start, end) = window;
+    let timed_window = start.is_some() || end.is_some();
+    // A window reads only its chunks: nothing is decoded ahead.
+    let (readers, prefetched) = open_inputs(files, !timed_window).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let filter = filter(start, end, &[], &readers)?;
+    let origin = first_record(&readers);
+    let record_bytes = cutr_model::stream::record_bytes(&readers);
+    if !timed_window && record_bytes > crate::streaming::AUTO_STREAM_RECORD_BYTES {
+        eprintln!(
+            "cupti-convert: warning: analyze loads every record it reads ({} MB of records here, about as much \
+             memory): --start/--end analyses a window and reads only its chunks",
+            record_bytes >> 20
+        );
+    }
+    let extents = timed_window.then(|| record_extents(&readers));
+    let mut trace =
+        load_prefetched(files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
     // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give.
     for (path, r) in files.iter().zip(&readers) {
         for w in cutr_analyses::source::annotate(&mut trace, &[r]) {
@@ -292,7 +308,26 @@ pub fn analyze(
     }
     drop(readers);
     warn_all(&trace);
-    let a = analyze::analyze(&trace, &analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns });
+    if let Some(extents) = &extents
+        && trace.records() == 0
+    {
+        eprintln!(
+            "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the first \
+             record)",
+            window_text(start, end),
+            extents_text(extents)
+        );
+    }
+    let mut a = analyze::analyze(&trace, &analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns });
+    if timed_window {
+        // Times print from the recording's first record, where the window counts from, not the window's.
+        a.first_record_ns = origin;
+        a.launch.first_record_ns = origin;
+        a.window = Some(format!(
+            "records overlapping {} (from the first record): the span of each GPU is that of its kept records",
+            window_text(start, end)
+        ));
+    }
     timing::mark("analyze");
     if let Some(p) = &step
         && a.steps.is_empty()
@@ -322,6 +357,8 @@ pub struct DiffArgs {
     pub all: bool,
     /// Compare rank by rank (each side one job's files).
     pub by_rank: bool,
+    /// `--stream`, `--no-stream` or neither.
+    pub choice: crate::streaming::Choice,
 }
 
 /// The options of `diff` given as text, parsed here so that a wrong one is a usage error.
@@ -366,8 +403,18 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
         fail_on,
         ..a.opts
     };
-    let b = load_runs(&base)?;
-    let n = load_runs(&new)?;
+    let mut readers = open_all(&base)?;
+    readers.extend(open_all(&new)?);
+    let all: Vec<PathBuf> = base.iter().chain(&new).cloned().collect();
+    if a.choice.may_stream(&all, false) && a.choice.streams(&readers, &Filter::default()) {
+        let output = crate::streaming::DiffOutput { json: a.json, markdown: a.markdown, all: a.all };
+        let report = crate::streaming::diff(&base, &new, readers, &opts, a.by_rank, output)?;
+        return Ok(diff_exit_code(report));
+    }
+    let new_readers = readers.split_off(base.len());
+    let b = load_runs(&base, &readers)?;
+    let n = load_runs(&new, &new_readers)?;
+    drop((readers, new_readers));
     if a.by_rank {
         let report = diff::diff_by_rank(&b, &n, &opts);
         timing::mark("diff");

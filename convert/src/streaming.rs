@@ -157,6 +157,83 @@ pub fn stats(
     Ok(ExitCode::SUCCESS)
 }
 
+/// How `diff` prints.
+pub struct DiffOutput {
+    pub json: bool,
+    pub markdown: bool,
+    pub all: bool,
+}
+
+/// `diff` (or `diff --by-rank`) with each run streamed over its opened inputs (`readers`: the base's, then the
+/// new's); prints the report and returns its verdict.
+pub fn diff(
+    base: &[PathBuf],
+    new: &[PathBuf],
+    mut readers: Vec<Reader>,
+    opts: &cutr_analyses::diff::DiffOptions,
+    by_rank: bool,
+    out: DiffOutput,
+) -> Result<cutr_analyses::diff::Verdict> {
+    use cutr_analyses::diff;
+    let new_readers = readers.split_off(base.len());
+    let sides = (
+        diff::StreamedSide { paths: base, readers: &readers },
+        diff::StreamedSide { paths: new, readers: &new_readers },
+    );
+    let stream_opts = StreamOptions::default();
+    let no_metadata = |e: LoadError| match e {
+        LoadError::NoMetadata { .. } => {
+            anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
+        }
+        e => anyhow::anyhow!("{e}"),
+    };
+    let warn_inputs = |traces: &[cutr_model::Trace]| {
+        for t in traces {
+            for (file, w) in input_warnings(t, &Filter::default()) {
+                warn(file, &w);
+            }
+        }
+    };
+    if by_rank {
+        let (report, traces) =
+            diff::diff_by_rank_streaming(sides.0, sides.1, opts, &stream_opts).map_err(no_metadata)?;
+        warn_inputs(&traces);
+        cutr_model::timing::mark("diff");
+        for w in &report.warnings {
+            eprintln!("cupti-convert: warning: {w}");
+        }
+        if report.ranks.is_empty() {
+            anyhow::bail!("--by-rank: no rank is on both sides, nothing to compare");
+        }
+        if let Some(s) = report.ranks.first().and_then(|r| r.report.stream.as_ref()) {
+            eprintln!("cupti-convert: note: {}", diff::describe_stream(s));
+        }
+        if out.json {
+            stdout::println(&serde_json::to_string_pretty(&report)?)?;
+        } else if out.markdown {
+            stdout::print(&diff::render_by_rank_markdown(&report, 50))?;
+        } else {
+            stdout::print(&diff::render_by_rank_text(&report, out.all))?;
+        }
+        return Ok(report.verdict);
+    }
+    let (mut report, traces) = diff::diff_streaming(sides.0, sides.1, opts, &stream_opts).map_err(no_metadata)?;
+    warn_inputs(&traces);
+    crate::source_diff::link_lines(&mut report, base, new, opts.normalize_templates)?;
+    cutr_model::timing::mark("diff");
+    for w in &report.warnings {
+        eprintln!("cupti-convert: warning: {w}");
+    }
+    if out.json {
+        stdout::println(&serde_json::to_string_pretty(&report)?)?;
+    } else if out.markdown {
+        stdout::print(&diff::render_markdown(&report, 20))?;
+    } else {
+        stdout::print(&diff::render_text(&report, out.all))?;
+    }
+    Ok(report.verdict)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -217,3 +217,46 @@ fn bad_input_is_refused_with_one_line() {
     assert_eq!(o.status.code(), Some(0));
     assert!(stderr_lines(&o).iter().any(|l| l.contains("no closed NVTX range")), "{}", text(&o.stderr));
 }
+
+#[test]
+fn a_window_analyses_the_records_it_keeps_and_times_count_from_the_first_record() {
+    let f = fixture("pytorch_loop.cutr");
+    let whole = analyze_json(&[&f], &[]);
+    let a = analyze_json(&[&f], &["--start", "5", "--end", "5.5"]);
+    assert_eq!(
+        a["window"],
+        "records overlapping --start 5 --end 5.5 (from the first record): the span of each GPU is that of its kept \
+         records"
+    );
+    assert!(whole.get("window").is_none(), "no window, no field");
+    // Launch outliers' times still count from the recording's first record, where --start counts from.
+    assert_eq!(a["first_record_ns"], whole["first_record_ns"]);
+    // The GPU's span is that of the GPU work the model keeps in the window, found here without analyze.
+    let first = u(&whole["first_record_ns"]);
+    let filter = cutr_model::Filter {
+        start: Some(first + 5_000_000_000),
+        end: Some(first + 5_500_000_000),
+        ..Default::default()
+    };
+    let t = cutr_model::load(std::slice::from_ref(&f), &cutr_model::LoadOptions { filter }).unwrap();
+    let ops = t.kernels.iter().map(|k| (k.start, k.end));
+    let ops = ops.chain(t.memcpys.iter().map(|m| (m.start, m.end))).chain(t.memsets.iter().map(|m| (m.start, m.end)));
+    let (lo, hi) = ops.fold((u64::MAX, 0), |(lo, hi), (s, e)| (lo.min(s), hi.max(e)));
+    let b = &a["gpus"][0]["budget"];
+    assert_eq!((u(&b["start"]), u(&b["end"]), u(&b["span_ns"])), (lo, hi, 469_370_645));
+    check_sums(b, &a["gpus"][0]["idle"], "window");
+    assert_eq!(u(&b["computation_ns"]), 36_842_459);
+    // A window past the records says where they are.
+    let o = run(&["analyze", f.to_str().unwrap(), "--start", "50"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        text(&o.stderr).contains(
+            "the window --start 50 keeps no record: the records lie at 0.000-0.164 s, 0.817-0.820 s, 4.819-5.494 s \
+             and 5.821-5.822 s (seconds after the first record)"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = run(&["analyze", f.to_str().unwrap(), "--start", "2", "--end", "1"]);
+    assert_eq!((o.status.code(), text(&o.stderr).contains("--end is before --start")), (Some(2), true));
+}

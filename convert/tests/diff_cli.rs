@@ -145,3 +145,50 @@ fn diff_options_move_rows_between_reported_and_judged() {
         }
     }
 }
+
+/// `diff --stream` gives the loaded diff's report (the JSON equal but for its `stream` part) and exit code, says
+/// how it streamed, and names what it did not compare; `--by-rank` streams too.
+#[test]
+fn diff_streamed_gives_the_loaded_report() {
+    let (base, new) = (fixture("regress/base_a.cutr"), fixture("regress/heavy_a.cutr"));
+    let json = |extra: &[&str]| -> (Option<i32>, serde_json::Value) {
+        let mut args = vec!["diff", path_str(&base), path_str(&new), "--json"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        (o.status.code(), serde_json::from_slice(&o.stdout).unwrap())
+    };
+    let (whole_code, whole) = json(&["--no-stream"]);
+    let (code, mut streamed) = json(&["--stream"]);
+    assert_eq!((whole_code, code), (Some(3), Some(3)));
+    let stream = streamed.as_object_mut().unwrap().remove("stream").unwrap();
+    assert_eq!(whole, streamed);
+    assert_eq!((stream["runs"].as_u64(), stream["launches_out_of_horizon"].as_u64()), (Some(2), Some(0)));
+    assert_eq!(stream["launch_horizon"], 1_048_576);
+    let o = run(&["diff", "--stream", path_str(&base), path_str(&new)]);
+    let out = text(&o.stdout);
+    assert!(out.lines().nth(2).unwrap().starts_with("Streamed 2 runs over "), "{out}");
+    // A recording with counters: the streamed report says they were not compared.
+    let c = fixture("counter_workload.cutr");
+    let o = run(&["diff", "--stream", path_str(&c), path_str(&c)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout)
+            .contains("; not compared when streaming: counter averages per kernel (--no-stream compares them)"),
+        "{}",
+        text(&o.stdout)
+    );
+    let o = run(&["diff", "--stream", "--no-stream", path_str(&base), path_str(&new)]);
+    assert_eq!(o.status.code(), Some(2));
+    // Rank by rank: the same ranks and verdicts, the stream said on stderr.
+    let (ba, bb) = (base.display().to_string(), fixture("regress/base_b.cutr").display().to_string());
+    let ha = new.display().to_string();
+    let by_rank = |flag: &str| run(&["diff", "--by-rank", "--json", flag, "--base", &ba, &bb, "--new", &ha, &bb]);
+    let (w, s) = (by_rank("--no-stream"), by_rank("--stream"));
+    assert_eq!((w.status.code(), s.status.code()), (Some(3), Some(3)));
+    let mut s_json: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    for r in s_json["ranks"].as_array_mut().unwrap() {
+        r["report"].as_object_mut().unwrap().remove("stream").unwrap();
+    }
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&w.stdout).unwrap(), s_json);
+    assert!(text(&s.stderr).contains("cupti-convert: note: Streamed 4 runs over "), "{}", text(&s.stderr));
+}

@@ -191,7 +191,7 @@ fn counts_below_the_samples_or_overflowing_are_said() {
         [
             "1 PC sample collections hold more samples (861855) than CUPTI took in them (1000): their PC records \
              are damaged",
-            "PC samples lost: 2000 dropped by the hardware, 0 collections with the hardware buffer full (a longer \
+            "PC samples lost: 2,000 dropped by the hardware, 0 collections with the hardware buffer full (a longer \
              --pc-period samples less)",
         ]
     );
@@ -199,8 +199,10 @@ fn counts_below_the_samples_or_overflowing_are_said() {
     let (o, lines) = source_and_pprof(&f);
     assert_eq!(
         lines,
-        ["PC samples lost: 18446744073709551615 dropped by the hardware, 0 collections with the hardware buffer \
-             full (a longer --pc-period samples less)"]
+        [
+            "PC samples lost: 18,446,744,073,709,551,615 dropped by the hardware, 0 collections with the hardware buffer \
+             full (a longer --pc-period samples less)"
+        ]
     );
     assert_eq!(
         summary(&o),
@@ -225,7 +227,7 @@ fn real_ring_dumps_with_and_without_their_stall_reason_tables() {
              a context's first collection only, which a --ring dump can leave out; without it reasons have no names \
              and their *_not_issued duplicates cannot be told apart): left out"
                 .to_string(),
-            "PC samples lost: 0 dropped by the hardware, 1 collections with the hardware buffer full (a longer \
+            "PC samples lost: 0 dropped by the hardware, 1 collection with the hardware buffer full (a longer \
              --pc-period samples less)"
                 .to_string(),
         ]

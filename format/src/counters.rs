@@ -112,7 +112,8 @@ impl CounterSamples {
     /// Checks a chunk as [`CounterSamples::from_bytes`] reads it (the flatbuffer verified, the columns in
     /// agreement) without copying its names and readings out; returns its device. For `info`, which reads every
     /// chunk of a file and keeps none.
-    pub fn check(bytes: &[u8]) -> Result<u32, ChunkError> {
+    /// Checks a chunk's columns without copying them: its device and how many samples it holds.
+    pub fn check(bytes: &[u8]) -> Result<(u32, usize), ChunkError> {
         let s = flatbuffers::root::<fb::CounterSamples>(bytes)
             .map_err(|e| ChunkError::Malformed(format!("counter samples: {e}")))?;
         let len = |n: Option<usize>| n.unwrap_or(0);
@@ -122,7 +123,7 @@ impl CounterSamples {
             len(s.values().map(|v| v.len())),
             len(s.metrics().map(|v| v.len())),
         )?;
-        Ok(s.device())
+        Ok((s.device(), len(s.t_start().map(|v| v.len()))))
     }
 }
 
@@ -167,7 +168,7 @@ mod tests {
     #[test]
     fn columns_that_disagree_are_damage() {
         let mut s = sample();
-        assert_eq!(CounterSamples::check(&s.to_bytes()).unwrap(), 1);
+        assert_eq!(CounterSamples::check(&s.to_bytes()).unwrap(), (1, s.len()));
         s.values.pop();
         let want = ChunkError::Malformed("counter samples: 2 starts, 2 ends and 3 values for 2 metrics".into());
         assert_eq!(CounterSamples::from_bytes(&s.to_bytes()).unwrap_err().to_string(), want.to_string());

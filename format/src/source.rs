@@ -66,6 +66,24 @@ pub struct PcSamples {
 }
 
 impl PcSamples {
+    /// Samples per stall reason index in the collection, every PC's summed (reasons by index, in order).
+    pub fn samples_by_reason(&self) -> std::collections::BTreeMap<u32, u64> {
+        let mut by = std::collections::BTreeMap::new();
+        for &(reason, n) in self.pcs.iter().flat_map(|r| &r.stalls) {
+            *by.entry(reason).or_default() += u64::from(n);
+        }
+        by
+    }
+
+    /// Samples in the collection, given its context's stall-reason table (`table`: the collection's own, or its
+    /// context's first where an older file has it only there): the reasons the table names `*_not_issued` are
+    /// left out (with `--stall-reasons all`, CUPTI counts a sample that did not issue twice: under its reason and
+    /// under the reason's `_not_issued` twin).
+    pub fn samples(&self, table: &[(u32, String)]) -> u64 {
+        let twin = |reason: u32| table.iter().any(|(i, name)| *i == reason && name.ends_with("_not_issued"));
+        self.samples_by_reason().into_iter().filter(|(reason, _)| !twin(*reason)).map(|(_, n)| n).sum()
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = FlatBufferBuilder::with_capacity(256 + self.pcs.len() * 96);
         let reasons: Vec<_> = self

@@ -136,3 +136,24 @@ fn twenty_thousand_metrics_fill_a_bounded_report_and_say_what_is_left_out() {
 fn load_again(dir: &tempfile::TempDir, name: &str) -> Trace {
     load(&[dir.path().join(name)], &LoadOptions::default()).unwrap()
 }
+
+#[test]
+fn counter_samples_taken_while_nothing_ran_are_warned_not_left_silent() {
+    // As a part of a --split recording can hold them: samples after the last record (the kernels that ran then
+    // were delivered to the next part). Three metrics, 50 samples, one to two seconds past the recording.
+    let dir = tempfile::tempdir().unwrap();
+    let (_, t) = recording(&dir, "after.cutr", |t| {
+        vec![metric_flood((t.t_max + 1_000_000_000, t.t_max + 2_000_000_000), 3, 50, 0, steps)]
+    });
+    let s = counters(&t);
+    assert_eq!(s.counters.len(), 0);
+    assert_eq!(
+        s.warnings,
+        ["3 counter series were recorded, but no kernel, copy or NVTX range ran while their samples were taken: no \
+          averages (read a --split recording's parts together)"]
+    );
+    // The same samples over the recording's own time give rows and no such warning.
+    let (_, t) = recording(&dir, "during.cutr", |t| vec![metric_flood((t.t_min, t.t_max), 3, 50, 0, steps)]);
+    let s = counters(&t);
+    assert!(!s.counters.is_empty() && s.warnings.is_empty(), "{:?}", s.warnings);
+}

@@ -79,3 +79,32 @@ fn info_says_which_side_chunks_it_parsed() {
         "{text}"
     );
 }
+
+#[test]
+fn info_counts_the_samples_its_side_chunks_hold() {
+    let count = |name: &str| {
+        let report = info::report(&Reader::from_bytes(fixture(name)).unwrap());
+        (report.pc_samples, report.counter_samples, info::render_text(&report))
+    };
+    // `source` reports the same 24,231,584 and 861,855 samples. The second fixture was recorded before every
+    // collection carried its stall-reason table: its later collections are named by their context's first, and
+    // the `*_not_issued` twins that table names are left out (summed with them the stall counts are 1,356,110).
+    let (pcs, counters, text) = count("calls_workload_pcs.cutr");
+    assert_eq!((pcs, counters), (24_231_584, 0));
+    assert!(text.contains("samples       24,231,584 PC samples, 0 counter samples\n"), "{text}");
+    assert_eq!(count("source_workload_pcs.cutr").0, 861_855);
+    let reader = Reader::from_bytes(fixture("source_workload_pcs.cutr")).unwrap();
+    let with_twins: u64 = reader
+        .chunks()
+        .iter()
+        .filter(|c| c.chunk_type() == ChunkType::PcSamples)
+        .map(|c| cutr_format::PcSamples::from_bytes(&reader.payload(c).unwrap()).unwrap())
+        .map(|p| p.samples_by_reason().values().sum::<u64>())
+        .sum();
+    assert_eq!(with_twins, 1_356_110);
+    // Counter samples: one per source, device and time, as the recorder's summary line counts them.
+    let (pcs, counters, _) = count("counter_workload.cutr");
+    assert_eq!((pcs, counters), (0, 26_103));
+    assert_eq!(count("counter_two_gpus.cutr").1, 9_575);
+    assert!(!count("pytorch_loop.cutr").2.contains("samples  "), "no samples line without samples");
+}

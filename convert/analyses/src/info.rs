@@ -87,6 +87,10 @@ pub struct InfoReport {
     /// Side chunks whose payloads were parsed (cubins, PC samples, counter samples, graph events, session
     /// metadata), by chunk type: beyond every chunk's checksum and every activity chunk's records.
     pub side_chunks_parsed: BTreeMap<String, u64>,
+    /// PC samples in the file's PC-sample chunks (each stall reason's count at each PC, summed: the recorder's
+    /// summary line counts them so), and counter samples in its counters chunks (one per source, device and time).
+    pub pc_samples: u64,
+    pub counter_samples: u64,
     pub problems: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -223,6 +227,8 @@ pub fn report(reader: &Reader) -> InfoReport {
         unparsed_bytes: verification.unparsed_bytes,
         unknown_record_kinds: verification.unknown_kinds.clone(),
         side_chunks_parsed: side.verified,
+        pc_samples: side.pc_samples,
+        counter_samples: side.counter_samples,
         problems: problems.iter().map(|p| p.to_string()).collect(),
         warnings,
     }
@@ -335,6 +341,14 @@ pub fn render_text(r: &InfoReport) -> String {
     let parsed: Vec<String> = r.side_chunks_parsed.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let parsed = if parsed.is_empty() { String::new() } else { format!("; side chunks parsed: {}", parsed.join(", ")) };
     line(&mut o, "checked", format!("every chunk's checksum, every activity chunk's records{parsed}"));
+    if r.pc_samples > 0 || r.counter_samples > 0 {
+        let samples = format!(
+            "{} PC samples, {} counter samples",
+            crate::fmt::thousands(r.pc_samples),
+            crate::fmt::thousands(r.counter_samples)
+        );
+        line(&mut o, "samples", samples);
+    }
     line(&mut o, "loss", loss);
     for n in &r.loss_notes {
         line(&mut o, "", format!("note: {n}"));

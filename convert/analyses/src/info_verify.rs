@@ -23,6 +23,22 @@ pub(crate) struct SideCheck {
     pub warnings: Vec<String>,
     /// Side chunks decoded, by type name.
     pub verified: BTreeMap<String, u64>,
+    /// What the decoded chunks hold: PC samples (every stall reason's count at every PC, as the recorder's
+    /// summary counts them) and counter samples (one per source, device and time).
+    pub pc_samples: u64,
+    pub counter_samples: u64,
+}
+
+/// A PC-sample collection's context, samples per stall reason index, and its own stall-reason table.
+type PcCollection = (u32, BTreeMap<u32, u64>, Vec<(u32, String)>);
+
+/// What one side chunk holds that `info` counts.
+#[derive(Default)]
+struct Decoded {
+    /// A counters chunk's device.
+    device: Option<u32>,
+    pc: Option<PcCollection>,
+    counter_samples: u64,
 }
 
 /// Decodes every blob, PC-sample, counters and graphs chunk, and every metadata chunk the reader did not, except
@@ -47,7 +63,7 @@ pub(crate) fn side_chunks(r: &Reader, known: &[Problem]) -> SideCheck {
         .collect();
     let (cubins, others): (Vec<&ChunkInfo>, Vec<&ChunkInfo>) =
         chunks.into_iter().partition(|c| c.chunk_type() == ChunkType::Blob);
-    let mut results: Vec<(&ChunkInfo, Result<Option<u32>, ChunkError>)> =
+    let mut results: Vec<(&ChunkInfo, Result<Decoded, ChunkError>)> =
         cubins.into_iter().map(|c| (c, decode(r, c))).collect();
     results.extend(others.par_iter().map(|c| (*c, decode(r, c))).collect::<Vec<_>>());
     results.sort_by_key(|(c, _)| c.offset);
@@ -55,11 +71,22 @@ pub(crate) fn side_chunks(r: &Reader, known: &[Problem]) -> SideCheck {
     let devices: Vec<u32> = r.metadata().map(|m| m.devices.iter().map(|d| d.id).collect()).unwrap_or_default();
     let mut check = SideCheck::default();
     let mut unknown_devices: BTreeMap<u32, u64> = BTreeMap::new();
+    // A collection without its own stall-reason table (files before issue 28) takes its context's first.
+    let mut tables: BTreeMap<u32, Vec<(u32, String)>> = BTreeMap::new();
     for (c, result) in results {
         match result {
-            Ok(device) => {
+            Ok(decoded) => {
                 *check.verified.entry(c.chunk_type().name()).or_default() += 1;
-                if let Some(d) = device.filter(|d| !devices.is_empty() && !devices.contains(d)) {
+                if let Some((context, by_reason, own)) = decoded.pc {
+                    let table = if own.is_empty() { tables.get(&context).cloned().unwrap_or_default() } else { own };
+                    if !table.is_empty() {
+                        tables.entry(context).or_insert_with(|| table.clone());
+                    }
+                    let twin = |reason: u32| table.iter().any(|(i, n)| *i == reason && n.ends_with("_not_issued"));
+                    check.pc_samples += by_reason.into_iter().filter(|(r, _)| !twin(*r)).map(|(_, n)| n).sum::<u64>();
+                }
+                check.counter_samples += decoded.counter_samples;
+                if let Some(d) = decoded.device.filter(|d| !devices.is_empty() && !devices.contains(d)) {
                     *unknown_devices.entry(d).or_default() += 1;
                 }
             }
@@ -83,14 +110,19 @@ pub(crate) fn side_chunks(r: &Reader, known: &[Problem]) -> SideCheck {
     check
 }
 
-/// Decodes one side chunk and drops it; for a counters chunk, returns its device.
-fn decode(r: &Reader, c: &ChunkInfo) -> Result<Option<u32>, ChunkError> {
+/// Decodes one side chunk and drops it, keeping what it holds that `info` counts.
+fn decode(r: &Reader, c: &ChunkInfo) -> Result<Decoded, ChunkError> {
     let raw = r.payload(c)?;
     match c.chunk_type() {
-        ChunkType::Blob => CubinBlob::from_bytes(&raw).map(|_| None),
-        ChunkType::PcSamples => PcSamples::from_bytes(&raw).map(|_| None),
-        ChunkType::Counters => CounterSamples::check(&raw).map(Some),
-        ChunkType::Graphs => GraphEvents::from_bytes(&raw).map(|_| None),
-        _ => SessionMetadata::from_bytes(&raw).map(|_| None),
+        ChunkType::Blob => CubinBlob::from_bytes(&raw).map(|_| Decoded::default()),
+        ChunkType::PcSamples => PcSamples::from_bytes(&raw)
+            .map(|p| Decoded { pc: Some((p.context, p.samples_by_reason(), p.stall_reasons)), ..Decoded::default() }),
+        ChunkType::Counters => CounterSamples::check(&raw).map(|(device, samples)| Decoded {
+            device: Some(device),
+            counter_samples: samples as u64,
+            ..Decoded::default()
+        }),
+        ChunkType::Graphs => GraphEvents::from_bytes(&raw).map(|_| Decoded::default()),
+        _ => SessionMetadata::from_bytes(&raw).map(|_| Decoded::default()),
     }
 }

@@ -338,7 +338,7 @@ fn write_source(st: &mut WriterState, c: crate::pc_sampling::Collected) {
                 ring.push_cubin(cubin);
             }
             Collected::Samples(p) => {
-                st.pc_samples += p.pcs.iter().flat_map(|r| &r.stalls).map(|&(_, n)| u64::from(n)).sum::<u64>();
+                st.pc_samples += p.samples(&p.stall_reasons);
                 st.pc_samples_dropped += p.dropped_samples;
                 st.loss.pc_samples_dropped += p.dropped_samples;
                 st.loss.pc_collections_buffer_full += u64::from(p.hardware_buffer_full);
@@ -358,7 +358,7 @@ fn write_source(st: &mut WriterState, c: crate::pc_sampling::Collected) {
     match c {
         Collected::Cubin(_) => st.cubins += 1,
         Collected::Samples(p) => {
-            st.pc_samples += p.pcs.iter().flat_map(|r| &r.stalls).map(|&(_, n)| u64::from(n)).sum::<u64>();
+            st.pc_samples += p.samples(&p.stall_reasons);
             st.pc_samples_dropped += p.dropped_samples;
             st.loss.pc_samples_dropped += p.dropped_samples;
             st.loss.pc_collections_buffer_full += u64::from(p.hardware_buffer_full);

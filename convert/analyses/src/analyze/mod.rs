@@ -48,6 +48,9 @@ impl Default for AnalyzeOptions {
 pub struct Analysis {
     /// The earliest record of any file (ns): the origin of the text's times, as of `--start`/`--end`.
     pub first_record_ns: u64,
+    /// `--start`/`--end`: which records were analysed; `None` for all of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<String>,
     pub step_source: StepSource,
     pub gpus: Vec<GpuAnalysis>,
     pub launch: launch::LaunchHealth,
@@ -165,7 +168,7 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
         types::Outcome::Clean { .. } => (1, types::Severity::Low),
         types::Outcome::CannotJudge { .. } => (2, types::Severity::Low),
     });
-    Analysis { first_record_ns: trace.span().0, step_source, gpus, launch, findings, steps }
+    Analysis { first_record_ns: trace.span().0, window: None, step_source, gpus, launch, findings, steps }
 }
 
 /// Every kernel, memcpy and memset, by (file, device).

@@ -86,6 +86,9 @@ fn step_spread(g: &GpuAnalysis) -> Option<(u64, u64, u64, String)> {
 /// The text report.
 pub fn render_text(a: &Analysis) -> String {
     let mut o = String::new();
+    if let Some(w) = &a.window {
+        let _ = writeln!(o, "Window: {w}\n");
+    }
     let _ = writeln!(o, "Time budget per GPU (ms and share of the span; parts add up to the span)");
     let _ = writeln!(
         o,
@@ -219,7 +222,11 @@ fn finding_text(o: &mut String, r: &RuleResult, first_record_ns: u64) {
 
 /// The Markdown report (a pull-request or CI comment).
 pub fn render_markdown(a: &Analysis) -> String {
-    let mut o = String::from("## cutr analyze\n\n### Time budget per GPU (ms, share of the span)\n\n");
+    let mut o = String::from("## cutr analyze\n\n");
+    if let Some(w) = &a.window {
+        let _ = writeln!(o, "Window: {w}\n");
+    }
+    o.push_str("### Time budget per GPU (ms, share of the span)\n\n");
     o.push_str("| GPU | file | span | computation | comm. exposed | comm. overlapped | copies exposed | idle |\n");
     o.push_str("|---|---|---:|---:|---:|---:|---:|---:|\n");
     for g in &a.gpus {

@@ -13,6 +13,7 @@ use cutr_model::Trace;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::inputs::RunInput;
 use super::{DiffOptions, Report, Row, Verdict};
 
 /// One rank's comparison.
@@ -38,6 +39,12 @@ pub struct ByRankReport {
 
 /// Compares `base` and `new` (one trace per file) rank by rank.
 pub fn diff_by_rank(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> ByRankReport {
+    let (b, n) = super::inputs_of(base, new, opts);
+    by_rank_inputs(&b, &n, opts)
+}
+
+/// [`diff_by_rank`] over runs however they were read.
+pub(super) fn by_rank_inputs(base: &[RunInput], new: &[RunInput], opts: &DiffOptions) -> ByRankReport {
     let mut warnings = Vec::new();
     let b = ranks_of(base, &mut warnings);
     let n = ranks_of(new, &mut warnings);
@@ -46,10 +53,9 @@ pub fn diff_by_rank(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> ByRank
     let ranks: Vec<RankDiff> = pairs
         .par_iter()
         .map(|&(rank, bi, ni)| {
-            // `diff` takes runs as a slice of traces; a rank's runs are picked out by index without copying rows.
-            let b: Vec<&Trace> = bi.iter().map(|&i| &base[i]).collect();
-            let n: Vec<&Trace> = ni.iter().map(|&i| &new[i]).collect();
-            RankDiff { rank, report: super::diff_views(&b, &n, opts) }
+            let b: Vec<&RunInput> = bi.iter().map(|&i| &base[i]).collect();
+            let n: Vec<&RunInput> = ni.iter().map(|&i| &new[i]).collect();
+            RankDiff { rank, report: super::compare_inputs(&b, &n, opts) }
         })
         .collect();
     let only = |x: &BTreeMap<u32, Vec<usize>>, y: &BTreeMap<u32, Vec<usize>>| -> Vec<u32> {
@@ -88,17 +94,16 @@ fn list(r: &[u32]) -> String {
 
 /// Rank -> indices of the side's traces. Files without a rank take their position when no file of the side has
 /// one; otherwise they are left out with a warning (torchrun's launcher records no rank and no GPU work).
-fn ranks_of(side: &[Trace], warnings: &mut Vec<String>) -> BTreeMap<u32, Vec<usize>> {
-    let rank = |t: &Trace| t.processes.first().and_then(|p| p.rank()).map(|r| r.rank);
-    let any_ranked = side.iter().any(|t| rank(t).is_some());
+fn ranks_of(side: &[RunInput], warnings: &mut Vec<String>) -> BTreeMap<u32, Vec<usize>> {
+    let any_ranked = side.iter().any(|r| r.rank.is_some());
     let mut out: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, t) in side.iter().enumerate() {
-        match (rank(t), any_ranked) {
+        match (t.rank, any_ranked) {
             (Some(r), _) => out.entry(r).or_default().push(i),
             (None, false) => out.entry(i as u32).or_default().push(i),
             (None, true) => {
-                let file = t.processes.first().map_or_else(String::new, |p| p.path.display().to_string());
-                let gpu = if t.kernels.is_empty() && t.memcpys.is_empty() { "no GPU work" } else { "GPU work" };
+                let file = t.files.first().cloned().unwrap_or_default();
+                let gpu = if t.gpu_work { "GPU work" } else { "no GPU work" };
                 warnings.push(format!(
                     "{file}: no rank in its metadata (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID) beside \
                      files that have one: left out of --by-rank ({gpu})"

@@ -18,11 +18,14 @@
 //! programs**, whatever the rows say.
 
 mod by_rank;
+mod families;
+mod inputs;
 mod judge;
 mod lines;
 mod render;
 mod samples;
 mod stats;
+mod stream;
 mod um;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,10 +39,12 @@ pub use by_rank::{ByRankReport, RankDiff, diff_by_rank};
 pub use lines::{MovedLine, link_source_lines};
 pub use render::{render_by_rank_markdown, render_by_rank_text, render_markdown, render_text};
 pub use samples::Moments;
+pub use stream::{DiffStream, StreamedSide, describe as describe_stream, diff_by_rank_streaming, diff_streaming};
 pub use um::UmChange;
 
+use inputs::RunInput;
 use judge::{Side, evidence};
-use samples::{Run, run_of};
+use samples::Run;
 
 /// What a diff judges, and how strictly.
 #[derive(Clone, Debug)]
@@ -182,6 +187,12 @@ pub struct Report {
     pub counts: BTreeMap<&'static str, usize>,
     /// Share of the base's kernel time whose names the new runs have too.
     pub common_kernel_time_pct: f64,
+    /// NVTX rows that are a family of numbered names folded into one (`ProfilerStep#<n>`): past
+    /// `cutr_model::numbered::FAMILY_ROWS_CAP` distinct names over the runs, each member is an instance of the row.
+    pub folded_families: Vec<String>,
+    /// How the runs were streamed (`--stream`); `None` when they were loaded whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<DiffStream>,
     pub warnings: Vec<String>,
 }
 
@@ -190,83 +201,43 @@ const DIFFERENT_PROGRAMS_PCT: f64 = 50.0;
 
 /// Compares recordings: `base` and `new` hold one trace per run.
 pub fn diff(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> Report {
-    let (b, n): (Vec<&Trace>, Vec<&Trace>) = (base.iter().collect(), new.iter().collect());
-    diff_views(&b, &n, opts)
+    let (b, n) = inputs_of(base, new, opts);
+    let (b, n): (Vec<&RunInput>, Vec<&RunInput>) = (b.iter().collect(), n.iter().collect());
+    compare_inputs(&b, &n, opts)
 }
 
-/// [`diff`] over borrowed runs (`--by-rank` picks each rank's runs out of every file loaded).
-fn diff_views(base: &[&Trace], new: &[&Trace], opts: &DiffOptions) -> Report {
-    let name = |n: &str| if opts.normalize_templates { normalize_template_name(n) } else { n.to_string() };
-    // Every run's samples at once: each has serial steps (its names' table), so runs side by side keep more
-    // workers busy than one after another.
-    let (b, n): (Vec<Run>, Vec<Run>) = timed("diff samples", || {
+/// A kernel's row name: its demangled name, template arguments removed when asked.
+fn row_name(demangled: &str, opts: &DiffOptions) -> String {
+    if opts.normalize_templates { normalize_template_name(demangled) } else { demangled.to_string() }
+}
+
+/// Every loaded run's inputs at once: each has serial steps (its names' table), so runs side by side keep more
+/// workers busy than one after another.
+fn inputs_of(base: &[Trace], new: &[Trace], opts: &DiffOptions) -> (Vec<RunInput>, Vec<RunInput>) {
+    let name = |n: &str| row_name(n, opts);
+    timed("diff samples", || {
         rayon::join(
-            || base.par_iter().map(|t| run_of(t, &name)).collect(),
-            || new.par_iter().map(|t| run_of(t, &name)).collect(),
+            || base.par_iter().map(|t| RunInput::of_trace(t, &name)).collect(),
+            || new.par_iter().map(|t| RunInput::of_trace(t, &name)).collect(),
         )
-    });
-    let files = |ts: &[&Trace]| -> Vec<String> {
-        ts.iter().flat_map(|t| t.processes.iter().map(|p| p.path.display().to_string())).collect()
-    };
+    })
+}
+
+/// The report of runs however they were read (`--by-rank` picks each rank's runs).
+fn compare_inputs(base: &[&RunInput], new: &[&RunInput], opts: &DiffOptions) -> Report {
+    let runs = |rs: &[&RunInput]| -> Vec<Run> { rs.iter().map(|r| r.run.clone()).collect() };
+    let (mut b, mut n) = (runs(base), runs(new));
+    let folded = families::fold_across(&mut b, &mut n);
     let mut report = timed("diff rows", || compare(&b, &n, opts));
-    let (changes, counter_warning) = timed("diff counters", || counter_changes(base, new, opts.threshold_pct));
+    report.folded_families = folded;
+    let (changes, counter_warning) = timed("diff counters", || inputs::counter_changes(base, new, opts.threshold_pct));
     report.counter_changes = changes;
     report.warnings.extend(counter_warning);
     report.um_changes = um::um_changes(base, new);
+    let files = |rs: &[&RunInput]| -> Vec<String> { rs.iter().flat_map(|r| r.files.iter().cloned()).collect() };
     report.base_files = files(base);
     report.new_files = files(new);
     report
-}
-
-/// Each side's counter averages per (kernel, device, counter), weighted by the time the samples cover in each run;
-/// the pairs that moved by `threshold_pct` or more; and a warning when a side had more counter rows than `diff`
-/// compares (`stats::counters::MAX_DIFF_ROWS`, a bound against hostile files).
-fn counter_changes(base: &[&Trace], new: &[&Trace], threshold_pct: f64) -> (Vec<CounterChange>, Option<String>) {
-    type Key = (String, u32, String);
-    let mut left_out = 0usize;
-    let mut side = |ts: &[&Trace]| -> BTreeMap<Key, f64> {
-        let mut sums: BTreeMap<Key, (f64, f64)> = BTreeMap::new();
-        for t in ts {
-            let (rows, not_shown) = crate::stats::counters::counters(t, None);
-            left_out += not_shown;
-            for a in rows.into_iter().filter(|a| a.over == "kernel") {
-                let e = sums.entry((a.name, a.device, a.series)).or_default();
-                e.0 += a.average * a.covered_ns as f64;
-                e.1 += a.covered_ns as f64;
-            }
-        }
-        sums.into_iter().filter(|(_, (_, w))| *w > 0.0).map(|(k, (s, w))| (k, s / w)).collect()
-    };
-    let (b, n) = (side(base), side(new));
-    let mut out: Vec<CounterChange> = b
-        .iter()
-        .filter_map(|(k, &base)| {
-            let &new = n.get(k)?;
-            let delta_pct = if base != 0.0 {
-                100.0 * (new - base) / base.abs()
-            } else if new != 0.0 {
-                100.0
-            } else {
-                0.0
-            };
-            (delta_pct.abs() >= threshold_pct).then(|| CounterChange {
-                kernel: k.0.clone(),
-                device: k.1,
-                series: k.2.clone(),
-                base,
-                new,
-                delta_pct,
-            })
-        })
-        .collect();
-    out.sort_by(|x, y| y.delta_pct.abs().total_cmp(&x.delta_pct.abs()).then_with(|| x.kernel.cmp(&y.kernel)));
-    let warning = (left_out > 0).then(|| {
-        format!(
-            "the counters of {left_out} (kernel, copy or NVTX range, GPU) pairs beyond the {} rows a side compares were not compared",
-            crate::stats::counters::MAX_DIFF_ROWS
-        )
-    });
-    (out, warning)
 }
 
 /// The rows of every section, judged, the count changes and the overall verdict.
@@ -334,6 +305,8 @@ fn compare(b: &[Run], n: &[Run], opts: &DiffOptions) -> Report {
         count_changes,
         counts,
         common_kernel_time_pct: common,
+        folded_families: Vec::new(),
+        stream: None,
         warnings,
     }
 }

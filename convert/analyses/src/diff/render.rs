@@ -68,6 +68,9 @@ pub fn render_text(r: &Report, show_all: bool) -> String {
     // Warnings go to stderr (the command prints them), not into the table.
     let c: Vec<String> = r.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
     let _ = writeln!(o, "rows: {} (reported rows are not judged)", c.join(", "));
+    for line in notes(r) {
+        let _ = writeln!(o, "{line}");
+    }
     let _ = writeln!(
         o,
         "\n{:>12} {:>7} {:>12} {:>12} {:>13} {:>8} {:>16}  name [instances base -> new]: why",
@@ -136,6 +139,22 @@ counters averaged over each kernel's executions (reported, not judged):"
     o
 }
 
+/// What the rows mean beyond the table: folded families of numbered NVTX names, and how the runs were streamed.
+fn notes(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    if !r.folded_families.is_empty() {
+        out.push(format!(
+            "NVTX ranges with numbered names, more than {} of a family: one row each, every member an instance: {}",
+            cutr_model::numbered::FAMILY_ROWS_CAP,
+            r.folded_families.join(", ")
+        ));
+    }
+    if let Some(s) = &r.stream {
+        out.push(super::stream::describe(s));
+    }
+    out
+}
+
 fn um_pct(c: &super::UmChange) -> String {
     c.delta_pct.map_or_else(|| "new".to_string(), |p| format!("{p:+.1}%"))
 }
@@ -147,6 +166,9 @@ pub fn render_markdown(r: &Report, top: usize) -> String {
     let _ = writeln!(o, "{} base run(s) vs {} new run(s); {}.\n", r.base_files.len(), r.new_files.len(), basis(r));
     for w in &r.warnings {
         let _ = writeln!(o, "> **warning**: {w}\n");
+    }
+    for line in notes(r) {
+        let _ = writeln!(o, "{line}\n");
     }
     let _ = writeln!(o, "| verdict | what | base | new | change | 99% interval | count | why |");
     let _ = writeln!(o, "|---|---|---:|---:|---:|---:|---|---|");

@@ -175,10 +175,13 @@ impl SourceInput {
     /// The samples the hardware dropped, if any.
     pub fn dropped(&self) -> Option<String> {
         (self.dropped_samples > 0 || self.hardware_buffer_full > 0).then(|| {
+            let full = self.hardware_buffer_full;
             format!(
-                "PC samples lost: {} dropped by the hardware, {} collections with the hardware buffer full (a \
-                 longer --pc-period samples less)",
-                self.dropped_samples, self.hardware_buffer_full
+                "PC samples lost: {} dropped by the hardware, {} {} with the hardware buffer full (a longer \
+                 --pc-period samples less)",
+                crate::fmt::thousands(self.dropped_samples),
+                crate::fmt::thousands(full),
+                if full == 1 { "collection" } else { "collections" }
             )
         })
     }

@@ -57,6 +57,8 @@ pub struct CounterSection {
     pub groups_not_shown: usize,
     /// Averages that came out as no number (an infinite or NaN reading the model let through), named.
     pub not_finite: Vec<String>,
+    /// Counter series recorded, by (file, device), when none covers a kernel, copy or range: no row says so.
+    pub series_over_nothing: usize,
 }
 
 /// A (file, device)'s series, by name, with what each reading averages.
@@ -119,6 +121,9 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
         if out.groups_not_shown > 0 {
             break;
         }
+    }
+    if out.rows.is_empty() {
+        out.series_over_nothing = series.values().map(Vec::len).sum();
     }
     out.not_finite = out
         .rows

@@ -378,7 +378,17 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     } else {
         counters::CounterSection::default()
     };
-    let warnings = counters.not_finite.iter().map(|what| format!("the average of {what} is not a number")).collect();
+    let mut warnings: Vec<String> =
+        counters.not_finite.iter().map(|what| format!("the average of {what} is not a number")).collect();
+    if counters.series_over_nothing > 0 {
+        // A part of a --split recording holds the records delivered while it was written: the kernels that ran in
+        // its samples' time can be in the next part.
+        warnings.push(format!(
+            "{} counter series were recorded, but no kernel, copy or NVTX range ran while their samples were taken: \
+             no averages (read a --split recording's parts together)",
+            counters.series_over_nothing
+        ));
+    }
     let (a, b) = t.span();
     let mut sections = opts.sections.clone();
     sections.sort_unstable();

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+mod instances;
 mod ranges;
 
 use cutr_format::{ChunkError, ChunkInfo, ChunkType, Problem, Reader};
@@ -36,10 +37,11 @@ use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
 use crate::load::{Filter, LoadError, count_damage, open_inputs};
 use crate::recorder_threads::RecorderThreads;
-use crate::rows::{ApiCall, Kernel, Memcpy, MemoryOp, Memset, NvtxRange};
+use crate::rows::{ApiCall, Kernel, Memcpy, MemoryOp, Memset, NvtxRange, UmEvent};
 use crate::timebase::{ClockCheck, TimeBase};
 use crate::trace::{JoinStats, Process, Trace};
 
+pub use instances::RangeWork;
 pub use ranges::RangeStacks;
 
 /// How to stream.
@@ -80,6 +82,11 @@ pub struct Batch {
     /// before it can be settled (an interval union, a running sum in time order); a row of a damaged or forged
     /// file may still start earlier, which the consumer must check.
     pub later_rows_start_at: u64,
+    /// Unified memory events (`--um` recordings).
+    pub um: Vec<UmEvent>,
+    /// Closed NVTX range instances whose GPU work is final, with that work (filled only by
+    /// [`stream_readers_with_range_work`]; the instances final at the end come in one last batch of their own).
+    pub range_work: Vec<RangeWork>,
 }
 
 /// What a stream leaves when it is done.
@@ -124,7 +131,7 @@ pub fn stream_readers(
     opts: &StreamOptions,
     consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
 ) -> Result<(Trace, StreamEnd), LoadError> {
-    stream_readers_in(paths, readers, opts, &Filter::default(), consume)
+    stream_inner(paths, readers, opts, &Filter::default(), false, consume)
 }
 
 /// [`stream_readers`] over the records that `filter`'s `--start/--end` window keeps, as a load with that filter
@@ -136,6 +143,31 @@ pub fn stream_readers_in(
     readers: &[Reader],
     opts: &StreamOptions,
     filter: &Filter,
+    consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<(Trace, StreamEnd), LoadError> {
+    stream_inner(paths, readers, opts, filter, false, consume)
+}
+
+/// [`stream_readers`], also handing on each closed NVTX range instance with the GPU work launched inside it
+/// ([`Batch::range_work`], as [`Trace::gpu_work_by_range`] counts it on a loaded trace) once that work is final:
+/// its calls out of the horizon and its nested instances final. After the last window, `consume` gets one more
+/// batch holding only the instances still waiting. GPU work whose call fell out of the horizon is in no instance
+/// ([`StreamEnd::launches_out_of_horizon`]).
+pub fn stream_readers_with_range_work(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StreamOptions,
+    consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<(Trace, StreamEnd), LoadError> {
+    stream_inner(paths, readers, opts, &Filter::default(), true, consume)
+}
+
+fn stream_inner(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StreamOptions,
+    filter: &Filter,
+    range_work: bool,
     mut consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
 ) -> Result<(Trace, StreamEnd), LoadError> {
     if paths.len() > u16::MAX as usize {
@@ -179,6 +211,7 @@ pub fn stream_readers_in(
     let first_start =
         |w: &[(usize, ChunkInfo)]| w.first().map_or(u64::MAX, |(f, c)| decoders[*f].time.to_trace(c.header.t_min));
     let mut state = ranges::RangeState::new(opts.horizon, filter.clone());
+    state.instances = range_work.then(instances::Instances::default);
     let mut end = StreamEnd { chunks: chunks.len() as u64, windows: windows.len() as u64, ..Default::default() };
     let mut span = (u64::MAX, 0u64);
     let mut stats = vec![JoinStats::default(); trace.processes.len()];
@@ -209,6 +242,11 @@ pub fn stream_readers_in(
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }
     state.finish(&mut stats, &mut span);
+    if let Some(mut instances) = state.instances.take() {
+        let mut last = Batch { later_rows_start_at: u64::MAX, ..Default::default() };
+        instances.finish(&mut last.range_work);
+        consume(&trace, &state.stacks, last);
+    }
     end.launches_out_of_horizon = state.out_of_horizon;
     end.span = if span.0 == u64::MAX { (0, 0) } else { span };
     for (p, mut s) in trace.processes.iter_mut().zip(stats) {

@@ -10,6 +10,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Batch;
+use super::instances::Instances;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
 use crate::load::Filter;
@@ -97,6 +98,8 @@ pub(super) struct RangeState {
     filter: Filter,
     /// External ids (PyTorch's) of the last window whose call was not read yet: it may come in the next window.
     externals_waiting: FxHashSet<CorrKey>,
+    /// Each NVTX range instance's GPU work, when asked for ([`super::stream_readers_with_range_work`]).
+    pub instances: Option<Instances>,
 }
 
 impl RangeState {
@@ -112,6 +115,7 @@ impl RangeState {
             out_of_horizon: 0,
             filter,
             externals_waiting: FxHashSet::default(),
+            instances: None,
         }
     }
 
@@ -136,13 +140,20 @@ impl RangeState {
             batch.ranges.iter().for_each(|r| see(span, r.start, r.end));
         }
         // Every chunk's kernels, then every chunk's copies, then memsets: the order of the batch's tables.
-        let kernels =
-            rows.iter().flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0)));
-        let copies = rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false)));
-        let sets = rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false)));
-        for (p, correlation, graph) in kernels.chain(copies).chain(sets) {
-            let id = self.launch_ranges(CorrKey::new(p, correlation), &mut stats[p.index()], graph);
+        let kernels = rows
+            .iter()
+            .flat_map(|(p, c)| c.kernels.iter().map(move |k| (*p, k.correlation, k.graph_id != 0, k.duration())));
+        let copies =
+            rows.iter().flat_map(|(p, c)| c.memcpys.iter().map(move |m| (*p, m.correlation, false, m.duration())));
+        let sets =
+            rows.iter().flat_map(|(p, c)| c.memsets.iter().map(move |m| (*p, m.correlation, false, m.duration())));
+        for (p, correlation, graph, ns) in kernels.chain(copies).chain(sets) {
+            let key = CorrKey::new(p, correlation);
+            let id = self.launch_ranges(key, &mut stats[p.index()], graph);
             batch.gpu_ranges.push(id);
+            if let Some(i) = &mut self.instances {
+                i.work(key, ns);
+            }
         }
         // Kernels, then copies, then memsets, in the order `gpu_ranges` was filled.
         let mut rows: Vec<ChunkRows> = rows.into_iter().map(|r| r.1).collect();
@@ -156,8 +167,12 @@ impl RangeState {
             batch.memsets.append(&mut c.memsets);
             batch.apis.append(&mut c.apis);
             batch.memory.append(&mut c.memory);
+            batch.um.append(&mut c.um);
         }
         self.evict();
+        if let Some(i) = &mut self.instances {
+            i.settle(&mut batch.range_work);
+        }
         batch
     }
 
@@ -197,15 +212,22 @@ impl RangeState {
                     let stack = self.threads.get(&(proc, a.tid)).map_or(&[][..], |s| s);
                     let id = self.stacks.id_of(stack);
                     let key = CorrKey::new(proc, a.correlation);
+                    let innermost = stack.last().map(|r| r.0);
                     match self.launches.get_mut(&key) {
                         Some(slot) => {
                             if slot.1 && !a.driver {
                                 *slot = (id, false);
+                                if let Some(i) = &mut self.instances {
+                                    i.call(key, innermost, false);
+                                }
                             }
                         }
                         None => {
                             self.launches.insert(key, (id, a.driver));
                             self.order.push_back(key);
+                            if let Some(i) = &mut self.instances {
+                                i.call(key, innermost, true);
+                            }
                         }
                     }
                 }
@@ -219,7 +241,11 @@ impl RangeState {
         }
         if m.flags & START != 0 {
             self.open.insert((proc, m.id), *m);
-            self.threads.entry((proc, m.tid)).or_default().push((m.id, m.name));
+            let thread = self.threads.entry((proc, m.tid)).or_default();
+            if let Some(i) = &mut self.instances {
+                i.start(proc, m.id, thread.last().map(|r| r.0));
+            }
+            thread.push((m.id, m.name));
             return;
         }
         if m.flags & END == 0 {
@@ -240,10 +266,7 @@ impl RangeState {
                 self.threads.remove(&(proc, s.tid));
             }
         }
-        if !kept {
-            return;
-        }
-        batch.ranges.push(NvtxRange {
+        let range = NvtxRange {
             proc,
             start: s.ts,
             end: m.ts.max(s.ts),
@@ -254,7 +277,13 @@ impl RangeState {
             id: s.id,
             depth: depth.min(u16::MAX as usize) as u16,
             parent: NvtxRange::NO_PARENT,
-        });
+        };
+        if let Some(i) = &mut self.instances {
+            i.close(proc, m.id, range);
+        }
+        if kept {
+            batch.ranges.push(range);
+        }
     }
 
     /// Counts the external ids with no API call (`external_without_api`, as a load counts them: one per
@@ -285,6 +314,9 @@ impl RangeState {
             if self.launches.remove(&key).is_some() {
                 let max = self.evicted.entry(key.proc).or_default();
                 *max = (*max).max(key.correlation);
+                if let Some(i) = &mut self.instances {
+                    i.evicted(key);
+                }
             }
         }
     }
