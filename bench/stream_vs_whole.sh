@@ -9,8 +9,8 @@
 #   bench/stream_vs_whole.sh [RECORDS,RECORDS...] [REPS] [CUPTI_CONVERT] [OUT_DIR]
 #     (default 10000000,30000000, 3, ${CARGO_TARGET_DIR:-target}/release/cupti-convert,
 #      measurements/stream_vs_whole)
-# Each trace /work/g<RECORDS/1M>m.cutr is generated unless it exists, and deleted at the end if this script made
-# it (KEEP=1 keeps it). Results: OUT_DIR/runs.tsv (every run) and OUT_DIR/medians.md (the table for
+# Each trace $TRACE_DIR/g<RECORDS/1M>m.cutr (TRACE_DIR: /work by default; another folder keeps runs beside each
+# other apart) is generated unless it exists, and deleted at the end if this script made it (KEEP=1 keeps it). Results: OUT_DIR/runs.tsv (every run) and OUT_DIR/medians.md (the table for
 # docs/BENCHMARKS.md), with the machine and commit in OUT_DIR/machine.txt.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +24,7 @@ cleanup() { if [[ ${KEEP:-0} != 1 ]]; then for t in "${made[@]}"; do rm -f "$t";
 trap cleanup EXIT
 traces=()
 for records in ${sizes//,/ }; do
-    trace=/work/g$((records / 1000000))m.cutr
+    trace=${TRACE_DIR:-/work}/g$((records / 1000000))m.cutr
     if [[ ! -e $trace ]]; then
         /usr/bin/time -f "generate $records: %e s, peak RSS %M KB" "$bin" generate -o "$trace" --records "$records"
         made+=("$trace")
@@ -85,8 +85,13 @@ for sec in ["kernels", "api", "memory_ops", "nvtx"]:
         else:
             assert a["median_ns"] == b["median_ns"], (sec, n)
 assert (w["gpu_time_ns"], w["span_ns"], w["joins"]) == (s["gpu_time_ns"], s["span_ns"], s["joins"])
+# Utilization's interval unions and the memory section's peaks, where the binary streams them.
+if "utilization" in s["sections"]:
+    assert w["utilization"] == s["utilization"], "utilization"
+    assert w["memory_peaks"] == s["memory_peaks"], "memory peaks"
 rows = sum(len(w[sec]) for sec in ["kernels", "api", "memory_ops", "nvtx"])
-print(f"streamed = whole on {rows} rows (exact figures); {s['stream']['estimated_rows']} sketch medians, worst {worst:.4%} off")
+util = f", {len(s['utilization'])} utilization and {len(s['memory_peaks'])} memory peak rows equal" if "utilization" in s["sections"] else ""
+print(f"streamed = whole on {rows} rows (exact figures){util}; {s['stream']['estimated_rows']} sketch medians, worst {worst:.4%} off")
 """
 
 names = list(jobs)

@@ -112,13 +112,14 @@ pub fn stats(
     let timed_window = start.is_some() || end.is_some();
     // Several files are one merged trace (one run of a multi-process job); a time window reads only its chunks.
     // Inputs that may stream are opened without decoding ahead: a stream reads its chunks in its own order.
-    let may_stream = window.choice.may_stream(files, timed_window || window.nvtx.is_some());
+    let may_stream = window.choice.may_stream(files, window.nvtx.is_some());
     let (readers, prefetched) = open_inputs(files, !timed_window && !may_stream).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if may_stream && window.choice.streams(&readers) {
-        return crate::streaming::stats(files, &readers, out, opts);
-    }
     let filter = filter(start, end, &[], &readers)?;
     let extents = timed_window.then(|| record_extents(&readers));
+    if may_stream && window.choice.streams(&readers, &filter) {
+        let window = extents.map(|extents| crate::streaming::Window { start, end, extents });
+        return crate::streaming::stats(files, &readers, out, opts, &filter, window);
+    }
     let mut trace =
         load_prefetched(files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
     drop(readers);
@@ -172,7 +173,7 @@ pub fn export(files: &[PathBuf], dir: &Path, choice: crate::streaming::Choice) -
         other => other?,
     }
     let readers = open_all(files)?;
-    if choice.may_stream(files, false) && choice.streams(&readers) {
+    if choice.may_stream(files, false) && choice.streams(&readers, &Filter::default()) {
         return crate::streaming::export(files, &readers, dir);
     }
     let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -441,7 +442,7 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     let sides = (DiffSide::new(&base, open_all(&base)?), DiffSide::new(&new, open_all(&new)?));
     let all: Vec<PathBuf> = base.iter().chain(&new).cloned().collect();
     let all_readers: Vec<&Reader> = sides.0.readers.iter().chain(&sides.1.readers).collect();
-    if a.choice.may_stream(&all, false) && a.choice.streams_refs(&all_readers) {
+    if a.choice.may_stream(&all, false) && a.choice.streams_refs(&all_readers, &Filter::default()) {
         let output = crate::streaming::DiffOutput { json: a.json, markdown: a.markdown, all: a.all };
         let report = crate::streaming::diff(&sides.0, &sides.1, &opts, a.by_rank, output)?;
         return Ok(diff_exit_code(report));

@@ -40,7 +40,7 @@ impl Choice {
         }
     }
 
-    /// Whether the inputs may stream at all, before their footers are read (a window or `--nvtx` needs a load).
+    /// Whether the inputs may stream at all, before their footers are read (`--nvtx` needs a load).
     pub fn may_stream(self, files: &[PathBuf], narrowed: bool) -> bool {
         match self {
             Choice::Stream => true,
@@ -49,19 +49,20 @@ impl Choice {
         }
     }
 
-    /// Whether opened inputs stream: asked to, or their records are past [`AUTO_STREAM_RECORD_BYTES`] (said on
-    /// stderr, with how to load them whole instead).
-    pub fn streams(self, readers: &[Reader]) -> bool {
-        self.streams_refs(&readers.iter().collect::<Vec<_>>())
+    /// Whether opened inputs stream: asked to, or the records of their chunks in `filter`'s `--start/--end`
+    /// window (all of them without one) are past [`AUTO_STREAM_RECORD_BYTES`] (said on stderr, with how to load
+    /// them whole instead).
+    pub fn streams(self, readers: &[Reader], filter: &Filter) -> bool {
+        self.streams_refs(&readers.iter().collect::<Vec<_>>(), filter)
     }
 
     /// [`Choice::streams`] over borrowed readers (the two sides of a diff).
-    pub fn streams_refs(self, readers: &[&Reader]) -> bool {
+    pub fn streams_refs(self, readers: &[&Reader], filter: &Filter) -> bool {
         match self {
             Choice::Stream => true,
             Choice::Whole => false,
             Choice::Auto => {
-                let bytes: u64 = readers.iter().flat_map(|r| r.activity_chunks()).map(|c| c.header.raw_len).sum();
+                let bytes = window_record_bytes(readers, filter);
                 // A file without its metadata chunk is read by a load, with layouts guessed from record sizes.
                 let past = bytes > AUTO_STREAM_RECORD_BYTES && readers.iter().all(|r| r.metadata_shared().is_some());
                 if past {
@@ -78,21 +79,67 @@ impl Choice {
     }
 }
 
+/// Decompressed record bytes of the activity chunks a load with `filter` reads (those not wholly outside its
+/// window), each file on its own time base.
+fn window_record_bytes(readers: &[&Reader], filter: &Filter) -> u64 {
+    let chunk_bytes = |r: &Reader| {
+        let time = cutr_model::timebase::ClockCheck::of_reader(r).time;
+        let overlaps = |c: &&cutr_format::ChunkInfo| {
+            let (a, b) = (time.to_trace(c.header.t_min), time.to_trace(c.header.t_max));
+            c.header.t_max == 0 || (filter.start.is_none_or(|s| b >= s) && filter.end.is_none_or(|e| a <= e))
+        };
+        r.activity_chunks().filter(overlaps).map(|c| c.header.raw_len).sum::<u64>()
+    };
+    readers.iter().map(|r| chunk_bytes(r)).sum()
+}
+
 fn on_disk(files: &[PathBuf]) -> u64 {
     files.iter().map(|f| std::fs::metadata(Path::new(f)).map_or(0, |m| m.len())).sum()
 }
 
-/// `stats` streamed over opened inputs.
-pub fn stats(files: &[PathBuf], readers: &[Reader], out: StatsOutput, opts: &stats::StatsOptions) -> Result<ExitCode> {
-    let (s, trace) = stats::compute_streaming(files, readers, opts, stats::EXACT_VALUES_CAP, &StreamOptions::default())
+/// A `--start/--end` window as given, and where the inputs' records lie (for the warning of a window that keeps
+/// none).
+pub struct Window<'a> {
+    pub start: Option<&'a str>,
+    pub end: Option<&'a str>,
+    pub extents: Vec<(u64, u64)>,
+}
+
+/// `stats` streamed over opened inputs, the records of `filter`'s `window` (as a load keeps them).
+pub fn stats(
+    files: &[PathBuf],
+    readers: &[Reader],
+    out: StatsOutput,
+    opts: &stats::StatsOptions,
+    filter: &Filter,
+    window: Option<Window<'_>>,
+) -> Result<ExitCode> {
+    use crate::convert::{extents_text, window_text};
+    let cap = stats::EXACT_VALUES_CAP;
+    let (mut s, trace) = stats::compute_streaming_in(files, readers, opts, filter, cap, &StreamOptions::default())
         .map_err(|e| match e {
             LoadError::NoMetadata { .. } => {
                 anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
             }
             e => anyhow::anyhow!("{e}"),
         })?;
+    // As the loaded report warns (a window's broken joins too).
     for (file, w) in input_warnings(&trace, &Filter::default()) {
         warn(file, &w);
+    }
+    if let Some(w) = window {
+        let (start, end) = (w.start, w.end);
+        // The stream keeps no row when the span is empty and no section has a row (an instant alone aside).
+        let empty = s.span_ns == 0 && s.gpu_time_ns == 0 && s.api.is_empty() && s.kernels.is_empty();
+        if empty {
+            eprintln!(
+                "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the \
+                 first record)",
+                window_text(start, end),
+                extents_text(&w.extents)
+            );
+        }
+        s.window = Some(format!("records overlapping {} (from the first record)", window_text(start, end)));
     }
     if out.json {
         stdout::println(&serde_json::to_string_pretty(&s)?)?;
@@ -100,6 +147,9 @@ pub fn stats(files: &[PathBuf], readers: &[Reader], out: StatsOutput, opts: &sta
         // CSV has no line for it: which figures are estimates and what is missing go to stderr.
         if let Some(st) = &s.stream {
             eprintln!("cupti-convert: note: {}", stats::describe_stream(st));
+        }
+        for w in &s.warnings {
+            eprintln!("cupti-convert: warning: {w}");
         }
         stdout::print(&stats::render_csv(&s))?;
     } else {
@@ -219,10 +269,13 @@ mod tests {
         );
         let small = [PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/pytorch_loop.cutr"))];
         assert!(Choice::Stream.may_stream(&small, false) && !Choice::Whole.may_stream(&small, false));
-        // A 434 KB recording is never asked for its footer; a time window or --nvtx always loads.
+        // A 434 KB recording is never asked for its footer; --nvtx always loads.
         assert!(!Choice::Auto.may_stream(&small, false));
         let big = [PathBuf::from("/nonexistent/a.cutr")];
         assert!(!Choice::Auto.may_stream(&big, true));
-        assert!(Choice::Stream.streams(&[]) && !Choice::Whole.streams(&[]) && !Choice::Auto.streams(&[]));
+        let all = Filter::default();
+        assert!(
+            Choice::Stream.streams(&[], &all) && !Choice::Whole.streams(&[], &all) && !Choice::Auto.streams(&[], &all)
+        );
     }
 }

@@ -14,6 +14,8 @@ mod order_stats;
 mod render;
 mod sections;
 mod stream;
+mod stream_memory;
+mod stream_utilization;
 pub(crate) mod um;
 mod um_render;
 mod window;
@@ -28,7 +30,9 @@ pub use graph_sites::CaptureSite;
 pub use graphs::{CaptureRange, GraphExecStats, GraphReport};
 pub use order_stats::{Durations, EXACT_VALUES_CAP, SKETCH_RELATIVE_ERROR};
 pub use render::{TextOptions, render_csv, render_text};
-pub use stream::{STREAMED_SECTIONS, StreamReport, compute_streaming, describe as describe_stream};
+pub use stream::{
+    STREAMED_SECTIONS, StreamReport, compute_streaming, compute_streaming_in, describe as describe_stream,
+};
 pub use um::{
     UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
     UmThrottling, VA_BLOCK,

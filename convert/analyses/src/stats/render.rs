@@ -236,10 +236,7 @@ pub fn render_text(s: &Stats, opts: TextOptions) -> String {
             .collect();
         fitted_table(&mut o, "GPU memory operations", &hm, rows, opts);
         left_out_line(&mut o, s.memory_ops_left_out.as_ref(), "kinds of operation", "memory operation time");
-        // A stream does not follow memory in use (the report's stream line says so).
-        if s.stream.is_none() {
-            super::um_render::memory_peaks_text(&mut o, s, opts);
-        }
+        super::um_render::memory_peaks_text(&mut o, s, opts);
     }
     if on(Section::Nvtx) {
         nvtx_text(&mut o, s, opts);

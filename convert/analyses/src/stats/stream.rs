@@ -2,24 +2,28 @@
 //! bounded by the answer: one accumulator per row of the report (kernel name, API function, kind of copy or
 //! memset, NVTX range name), the open NVTX ranges per thread and the correlation horizon of the stream. Counts,
 //! totals, minimums, maximums and means are exact; medians too while a row has at most a cap of instances, and
-//! from a sketch beyond ([`super::Durations`]), marked. The sections that need every row at once (utilization's
-//! interval unions, graphs, counters, unified memory, memory peaks) are not computed: the report says so.
+//! from a sketch beyond ([`super::Durations`]), marked. Utilization's interval unions and the memory section's
+//! peaks are settled as the stream passes their time (`stream_utilization`, `stream_memory`), exactly. The
+//! sections that need every row at once (graphs, counters, unified memory) are not computed: the report says so.
+//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use cutr_format::Reader;
-use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers};
-use cutr_model::{LoadError, NameId, ProcId, Trace, describe};
+use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers_in};
+use cutr_model::{Filter, LoadError, NameId, ProcId, Trace, describe};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use super::order_stats::{Durations, SKETCH_RELATIVE_ERROR};
+use super::stream_memory::StreamedMemory;
+use super::stream_utilization::StreamedUtilization;
 use super::{MemoryOps, RangeStats, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
 
 /// The sections a stream computes.
-pub const STREAMED_SECTIONS: [Section; 5] =
-    [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Loss];
+pub const STREAMED_SECTIONS: [Section; 6] =
+    [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Utilization, Section::Loss];
 
 /// How a report was streamed, for its reader.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -33,8 +37,7 @@ pub struct StreamReport {
     pub sketch_relative_error: f64,
     /// Rows whose median is an estimate.
     pub estimated_rows: u64,
-    /// What was asked for that a stream does not compute (`--no-stream` computes them): sections by name, and
-    /// `memory in use` (the memory section's peaks).
+    /// What was asked for that a stream does not compute (`--no-stream` computes them): sections by name.
     pub not_computed: Vec<String>,
     /// API calls whose NVTX ranges are kept for the GPU work they launch.
     pub launch_horizon: usize,
@@ -46,8 +49,8 @@ pub struct StreamReport {
 pub fn describe(st: &StreamReport) -> String {
     let mut text = format!(
         "Streamed over {} chunks in {} windows (--stream; at most {} MB of records decoded at once): counts, totals, \
-         min, max and averages exact; medians exact up to {} instances, beyond from a sketch within {}% (marked ~, \
-         {} rows)",
+         min, max, averages, utilization and memory peaks exact; medians exact up to {} instances, beyond from a \
+         sketch within {}% (marked ~, {} rows)",
         crate::fmt::thousands(st.chunks),
         crate::fmt::thousands(st.windows),
         crate::fmt::thousands(st.largest_window_bytes.div_ceil(1 << 20)),
@@ -228,9 +231,34 @@ pub fn compute_streaming(
     cap: usize,
     stream_opts: &StreamOptions,
 ) -> Result<(Stats, Trace), LoadError> {
+    compute_streaming_in(paths, readers, opts, &Filter::default(), cap, stream_opts)
+}
+
+/// [`compute_streaming`] over the records `filter`'s `--start/--end` window keeps, as a load with that filter
+/// keeps them: the same figures as [`super::compute`] of that load. The report's [`Stats::window`] is the
+/// caller's to say.
+pub fn compute_streaming_in(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StatsOptions,
+    filter: &Filter,
+    cap: usize,
+    stream_opts: &StreamOptions,
+) -> Result<(Stats, Trace), LoadError> {
     let on = |s: Section| opts.sections.contains(&s);
     let mut acc = Accumulators::new(cap);
-    let (t, end) = stream_readers(paths, readers, stream_opts, |t, stacks, batch| acc.add(t, stacks, &batch, &on))?;
+    let (mut utilization, mut memory) = (StreamedUtilization::default(), StreamedMemory::default());
+    let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
+        let settled = || {
+            if on(Section::Utilization) {
+                utilization.add(&batch);
+            }
+            if on(Section::Memory) {
+                memory.add(&batch);
+            }
+        };
+        rayon::join(|| acc.add(t, stacks, &batch, &on), settled);
+    })?;
     let mut estimated = 0;
     let (kernels, kernels_left_out) = summaries(acc.kernels, opts.top, &mut estimated);
     let (api, api_left_out) = summaries(acc.api, opts.top, &mut estimated);
@@ -263,10 +291,8 @@ pub fn compute_streaming(
         opts.sections.iter().copied().filter(|s| !STREAMED_SECTIONS.contains(s)).collect();
     not_streamed.sort_unstable();
     not_streamed.dedup();
-    let mut not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
-    if on(Section::Memory) {
-        not_computed.push("memory in use".to_string());
-    }
+    let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
+    let warnings = [utilization.warning(), memory.warning()].into_iter().flatten().collect();
     let stats = Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
         sections,
@@ -279,6 +305,9 @@ pub fn compute_streaming(
         memory_ops_left_out,
         nvtx,
         nvtx_left_out,
+        memory_peaks: memory.peaks(&t, end.span.0),
+        utilization: if on(Section::Utilization) { utilization.rows() } else { Vec::new() },
+        warnings,
         gpu_time_ns: acc.gpu_time,
         span_ns: end.span.1 - end.span.0,
         loss: t.loss().entries().iter().map(|(k, v)| (k.to_string(), *v)).collect(),

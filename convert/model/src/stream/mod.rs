@@ -158,7 +158,21 @@ pub fn stream_readers(
     opts: &StreamOptions,
     consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
 ) -> Result<(Trace, StreamEnd), LoadError> {
-    stream_inner(paths, readers, opts, false, consume)
+    stream_inner(paths, readers, opts, &Filter::default(), false, consume)
+}
+
+/// [`stream_readers`] over the records that `filter`'s `--start/--end` window keeps, as a load with that filter
+/// keeps them ([`crate::LoadOptions::filter`]): the chunks wholly outside the window are not decoded, the rows
+/// outside it are left out, and NVTX ranges are kept when they overlap it (the span too is that of the rows
+/// kept).
+pub fn stream_readers_in(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StreamOptions,
+    filter: &Filter,
+    consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<(Trace, StreamEnd), LoadError> {
+    stream_inner(paths, readers, opts, filter, false, consume)
 }
 
 /// [`stream_readers`], also handing on each closed NVTX range instance with the GPU work launched inside it
@@ -172,20 +186,20 @@ pub fn stream_readers_with_range_work(
     opts: &StreamOptions,
     consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
 ) -> Result<(Trace, StreamEnd), LoadError> {
-    stream_inner(paths, readers, opts, true, consume)
+    stream_inner(paths, readers, opts, &Filter::default(), true, consume)
 }
 
 fn stream_inner(
     paths: &[PathBuf],
     readers: &[Reader],
     opts: &StreamOptions,
+    filter: &Filter,
     range_work: bool,
     mut consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
 ) -> Result<(Trace, StreamEnd), LoadError> {
     if paths.len() > u16::MAX as usize {
         return Err(LoadError::TooMany(paths.len()));
     }
-    let filter = Filter::default();
     let mut trace = Trace::default();
     // A split recording's parts are one process on its first part's time base, as a whole load reads them: their
     // NVTX ranges and correlations pair across the parts' boundaries.
@@ -195,12 +209,12 @@ fn stream_inner(
     for &(i, proc) in &grouping.order {
         let (path, r) = (&paths[i], &readers[i]);
         let first = trace.processes.get(proc.index()).map(|p| p.time);
-        let (decoder, mut process) = open_file(proc, path, r, &filter, first)?;
+        let (decoder, mut process) = open_file(proc, path, r, filter, first)?;
         if opts.counters {
             read_counters(&mut trace, &mut process, proc, r);
         }
         if opts.graph_events {
-            let damaged = trace.graphs.read_file(r, proc, &process.time, &filter, &mut process.stats);
+            let damaged = trace.graphs.read_file(r, proc, &process.time, filter, &mut process.stats);
             process.problems.extend(damaged.into_iter().filter(|p| !r.problems().contains(p)));
         }
         let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
@@ -215,11 +229,20 @@ fn stream_inner(
     let decoders: Vec<FileDecoder<'_>> =
         decoders.into_iter().map(|d| d.expect("every input is in the grouping")).collect();
     // Every file's chunks in one time order (trace time: the files' clocks differ).
-    let mut chunks: Vec<(usize, ChunkInfo)> =
-        readers.iter().enumerate().flat_map(|(f, r)| r.activity_chunks().map(move |c| (f, c.clone()))).collect();
+    // Chunks wholly outside a --start/--end window are not read, as a load skips them.
+    let outside = |f: usize, c: &ChunkInfo| {
+        let time = decoders[f].time;
+        let (a, b) = (time.to_trace(c.header.t_min), time.to_trace(c.header.t_max));
+        c.header.t_max != 0 && (filter.start.is_some_and(|s| b < s) || filter.end.is_some_and(|e| a > e))
+    };
+    let mut chunks: Vec<(usize, ChunkInfo)> = readers
+        .iter()
+        .enumerate()
+        .flat_map(|(f, r)| r.activity_chunks().filter(move |c| !outside(f, c)).map(move |c| (f, c.clone())))
+        .collect();
     chunks.sort_by_key(|(f, c)| (decoders[*f].time.to_trace(c.header.t_min), *f, c.header.seq));
     let windows = cut_windows(&chunks, opts.window_bytes);
-    let mut state = ranges::RangeState::new(opts.horizon);
+    let mut state = ranges::RangeState::new(opts.horizon, filter.clone());
     state.instances = range_work.then(instances::Instances::default);
     let mut end = StreamEnd { chunks: chunks.len() as u64, windows: windows.len() as u64, ..Default::default() };
     let mut span = (u64::MAX, 0u64);
@@ -251,7 +274,7 @@ fn stream_inner(
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }
-    end.unclosed_ranges = state.finish(&mut stats);
+    end.unclosed_ranges = state.finish(&mut stats, &mut span);
     if let Some(mut instances) = state.instances.take() {
         let mut last = Batch::default();
         instances.finish(&mut last.range_work);

@@ -7,12 +7,13 @@
 use std::collections::VecDeque;
 
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Batch;
 use super::instances::Instances;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
+use crate::load::Filter;
 use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxMark, NvtxRange};
 use crate::trace::JoinStats;
 
@@ -99,12 +100,17 @@ pub(super) struct RangeState {
     /// GPU work waiting for its launching call's chunk (see [`RangeState::batch`]).
     held: (Vec<Kernel>, Vec<Memcpy>, Vec<Memset>),
     pub out_of_horizon: u64,
+    /// A `--start/--end` window: ranges and instants outside it are left out of the batches and the span, as a
+    /// load leaves them out.
+    filter: Filter,
+    /// External ids (PyTorch's) of the last window whose call was not read yet: it may come in the next window.
+    externals_waiting: FxHashSet<CorrKey>,
     /// Each NVTX range instance's GPU work, when asked for ([`super::stream_readers_with_range_work`]).
     pub instances: Option<Instances>,
 }
 
 impl RangeState {
-    pub fn new(horizon: usize) -> RangeState {
+    pub fn new(horizon: usize, filter: Filter) -> RangeState {
         RangeState {
             open: FxHashMap::default(),
             threads: FxHashMap::default(),
@@ -118,6 +124,8 @@ impl RangeState {
             evicted: FxHashMap::default(),
             held: Default::default(),
             out_of_horizon: 0,
+            filter,
+            externals_waiting: FxHashSet::default(),
             instances: None,
         }
     }
@@ -135,13 +143,23 @@ impl RangeState {
         hold_before: Option<u64>,
     ) -> Batch {
         let mut batch = Batch::default();
+        let windowed = self.filter.has_window();
         for (p, c) in &rows {
-            widen(span, c);
+            widen(span, c, !windowed);
             stats[p.index()].unmodelled_records +=
                 c.external.iter().filter(|e| e.0 != EXTERNAL_CUSTOM0 && e.0 != EXTERNAL_CUSTOM1).count() as u64;
             self.keep_external(*p, &c.external);
         }
         self.walk_markers_and_calls(&rows, &mut batch, stats);
+        self.match_externals(&rows, stats);
+        if windowed {
+            // Markers widen the span as the load keeps them: instants in the window, ranges overlapping it.
+            for (_, c) in &rows {
+                let instants = c.markers.iter().filter(|m| m.flags & INSTANT != 0);
+                instants.filter(|m| self.filter.keeps(m.ts, m.ts)).for_each(|m| see(span, m.ts, m.ts));
+            }
+            batch.ranges.iter().for_each(|r| see(span, r.start, r.end));
+        }
         // The GPU work held from earlier windows first, then every chunk's kernels, then copies, then memsets.
         let (mut kernels, mut memcpys, mut memsets) = std::mem::take(&mut self.held);
         let mut rows = rows;
@@ -290,6 +308,7 @@ impl RangeState {
             stats.nvtx_ends_without_start += 1;
             return;
         };
+        let kept = self.filter.keeps(s.ts, m.ts);
         if let Some(stack) = self.threads.get_mut(&(proc, s.tid))
             && let Some(at) = stack.iter().rposition(|x| x.0 == m.id)
         {
@@ -302,7 +321,30 @@ impl RangeState {
         if let Some(i) = &mut self.instances {
             i.close(proc, m.id, range);
         }
-        batch.ranges.push(range);
+        if kept {
+            batch.ranges.push(range);
+        }
+    }
+
+    /// Counts the external ids with no API call (`external_without_api`, as a load counts them: one per
+    /// correlation id of PyTorch's two kinds): those of the last window whose call did not come in this one either,
+    /// and keeps this window's unmatched ones for the next. One whose call may have fallen out of the horizon is
+    /// not counted.
+    fn match_externals(&mut self, rows: &[(ProcId, ChunkRows)], stats: &mut [JoinStats]) {
+        for key in std::mem::take(&mut self.externals_waiting) {
+            if !self.launches.contains_key(&key) {
+                stats[key.proc.index()].external_without_api += 1;
+            }
+        }
+        for (p, c) in rows {
+            let modelled = c.external.iter().filter(|e| e.0 == EXTERNAL_CUSTOM0 || e.0 == EXTERNAL_CUSTOM1);
+            for key in modelled.map(|e| CorrKey::new(*p, e.1)) {
+                let evicted = self.evicted.get(&key.proc).is_some_and(|&max| key.correlation <= max);
+                if !self.launches.contains_key(&key) && !evicted {
+                    self.externals_waiting.insert(key);
+                }
+            }
+        }
     }
 
     /// Keeps a window's external ids (a later record's nonzero id wins, as at load), the oldest dropped past the
@@ -344,14 +386,22 @@ impl RangeState {
         }
     }
 
-    /// The ranges never ended, counted per file and returned (ending at `u64::MAX`, as a load keeps them).
-    pub fn finish(&mut self, stats: &mut [JoinStats]) -> Vec<NvtxRange> {
+    /// The ranges never ended, counted per file and returned (ending at `u64::MAX`, as a load keeps them); in a
+    /// `--start/--end` window, those it keeps widen the span by their start (outside one, their start marker
+    /// already did).
+    pub fn finish(&mut self, stats: &mut [JoinStats], span: &mut (u64, u64)) -> Vec<NvtxRange> {
         let mut unclosed = Vec::with_capacity(self.open.len());
         for ((proc, _), (s, depth)) in self.open.drain() {
             stats[proc.index()].nvtx_unclosed_ranges += 1;
+            if self.filter.has_window() && self.filter.keeps(s.ts, u64::MAX) {
+                see(span, s.ts, s.ts);
+            }
             unclosed.push(range_of(proc, &s, u64::MAX, depth));
         }
         self.threads.clear();
+        for key in self.externals_waiting.drain() {
+            stats[key.proc.index()].external_without_api += 1;
+        }
         unclosed.sort_by_key(|r| (r.proc, r.tid, r.start, r.id));
         unclosed
     }
@@ -380,12 +430,15 @@ fn range_of(proc: ProcId, s: &RawMarker, end: u64, depth: u16) -> NvtxRange {
     }
 }
 
-/// Widens `span` to the earliest and latest timestamps of a chunk's rows (unclosed ranges by their start).
-fn widen(span: &mut (u64, u64), c: &ChunkRows) {
-    let mut see = |a: u64, b: u64| {
-        span.0 = span.0.min(a);
-        span.1 = span.1.max(b);
-    };
+fn see(span: &mut (u64, u64), a: u64, b: u64) {
+    span.0 = span.0.min(a);
+    span.1 = span.1.max(b);
+}
+
+/// Widens `span` to the earliest and latest timestamps of a chunk's rows (unclosed ranges by their start), its
+/// NVTX markers with `markers`.
+fn widen(span: &mut (u64, u64), c: &ChunkRows, markers: bool) {
+    let mut see = |a: u64, b: u64| see(span, a, b);
     c.kernels.iter().for_each(|r| see(r.start, r.end));
     c.memcpys.iter().for_each(|r| see(r.start, r.end));
     c.memsets.iter().for_each(|r| see(r.start, r.end));
@@ -394,7 +447,9 @@ fn widen(span: &mut (u64, u64), c: &ChunkRows) {
     c.overheads.iter().for_each(|r| see(r.start, r.end));
     c.memory.iter().for_each(|r| see(r.ts, r.ts));
     c.um.iter().for_each(|r| see(r.start, r.end));
-    c.markers.iter().for_each(|r| see(r.ts, r.ts));
+    if markers {
+        c.markers.iter().for_each(|r| see(r.ts, r.ts));
+    }
 }
 
 #[cfg(test)]
