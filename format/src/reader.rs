@@ -116,7 +116,7 @@ pub struct Recovery {
 
 /// A decoded side chunk other than the metadata.
 enum SideChunk {
-    Strings(Vec<(u64, u32, String)>),
+    Strings(strings::StringsChunk),
     Clocks(Vec<ClockSample>),
     Loss(LossCounters),
     Threads(Vec<(u32, String)>),
@@ -312,7 +312,7 @@ impl Reader {
             self.release_pages(c);
             let raw = raw.map_err(|e| damaged(c, e))?;
             match c.chunk_type() {
-                ChunkType::Strings => meta::strings_from_bytes(&raw).map(SideChunk::Strings),
+                ChunkType::Strings => strings::read_chunk(&raw).map(SideChunk::Strings),
                 ChunkType::Clocks => meta::clocks_from_bytes(&raw).map(SideChunk::Clocks),
                 ChunkType::Threads => meta::thread_names_from_bytes(&raw).map(SideChunk::Threads),
                 _ => LossCounters::from_bytes(&raw).map(SideChunk::Loss),
@@ -330,7 +330,7 @@ impl Reader {
         let mut strings = Vec::new();
         for d in side.decoded {
             match d {
-                Ok(SideChunk::Strings(entries)) => strings.extend(entries),
+                Ok(SideChunk::Strings(chunk)) => strings.push(chunk),
                 Ok(SideChunk::Clocks(samples)) => self.clocks.extend(samples),
                 Ok(SideChunk::Loss(l)) => self.loss = Some(l),
                 // In file order: a later name for a tid supersedes an earlier one.
@@ -339,7 +339,7 @@ impl Reader {
             }
         }
         self.problems.extend(damaged);
-        self.strings = StringTable::from_entries(strings);
+        self.strings = StringTable::from_chunks(strings);
         self.metadata = side.metadata.map(Arc::new);
         self.plan = self.layouts().map(CodecPlan::new);
         self.clocks.sort_by_key(|c| c.cupti_ns);

@@ -131,7 +131,7 @@ pub fn stream_readers(
         let (path, r) = (&paths[i], &readers[i]);
         let first = trace.processes.get(proc.index()).map(|p| p.time);
         let (decoder, process) = open_file(proc, path, r, &filter, first)?;
-        let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
+        let texts = std::iter::once(NameId::EMPTY).chain(r.strings().iter().map(|t| trace.names.intern(t)));
         text_ids[i] = texts.collect::<Vec<NameId>>();
         decoders[i] = Some(decoder);
         let graphs_before = trace.graphs.pending.events.len();
