@@ -464,8 +464,19 @@ impl Reader {
     /// recording of a billion records) otherwise keeps every page it read resident, the whole file by the end.
     /// Reading the chunk again faults its pages back in from the page cache. A no-op for a file read into memory.
     pub fn release_pages(&self, chunk: &ChunkInfo) {
-        let len = CHUNK_HEADER_LEN.saturating_add(chunk.header.stored_len as usize);
-        self.data.release(chunk.offset as usize, len);
+        // The kernel maps the aligned 64 KiB around each page read (fault-around), so reading a chunk of a few KB
+        // (a strings chunk between two activity chunks) leaves its neighbours' pages resident: the window is let go
+        // whole. A neighbour being read meanwhile faults its pages back in.
+        const FAULT_AROUND: usize = 64 << 10;
+        let len = self.data.bytes().len();
+        let start = (chunk.offset as usize).min(len) & !(FAULT_AROUND - 1);
+        let end = (chunk.offset as usize)
+            .saturating_add(CHUNK_HEADER_LEN)
+            .saturating_add(chunk.header.stored_len as usize)
+            .min(len)
+            .next_multiple_of(FAULT_AROUND)
+            .min(len);
+        self.data.release(start, end.saturating_sub(start));
     }
 
     /// Decodes one activity chunk into records grouped by kind.
