@@ -18,9 +18,11 @@ use crate::limits::check_claims;
 use crate::meta::{self, ClockSample, LossCounters, SessionMetadata};
 
 mod cubins;
+mod data;
 mod locate;
 mod strings;
 pub use cubins::Cubin;
+use data::Data;
 use locate::{check_sequence, read_footer, scan};
 pub use strings::StringTable;
 
@@ -129,37 +131,6 @@ struct SideChunks {
     metadata_problems: Vec<Problem>,
     /// The other side chunks in file order.
     decoded: Vec<Result<SideChunk, Problem>>,
-}
-
-enum Data {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Data {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Data::Mapped(m) => m,
-            Data::Owned(v) => v,
-        }
-    }
-
-    /// Lets the kernel take back the mapped pages of `len` bytes from `start` (a no-op for bytes in memory, or a
-    /// range outside the file). Every read through the map keeps the pages it touched resident, and the kernel's
-    /// fault-around maps the 64 KiB around each: reading the 40,000 chunk headers of a billion-record file left
-    /// 1.4 bytes per record resident. Reading the bytes again faults them back in from the page cache.
-    fn release(&self, start: usize, len: usize) {
-        let Data::Mapped(map) = self else { return };
-        if len == 0 || start.checked_add(len).is_none_or(|end| end > map.len()) {
-            return;
-        }
-        // SAFETY: the map is a read-only shared mapping of the file (`Mmap::map`), so MADV_DONTNEED drops page
-        // table entries and the next access reads the same bytes again from the page cache; nothing is freed
-        // that a reference could still point at (the contents of a shared file mapping do not change with the
-        // advice). A failure (an old kernel) changes nothing, so it is ignored.
-        #[cfg(unix)]
-        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
-    }
 }
 
 /// An open `.cutr` file.
