@@ -20,7 +20,8 @@
 #
 # Each command runs 3 times at sizes below 1B and once at 1B. The generated recordings have no PC samples: `source`
 # measures opening the file and finding none. `stats --stream` is measured only where the binary
-# has the flag (the streaming engineer's). The time and RSS are /usr/bin/time's %e and %M (KiB).
+# has the flag (the streaming engineer's); `stats --stream --nvtx-names each` (every step its own NVTX row, as
+# before numbered names were folded) where it has that one too. The time and RSS are /usr/bin/time's %e and %M (KiB).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -56,6 +57,9 @@ trap 'rm -rf "$dir"' EXIT
 stats_help=$("$bin" stats --help 2>&1 || true)
 has_stream=0
 case "$stats_help" in *--stream*) has_stream=1 ;; esac
+# `stats --nvtx-names each` keeps one NVTX row per step name (9 million at 1B records), as stats did before folding.
+has_names=0
+case "$stats_help" in *--nvtx-names*) has_names=1 ;; esac
 host_cores=$(nproc)
 
 # One JSON line: the command, the size, the repetition, its wall time, peak RSS and exit code.
@@ -90,6 +94,7 @@ for n in $sizes; do
   record "$n" "generate" 1 "$wall" "$rss" "$rc" "$(stat -c %s "$a") bytes"
   commands=("info|$a" "stats|$a" "diff|$a $b" "export --parquet|$a" "source|$a")
   [ "$has_stream" = 1 ] && commands+=("stats --stream|$a")
+  [ "$has_stream" = 1 ] && [ "$has_names" = 1 ] && commands+=("stats --stream --nvtx-names each|$a")
   if [ -n "${only:-}" ]; then
     wanted=()
     for entry in "${commands[@]}"; do

@@ -244,6 +244,11 @@ pub enum Command {
         /// launches backward's kernels from its autograd thread), not only by the thread that opened them.
         #[arg(long)]
         nvtx_across_threads: bool,
+        /// NVTX range names that end in a number (`ProfilerStep#12`, `step 17`): `fold` (the default) lists a
+        /// family's names one by one up to 64 of them, past that one row `ProfilerStep#<n>` with all their ranges
+        /// (a line under the table says how many names it holds); `each`: every name its own row, however many.
+        #[arg(long, value_name = "HOW", value_parser = ["fold", "each"], default_value = "fold")]
+        nvtx_names: String,
         /// Only records overlapping the time after this one since the first record (e.g. 1.5, 1.5s, 200ms, 10us),
         /// as the conversion's --start (only the chunks there are read).
         #[arg(long, conflicts_with = "by_rank")]

@@ -48,6 +48,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             wide,
             width,
             nvtx_across_threads,
+            nvtx_names,
             symbols,
             start,
             end,
@@ -68,6 +69,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 sections,
                 nvtx_across_threads,
                 symbol_dirs: symbols,
+                nvtx_names: if nvtx_names == "each" {
+                    cutr_analyses::stats::NvtxNames::Each
+                } else {
+                    cutr_analyses::stats::NvtxNames::Fold
+                },
             };
             let width = width.map(usize::from).or_else(stdout::width);
             let out = reports::StatsOutput { json, csv, text: cutr_analyses::stats::TextOptions { wide, width } };

@@ -15,7 +15,8 @@ fn truth_equals_stats(records: u64) -> (SynthTruth, Value) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g.cutr");
     let truth = write_file(&path, SynthOptions { records, ..Default::default() }).unwrap();
-    let o = run(&["stats", "--json", path_str(&path)]);
+    // Every step name its own NVTX row (by default they fold into `step <n>`, checked below).
+    let o = run(&["stats", "--json", "--nvtx-names", "each", path_str(&path)]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let s: Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = |section: &str| s[section].as_array().unwrap().clone();
@@ -47,6 +48,11 @@ fn truth_equals_stats(records: u64) -> (SynthTruth, Value) {
     assert_eq!(nvtx, truth.nvtx_ranges);
     let step_names = rows("nvtx").iter().filter(|r| r["name"].as_str().unwrap().starts_with("step ")).count();
     assert_eq!(step_names as u64, truth.steps);
+    // Folded (the default): one row holds every step, as many names as steps.
+    let o = run(&["stats", "--json", "--report", "nvtx", path_str(&path)]);
+    let folded: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let step = folded["nvtx"].as_array().unwrap().iter().find(|r| r["name"] == "step <n>").unwrap().clone();
+    assert_eq!((u(&step["count"]), u(&step["folded_names"])), (truth.nvtx_ranges["step"], truth.steps));
     // The device memory peak and the time span.
     let peak = &rows("memory_peaks")[0];
     assert_eq!(u(&peak["peak_bytes"]), truth.memory_peak[&0].0);

@@ -18,9 +18,11 @@ use crate::limits::check_claims;
 use crate::meta::{self, ClockSample, LossCounters, SessionMetadata};
 
 mod cubins;
+mod data;
 mod locate;
 mod strings;
 pub use cubins::Cubin;
+use data::Data;
 use locate::{check_sequence, read_footer, scan};
 pub use strings::StringTable;
 
@@ -116,7 +118,7 @@ pub struct Recovery {
 
 /// A decoded side chunk other than the metadata.
 enum SideChunk {
-    Strings(Vec<(u64, u32, String)>),
+    Strings(strings::StringsChunk),
     Clocks(Vec<ClockSample>),
     Loss(LossCounters),
     Threads(Vec<(u32, String)>),
@@ -129,20 +131,6 @@ struct SideChunks {
     metadata_problems: Vec<Problem>,
     /// The other side chunks in file order.
     decoded: Vec<Result<SideChunk, Problem>>,
-}
-
-enum Data {
-    Mapped(memmap2::Mmap),
-    Owned(Vec<u8>),
-}
-
-impl Data {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Data::Mapped(m) => m,
-            Data::Owned(v) => v,
-        }
-    }
 }
 
 /// An open `.cutr` file.
@@ -217,13 +205,16 @@ impl Reader {
         let bytes = data.bytes();
         let header = FileHeader::decode(bytes)?;
         let mut problems = Vec::new();
-        let (chunks, recovery, clean_close) = match read_footer(bytes) {
+        // The index reads a header in every chunk (a window of the file behind a scan): its pages are let go as
+        // it goes, so that opening a file costs its index, not its size.
+        let release = |start: usize, len: usize| data.release(start, len);
+        let (chunks, recovery, clean_close) = match read_footer(bytes, &release) {
             Ok((chunks, clean, mut p)) => {
                 problems.append(&mut p);
                 (chunks, None, clean)
             }
             Err(reason) => {
-                let (chunks, lost_bytes, mut p) = scan(bytes);
+                let (chunks, lost_bytes, mut p) = scan(bytes, &release);
                 if Trailer::find(bytes).is_some() {
                     problems.push(Problem::FooterUnusable { reason: reason.clone() });
                 }
@@ -232,6 +223,7 @@ impl Reader {
             }
         };
         let chunks = check_sequence(chunks, &mut problems);
+        data.release(0, bytes.len());
         let r = Reader {
             data,
             path: None,
@@ -276,7 +268,9 @@ impl Reader {
         let newest_metadata = || -> (Option<SessionMetadata>, Vec<Problem>) {
             let mut problems = Vec::new();
             for c in metadata_chunks.iter().rev() {
-                match chunk_payload(bytes, c).and_then(|raw| SessionMetadata::from_bytes(&raw)) {
+                let metadata = chunk_payload(bytes, c).and_then(|raw| SessionMetadata::from_bytes(&raw));
+                self.release_pages(c);
+                match metadata {
                     Ok(m) => return (Some(m), problems),
                     Err(error) => problems.push(damaged(c, error)),
                 }
@@ -284,9 +278,12 @@ impl Reader {
             (None, problems)
         };
         let decode_other = |c: &&ChunkInfo| -> Result<SideChunk, Problem> {
-            let raw = chunk_payload(bytes, c).map_err(|e| damaged(c, e))?;
+            let raw = chunk_payload(bytes, c);
+            // Decompressed and copied out: the chunk's pages can go (a long run's strings are hundreds of MB).
+            self.release_pages(c);
+            let raw = raw.map_err(|e| damaged(c, e))?;
             match c.chunk_type() {
-                ChunkType::Strings => meta::strings_from_bytes(&raw).map(SideChunk::Strings),
+                ChunkType::Strings => strings::read_chunk(&raw).map(SideChunk::Strings),
                 ChunkType::Clocks => meta::clocks_from_bytes(&raw).map(SideChunk::Clocks),
                 ChunkType::Threads => meta::thread_names_from_bytes(&raw).map(SideChunk::Threads),
                 _ => LossCounters::from_bytes(&raw).map(SideChunk::Loss),
@@ -304,7 +301,7 @@ impl Reader {
         let mut strings = Vec::new();
         for d in side.decoded {
             match d {
-                Ok(SideChunk::Strings(entries)) => strings.extend(entries),
+                Ok(SideChunk::Strings(chunk)) => strings.push(chunk),
                 Ok(SideChunk::Clocks(samples)) => self.clocks.extend(samples),
                 Ok(SideChunk::Loss(l)) => self.loss = Some(l),
                 // In file order: a later name for a tid supersedes an earlier one.
@@ -313,7 +310,7 @@ impl Reader {
             }
         }
         self.problems.extend(damaged);
-        self.strings = StringTable::from_entries(strings);
+        self.strings = StringTable::from_chunks(strings);
         self.metadata = side.metadata.map(Arc::new);
         self.plan = self.layouts().map(CodecPlan::new);
         self.clocks.sort_by_key(|c| c.cupti_ns);
@@ -438,18 +435,19 @@ impl Reader {
     /// recording of a billion records) otherwise keeps every page it read resident, the whole file by the end.
     /// Reading the chunk again faults its pages back in from the page cache. A no-op for a file read into memory.
     pub fn release_pages(&self, chunk: &ChunkInfo) {
-        let Data::Mapped(map) = &self.data else { return };
-        let start = chunk.offset as usize;
-        let len = CHUNK_HEADER_LEN.saturating_add(chunk.header.stored_len as usize);
-        if start.checked_add(len).is_none_or(|end| end > map.len()) {
-            return;
-        }
-        // SAFETY: the map is a read-only shared mapping of the file (`Mmap::map`), so MADV_DONTNEED drops page
-        // table entries and the next access reads the same bytes again from the page cache; nothing is freed
-        // that a reference could still point at (the contents of a shared file mapping do not change with the
-        // advice). A failure (an old kernel) changes nothing, so it is ignored.
-        #[cfg(unix)]
-        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, len) };
+        // The kernel maps the aligned 64 KiB around each page read (fault-around), so reading a chunk of a few KB
+        // (a strings chunk between two activity chunks) leaves its neighbours' pages resident: the window is let go
+        // whole. A neighbour being read meanwhile faults its pages back in.
+        const FAULT_AROUND: usize = 64 << 10;
+        let len = self.data.bytes().len();
+        let start = (chunk.offset as usize).min(len) & !(FAULT_AROUND - 1);
+        let end = (chunk.offset as usize)
+            .saturating_add(CHUNK_HEADER_LEN)
+            .saturating_add(chunk.header.stored_len as usize)
+            .min(len)
+            .next_multiple_of(FAULT_AROUND)
+            .min(len);
+        self.data.release(start, end.saturating_sub(start));
     }
 
     /// Decodes one activity chunk into records grouped by kind.
@@ -523,7 +521,11 @@ impl Reader {
                         self.release_pages(c);
                         counts
                     }
-                    _ => stored_payload(self.data.bytes(), c).map(|_| (Vec::new(), 0, None)).map_err(damaged),
+                    _ => {
+                        let checked = stored_payload(self.data.bytes(), c).map(|_| (Vec::new(), 0, None));
+                        self.release_pages(c);
+                        checked.map_err(damaged)
+                    }
                 }
             })
             .collect();

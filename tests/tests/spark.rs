@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use cutr_analyses::ranks::{RankReport, by_rank};
-use cutr_analyses::stats::{Stats, StatsOptions, Summary, compute};
+use cutr_analyses::stats::{NvtxNames, Stats, StatsOptions, Summary, compute};
 use cutr_model::{LoadOptions, load};
 use cutr_tests::{cache, client_log, installed, repo};
 use serde_json::Value;
@@ -91,7 +91,9 @@ fn datasets() -> Option<&'static [Dataset]> {
             cutr_tables::write_parquet(&t, &dir).unwrap();
             sets.push(Dataset {
                 name,
-                stats: compute(&t, &StatsOptions::default()),
+                // Spark groups NVTX ranges by their exact name: every name its own row (the kill -9 recording's
+                // 89 steps would fold into `step <n>` by default).
+                stats: compute(&t, &StatsOptions { nvtx_names: NvtxNames::Each, ..Default::default() }),
                 ranks: by_rank(&t, Some(STEP)),
                 answers: Value::Null,
             });

@@ -80,9 +80,11 @@ fn streamed_stats_equal_the_loaded_ones_on_a_generated_recording() {
     // At most 600 KiB of records a window: two chunks, three where they are short (on two workers or more).
     let (w, s) = whole_and_streamed(&p, cap, 1 << 20, 600 << 10);
     let st = s.stream.clone().unwrap();
-    assert_eq!((st.chunks, st.windows, st.estimated_rows, st.launches_out_of_horizon), (99, 49, 24, 0));
+    // NVTX: `forward`, `backward` and the 2,690 steps folded into `step <n>` (more than 64 numbered names), whose
+    // 2,690 ranges are past the cap of 1,000: its median is the 25th estimated.
+    assert_eq!((st.chunks, st.windows, st.estimated_rows, st.launches_out_of_horizon), (99, 49, 25, 0));
     let rows = |x: &Stats| (x.kernels.len(), x.api.len(), x.memory_ops.len(), x.nvtx.len());
-    assert_eq!((rows(&s), s.gpu_time_ns, s.span_ns), ((11, 10, 4, 2692), 1_313_934_596, 1_343_585_031));
+    assert_eq!((rows(&s), s.gpu_time_ns, s.span_ns), ((11, 10, 4, 3), 1_313_934_596, 1_343_585_031));
     same_report(&w, &s, cap);
     // The text says it streamed, and marks the medians that are estimates.
     let text = stats::render_text(&s, stats::TextOptions { wide: true, width: None });

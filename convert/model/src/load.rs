@@ -384,7 +384,7 @@ fn take_ahead(ahead: &mut Ahead, win: &[ChunkInfo]) -> Vec<Option<Result<Decoded
 
 /// The trace name id of each of the file's texts (index = the file's text id + 1; 0 = no text).
 fn intern_texts(r: &Reader, names: &mut crate::Names) -> Vec<NameId> {
-    std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| names.intern(t))).collect()
+    std::iter::once(NameId::EMPTY).chain(r.strings().iter().map(|t| names.intern(t))).collect()
 }
 
 impl FileDecoder<'_> {

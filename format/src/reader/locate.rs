@@ -12,8 +12,31 @@ use crate::container::{
 use crate::error::ChunkError;
 use crate::limits::check_claims;
 
-/// Reads the chunk list from the footer. Any inconsistency makes the caller fall back to scanning.
-pub(super) fn read_footer(bytes: &[u8]) -> Result<(Vec<ChunkInfo>, bool, Vec<Problem>), String> {
+/// Bytes of the file read through the map between two releases of the pages behind (`release(start, len)`): at
+/// most this much of the file (and the fault-around of its last header) is resident while indexing.
+const RELEASE_EVERY: usize = 16 << 20;
+
+/// Calls `release` on what lies behind `at` once `RELEASE_EVERY` bytes have been passed since the last call.
+struct Behind<'a> {
+    release: &'a dyn Fn(usize, usize),
+    from: usize,
+}
+
+impl Behind<'_> {
+    fn passed(&mut self, at: usize) {
+        if at >= self.from.saturating_add(RELEASE_EVERY) {
+            (self.release)(self.from, at - self.from);
+            self.from = at;
+        }
+    }
+}
+
+/// Reads the chunk list from the footer. Any inconsistency makes the caller fall back to scanning. The pages of
+/// the headers read are let go through `release` as the index goes (the footer's own when it has been read).
+pub(super) fn read_footer(
+    bytes: &[u8],
+    release: &dyn Fn(usize, usize),
+) -> Result<(Vec<ChunkInfo>, bool, Vec<Problem>), String> {
     let trailer = Trailer::find(bytes).ok_or_else(|| "no trailer: the writer never closed it".to_string())?;
     let fo = trailer.footer_offset as usize;
     let fh = ChunkHeader::decode(&bytes[fo..]).map_err(|e| format!("footer chunk header: {e:?}"))?;
@@ -30,7 +53,9 @@ pub(super) fn read_footer(bytes: &[u8]) -> Result<(Vec<ChunkInfo>, bool, Vec<Pro
     let mut chunks = Vec::with_capacity(entries.len());
     let mut problems = Vec::new();
     let mut expected_next = FILE_HEADER_LEN as u64;
+    let mut behind = Behind { release, from: 0 };
     for e in entries.iter() {
+        behind.passed(e.offset() as usize);
         if e.offset() != expected_next {
             return Err(format!(
                 "footer lists a chunk at byte {} where one should start at {expected_next}",
@@ -156,15 +181,18 @@ pub(super) fn check_sequence(chunks: Vec<ChunkInfo>, problems: &mut Vec<Problem>
 /// Reads a file chunk by chunk from the start: every complete chunk with a valid checksum is kept, everything
 /// else is reported. A chunk whose header cannot be trusted (its payload fails the checksum, its claims are
 /// implausible, or its length runs past the end while whole chunks follow) is skipped up to the next whole chunk,
-/// so one bad header never hides the chunks after it. Returns the chunks, the lost bytes and the problems.
-pub(super) fn scan(bytes: &[u8]) -> (Vec<ChunkInfo>, u64, Vec<Problem>) {
+/// so one bad header never hides the chunks after it. Returns the chunks, the lost bytes and the problems. A scan
+/// reads every byte (checksums): the pages behind it are let go through `release` as it goes.
+pub(super) fn scan(bytes: &[u8], release: &dyn Fn(usize, usize)) -> (Vec<ChunkInfo>, u64, Vec<Problem>) {
     let mut chunks = Vec::new();
     let mut problems = Vec::new();
     let mut lost = 0u64;
     let mut off = FILE_HEADER_LEN;
     let len = bytes.len();
     let mut after_footer = false;
+    let mut behind = Behind { release, from: 0 };
     while off < len {
+        behind.passed(off);
         let rest = len - off;
         // What follows a footer chunk is the trailer (perhaps damaged or cut): no records live there.
         if after_footer && rest <= TRAILER_LEN {

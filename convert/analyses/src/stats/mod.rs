@@ -7,9 +7,11 @@ mod counter_math;
 mod counter_render;
 mod counter_windows;
 pub(crate) mod counters;
+mod families;
 mod graph_sites;
 mod graphs;
 mod graphs_render;
+mod nvtx_stream;
 mod order_stats;
 mod render;
 mod sections;
@@ -26,6 +28,7 @@ use cutr_model::{JoinStats, Trace};
 use rayon::prelude::*;
 
 pub use counters::{CounterAverage, MAX_ROWS as MAX_COUNTER_ROWS, average_over_intervals as counter_average_over};
+pub use families::NvtxNames;
 pub use graph_sites::CaptureSite;
 pub use graphs::{CaptureRange, GraphExecStats, GraphReport};
 pub use order_stats::{Durations, EXACT_VALUES_CAP, SKETCH_RELATIVE_ERROR};
@@ -102,11 +105,20 @@ pub struct StatsOptions {
     /// recorded path (the `um` section's host functions, the `graphs` section's capture sites; build ids are still
     /// checked).
     pub symbol_dirs: Vec<std::path::PathBuf>,
+    /// NVTX range names with a number (`step 17`): folded into one row per family of more than
+    /// `cutr_model::numbered::FAMILY_ROWS_CAP` names (the default), or each its own row.
+    pub nvtx_names: NvtxNames,
 }
 
 impl Default for StatsOptions {
     fn default() -> Self {
-        StatsOptions { top: None, sections: Section::ALL.to_vec(), nvtx_across_threads: false, symbol_dirs: Vec::new() }
+        StatsOptions {
+            top: None,
+            sections: Section::ALL.to_vec(),
+            nvtx_across_threads: false,
+            symbol_dirs: Vec::new(),
+            nvtx_names: NvtxNames::Fold,
+        }
     }
 }
 
@@ -126,6 +138,10 @@ pub struct Summary {
     pub min_ns: u64,
     pub max_ns: u64,
     pub stddev_ns: f64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Builds a summary from durations (sorted in place).
@@ -255,6 +271,10 @@ pub struct MemoryPeak {
 pub struct RangeStats {
     #[serde(flatten)]
     pub time: Summary,
+    /// For a family of numbered names folded into one row (`step <n>`, [`NvtxNames::Fold`]): how many range names
+    /// it holds, its figures their ranges' together; 0 (and absent in JSON) for a row of one name.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub folded_names: u64,
     /// GPU time (kernels, copies, memsets) of the work launched by API calls inside these ranges (nested
     /// ranges included).
     pub gpu_ns: u64,
@@ -359,7 +379,7 @@ pub fn compute(t: &Trace, opts: &StatsOptions) -> Stats {
     let um =
         if on(Section::Um) { timed("stats um", || um::um(t, top, &opts.symbol_dirs)) } else { UmReport::default() };
     let (nvtx, nvtx_left_out) = if on(Section::Nvtx) {
-        timed("stats nvtx", || sections::nvtx(t, top, opts.nvtx_across_threads))
+        timed("stats nvtx", || sections::nvtx(t, top, opts.nvtx_across_threads, opts.nvtx_names))
     } else {
         Default::default()
     };

@@ -16,6 +16,10 @@ pub const EXACT_VALUES_CAP: usize = 1 << 16;
 /// (1 ns to years) without collapsing any, 32 KiB a row.
 const SKETCH_BINS: u32 = 4096;
 
+fn sketch_config() -> Config {
+    Config::new(SKETCH_RELATIVE_ERROR, SKETCH_BINS, 1.0)
+}
+
 /// One row's durations (ns), summarized as they come.
 #[derive(Clone)]
 pub struct Durations {
@@ -59,7 +63,7 @@ impl Durations {
             Some(s) => s.add(d as f64),
             None if self.values.len() < self.cap => self.values.push(d),
             None => {
-                let mut s = Box::new(DDSketch::new(Config::new(SKETCH_RELATIVE_ERROR, SKETCH_BINS, 1.0)));
+                let mut s = Box::new(DDSketch::new(sketch_config()));
                 for &v in &self.values {
                     s.add(v as f64);
                 }
@@ -67,6 +71,40 @@ impl Durations {
                 self.values = Vec::new();
                 self.sketch = Some(s);
             }
+        }
+    }
+
+    /// Adds `other`'s durations, as if each had been added here: count, total, min, max exact; the mean and the
+    /// spread by Chan's pairwise update; the values kept while both rows' together stay under the cap, else one
+    /// sketch (a DDSketch merges bin by bin, the same bins as adding the values one by one).
+    pub fn merge(&mut self, other: Durations) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = Durations { cap: self.cap, ..other };
+            return;
+        }
+        let (n, m) = (self.count as f64, other.count as f64);
+        let delta = other.mean - self.mean;
+        self.mean += delta * m / (n + m);
+        self.m2 += other.m2 + delta * delta * n * m / (n + m);
+        self.count += other.count;
+        self.total = self.total.saturating_add(other.total);
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        if self.sketch.is_none() && other.sketch.is_none() && self.values.len() + other.values.len() <= self.cap {
+            self.values.extend(other.values);
+            return;
+        }
+        let sketch = self.sketch.get_or_insert_with(|| Box::new(DDSketch::new(sketch_config())));
+        for v in std::mem::take(&mut self.values) {
+            sketch.add(v as f64);
+        }
+        match other.sketch {
+            // Two sketches of one configuration always merge.
+            Some(o) => sketch.merge(&o).expect("sketches of one configuration merge"),
+            None => other.values.iter().for_each(|&v| sketch.add(v as f64)),
         }
     }
 
@@ -108,6 +146,37 @@ mod tests {
         }
         assert!(!d.estimated());
         assert_eq!(d.summary("k".into()), summarize("k".into(), &mut [30, 10, 20, 40]));
+    }
+
+    #[test]
+    fn merged_rows_are_the_row_of_all_their_values() {
+        // Under the cap: the values joined, the exact summary; past it: the sketch of adding them one by one.
+        for cap in [100, 10] {
+            let (mut a, mut b, mut all) = (Durations::new(cap), Durations::new(cap), Durations::new(cap));
+            for v in 1..=30u64 {
+                let d = v * v % 97;
+                if v % 3 == 0 {
+                    b.add(d)
+                } else {
+                    a.add(d)
+                }
+                all.add(d);
+            }
+            let (b2, all2) = (b.clone(), all.clone());
+            a.merge(b);
+            assert_eq!(a.estimated(), cap == 10);
+            let (merged, whole) = (a.summary("k".into()), all.summary("k".into()));
+            let exact = |s: &Summary| (s.count, s.total_ns, s.min_ns, s.max_ns, s.median_ns, s.median_estimated);
+            assert_eq!(exact(&merged), exact(&whole), "cap {cap}");
+            assert!((merged.avg_ns - whole.avg_ns).abs() < 1e-9 && (merged.stddev_ns - whole.stddev_ns).abs() < 1e-9);
+            // Merged into an empty row: that row.
+            let mut empty = Durations::new(cap);
+            empty.merge(b2.clone());
+            assert_eq!(exact(&empty.summary("k".into())), exact(&b2.summary("k".into())));
+            let mut sketched = all2;
+            sketched.merge(Durations::new(cap));
+            assert_eq!(exact(&sketched.summary("k".into())), exact(&whole));
+        }
     }
 
     #[test]

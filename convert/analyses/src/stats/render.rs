@@ -346,6 +346,10 @@ fn nvtx_text(o: &mut String, s: &Stats, opts: TextOptions) {
         .collect();
     fitted_table(o, &title, &hr, rows, opts);
     left_out_line(o, s.nvtx_left_out.as_ref(), "range names", "NVTX range time");
+    if let Some(note) = super::families::folded_note(s.nvtx.iter().map(|r| (r.time.name.as_str(), r.folded_names))) {
+        o.push_str(&note);
+        o.push('\n');
+    }
 }
 
 fn where_(u: &super::Utilization) -> String {

@@ -6,6 +6,7 @@ use cutr_model::{NameId, ProcId, Trace, describe, nvtx_spans};
 use rayon::prelude::*;
 
 use super::buckets::{buckets, group, split_at_bounds};
+use super::families::{self, NvtxNames};
 use super::{
     MemoryOps, MemoryPeak, RangeStats, RowsLeftOut, Summary, Utilization, rank_and_cut, saturating_sum, summarize,
 };
@@ -81,7 +82,8 @@ pub(super) fn memory_ops(t: &Trace, top: Option<usize>) -> Ranked<MemoryOps> {
 /// Closed NVTX ranges by name (an unclosed one has no duration), with the GPU work launched inside them: by the
 /// range's own thread, or with `across_threads` by any thread of its process while it was open; and their GPU
 /// spans (by the range's own thread).
-pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Ranked<RangeStats> {
+/// Numbered names are folded by family per `names` ([`super::families`]).
+pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool, names: NvtxNames) -> Ranked<RangeStats> {
     let gpu_in_range = if across_threads { t.gpu_work_by_range_across_threads() } else { t.gpu_work_by_range() };
     // Capture-time attribution is by the making thread's ranges whatever `across_threads` is: a node is made by
     // one call on one thread, so its ranges are known, not guessed from overlap.
@@ -89,22 +91,26 @@ pub(super) fn nvtx(t: &Trace, top: Option<usize>, across_threads: bool) -> Ranke
     let spans = nvtx_spans::span_totals(t, &nvtx_spans::gpu_spans(t));
     let closed: Vec<u32> =
         (0..t.ranges.len() as u32).into_par_iter().filter(|&i| t.ranges[i as usize].closed()).collect();
-    let names: Vec<NameId> = closed.par_iter().map(|&i| t.ranges[i as usize].name).collect();
-    let (distinct, keys) = buckets(&names);
+    let range_names: Vec<NameId> = closed.par_iter().map(|&i| t.ranges[i as usize].name).collect();
+    let (distinct, keys) = buckets(&range_names);
+    let texts: Vec<&str> = distinct.iter().map(|&n| t.names.get(n)).collect();
+    let folding = families::fold(&texts, names);
+    let keys: Vec<u32> = keys.par_iter().map(|&k| folding.row_of[k as usize]).collect();
     let range = |i: usize, _| {
         let c = closed[i] as usize;
         let (r, g, p, s) = (&t.ranges[c], gpu_in_range[c], replayed[c], spans[c]);
         (r.end - r.start, g.0, g.1, p.0, p.1, s.0, s.1)
     };
-    let (rows, bounds) = group(distinct.len(), &[Source { keys, make: &range }]);
+    let (rows, bounds) = group(folding.rows.len(), &[Source { keys, make: &range }]);
     let mut nvtx: Vec<RangeStats> = bounds
         .par_windows(2)
-        .zip(&distinct)
-        .map(|(w, &n)| {
+        .zip(&folding.rows)
+        .map(|(w, (name, folded_names))| {
             let rows = &rows[w[0]..w[1]];
             let mut d: Vec<u64> = rows.iter().map(|r| r.0).collect();
             RangeStats {
-                time: summarize(t.names.get(n).to_string(), &mut d),
+                time: summarize(name.clone(), &mut d),
+                folded_names: *folded_names,
                 gpu_ns: saturating_sum(rows.iter().map(|r| r.1)),
                 gpu_ops: saturating_sum(rows.iter().map(|r| r.2)),
                 replayed_gpu_ns: saturating_sum(rows.iter().map(|r| r.3)),

@@ -16,10 +16,12 @@ use cutr_model::{Filter, LoadError, NameId, ProcId, Trace, describe};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use super::families::NvtxNames;
+use super::nvtx_stream::NvtxRows;
 use super::order_stats::{Durations, SKETCH_RELATIVE_ERROR};
 use super::stream_memory::StreamedMemory;
 use super::stream_utilization::StreamedUtilization;
-use super::{MemoryOps, RangeStats, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
+use super::{MemoryOps, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
 
 /// The sections a stream computes.
 pub const STREAMED_SECTIONS: [Section; 6] =
@@ -95,9 +97,6 @@ impl<T> Rows<T> {
 /// A memory operation row: its durations and bytes.
 type MemoryRow = (Durations, u64);
 
-/// An NVTX range name's row: its closed ranges' durations, and the GPU time and ops launched inside.
-type RangeRow = (Option<Durations>, u64, u64);
-
 /// Every accumulator of a streamed report; each section's apart, so that a batch's sections are summed at once.
 struct Accumulators {
     cap: usize,
@@ -108,12 +107,12 @@ struct Accumulators {
     /// (0 copy kind, source, destination) or (1 memset memory kind).
     memory_rows: FxHashMap<(u8, u16, u8, u8), usize>,
     memory: Rows<MemoryRow>,
-    nvtx: FxHashMap<NameId, RangeRow>,
+    nvtx: NvtxRows,
     gpu_time: u64,
 }
 
 impl Accumulators {
-    fn new(cap: usize) -> Accumulators {
+    fn new(cap: usize, nvtx_names: NvtxNames) -> Accumulators {
         Accumulators {
             cap,
             kernel_rows: FxHashMap::default(),
@@ -122,7 +121,7 @@ impl Accumulators {
             api: Rows::default(),
             memory_rows: FxHashMap::default(),
             memory: Rows::default(),
-            nvtx: FxHashMap::default(),
+            nvtx: NvtxRows::new(cap, nvtx_names),
             gpu_time: 0,
         }
     }
@@ -159,7 +158,7 @@ impl Accumulators {
                 s.spawn(move |_| add_memory(memory_rows, memory, b, cap));
             }
             if on(Section::Nvtx) {
-                s.spawn(move |_| add_nvtx(nvtx, stacks, b, cap));
+                s.spawn(move |_| nvtx.add(t, stacks, b));
             }
             let durations = b.kernels.iter().map(|k| k.duration());
             let durations = durations.chain(b.memcpys.iter().map(|m| m.duration()));
@@ -183,23 +182,6 @@ fn add_memory(rows: &mut FxHashMap<(u8, u16, u8, u8), usize>, memory: &mut Rows<
         let r = &mut memory.rows[row].1;
         r.0.add(d);
         r.1 = r.1.saturating_add(bytes);
-    }
-}
-
-/// Closed ranges' durations by name, and each GPU op's time added to every range open around its launch.
-fn add_nvtx(nvtx: &mut FxHashMap<NameId, RangeRow>, stacks: &RangeStacks, b: &Batch, cap: usize) {
-    for r in &b.ranges {
-        let row = nvtx.entry(r.name).or_insert((None, 0, 0));
-        row.0.get_or_insert_with(|| Durations::new(cap)).add(r.end - r.start);
-    }
-    let durations = b.kernels.iter().map(|k| k.duration());
-    let durations = durations.chain(b.memcpys.iter().map(|m| m.duration()));
-    for (d, &stack) in durations.chain(b.memsets.iter().map(|m| m.duration())).zip(&b.gpu_ranges) {
-        for name in stacks.names(stack) {
-            let row = nvtx.entry(name).or_insert((None, 0, 0));
-            row.1 = row.1.saturating_add(d);
-            row.2 += 1;
-        }
     }
 }
 
@@ -246,7 +228,7 @@ pub fn compute_streaming_in(
     stream_opts: &StreamOptions,
 ) -> Result<(Stats, Trace), LoadError> {
     let on = |s: Section| opts.sections.contains(&s);
-    let mut acc = Accumulators::new(cap);
+    let mut acc = Accumulators::new(cap, opts.nvtx_names);
     let (mut utilization, mut memory) = (StreamedUtilization::default(), StreamedMemory::default());
     let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
         let settled = || {
@@ -274,15 +256,7 @@ pub fn compute_streaming_in(
         })
         .collect();
     let memory_ops_left_out = rank_and_cut(&mut memory_ops, opts.top);
-    let mut nvtx: Vec<RangeStats> = acc
-        .nvtx
-        .into_iter()
-        .filter_map(|(name, (d, gpu_ns, gpu_ops))| {
-            let d = d?;
-            estimated += d.estimated() as u64;
-            Some(RangeStats { time: d.summary(t.names.get(name).to_string()), gpu_ns, gpu_ops, ..Default::default() })
-        })
-        .collect();
+    let mut nvtx = acc.nvtx.finish(&mut estimated);
     let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
     let mut sections: Vec<Section> = opts.sections.iter().copied().filter(|s| STREAMED_SECTIONS.contains(s)).collect();
     sections.sort_unstable();

@@ -217,7 +217,7 @@ fn stream_inner(
             let damaged = trace.graphs.read_file(r, proc, &process.time, filter, &mut process.stats);
             process.problems.extend(damaged.into_iter().filter(|p| !r.problems().contains(p)));
         }
-        let texts = std::iter::once(NameId::EMPTY).chain(r.strings().texts().iter().map(|t| trace.names.intern(t)));
+        let texts = std::iter::once(NameId::EMPTY).chain(r.strings().iter().map(|t| trace.names.intern(t)));
         text_ids[i] = texts.collect::<Vec<NameId>>();
         decoders[i] = Some(decoder);
         let graphs_before = trace.graphs.pending.events.len();
