@@ -8,7 +8,10 @@
 # --bin      the cupti-convert to measure (default target/release/cupti-convert; build it with
 #            `cargo build --release -p cutr-convert`)
 # --dir      where the generated recordings and outputs go (default /tmp/cutr-long-runs; 1B records need ~7 GB:
-#            two recordings of 3.2 GB for `diff`); everything there is deleted at the end
+#            two recordings of 3.2 GB for `diff`); everything there is deleted at the end, unless --keep
+# --keep     keep the generated recordings, and use those already in --dir instead of generating them again (runs
+#            split over several calls of a time-limited machine)
+# --reps-from-100m N  repetitions at 100M records (default 3; 1B runs once)
 # --tag      names the results file, measurements/long_runs/TAG.jsonl, and each line (default: the commit the script
 #            runs from; name the binary's commit when it is another's)
 # --sizes    record counts (default "10000000 100000000"); --with-1b adds 1000000000
@@ -18,7 +21,8 @@
 #            larger size (default: 3/4 of the machine's memory): the whole-trace path of main needs 0.7-1.4x the
 #            decompressed records, ~70-140 GB at 1B. The skip is recorded with its estimate.
 #
-# Each command runs 3 times at sizes below 1B and once at 1B. The generated recordings have no PC samples: `source`
+# `diff --stream` and `export --parquet --stream` force the streamed paths (past 2 GiB of records they are chosen
+# anyway). Each command runs 3 times at sizes below 1B and once at 1B. The generated recordings have no PC samples: `source`
 # measures opening the file and finding none. `stats --stream` is measured only where the binary
 # has the flag (the streaming engineer's); `stats --stream --nvtx-names each` (every step its own NVTX row, as
 # before numbered names were folded) where it has that one too. The time and RSS are /usr/bin/time's %e and %M (KiB).
@@ -40,6 +44,8 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift ;;
     --max-rss-gb) max_rss_kib=$(($2 * 1024 * 1024)); shift ;;
     --commands) only=$2; shift ;;
+    --keep) keep=1 ;;
+    --reps-from-100m) reps_large=$2; shift ;;
     *) echo "long_runs.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -51,7 +57,7 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 tag=${tag:-$commit}
 out="$root/measurements/long_runs/$tag.jsonl"
 mkdir -p "$(dirname "$out")" "$dir"
-trap 'rm -rf "$dir"' EXIT
+if [ -z "${keep:-}" ]; then trap 'rm -rf "$dir"' EXIT; fi
 # The help read whole first: `grep -q` would close the pipe early, and cupti-convert ends on SIGPIPE (141), which
 # pipefail reports as "no flag".
 stats_help=$("$bin" stats --help 2>&1 || true)
@@ -89,10 +95,17 @@ for n in $sizes; do
   a="$dir/g$n-a.cutr"
   b="$dir/g$n-b.cutr"
   reps=3
+  [ "$n" -ge 100000000 ] && reps=${reps_large:-3}
   [ "$n" -ge 1000000000 ] && reps=1
-  read -r wall rss rc < <(measure "$bin" generate -o "$a" --records "$n" --seed 1)
-  record "$n" "generate" 1 "$wall" "$rss" "$rc" "$(stat -c %s "$a") bytes"
+  if [ -n "${keep:-}" ] && [ -s "$a" ]; then
+    record "$n" "generate" 1 null null null "kept from an earlier run: $(stat -c %s "$a") bytes"
+  else
+    read -r wall rss rc < <(measure "$bin" generate -o "$a" --records "$n" --seed 1)
+    record "$n" "generate" 1 "$wall" "$rss" "$rc" "$(stat -c %s "$a") bytes"
+  fi
   commands=("info|$a" "stats|$a" "diff|$a $b" "export --parquet|$a" "source|$a")
+  # The streamed paths forced (past 2 GiB of records they are chosen anyway; below, the whole path is).
+  commands+=("diff --stream|$a $b" "export --parquet --stream|$a")
   [ "$has_stream" = 1 ] && commands+=("stats --stream|$a")
   [ "$has_stream" = 1 ] && [ "$has_names" = 1 ] && commands+=("stats --stream --nvtx-names each|$a")
   if [ -n "${only:-}" ]; then
@@ -102,9 +115,13 @@ for n in $sizes; do
     done
     commands=("${wanted[@]}")
   fi
-  if printf '%s\n' "${commands[@]}" | grep -q '^diff|'; then
-    read -r wall rss rc < <(measure "$bin" generate -o "$b" --records "$n" --seed 2)
-    record "$n" "generate" 2 "$wall" "$rss" "$rc" "$(stat -c %s "$b") bytes"
+  if printf '%s\n' "${commands[@]}" | grep -q '^diff'; then
+    if [ -n "${keep:-}" ] && [ -s "$b" ]; then
+      record "$n" "generate" 2 null null null "kept from an earlier run: $(stat -c %s "$b") bytes"
+    else
+      read -r wall rss rc < <(measure "$bin" generate -o "$b" --records "$n" --seed 2)
+      record "$n" "generate" 2 "$wall" "$rss" "$rc" "$(stat -c %s "$b") bytes"
+    fi
   fi
   for entry in "${commands[@]}"; do
     cmd=${entry%%|*}
@@ -122,6 +139,10 @@ for n in $sizes; do
           rm -rf "$dir/parquet"
           # shellcheck disable=SC2086
           read -r wall rss rc < <(measure "$bin" export --parquet "$dir/parquet" $files) ;;
+        "export --parquet --stream")
+          rm -rf "$dir/parquet"
+          # shellcheck disable=SC2086
+          read -r wall rss rc < <(measure "$bin" export --stream --parquet "$dir/parquet" $files) ;;
         diff)
           # shellcheck disable=SC2086
           read -r wall rss rc < <(measure "$bin" diff $files) ;;
@@ -134,6 +155,6 @@ for n in $sizes; do
     done
     rm -rf "$dir/parquet"
   done
-  rm -f "$a" "$b"
+  if [ -z "${keep:-}" ]; then rm -f "$a" "$b"; fi
 done
 echo "long_runs.sh: results in $out" >&2
