@@ -96,8 +96,9 @@ pub(crate) fn group(readers: &[Reader]) -> Grouping {
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let r = cutr_format::Reader::open("../../fixtures/pytorch_loop.cutr")?;
-/// let s = cutr_format::Reader::open("../../fixtures/cuda_workload.cutr")?;
+/// use std::path::Path;
+/// let r = cutr_format::Reader::open(Path::new("../../fixtures/pytorch_loop.cutr"))?;
+/// let s = cutr_format::Reader::open(Path::new("../../fixtures/cuda_workload.cutr"))?;
 /// assert_eq!(cutr_model::runs::run_groups(&[r, s]), [vec![0], vec![1]]);
 /// # Ok(())
 /// # }
