@@ -7,6 +7,7 @@
 
 mod cli;
 mod convert;
+mod diff_command;
 mod docs;
 mod memory;
 mod progress;
@@ -103,9 +104,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 normalize_templates,
                 ..Default::default()
             };
-            let limits = reports::DiffLimits { min_delta, instance_floor, fail_on };
+            let limits = diff_command::DiffLimits { min_delta, instance_floor, fail_on };
             let choice = streaming::Choice::of(stream, no_stream);
-            reports::diff(reports::DiffArgs { files, base, new, opts, json, markdown, all, by_rank, choice }, limits)
+            diff_command::diff(
+                diff_command::DiffArgs { files, base, new, opts, json, markdown, all, by_rank, choice },
+                limits,
+            )
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
         Some(Command::Analyze { files, step, json, markdown, gap_threshold, start, end }) => {

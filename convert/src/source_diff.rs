@@ -11,7 +11,8 @@ use cutr_format::{ChunkType, Reader};
 use cutr_model::timing;
 
 use crate::cli::usage;
-use crate::reports::{EXIT_DIFFERENT_PROGRAMS, EXIT_REGRESSION, open_all, warn_source_inputs};
+use crate::diff_command::{EXIT_DIFFERENT_PROGRAMS, EXIT_REGRESSION};
+use crate::reports::{open_all, warn_source_inputs};
 use crate::stdout;
 
 /// How `source --diff` prints.

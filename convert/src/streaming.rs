@@ -159,7 +159,7 @@ pub fn stats(
 }
 
 /// A diff side's runs as the streamed diff reads them.
-fn streamed_side(s: &crate::reports::DiffSide) -> cutr_analyses::diff::StreamedSide<'_> {
+fn streamed_side(s: &crate::diff_command::DiffSide) -> cutr_analyses::diff::StreamedSide<'_> {
     let runs = s.runs.iter().map(|r| (&s.paths[r.clone()], &s.readers[r.clone()])).collect();
     cutr_analyses::diff::StreamedSide { runs }
 }
@@ -174,8 +174,8 @@ pub struct DiffOutput {
 /// `diff` (or `diff --by-rank`) with each run streamed over its opened inputs (`readers`: the base's, then the
 /// new's); prints the report and returns its verdict.
 pub fn diff(
-    base: &crate::reports::DiffSide,
-    new: &crate::reports::DiffSide,
+    base: &crate::diff_command::DiffSide,
+    new: &crate::diff_command::DiffSide,
     opts: &cutr_analyses::diff::DiffOptions,
     by_rank: bool,
     out: DiffOutput,

@@ -30,18 +30,7 @@ pub(crate) fn pair_markers(proc: ProcId, mut markers: Vec<RawMarker>, filter: &F
         // Stable: markers at the same time keep their record order (ends before starts).
         markers.par_sort_by_key(|m| (m.ts, m.flags & END == 0));
         let mut out = PairedMarkers::default();
-        let range = |s: &RawMarker, end: u64| NvtxRange {
-            proc,
-            start: s.ts,
-            end,
-            pid: s.pid,
-            tid: s.tid,
-            name: s.name,
-            domain: s.domain,
-            id: s.id,
-            depth: 0,
-            parent: NvtxRange::NO_PARENT,
-        };
+        let range = |s: &RawMarker, end: u64| range_of(proc, s, end, 0);
         let mut open: HashMap<u32, RawMarker> = HashMap::new();
         for mk in markers {
             if mk.flags & INSTANT != 0 {
@@ -247,6 +236,22 @@ impl Trace {
                 (prefix[hi] - prefix[lo], (hi - lo) as u64)
             })
             .collect()
+    }
+}
+
+/// The range a start marker opened, ending at `end`, at nesting `depth` (its parent still unknown).
+pub(crate) fn range_of(proc: ProcId, s: &RawMarker, end: u64, depth: u16) -> NvtxRange {
+    NvtxRange {
+        proc,
+        start: s.ts,
+        end,
+        pid: s.pid,
+        tid: s.tid,
+        name: s.name,
+        domain: s.domain,
+        id: s.id,
+        depth,
+        parent: NvtxRange::NO_PARENT,
     }
 }
 

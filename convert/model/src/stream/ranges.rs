@@ -14,6 +14,7 @@ use super::instances::Instances;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
 use crate::load::Filter;
+use crate::nvtx::range_of;
 use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxMark, NvtxRange};
 use crate::trace::JoinStats;
 
@@ -412,22 +413,6 @@ fn hold<T>(rows: Vec<T>, held: &mut Vec<T>, wait: impl Fn(&T) -> bool) -> Vec<T>
     let (waiting, now): (Vec<T>, Vec<T>) = rows.into_iter().partition(|r| wait(r));
     held.extend(waiting);
     now
-}
-
-/// The range a start marker opened, ending at `end`.
-fn range_of(proc: ProcId, s: &RawMarker, end: u64, depth: u16) -> NvtxRange {
-    NvtxRange {
-        proc,
-        start: s.ts,
-        end,
-        pid: s.pid,
-        tid: s.tid,
-        name: s.name,
-        domain: s.domain,
-        id: s.id,
-        depth,
-        parent: NvtxRange::NO_PARENT,
-    }
 }
 
 fn see(span: &mut (u64, u64), a: u64, b: u64) {
