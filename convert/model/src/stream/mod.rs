@@ -26,6 +26,7 @@
 //! ```
 
 mod graphs;
+mod horizon;
 mod instances;
 mod ranges;
 

@@ -4,18 +4,17 @@
 //! process's calls in increasing order, so GPU work with no call in the horizon and an id at or below the highest
 //! evicted one lost its call to the horizon (counted), and the rest had none (`gpu_without_api`, as at load).
 
-use std::collections::VecDeque;
-
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Batch;
+use super::horizon::{CallAdded, Horizon};
 use super::instances::Instances;
 use crate::decode::{ChunkRows, RawMarker};
 use crate::ids::{CorrKey, NameId, ProcId};
 use crate::load::Filter;
 use crate::nvtx::range_of;
-use crate::rows::{ApiCall, Kernel, Memcpy, Memset, NvtxMark, NvtxRange};
+use crate::rows::{Kernel, Memcpy, Memset, NvtxMark, NvtxRange};
 use crate::trace::JoinStats;
 
 const INSTANT: u32 = 1;
@@ -87,17 +86,8 @@ pub(super) struct RangeState {
     /// Each thread's open ranges (range id, name), outermost first.
     threads: FxHashMap<(ProcId, u32), Vec<(u32, NameId)>>,
     pub stacks: RangeStacks,
-    /// Each recent call's stack id and whether it is a driver call (a runtime call wins a shared id).
-    launches: FxHashMap<CorrKey, (u32, bool)>,
-    /// Each recent launching call (the one `launches` keeps).
-    calls: FxHashMap<CorrKey, ApiCall>,
-    /// External ids (CUSTOM0, CUSTOM1) of recent correlation keys, and the order they came in.
-    external: FxHashMap<CorrKey, (u64, u64)>,
-    external_order: VecDeque<CorrKey>,
-    order: VecDeque<CorrKey>,
-    horizon: usize,
-    /// The highest correlation id evicted per file.
-    evicted: FxHashMap<ProcId, u32>,
+    /// Each recent call, its range set and its external ids, by correlation key.
+    horizon: Horizon,
     /// GPU work waiting for its launching call's chunk (see [`RangeState::batch`]).
     held: (Vec<Kernel>, Vec<Memcpy>, Vec<Memset>),
     pub out_of_horizon: u64,
@@ -116,13 +106,7 @@ impl RangeState {
             open: FxHashMap::default(),
             threads: FxHashMap::default(),
             stacks: RangeStacks::default(),
-            launches: FxHashMap::default(),
-            calls: FxHashMap::default(),
-            external: FxHashMap::default(),
-            external_order: VecDeque::new(),
-            order: VecDeque::new(),
-            horizon: horizon.max(1),
-            evicted: FxHashMap::default(),
+            horizon: Horizon::new(horizon),
             held: Default::default(),
             out_of_horizon: 0,
             filter,
@@ -172,9 +156,7 @@ impl RangeState {
         if let Some(before) = hold_before {
             // Work whose call was not read yet, and may still be: the chunk holding it starts before the work.
             let waits = |key: CorrKey, start: u64| {
-                start > before
-                    && !self.launches.contains_key(&key)
-                    && self.evicted.get(&key.proc).is_none_or(|&max| key.correlation > max)
+                start > before && self.horizon.launch(key).is_none() && !self.horizon.is_evicted(key)
             };
             let (k, c, m) = &mut self.held;
             kernels = hold(kernels, k, |r| waits(r.corr(), r.start));
@@ -190,8 +172,8 @@ impl RangeState {
             if let Some(i) = &mut self.instances {
                 i.work(key, ns);
             }
-            batch.gpu_calls.push(self.calls.get(&key).copied());
-            batch.gpu_external.push(self.external.get(&key).copied().unwrap_or((0, 0)));
+            batch.gpu_calls.push(self.horizon.launch(key).map(|(_, call)| *call));
+            batch.gpu_external.push(self.horizon.external(key));
         }
         (batch.kernels, batch.memcpys, batch.memsets) = (kernels, memcpys, memsets);
         for (p, c) in rows.iter_mut() {
@@ -218,10 +200,10 @@ impl RangeState {
 
     /// The stack id of the call that launched `key`'s work, counting the work whose call is unknown.
     fn launch_ranges(&mut self, key: CorrKey, stats: &mut JoinStats, graph: bool) -> u32 {
-        if let Some(&(id, _)) = self.launches.get(&key) {
+        if let Some((id, _)) = self.horizon.launch(key) {
             return id;
         }
-        if self.evicted.get(&key.proc).is_some_and(|&max| key.correlation <= max) {
+        if self.horizon.is_evicted(key) {
             self.out_of_horizon += 1;
         } else {
             stats.gpu_without_api += 1;
@@ -264,24 +246,11 @@ impl RangeState {
                     batch.api_ranges[firsts[e.chunk as usize] + row - c.markers.len()] = id;
                     let key = CorrKey::new(proc, a.correlation);
                     let innermost = stack.last().map(|r| r.0);
-                    match self.launches.get_mut(&key) {
-                        Some(slot) => {
-                            if slot.1 && !a.driver {
-                                *slot = (id, false);
-                                if let Some(i) = &mut self.instances {
-                                    i.call(key, innermost, false);
-                                }
-                                self.calls.insert(key, *a);
-                            }
-                        }
-                        None => {
-                            self.launches.insert(key, (id, a.driver));
-                            self.calls.insert(key, *a);
-                            self.order.push_back(key);
-                            if let Some(i) = &mut self.instances {
-                                i.call(key, innermost, true);
-                            }
-                        }
+                    let added = self.horizon.add_call(key, id, a);
+                    if let Some(i) = &mut self.instances
+                        && added != CallAdded::Kept
+                    {
+                        i.call(key, innermost, added == CallAdded::New);
                     }
                 }
             }
@@ -333,15 +302,14 @@ impl RangeState {
     /// not counted.
     fn match_externals(&mut self, rows: &[(ProcId, ChunkRows)], stats: &mut [JoinStats]) {
         for key in std::mem::take(&mut self.externals_waiting) {
-            if !self.launches.contains_key(&key) {
+            if self.horizon.launch(key).is_none() {
                 stats[key.proc.index()].external_without_api += 1;
             }
         }
         for (p, c) in rows {
             let modelled = c.external.iter().filter(|e| e.0 == EXTERNAL_CUSTOM0 || e.0 == EXTERNAL_CUSTOM1);
             for key in modelled.map(|e| CorrKey::new(*p, e.1)) {
-                let evicted = self.evicted.get(&key.proc).is_some_and(|&max| key.correlation <= max);
-                if !self.launches.contains_key(&key) && !evicted {
+                if self.horizon.launch(key).is_none() && !self.horizon.is_evicted(key) {
                     self.externals_waiting.insert(key);
                 }
             }
@@ -353,38 +321,22 @@ impl RangeState {
     fn keep_external(&mut self, proc: ProcId, external: &[crate::decode::RawExternal]) {
         for &(kind, correlation, id) in external {
             let key = CorrKey::new(proc, correlation);
-            let slot = match self.external.entry(key) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    self.external_order.push_back(key);
-                    e.insert((0, 0))
-                }
-            };
             match kind {
-                EXTERNAL_CUSTOM0 if id != 0 => slot.0 = id,
-                EXTERNAL_CUSTOM1 if id != 0 => slot.1 = id,
-                _ => {}
+                EXTERNAL_CUSTOM0 => self.horizon.add_external(key, true, id),
+                EXTERNAL_CUSTOM1 => self.horizon.add_external(key, false, id),
+                _ => self.horizon.add_external(key, true, 0),
             }
-        }
-        while self.external.len() > self.horizon {
-            let Some(key) = self.external_order.pop_front() else { break };
-            self.external.remove(&key);
         }
     }
 
     /// Drops the oldest calls past the horizon, remembering the highest id dropped per file.
     fn evict(&mut self) {
-        while self.launches.len() > self.horizon {
-            let Some(key) = self.order.pop_front() else { break };
-            self.calls.remove(&key);
-            if self.launches.remove(&key).is_some() {
-                let max = self.evicted.entry(key.proc).or_default();
-                *max = (*max).max(key.correlation);
-                if let Some(i) = &mut self.instances {
-                    i.evicted(key);
-                }
+        let instances = &mut self.instances;
+        self.horizon.evict(|key| {
+            if let Some(i) = instances {
+                i.evicted(key);
             }
-        }
+        });
     }
 
     /// The ranges never ended, counted per file and returned (ending at `u64::MAX`, as a load keeps them); in a
