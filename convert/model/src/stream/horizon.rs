@@ -21,7 +21,12 @@ struct Slot {
     call: Option<(u32, ApiCall)>,
     /// External ids (CUSTOM0, CUSTOM1) of the key, once an external record came for it.
     external: Option<(u64, u64)>,
+    /// What the stream's range instances keep about the call (its instance and sequence number; 0 = none).
+    tag: Tag,
 }
+
+/// A call's NVTX range instance and its sequence number (see [`super::instances`]); (0, 0) = none.
+pub(super) type Tag = (u64, u64);
 
 impl Slot {
     fn is_empty(&self) -> bool {
@@ -69,7 +74,7 @@ pub(super) struct Horizon {
     call_order: VecDeque<CorrKey>,
     external_order: VecDeque<CorrKey>,
     /// Calls evicted early by a ring's span, for the next [`Horizon::evict`] to report.
-    forced: Vec<CorrKey>,
+    forced: Vec<(CorrKey, Tag)>,
 }
 
 impl Horizon {
@@ -105,6 +110,20 @@ impl Horizon {
     /// The external ids (CUSTOM0, CUSTOM1) of `key`, 0 where none came.
     pub fn external(&self, key: CorrKey) -> (u64, u64) {
         self.slot(key).and_then(|s| s.external).unwrap_or((0, 0))
+    }
+
+    /// The tag of `key`'s call in the horizon ((0, 0) when none).
+    pub fn tag(&self, key: CorrKey) -> Tag {
+        self.slot(key).filter(|s| s.call.is_some()).map_or((0, 0), |s| s.tag)
+    }
+
+    /// Tags `key`'s call, if it is in the horizon.
+    pub fn set_tag(&mut self, key: CorrKey, tag: Tag) {
+        let Some(ring) = self.rings.get_mut(key.proc.index()) else { return };
+        let slot = key.correlation.checked_sub(ring.base).and_then(|at| ring.slots.get_mut(at as usize));
+        if let Some(slot) = slot.filter(|s| s.call.is_some()) {
+            slot.tag = tag;
+        }
     }
 
     /// Whether `key`'s call may have been read and left the horizon: its id is at or below the highest evicted.
@@ -149,11 +168,11 @@ impl Horizon {
         }
     }
 
-    /// Drops the oldest calls past the horizon (and those a ring's span evicted early), handing each to `evicted`,
-    /// then the oldest external id pairs past it.
-    pub fn evict(&mut self, mut evicted: impl FnMut(CorrKey)) {
-        for key in std::mem::take(&mut self.forced) {
-            evicted(key);
+    /// Drops the oldest calls past the horizon (and those a ring's span evicted early), handing each with its tag
+    /// to `evicted`, then the oldest external id pairs past it.
+    pub fn evict(&mut self, mut evicted: impl FnMut(CorrKey, Tag)) {
+        for (key, tag) in std::mem::take(&mut self.forced) {
+            evicted(key, tag);
         }
         while self.calls > self.horizon {
             let Some(key) = self.call_order.pop_front() else { break };
@@ -163,9 +182,10 @@ impl Horizon {
                 continue;
             };
             if slot.call.take().is_some() {
+                let tag = std::mem::take(&mut slot.tag);
                 self.calls -= 1;
                 ring.evicted(key.correlation);
-                evicted(key);
+                evicted(key, tag);
             }
         }
         while self.externals > self.horizon {
@@ -219,7 +239,7 @@ impl Horizon {
                 if slot.call.is_some() {
                     self.calls -= 1;
                     ring.evicted(ring.base);
-                    self.forced.push(CorrKey::new(ProcId(at as u16), ring.base));
+                    self.forced.push((CorrKey::new(ProcId(at as u16), ring.base), slot.tag));
                 }
                 if slot.external.is_some() {
                     self.externals -= 1;
@@ -270,8 +290,12 @@ mod tests {
         h.add_call(key(0, 7), 4, &call(7, false));
         h.add_call(key(1, 3), 5, &call(3, false));
         let mut gone = Vec::new();
-        h.evict(|k| gone.push(k));
-        assert_eq!(gone, [key(0, 10)]);
+        h.set_tag(key(0, 10), (1, 2));
+        h.set_tag(key(0, 11), (3, 4));
+        assert_eq!((h.tag(key(0, 10)), h.tag(key(0, 11))), ((1, 2), (0, 0)));
+        h.evict(|k, tag| gone.push((k, tag)));
+        assert_eq!(gone, [(key(0, 10), (1, 2))]);
+        assert_eq!(h.tag(key(0, 10)), (0, 0));
         assert_eq!((h.launch(key(0, 7)).map(|l| l.0), h.launch(key(1, 3)).map(|l| l.0)), (Some(4), Some(5)));
         assert!(h.launch(key(0, 10)).is_none() && h.is_evicted(key(0, 10)) && h.is_evicted(key(0, 9)));
         assert!(!h.is_evicted(key(0, 11)) && !h.is_evicted(key(1, 2)));
@@ -287,7 +311,7 @@ mod tests {
         h.add_external(key(0, 5), true, 0);
         assert_eq!(h.external(key(0, 5)), (11, 12));
         h.add_external(key(0, 6), false, 13);
-        h.evict(|_| panic!("no call was kept"));
+        h.evict(|_, _| panic!("no call was kept"));
         assert_eq!((h.external(key(0, 5)), h.external(key(0, 6))), ((0, 0), (0, 13)));
         assert!(!h.is_evicted(key(0, 5)));
     }
@@ -302,7 +326,7 @@ mod tests {
         h.add_call(key(0, cap + 1), 1, &call(cap + 1, false));
         assert_eq!((h.rings[0].base, h.rings[0].slots.len()), (2, cap as usize));
         let mut gone = Vec::new();
-        h.evict(|k| gone.push(k));
+        h.evict(|k, _| gone.push(k));
         assert_eq!(gone, [key(0, 1)]);
         assert!(h.launch(key(0, 2)).is_some() && h.is_evicted(key(0, 1)));
         // An id more than the cap below the ring is too old to keep: counted as evicted.

@@ -11,7 +11,8 @@ use std::collections::BinaryHeap;
 
 use rustc_hash::FxHashMap;
 
-use crate::ids::{CorrKey, ProcId};
+use super::horizon::Tag;
+use crate::ids::ProcId;
 use crate::rows::NvtxRange;
 
 /// A closed NVTX range instance and the GPU work launched inside it (nested ranges included).
@@ -44,8 +45,6 @@ pub(super) struct Instances {
     live: FxHashMap<u64, Instance>,
     /// Open instances by (file, NVTX range id).
     open: FxHashMap<(ProcId, u32), u64>,
-    /// Calls in the horizon launched inside an instance: (instance, the call's sequence number).
-    calls: FxHashMap<CorrKey, (u64, u64)>,
     /// Calls that entered the horizon, and that left it (first in, first out: sequence numbers 1..=evicted left).
     entered: u64,
     evicted: u64,
@@ -77,43 +76,44 @@ impl Instances {
         }
     }
 
-    /// A call `key` entered the horizon (`new`) or replaced the one of its key (a runtime call over a driver
-    /// call), its thread's innermost open range being `innermost`.
-    pub fn call(&mut self, key: CorrKey, innermost: Option<u32>, new: bool) {
-        let seq = if new {
-            self.entered += 1;
-            self.entered
-        } else {
-            match self.calls.remove(&key) {
-                Some((_, seq)) => seq,
-                // The replaced call was launched outside any range; its sequence number is not kept, so the
-                // replacing one counts as the latest (later than it is: its instance waits a little longer).
-                None => self.entered,
+    /// A call of file `proc` entered the horizon (`replaced`: none) or replaced the one of its key (a runtime call
+    /// over a driver call, whose tag is `replaced`), its thread's innermost open range being `innermost`. Returns
+    /// the call's tag, for the horizon to keep with it: (its instance, its sequence number), or (0, 0) when it was
+    /// launched outside any range.
+    pub fn call(&mut self, proc: ProcId, innermost: Option<u32>, replaced: Option<Tag>) -> Tag {
+        let seq = match replaced {
+            None => {
+                self.entered += 1;
+                self.entered
             }
+            Some((instance, seq)) if instance != 0 => seq,
+            // The replaced call was launched outside any range; its sequence number is not kept, so the
+            // replacing one counts as the latest (later than it is: its instance waits a little longer).
+            Some(_) => self.entered,
         };
-        let instance = innermost.and_then(|r| self.open.get(&(key.proc, r)).copied());
-        if let Some(instance) = instance
-            && let Some(i) = self.live.get_mut(&instance)
-        {
-            i.last_call = i.last_call.max(seq);
-            self.calls.insert(key, (instance, seq));
+        let instance = innermost.and_then(|r| self.open.get(&(proc, r)).copied());
+        match instance.and_then(|instance| Some((instance, self.live.get_mut(&instance)?))) {
+            Some((instance, i)) => {
+                i.last_call = i.last_call.max(seq);
+                (instance, seq)
+            }
+            None => (0, 0),
         }
     }
 
-    /// GPU work of `key`'s call, `ns` long.
-    pub fn work(&mut self, key: CorrKey, ns: u64) {
-        if let Some(&(instance, _)) = self.calls.get(&key)
-            && let Some(i) = self.live.get_mut(&instance)
+    /// GPU work of the call tagged `tag`, `ns` long.
+    pub fn work(&mut self, tag: Tag, ns: u64) {
+        if tag.0 != 0
+            && let Some(i) = self.live.get_mut(&tag.0)
         {
             i.ns = i.ns.saturating_add(ns);
             i.ops += 1;
         }
     }
 
-    /// The oldest call in the horizon, `key`, left it.
-    pub fn evicted(&mut self, key: CorrKey) {
+    /// The oldest call in the horizon left it.
+    pub fn evicted(&mut self) {
         self.evicted += 1;
-        self.calls.remove(&key);
     }
 
     /// The instances that became final, into `out`.
@@ -140,7 +140,6 @@ impl Instances {
                 leaves.push(parent);
             }
         }
-        self.calls.clear();
     }
 
     /// Hands `instance` on (when closed) and adds its sums to its parent; returns the parent when that one has no
@@ -191,32 +190,32 @@ mod tests {
     #[test]
     fn an_instance_is_handed_on_once_its_calls_left_the_horizon_and_its_nested_ones_are_final() {
         let p = ProcId(0);
-        let key = |c: u32| CorrKey::new(p, c);
         let mut s = Instances::default();
         let mut out = Vec::new();
         // step(1) { fwd(2) { launch 10 } launch 11 } ; empty(3) {}
         s.start(p, 1, None);
         s.start(p, 2, Some(1));
-        s.call(key(10), Some(2), true);
+        let launch10 = s.call(p, Some(2), None);
         s.close(p, 2, range(2));
-        s.call(key(11), Some(1), true);
+        let launch11 = s.call(p, Some(1), None);
         s.close(p, 1, range(1));
         s.start(p, 3, None);
         s.close(p, 3, range(3));
         s.settle(&mut out);
         // Only the empty range is final: no call of its own, nothing nested.
         assert_eq!(out.iter().map(|w| (w.range.id, w.gpu_ns, w.gpu_ops)).collect::<Vec<_>>(), [(3, 0, 0)]);
-        s.work(key(10), 500);
-        s.work(key(11), 70);
-        s.evicted(key(10));
+        s.work(launch10, 500);
+        s.work(launch11, 70);
+        s.evicted();
         s.settle(&mut out);
         assert_eq!(out.iter().map(|w| (w.range.id, w.gpu_ns)).collect::<Vec<_>>(), [(3, 0), (2, 500)]);
-        // Work of an evicted call reaches no instance (the stream counts it out of the horizon).
-        s.work(key(10), 1_000_000);
-        s.evicted(key(11));
+        // Work of an evicted call reaches no instance: the horizon has no tag for it (the stream counts it out of
+        // the horizon).
+        s.work((0, 0), 1_000_000);
+        s.evicted();
         s.settle(&mut out);
         assert_eq!((out[2].range.id, out[2].gpu_ns, out[2].gpu_ops), (1, 570, 2));
-        assert!(s.live.is_empty() && s.calls.is_empty() && s.ready.is_empty());
+        assert!(s.live.is_empty() && s.ready.is_empty());
     }
 
     #[test]
@@ -226,8 +225,9 @@ mod tests {
         let mut out = Vec::new();
         s.start(p, 1, None);
         s.start(p, 2, Some(1));
-        s.call(CorrKey::new(p, 5), Some(2), true);
-        s.work(CorrKey::new(p, 5), 40);
+        let launch = s.call(p, Some(2), None);
+        assert_eq!(launch, (2, 1));
+        s.work(launch, 40);
         s.close(p, 1, range(1));
         s.settle(&mut out);
         assert!(out.is_empty());

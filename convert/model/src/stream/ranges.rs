@@ -170,7 +170,7 @@ impl RangeState {
             let id = self.launch_ranges(key, &mut stats[key.proc.index()], graph);
             batch.gpu_ranges.push(id);
             if let Some(i) = &mut self.instances {
-                i.work(key, ns);
+                i.work(self.horizon.tag(key), ns);
             }
             batch.gpu_calls.push(self.horizon.launch(key).map(|(_, call)| *call));
             batch.gpu_external.push(self.horizon.external(key));
@@ -246,11 +246,13 @@ impl RangeState {
                     batch.api_ranges[firsts[e.chunk as usize] + row - c.markers.len()] = id;
                     let key = CorrKey::new(proc, a.correlation);
                     let innermost = stack.last().map(|r| r.0);
+                    let replaced = self.horizon.tag(key);
                     let added = self.horizon.add_call(key, id, a);
                     if let Some(i) = &mut self.instances
                         && added != CallAdded::Kept
                     {
-                        i.call(key, innermost, added == CallAdded::New);
+                        let tag = i.call(proc, innermost, (added == CallAdded::Replaced).then_some(replaced));
+                        self.horizon.set_tag(key, tag);
                     }
                 }
             }
@@ -332,9 +334,9 @@ impl RangeState {
     /// Drops the oldest calls past the horizon, remembering the highest id dropped per file.
     fn evict(&mut self) {
         let instances = &mut self.instances;
-        self.horizon.evict(|key| {
+        self.horizon.evict(|_, _| {
             if let Some(i) = instances {
-                i.evicted(key);
+                i.evicted();
             }
         });
     }
