@@ -269,9 +269,10 @@ pub enum Command {
         /// Stream over the recordings' chunks in time order in bounded memory instead of loading them whole (the
         /// default when their records exceed 2 GiB decompressed, the report's line says so): kernels, API calls,
         /// copies and memsets, NVTX ranges and losses, with counts, totals, min, max and averages exact and medians
-        /// exact up to 65,536 instances a row, beyond from a sketch within 0.5% (marked ~); utilization and the
-        /// memory section's peaks exact; --start/--end read only the chunks of the window, as a load does. Graphs,
-        /// counters and unified memory are not computed streaming (the report names them).
+        /// exact up to 65,536 instances a row, beyond from a sketch within 0.5% (marked ~); utilization, the
+        /// memory section's peaks and unified memory (events by kernel too) exact; --start/--end read only the
+        /// chunks of the window, as a load does. Graphs and counters are not computed streaming (the report names
+        /// them).
         #[arg(long, conflicts_with_all = ["no_stream", "by_rank", "nvtx", "nvtx_across_threads"])]
         stream: bool,
         /// Load the recordings whole, however large (every section; memory about the size of their records).

@@ -1,5 +1,10 @@
 //! Unified memory events joined to the kernel that ran on their device when they happened: a GPU page fault or
-//! a migration to the device during a kernel is that kernel's doing (or its wait).
+//! a migration to the device during a kernel is that kernel's doing (or its wait). [`RunningKernels`] finds it on
+//! a loaded trace, [`UmJoin`] the same kernel while streaming.
+
+mod stream_join;
+
+pub use stream_join::UmJoin;
 
 use rustc_hash::FxHashMap;
 

@@ -27,7 +27,6 @@ mod streamed;
 mod table;
 mod tables;
 mod target;
-mod um_join;
 mod um_tables;
 mod whole;
 

@@ -10,14 +10,16 @@
 //! sets (docs/TABLES.md). CUDA graphs are joined from a pass of their own over the recordings
 //! ([`graph_context`], only where graphs were recorded). What needs every row at once is named in
 //! [`StreamedExport::warnings`] (see [`side_warnings`]); `memory_usage` is built at the end from the allocation
-//! records, kept until then, as `um` from its events (each joined to its kernel while streaming: `um_join`).
+//! records, kept until then, as `um` from its events (each joined to its kernel while streaming:
+//! [`UmJoin`]).
 
 use std::path::{Path, PathBuf};
 
 use cutr_format::{ChunkType, Reader};
 use cutr_model::graphs::NONE;
-use cutr_model::rows::{ApiCall, MemoryOp, NvtxRange};
+use cutr_model::rows::{ApiCall, MemoryOp, NvtxRange, UmEvent};
 use cutr_model::stream::{Batch, RangeStacks, StreamOptions, graph_context, stream_readers};
+use cutr_model::um::UmJoin;
 use cutr_model::{GraphContext, NameId, Names, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
@@ -28,7 +30,6 @@ use crate::tables::{
     ApiNames, Ctx, Files, Gpu, Joins, KernelNames, TABLES, api_calls, counters, device_rows, devices, kernels, memcpys,
     memsets, nvtx_marks, nvtx_ranges, processes, syncs,
 };
-use crate::um_join::UmKernels;
 use crate::um_tables::{memory_usage, um, usage_rows};
 use crate::whole::Partitions;
 use crate::{TablesSummary, target};
@@ -89,9 +90,16 @@ pub fn write_parquet_streamed(
         add_graph_counts(&mut trace, g);
     }
     sink.finish(&trace, graphs.as_ref(), &end.unclosed_ranges)?;
+    let um_late_rows = sink.um.late_rows();
     let summary = sink.close()?;
     staging.commit()?;
     let mut warnings = side_warnings(readers);
+    if um_late_rows > 0 {
+        warnings.push(format!(
+            "{um_late_rows} kernels or unified memory events started before the time their chunks claim (a damaged \
+             file): the um table's kernel column may miss their matches (--no-stream joins them all)"
+        ));
+    }
     if end.launches_out_of_horizon > 0 {
         warnings.insert(
             0,
@@ -145,7 +153,10 @@ struct Sink {
     /// The text of each graph node's columns (of the graphs' trace).
     nodes: NodeText,
     memory: Vec<MemoryOp>,
-    um: UmKernels,
+    um: UmJoin,
+    /// The unified memory events the join has handed on (the `um` table's rows), each with its kernel's mangled
+    /// name.
+    um_rows: Vec<(UmEvent, Option<NameId>)>,
     bytes: u64,
 }
 
@@ -266,7 +277,8 @@ impl Sink {
             kernel_names,
             nodes,
             memory: Vec::new(),
-            um: UmKernels::default(),
+            um: UmJoin::default(),
+            um_rows: Vec::new(),
             bytes: 0,
         })
     }
@@ -279,7 +291,8 @@ impl Sink {
         }
         self.memory.append(&mut b.memory);
         // Every window: a kernel still running at the window's end may hold a later window's first event.
-        self.um.window(&mut b.um, &b.kernels, b.next_start);
+        let um_rows = &mut self.um_rows;
+        self.um.window(b.um.drain(..), &b.kernels, b.next_start, |e, k| um_rows.push((e, k)));
         let joins = WindowJoins { batch: &b, stacks, names: &t.names, graphs: g.map(|g| &g.graphs) };
         let ctx = Ctx {
             t,
@@ -314,7 +327,10 @@ impl Sink {
         memory.memory = std::mem::take(&mut self.memory);
         let usage = usage_rows(&memory);
         // The unified memory events on a trace of their own, with the kernels found while streaming.
-        let (events, kernels) = std::mem::take(&mut self.um).finish();
+        let mut rows = std::mem::take(&mut self.um_rows);
+        // Sorted as a load sorts them.
+        rows.sort_by_key(|(e, _)| (e.start, e.proc, e.kind, e.address));
+        let (events, kernels): (Vec<UmEvent>, Vec<Option<NameId>>) = rows.into_iter().unzip();
         let mut um_trace = Trace::default();
         (um_trace.processes, um_trace.um) = (t.processes.clone(), events);
         let kernel_names = &self.kernel_names;

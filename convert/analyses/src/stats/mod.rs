@@ -17,6 +17,7 @@ mod render;
 mod sections;
 mod stream;
 mod stream_memory;
+mod stream_um;
 mod stream_utilization;
 pub(crate) mod um;
 mod um_render;

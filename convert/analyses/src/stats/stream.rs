@@ -3,8 +3,9 @@
 //! memset, NVTX range name), the open NVTX ranges per thread and the correlation horizon of the stream. Counts,
 //! totals, minimums, maximums and means are exact; medians too while a row has at most a cap of instances, and
 //! from a sketch beyond ([`super::Durations`]), marked. Utilization's interval unions and the memory section's
-//! peaks are settled as the stream passes their time (`stream_utilization`, `stream_memory`), exactly. The
-//! sections that need every row at once (graphs, counters, unified memory) are not computed: the report says so.
+//! peaks are settled as the stream passes their time (`stream_utilization`, `stream_memory`), exactly, as is
+//! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`). The sections
+//! that need every row at once (graphs, counters) are not computed: the report says so.
 //! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]).
 
 use std::collections::HashMap;
@@ -20,12 +21,13 @@ use super::families::NvtxNames;
 use super::nvtx_stream::NvtxRows;
 use super::order_stats::{Durations, SKETCH_RELATIVE_ERROR};
 use super::stream_memory::StreamedMemory;
+use super::stream_um::StreamedUm;
 use super::stream_utilization::StreamedUtilization;
 use super::{MemoryOps, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
 
 /// The sections a stream computes.
-pub const STREAMED_SECTIONS: [Section; 6] =
-    [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Utilization, Section::Loss];
+pub const STREAMED_SECTIONS: [Section; 7] =
+    [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Utilization, Section::Um, Section::Loss];
 
 /// How a report was streamed, for its reader.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -51,8 +53,8 @@ pub struct StreamReport {
 pub fn describe(st: &StreamReport) -> String {
     let mut text = format!(
         "Streamed over {} chunks in {} windows (--stream; at most {} MB of records decoded at once): counts, totals, \
-         min, max, averages, utilization and memory peaks exact; medians exact up to {} instances, beyond from a \
-         sketch within {}% (marked ~, {} rows)",
+         min, max, averages, utilization, memory peaks and unified memory exact; medians exact up to {} instances, \
+         beyond from a sketch within {}% (marked ~, {} rows)",
         crate::fmt::thousands(st.chunks),
         crate::fmt::thousands(st.windows),
         crate::fmt::thousands(st.largest_window_bytes.div_ceil(1 << 20)),
@@ -230,6 +232,7 @@ pub fn compute_streaming_in(
     let on = |s: Section| opts.sections.contains(&s);
     let mut acc = Accumulators::new(cap, opts.nvtx_names);
     let (mut utilization, mut memory) = (StreamedUtilization::default(), StreamedMemory::default());
+    let mut um = StreamedUm::default();
     let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
         let settled = || {
             if on(Section::Utilization) {
@@ -237,6 +240,9 @@ pub fn compute_streaming_in(
             }
             if on(Section::Memory) {
                 memory.add(&batch);
+            }
+            if on(Section::Um) {
+                um.add(&batch);
             }
         };
         rayon::join(|| acc.add(t, stacks, &batch, &on), settled);
@@ -266,7 +272,8 @@ pub fn compute_streaming_in(
     not_streamed.sort_unstable();
     not_streamed.dedup();
     let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
-    let warnings = [utilization.warning(), memory.warning()].into_iter().flatten().collect();
+    let warnings = [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
+    let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
         sections,
@@ -281,6 +288,7 @@ pub fn compute_streaming_in(
         nvtx_left_out,
         memory_peaks: memory.peaks(&t, end.span.0),
         utilization: if on(Section::Utilization) { utilization.rows() } else { Vec::new() },
+        um,
         warnings,
         gpu_time_ns: acc.gpu_time,
         span_ns: end.span.1 - end.span.0,

@@ -5,13 +5,17 @@
 //!
 //! Totals saturate at 2^64-1 instead of wrapping: a damaged or hostile `value` near 2^64 cannot make a total
 //! small again. Each addition that saturated is counted in [`UmReport::saturated`].
+//!
+//! The sums are made one event at a time ([`Tally`]), CPU faults counted per faulting instruction before their
+//! functions are resolved, and the events by kernel summed per kernel name: `stats --stream` builds the same
+//! report from the same parts (`stream_um`).
 
 use std::collections::HashMap;
 
 use cutr_model::rows::{UmEvent, UmKind};
 use cutr_model::um::RunningKernels;
-use cutr_model::um_host::{HostLocation, fault_location};
-use cutr_model::{Trace, demangle::demangle, describe};
+use cutr_model::um_host::{HostLocation, host_location};
+use cutr_model::{ProcId, Trace, demangle::demangle, describe};
 use cutr_source::host::HostSymbols;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -135,7 +139,7 @@ pub struct UmKernel {
 }
 
 /// `total += v`, saturating; counts a saturation.
-fn add(total: &mut u64, v: u64, saturated: &mut u64) {
+pub(super) fn add(total: &mut u64, v: u64, saturated: &mut u64) {
     match total.checked_add(v) {
         Some(s) => *total = s,
         None => {
@@ -160,16 +164,46 @@ pub(crate) fn um(t: &Trace, top: Option<usize>, symbol_dirs: &[std::path::PathBu
         return UmReport::default();
     }
     let mut tally = Tally::default();
+    let mut fault_pcs: FxHashMap<(ProcId, u64), u64> = FxHashMap::default();
     for e in &t.um {
         tally.event(e);
+        if e.kind == UmKind::CpuPageFault {
+            *fault_pcs.entry((e.proc, e.pc)).or_default() += 1;
+        }
     }
-    let mut r = tally.report(top);
-    r.events = t.um.len() as u64;
-    r.host_functions = host_functions(t, symbol_dirs);
-    limit(&mut r.host_functions, top);
-    r.kernels = by_kernel(t, &mut r.saturated);
-    limit(&mut r.kernels, top);
-    r
+    let mut kernel_saturated = 0;
+    let kernels = by_kernel(t, &mut kernel_saturated);
+    let parts = ReportParts { events: t.um.len() as u64, fault_pcs, kernels, kernel_saturated };
+    parts.report(tally, t, top, symbol_dirs)
+}
+
+/// What the report needs besides the [`Tally`]: the same from a loaded trace or a stream.
+pub(super) struct ReportParts {
+    pub(super) events: u64,
+    /// CPU faults per faulting instruction: (file, PC) -> faults.
+    pub(super) fault_pcs: FxHashMap<(ProcId, u64), u64>,
+    /// Events by kernel name ([`kernel_rows`]), and the additions of theirs that saturated.
+    pub(super) kernels: HashMap<String, UmKernel>,
+    pub(super) kernel_saturated: u64,
+}
+
+impl ReportParts {
+    pub(super) fn report(
+        self,
+        tally: Tally,
+        t: &Trace,
+        top: Option<usize>,
+        symbol_dirs: &[std::path::PathBuf],
+    ) -> UmReport {
+        let mut r = tally.report(top);
+        r.events = self.events;
+        r.host_functions = host_functions(t, self.fault_pcs, symbol_dirs);
+        limit(&mut r.host_functions, top);
+        r.kernels = kernel_rows(self.kernels);
+        limit(&mut r.kernels, top);
+        r.saturated += self.kernel_saturated;
+        r
+    }
 }
 
 fn limit<T>(v: &mut Vec<T>, n: Option<usize>) {
@@ -189,7 +223,7 @@ fn at_address(a: &mut FxHashMap<u64, UmAddress>, address: u64) -> &mut UmAddress
 
 /// The sums of one pass over the events, keyed as the report's lists are.
 #[derive(Default)]
-struct Tally {
+pub(super) struct Tally {
     migrations: FxHashMap<&'static str, UmMigrations>,
     causes: FxHashMap<(&'static str, &'static str), UmCause>,
     faults: FxHashMap<(u32, &'static str), UmGpuFaults>,
@@ -201,7 +235,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn event(&mut self, e: &UmEvent) {
+    pub(super) fn event(&mut self, e: &UmEvent) {
         let (flags, sat) = (describe::um_flags(e), &mut self.sat);
         let kind = e.kind.name();
         match e.kind {
@@ -288,45 +322,59 @@ impl Tally {
     }
 }
 
-/// CPU faults by host function (most first). A file is read once whatever the number of faults in it.
-fn host_functions(t: &Trace, symbol_dirs: &[std::path::PathBuf]) -> Vec<UmHostFunction> {
+/// CPU faults by host function (most first), from the faults per faulting instruction (`fault_pcs`: (file, PC)
+/// -> faults). An instruction resolves once, a file is read once, whatever the number of faults in them.
+fn host_functions(
+    t: &Trace,
+    fault_pcs: FxHashMap<(ProcId, u64), u64>,
+    symbol_dirs: &[std::path::PathBuf],
+) -> Vec<UmHostFunction> {
     let mut symbols = HostSymbols::with_search_dirs(symbol_dirs.to_vec());
-    // The same faulting instruction resolves once.
-    let mut by_pc: HashMap<(u16, u64), (String, String, Option<&'static str>)> = HashMap::new();
     let mut rows: HashMap<(String, String, Option<&'static str>), u64> = HashMap::new();
-    for e in t.um.iter().filter(|e| e.kind == UmKind::CpuPageFault) {
-        let key = by_pc.entry((e.proc.0, e.pc)).or_insert_with(|| match fault_location(t, e) {
-            Some(HostLocation::Mapped { mapping, offset }) => {
+    for ((proc, pc), faults) in fault_pcs {
+        let key = match host_location(t, proc, pc) {
+            HostLocation::Mapped { mapping, offset } => {
                 match symbols.function(&mapping.path, &mapping.build_id, offset) {
                     Ok(name) => (demangle(&name), mapping.path.clone(), None),
                     Err(why) => (String::new(), mapping.path.clone(), Some(why.as_str())),
                 }
             }
-            Some(other) => (String::new(), String::new(), other.unresolved()),
-            None => (String::new(), String::new(), Some("not a CPU fault")),
-        });
-        *rows.entry(key.clone()).or_default() += 1;
+            other => (String::new(), String::new(), other.unresolved()),
+        };
+        *rows.entry(key).or_default() += faults;
     }
     let mut out: Vec<UmHostFunction> = rows
         .into_iter()
         .map(|((function, file, unresolved), faults)| UmHostFunction { function, file, faults, unresolved })
         .collect();
-    out.sort_by(|a, b| b.faults.cmp(&a.faults).then_with(|| (&a.function, &a.file).cmp(&(&b.function, &b.file))));
+    out.sort_by(|a, b| {
+        (b.faults.cmp(&a.faults))
+            .then_with(|| (&a.function, &a.file).cmp(&(&b.function, &b.file)))
+            .then_with(|| a.unresolved.cmp(&b.unresolved))
+    });
     out
 }
 
-/// Events of one device by the kernel running there when they began.
-fn by_kernel(t: &Trace, sat: &mut u64) -> Vec<UmKernel> {
+/// Events of one device by the name of the kernel running there when they began.
+fn by_kernel(t: &Trace, sat: &mut u64) -> HashMap<String, UmKernel> {
     let running = RunningKernels::new(t);
     let mut rows: HashMap<String, UmKernel> = HashMap::new();
     for e in t.um.iter().filter(|e| e.device().is_some()) {
         let name = match running.of_um(e) {
             Some(i) => t.kernel_name(&t.kernels[i]).to_string(),
-            None => "(no kernel)".to_string(),
+            None => NO_KERNEL.to_string(),
         };
         let k = rows.entry(name).or_insert_with_key(|n| UmKernel { kernel: n.clone(), ..Default::default() });
         count_for_kernel(k, e, sat);
     }
+    rows
+}
+
+/// The name of the events of no kernel.
+pub(super) const NO_KERNEL: &str = "(no kernel)";
+
+/// The rows by kernel, most GPU fault records first, then most bytes migrated.
+fn kernel_rows(rows: HashMap<String, UmKernel>) -> Vec<UmKernel> {
     let mut out: Vec<UmKernel> = rows.into_values().collect();
     out.sort_by(|a, b| {
         (b.gpu_fault_records, b.migrated_bytes)
@@ -336,7 +384,8 @@ fn by_kernel(t: &Trace, sat: &mut u64) -> Vec<UmKernel> {
     out
 }
 
-fn count_for_kernel(k: &mut UmKernel, e: &UmEvent, sat: &mut u64) {
+/// One event into its kernel's row.
+pub(super) fn count_for_kernel(k: &mut UmKernel, e: &UmEvent, sat: &mut u64) {
     match e.kind {
         UmKind::GpuPageFault => {
             k.gpu_fault_records += 1;

@@ -1,0 +1,117 @@
+//! `stats --stream`'s unified memory section against the loaded report's, whole (`assert_eq!` on the
+//! `UmReport`): on the unified memory fixture recorded on an H100 and on generated recordings, in one-chunk
+//! windows and in the default ones, with a few of its figures checked against what the program did, so that two
+//! empty reports cannot pass.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cutr_analyses::stats::{self, Section, Stats, StatsOptions, UmReport};
+use cutr_model::stream::{StreamOptions, stream};
+use cutr_model::um::UmJoin;
+use cutr_model::{LoadOptions, load};
+use cutr_synth::SynthOptions;
+use cutr_synth::um as u;
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// The `um` section of `path` loaded, then streamed in windows of at most `window_bytes` of records.
+fn loaded_and_streamed(path: &Path, opts: &StatsOptions, window_bytes: u64) -> (UmReport, Stats) {
+    let paths = [path.to_path_buf()];
+    let loaded = stats::compute(&load(&paths, &LoadOptions::default()).unwrap(), opts);
+    let readers = [cutr_format::Reader::open(path).unwrap()];
+    let stream_opts = StreamOptions { window_bytes, ..Default::default() };
+    let (streamed, _) = stats::compute_streaming(&paths, &readers, opts, 1000, &stream_opts).unwrap();
+    (loaded.um, streamed)
+}
+
+/// Events the kernel join held over a window's edge (pending there, summed over the edges), and the windows: what
+/// makes the streamed join differ from a one-pass one.
+fn held_over_edges(path: &Path, window_bytes: u64) -> (u64, u64) {
+    let (mut join, mut arrived, mut handed_on, mut held) = (UmJoin::default(), 0, 0, 0);
+    let opts = StreamOptions { window_bytes, ..Default::default() };
+    let end = stream(&[path.to_path_buf()], &opts, |_, _, b| {
+        arrived += b.um.len() as u64;
+        join.window(b.um.iter().copied(), &b.kernels, b.next_start, |_, _| handed_on += 1);
+        held += arrived - handed_on;
+    })
+    .unwrap();
+    assert_eq!((arrived, handed_on, join.late_rows()), (handed_on, arrived, 0));
+    (held, end.windows)
+}
+
+fn um_only(top: Option<usize>, symbol_dirs: Vec<PathBuf>) -> StatsOptions {
+    StatsOptions { sections: vec![Section::Um], top, symbol_dirs, ..Default::default() }
+}
+
+#[test]
+fn streamed_um_equals_the_loaded_one_on_the_h100_fixture() {
+    let path = fixtures().join("um_workload.cutr");
+    let opts = um_only(None, vec![fixtures().join("bin")]);
+    for window_bytes in [1, StreamOptions::default().window_bytes] {
+        let (loaded, streamed) = loaded_and_streamed(&path, &opts, window_bytes);
+        assert_eq!(streamed.um, loaded, "windows of {window_bytes} bytes");
+        let st = streamed.stream.as_ref().unwrap();
+        assert!(st.not_computed.is_empty(), "{:?}", st.not_computed);
+        assert!(streamed.warnings.is_empty(), "{:?}", streamed.warnings);
+    }
+    let (_, streamed) = loaded_and_streamed(&path, &opts, 1);
+    // Three chunks, one a window: every event is final at the edge after it (the generated recording below is
+    // where events wait for a later window's kernels).
+    assert_eq!(held_over_edges(&path, 1), (0, 3));
+    let r = &streamed.um;
+    assert_eq!((r.events, r.cpu_faults, r.saturated), (4_693, 768, 0));
+    let m: BTreeMap<&str, (u64, u64)> = r.migrations.iter().map(|m| (m.direction, (m.count, m.bytes))).collect();
+    assert_eq!(m, [("DtoH", (208, 67_108_864)), ("HtoD", (3_567, 134_217_728))].into());
+    let kernels: Vec<_> = r.kernels.iter().map(|k| (k.kernel.as_str(), k.gpu_fault_records, k.migrations)).collect();
+    assert_eq!(
+        kernels,
+        [
+            ("increment(int*, unsigned long)", 100, 2_257),
+            ("sum_read(int const*, unsigned long, unsigned long long*)", 50, 1_294),
+            ("(no kernel)", 0, 224),
+        ]
+    );
+    let hosts: Vec<_> = r.host_functions.iter().map(|h| (h.function.as_str(), h.faults)).collect();
+    assert_eq!(hosts, [("host_write(int*, unsigned long, int)", 672), ("host_sum(int const*, unsigned long)", 96)]);
+}
+
+#[test]
+fn streamed_um_keeps_the_loaded_top_rows() {
+    let path = fixtures().join("um_workload.cutr");
+    let (loaded, streamed) = loaded_and_streamed(&path, &um_only(Some(1), Vec::new()), 1);
+    assert_eq!(streamed.um, loaded);
+    let r = &streamed.um;
+    assert_eq!((r.kernels.len(), r.top_bytes.len(), r.host_functions.len()), (1, 1, 1));
+    assert_eq!((r.kernels[0].gpu_fault_records, r.host_functions[0].unresolved), (100, Some("file not readable here")));
+}
+
+#[test]
+fn streamed_um_equals_the_loaded_one_on_generated_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("um.cutr");
+    // 16 KiB buffers: the episodes' records and kernels fall in many chunks.
+    let opts = SynthOptions { records: 60_000, buffer_bytes: 16 << 10, unified_memory: true, ..Default::default() };
+    let truth = cutr_synth::write_file(&path, opts).unwrap().um;
+    for window_bytes in [1, 40 << 10, StreamOptions::default().window_bytes] {
+        let (loaded, streamed) = loaded_and_streamed(&path, &um_only(None, Vec::new()), window_bytes);
+        assert_eq!(streamed.um, loaded, "windows of {window_bytes} bytes");
+        assert!(streamed.warnings.is_empty(), "{:?}", streamed.warnings);
+    }
+    let (_, streamed) = loaded_and_streamed(&path, &um_only(None, Vec::new()), 1);
+    let (r, n) = (&streamed.um, truth.episodes);
+    assert_eq!(n, 102);
+    // One chunk a window: 318 windows, 23 events (summed over the edges) waiting at an edge for a later window.
+    assert_eq!(held_over_edges(&path, 1), (23, 318));
+    assert_eq!((r.events, r.cpu_faults), (19 * n, 6 * n));
+    let htod = r.migrations.iter().find(|m| m.direction == "HtoD").unwrap();
+    assert_eq!((htod.count, htod.bytes), (4 * n, 4 * n * u::CHUNK));
+    // Every event of the episode's kernel's time joined to it, the rest to no kernel.
+    let during = |kind| truth.during_kernel[&kind];
+    let kernels: Vec<_> = r.kernels.iter().map(|k| (k.gpu_fault_records, k.migrations, k.other)).collect();
+    let throttling_and_maps = during(u::THROTTLING) + during(u::REMOTE_MAP);
+    assert_eq!(kernels[0], (during(u::GPU_PAGE_FAULT), during(u::BYTES_HTOD), throttling_and_maps));
+    assert_eq!(kernels[0], (3 * n, 3 * n, 2 * n));
+}
