@@ -20,11 +20,14 @@ fn fixtures() -> PathBuf {
 
 /// The `um` section of `path` loaded, then streamed in windows of at most `window_bytes` of records.
 fn loaded_and_streamed(path: &Path, opts: &StatsOptions, window_bytes: u64) -> (UmReport, Stats) {
-    let paths = [path.to_path_buf()];
-    let loaded = stats::compute(&load(&paths, &LoadOptions::default()).unwrap(), opts);
-    let readers = [cutr_format::Reader::open(path).unwrap()];
+    loaded_and_streamed_files(&[path.to_path_buf()], opts, window_bytes)
+}
+
+fn loaded_and_streamed_files(paths: &[PathBuf], opts: &StatsOptions, window_bytes: u64) -> (UmReport, Stats) {
+    let loaded = stats::compute(&load(paths, &LoadOptions::default()).unwrap(), opts);
+    let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
     let stream_opts = StreamOptions { window_bytes, ..Default::default() };
-    let (streamed, _) = stats::compute_streaming(&paths, &readers, opts, 1000, &stream_opts).unwrap();
+    let (streamed, _) = stats::compute_streaming(paths, &readers, opts, 1000, &stream_opts).unwrap();
     (loaded.um, streamed)
 }
 
@@ -115,6 +118,33 @@ fn streamed_um_equals_the_loaded_one_on_generated_recordings() {
     let throttling_and_maps = during(u::THROTTLING) + during(u::REMOTE_MAP);
     assert_eq!(kernels[0], (during(u::GPU_PAGE_FAULT), during(u::BYTES_HTOD), throttling_and_maps));
     assert_eq!(kernels[0], (3 * n, 3 * n, 2 * n));
+}
+
+#[test]
+fn two_ranks_stream_their_um_as_they_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut episodes = 0;
+    let paths: Vec<PathBuf> = (0..2)
+        .map(|rank| {
+            let path = dir.path().join(format!("rank{rank}.cutr"));
+            let opts = SynthOptions {
+                records: 30_000,
+                buffer_bytes: 16 << 10,
+                unified_memory: true,
+                rank: Some((rank, 2)),
+                ..Default::default()
+            };
+            episodes += cutr_synth::write_file(&path, opts).unwrap().um.episodes;
+            path
+        })
+        .collect();
+    let (loaded, streamed) = loaded_and_streamed_files(&paths, &um_only(None, Vec::new()), 1);
+    assert_eq!(streamed.um, loaded);
+    // Both ranks' episodes, 3 GPU faults each in the episode's kernel (the ranks' kernels share their names: that
+    // a file's events join only its own kernels is cutr_model's `um::stream_join` unit test).
+    let r = &streamed.um;
+    assert_eq!(episodes, 102);
+    assert_eq!((r.events, r.kernels[0].gpu_fault_records), (19 * episodes, 3 * episodes));
 }
 
 /// The trace time of the earliest record of `path`, as `--start/--end` count from it.

@@ -182,6 +182,17 @@ mod tests {
     }
 
     #[test]
+    fn only_a_kernel_of_the_events_file_and_device_holds_it() {
+        let on = |proc, device, k: Kernel| Kernel { proc: ProcId(proc), device, ..k };
+        let (fault_1, mut fault_gpu_1) = (UmEvent { proc: ProcId(1), ..fault(20) }, fault(30));
+        fault_gpu_1.src = 1;
+        let kernels = vec![on(0, 0, kernel(10, 100, 1, 1)), on(1, 1, kernel(10, 100, 2, 2))];
+        let (out, late) = run(&[(vec![fault_1, fault_gpu_1, fault(40)], kernels, None)]);
+        // File 1's event on its GPU 0 and file 0's on GPU 1: no kernel; file 0's on GPU 0: kernel 1.
+        assert_eq!((out, late), (vec![vec![(20, None), (30, None), (40, Some(1))]], 0));
+    }
+
+    #[test]
     fn rows_before_the_edge_passed_are_counted_late() {
         let (out, late) = run(&[
             (vec![fault(20)], vec![], Some(50)),
