@@ -264,6 +264,7 @@ pub enum Command {
         #[arg(long, value_name = "NAME", conflicts_with = "by_rank")]
         nvtx: Option<String>,
         /// Instead of the sections: the ranks of a job side by side (kernels, kernel time, NCCL time, GPU busy).
+        /// Streams as the sections do (--stream, or past 2 GiB of records), every figure exact.
         #[arg(long)]
         by_rank: bool,
         /// Stream over the recordings' chunks in time order in bounded memory instead of loading them whole (the
@@ -271,9 +272,9 @@ pub enum Command {
         /// copies and memsets, NVTX ranges and losses, with counts, totals, min, max and averages exact and medians
         /// exact up to 65,536 instances a row, beyond from a sketch within 0.5% (marked ~); utilization, the
         /// memory section's peaks and unified memory (events by kernel too) exact; --start/--end read only the
-        /// chunks of the window, as a load does. Graphs and counters are not computed streaming (the report names
-        /// them).
-        #[arg(long, conflicts_with_all = ["no_stream", "by_rank", "nvtx", "nvtx_across_threads"])]
+        /// chunks of the window, as a load does; --by-rank exact. Graphs and counters are not computed streaming
+        /// (the report names them).
+        #[arg(long, conflicts_with_all = ["no_stream", "nvtx", "nvtx_across_threads"])]
         stream: bool,
         /// Load the recordings whole, however large (every section; memory about the size of their records).
         #[arg(long)]

@@ -39,7 +39,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
     match cli.command {
         None => convert::run(cli.convert).map(|()| ExitCode::SUCCESS),
-        Some(Command::Stats { files, json, by_rank: true, step, .. }) => reports::ranks(&files, step.as_deref(), json),
+        Some(Command::Stats { files, json, by_rank: true, step, stream, no_stream, .. }) => {
+            reports::ranks(&files, step.as_deref(), json, streaming::Choice::of(stream, no_stream))
+        }
         Some(Command::Stats {
             files,
             json,

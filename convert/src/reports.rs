@@ -12,6 +12,7 @@ use cutr_synth::{SynthOptions, write_file};
 
 use crate::cli::{parse_time, usage};
 use crate::stdout;
+use crate::streaming::Choice;
 use crate::warnings::{input_warnings, warn};
 
 fn open(file: &Path) -> Result<Reader> {
@@ -228,14 +229,19 @@ fn sql_program() -> Result<PathBuf> {
     })
 }
 
-/// `stats --by-rank`: the ranks side by side.
-pub fn ranks(files: &[PathBuf], step: Option<&str>, json: bool) -> Result<ExitCode> {
+/// `stats --by-rank`: the ranks side by side, loaded or streamed (`choice`).
+pub fn ranks(files: &[PathBuf], step: Option<&str>, json: bool, choice: Choice) -> Result<ExitCode> {
     let readers = open_all(files)?;
-    let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    drop(readers);
-    warn_all(&trace);
-    let r = cutr_analyses::ranks::by_rank(&trace, step);
-    std::mem::forget(trace);
+    let r = if choice.streams(&readers, &Filter::default()) {
+        crate::streaming::ranks(files, &readers, step)?
+    } else {
+        let trace = load_readers(files, &readers, &LoadOptions::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        drop(readers);
+        warn_all(&trace);
+        let r = cutr_analyses::ranks::by_rank(&trace, step);
+        std::mem::forget(trace);
+        r
+    };
     if json {
         stdout::println(&serde_json::to_string_pretty(&r)?)?;
     } else {

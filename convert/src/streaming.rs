@@ -97,6 +97,34 @@ fn on_disk(files: &[PathBuf]) -> u64 {
     files.iter().map(|f| std::fs::metadata(Path::new(f)).map_or(0, |m| m.len())).sum()
 }
 
+/// `stats --by-rank` streamed over opened inputs; the inputs' warnings said on stderr, as a load's are.
+pub fn ranks(files: &[PathBuf], readers: &[Reader], step: Option<&str>) -> Result<cutr_analyses::ranks::RankReport> {
+    let got = cutr_analyses::ranks::by_rank_streaming(files, readers, step, &StreamOptions::default())
+        .map_err(no_metadata)?;
+    for (file, w) in input_warnings(&got.trace, &Filter::default()) {
+        warn(file, &w);
+    }
+    if got.late_rows > 0 {
+        eprintln!(
+            "cupti-convert: warning: {} GPU operations started before the chunk they were read in claims (a damaged \
+             or forged chunk header): their time already settled is not counted again, so GPU busy may be \
+             understated (--no-stream computes it exactly)",
+            got.late_rows
+        );
+    }
+    Ok(got.report)
+}
+
+/// A stream's load error for people: a file without metadata can still be loaded.
+fn no_metadata(e: LoadError) -> anyhow::Error {
+    match e {
+        LoadError::NoMetadata { .. } => {
+            anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
+        }
+        e => anyhow::anyhow!("{e}"),
+    }
+}
+
 /// A `--start/--end` window as given, and where the inputs' records lie (for the warning of a window that keeps
 /// none).
 pub struct Window<'a> {
@@ -117,12 +145,7 @@ pub fn stats(
     use crate::convert::{extents_text, window_text};
     let cap = stats::EXACT_VALUES_CAP;
     let (mut s, trace) = stats::compute_streaming_in(files, readers, opts, filter, cap, &StreamOptions::default())
-        .map_err(|e| match e {
-            LoadError::NoMetadata { .. } => {
-                anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
-            }
-            e => anyhow::anyhow!("{e}"),
-        })?;
+        .map_err(no_metadata)?;
     // As the loaded report warns (a window's broken joins too).
     for (file, w) in input_warnings(&trace, &Filter::default()) {
         warn(file, &w);
@@ -184,12 +207,6 @@ pub fn diff(
     let sides = (streamed_side(base), streamed_side(new));
     let (base, new) = (&base.paths, &new.paths);
     let stream_opts = StreamOptions::default();
-    let no_metadata = |e: LoadError| match e {
-        LoadError::NoMetadata { .. } => {
-            anyhow::anyhow!("{e} when streaming (--no-stream reads it, with layouts guessed from record sizes)")
-        }
-        e => anyhow::anyhow!("{e}"),
-    };
     let warn_inputs = |traces: &[cutr_model::Trace]| {
         for t in traces {
             for (file, w) in input_warnings(t, &Filter::default()) {

@@ -479,6 +479,14 @@ fn stats_by_rank_names_the_slowest_rank_per_step() {
     assert!(out.starts_with("Per rank (ms)\n"), "{out}");
     assert!(out.contains("\n  iter 7           spread   31.6%  0:0.115*  1:0.088\n"), "{out}");
     assert!(out.ends_with("Slowest rank per step: rank 0 in 12, rank 1 in 8\n"), "{out}");
+    // Streamed: the same report, under a line that says how it was read.
+    args.push("--stream");
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0));
+    let streamed = text(&o.stdout);
+    let line = "  (streamed over 13 chunks in 4 windows, --stream: every figure exact)\n";
+    assert_eq!(streamed.replacen(line, "", 1), out);
+    assert!(streamed.starts_with(&format!("Per rank (ms)\n{line}")), "{streamed}");
     let o = run(&["stats", path_str(&files[1]), "--step", "iter "]);
     assert_eq!(o.status.code(), Some(2));
 }

@@ -18,7 +18,7 @@ mod sections;
 mod stream;
 mod stream_memory;
 mod stream_um;
-mod stream_utilization;
+pub(crate) mod stream_utilization;
 pub(crate) mod um;
 mod um_render;
 mod window;

@@ -18,9 +18,9 @@ use super::Utilization;
 /// A device (stream `None`) or one of its streams: a row of the section.
 type RowKey = (u32, Option<u32>);
 
-/// One device's or stream's intervals so far.
+/// One device's or stream's intervals so far (also a rank's, for `stats --by-rank`).
 #[derive(Default)]
-struct Union {
+pub(crate) struct Union {
     /// Busy time of the intervals already settled.
     settled_ns: u64,
     /// Where the settled intervals end: nothing may start at or before it any more.
@@ -35,7 +35,7 @@ struct Union {
 impl Union {
     /// Adds the window's intervals (sorted by start); settles those that end before `edge`. Returns how many
     /// started inside the settled time.
-    fn add(&mut self, mut new: Vec<(u64, u64)>, edge: u64) -> u64 {
+    pub(crate) fn add(&mut self, mut new: Vec<(u64, u64)>, edge: u64) -> u64 {
         if self.ops == 0 {
             self.first_start = u64::MAX;
         }
@@ -74,8 +74,13 @@ impl Union {
         late
     }
 
+    /// Busy time: the union's length, settled or not.
+    pub(crate) fn busy_ns(&self) -> u64 {
+        self.settled_ns + self.open.iter().map(|(s, e)| e - s).sum::<u64>()
+    }
+
     fn row(&self, device: u32, stream: Option<u32>) -> Utilization {
-        let busy = self.settled_ns + self.open.iter().map(|(s, e)| e - s).sum::<u64>();
+        let busy = self.busy_ns();
         let span = if self.ops > 0 { self.last_end - self.first_start } else { 0 };
         Utilization {
             device,
