@@ -4,11 +4,15 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow_array::{ArrayRef, Float64Array, Int64Array, StringArray, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::{ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use rayon::prelude::*;
 
 /// Rows built and written at once.
 const BATCH_ROWS: usize = 65_536;
@@ -115,11 +119,18 @@ pub(crate) fn write(path: &Path, rows: Rows<'_>, columns: &[&Column<'_>]) -> Res
 }
 
 /// One table's Parquet file, open while its rows come (a stream's windows): a row group is written each 1M rows,
-/// so what it holds is at most one row group's encoded columns.
+/// so what it holds is at most one row group's encoded columns. Each column is encoded on its own worker (Parquet's
+/// dictionary, statistics and zstd work is most of an export's time, and a table has 10-20 columns), then the
+/// columns are written in order as one row group.
 pub(crate) struct TableFile {
     path: PathBuf,
     schema: Arc<Schema>,
-    writer: ArrowWriter<File>,
+    file: SerializedFileWriter<File>,
+    factory: ArrowRowGroupWriterFactory,
+    /// The open row group's column writers (one per column: the columns are flat), and its rows so far.
+    group: Vec<ArrowColumnWriter>,
+    group_rows: usize,
+    groups: usize,
     pub(crate) rows: u64,
 }
 
@@ -127,7 +138,7 @@ impl TableFile {
     /// Creates `path` (its directory made) for rows of `columns`.
     pub(crate) fn create(path: &Path, columns: &[&Column<'_>]) -> Result<TableFile, TablesError> {
         let what = path.display().to_string();
-        let pq = |e: parquet::errors::ParquetError| TablesError::Parquet(what.clone(), e.to_string());
+        let pq = |e: ParquetError| TablesError::Parquet(what.clone(), e.to_string());
         // Inside `hold`: a signal's cleanup, removing the export's temporary directory, never races a table's
         // creation (`create_dir_all` would make the removed directory again).
         let file = cutr_cleanup::hold(|| {
@@ -142,33 +153,76 @@ impl TableFile {
             .set_created_by(format!("cutr {}", env!("CARGO_PKG_VERSION")))
             .build();
         let schema = Arc::new(Schema::new(columns.iter().map(|c| c.field()).collect::<Vec<_>>()));
+        // The Arrow writer sets the file up (the Arrow schema in its metadata); its parts write the row groups.
         let writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(pq)?;
-        Ok(TableFile { path: path.to_path_buf(), schema, writer, rows: 0 })
+        let (file, factory) = writer.into_serialized_writer().map_err(pq)?;
+        let group = factory.create_column_writers(0).map_err(pq)?;
+        if group.len() != columns.len() {
+            return Err(TablesError::Parquet(
+                what,
+                format!("{} column writers for {} columns", group.len(), columns.len()),
+            ));
+        }
+        Ok(TableFile { path: path.to_path_buf(), schema, file, factory, group, group_rows: 0, groups: 0, rows: 0 })
     }
 
     fn error(&self, e: impl ToString) -> TablesError {
         TablesError::Parquet(self.path.display().to_string(), e.to_string())
     }
 
-    /// Appends `rows` of `columns` (the columns it was created for), a batch of 65,536 at a time.
+    /// Appends `rows` of `columns` (the columns it was created for), a batch of 65,536 at a time, a row group
+    /// written each [`ROW_GROUP_ROWS`].
     pub(crate) fn append(&mut self, rows: Rows<'_>, columns: &[&Column<'_>]) -> Result<(), TablesError> {
         let (mut start, n) = (0, rows.len());
         while start < n {
-            let end = (start + BATCH_ROWS).min(n);
+            let end = (start + BATCH_ROWS).min(n).min(start + ROW_GROUP_ROWS - self.group_rows);
             let batch_rows = rows.batch(start, end);
+            // The columns read the model through closures that stay on this thread; the encoding does not.
             let arrays: Vec<ArrayRef> = columns.iter().map(|c| c.array(&batch_rows)).collect();
-            let batch = RecordBatch::try_new(self.schema.clone(), arrays).map_err(|e| self.error(e))?;
-            self.writer.write(&batch).map_err(|e| self.error(e))?;
+            let fields = self.schema.fields();
+            self.group
+                .par_iter_mut()
+                .zip(arrays.par_iter().zip(fields.par_iter()))
+                .try_for_each(|(writer, (array, field))| {
+                    compute_leaves(field, array)?.iter().try_for_each(|leaf| writer.write(leaf))
+                })
+                .map_err(|e| self.error(e))?;
+            self.group_rows += end - start;
+            if self.group_rows == ROW_GROUP_ROWS {
+                self.end_row_group()?;
+            }
             start = end;
         }
         self.rows += n as u64;
         Ok(())
     }
 
-    /// Ends the file; returns its size.
-    pub(crate) fn close(self) -> Result<u64, TablesError> {
+    /// Writes the open row group (its columns closed in parallel, appended in order) and opens the next.
+    fn end_row_group(&mut self) -> Result<(), TablesError> {
+        if self.group_rows == 0 {
+            return Ok(());
+        }
+        let next = self.factory.create_column_writers(self.groups + 1).map_err(|e| self.error(e))?;
+        let writers = std::mem::replace(&mut self.group, next);
+        let chunks = writers.into_par_iter().map(ArrowColumnWriter::close).collect::<Result<Vec<_>, _>>();
+        let chunks = chunks.map_err(|e| self.error(e))?;
         let what = self.path.display().to_string();
-        self.writer.close().map_err(|e| TablesError::Parquet(what.clone(), e.to_string()))?;
+        let pq = |e: ParquetError| TablesError::Parquet(what.clone(), e.to_string());
+        let mut group = self.file.next_row_group().map_err(pq)?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut group).map_err(pq)?;
+        }
+        group.close().map_err(pq)?;
+        self.groups += 1;
+        self.group_rows = 0;
+        Ok(())
+    }
+
+    /// Ends the file; returns its size.
+    pub(crate) fn close(mut self) -> Result<u64, TablesError> {
+        self.end_row_group()?;
+        let what = self.path.display().to_string();
+        self.file.close().map_err(|e| TablesError::Parquet(what.clone(), e.to_string()))?;
         std::fs::metadata(&self.path).map(|m| m.len()).map_err(|e| TablesError::Io(what, e))
     }
 }
