@@ -104,6 +104,12 @@ pub fn ranks(files: &[PathBuf], readers: &[Reader], step: Option<&str>) -> Resul
     for (file, w) in input_warnings(&got.trace, &Filter::default()) {
         warn(file, &w);
     }
+    if got.settled_early > 0 {
+        let n = got.settled_early;
+        let cap = StreamOptions::default().max_waiting;
+        let w = cutr_analyses::stats::settled_early_warning("GPU busy", n, cap);
+        eprintln!("cupti-convert: warning: {w}");
+    }
     if got.late_rows > 0 {
         eprintln!(
             "cupti-convert: warning: {} GPU operations started before the chunk they were read in claims (a damaged \

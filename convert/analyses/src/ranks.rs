@@ -84,7 +84,7 @@ pub fn by_rank_streaming(
 ) -> Result<StreamedRanks, LoadError> {
     let mut tally: Option<RankTally> = None;
     let (trace, end) = stream_readers(paths, readers, opts, |t, _, b| {
-        let tally = tally.get_or_insert_with(|| RankTally::new(t, step_prefix));
+        let tally = tally.get_or_insert_with(|| RankTally { cap: opts.max_waiting, ..RankTally::new(t, step_prefix) });
         tally.kernels(t, &b.kernels);
         let copies = b.memcpys.iter().map(|m| (m.proc, m.start, m.end));
         tally.gpu_work(t, copies.chain(b.memsets.iter().map(|m| (m.proc, m.start, m.end))));
@@ -93,9 +93,10 @@ pub fn by_rank_streaming(
     })?;
     let tally = tally.unwrap_or_else(|| RankTally::new(&trace, step_prefix));
     let late_rows = tally.late_rows;
+    let settled_early = tally.busy.values().map(|u| u.settled_early).sum();
     let mut report = tally.report(step_prefix);
     report.stream = Some(RankStream { chunks: end.chunks, windows: end.windows });
-    Ok(StreamedRanks { report, trace, late_rows })
+    Ok(StreamedRanks { report, trace, late_rows, settled_early })
 }
 
 /// What [`by_rank_streaming`] gives.
@@ -105,6 +106,9 @@ pub struct StreamedRanks {
     pub trace: Trace,
     /// GPU work that started before the chunk it was read in claims: busy time may be understated by it.
     pub late_rows: u64,
+    /// GPU work intervals settled before the stream passed them: more than
+    /// [`StreamOptions::max_waiting`] were open (chunk headers that claim early times).
+    pub settled_early: u64,
 }
 
 /// The report's sums, from a loaded trace or a stream's windows.
@@ -120,6 +124,8 @@ struct RankTally<'p> {
     /// Step name -> rank -> ns (instances of one name on a rank add up).
     by_step: BTreeMap<String, BTreeMap<u32, u64>>,
     late_rows: u64,
+    /// The most merged intervals a rank keeps open (a loaded trace: no limit).
+    cap: usize,
 }
 
 impl<'p> RankTally<'p> {
@@ -133,6 +139,7 @@ impl<'p> RankTally<'p> {
             nccl: FxHashMap::default(),
             by_step: BTreeMap::new(),
             late_rows: 0,
+            cap: usize::MAX,
         }
     }
 
@@ -182,7 +189,8 @@ impl<'p> RankTally<'p> {
     /// it; `None`: the end) is settled.
     fn settle(&mut self, next_start: Option<u64>) {
         for (r, intervals) in std::mem::take(&mut self.pending) {
-            self.late_rows += self.busy.entry(r).or_default().add(intervals, next_start.unwrap_or(u64::MAX));
+            let edge = next_start.unwrap_or(u64::MAX);
+            self.late_rows += self.busy.entry(r).or_default().add(intervals, edge, self.cap);
         }
     }
 

@@ -66,7 +66,7 @@ pub fn write_parquet_streamed(
         }
         let s = match &mut sink {
             Some(s) => s,
-            None => match Sink::open(t, graphs.as_ref(), staging.path()) {
+            None => match Sink::open(t, graphs.as_ref(), staging.path(), opts.max_waiting) {
                 Ok(s) => sink.insert(s),
                 Err(e) => {
                     failed = Some(e);
@@ -83,17 +83,33 @@ pub fn write_parquet_streamed(
     }
     let mut sink = match sink {
         Some(s) => s,
-        None => Sink::open(&trace, graphs.as_ref(), staging.path())?,
+        None => Sink::open(&trace, graphs.as_ref(), staging.path(), opts.max_waiting)?,
     };
     let mut trace = trace;
     if let Some(g) = &graphs {
         add_graph_counts(&mut trace, g);
     }
     sink.finish(&trace, graphs.as_ref(), &end.unclosed_ranges)?;
-    let um_late_rows = sink.um.late_rows();
+    let (um_late_rows, um_early) = (sink.um.late_rows(), sink.um.settled_early());
     let summary = sink.close()?;
     staging.commit()?;
     let mut warnings = side_warnings(readers);
+    if end.held_released_early > 0 {
+        warnings.push(format!(
+            "{} GPU operations waiting for their launching call's chunk were written before it came, as more than {} \
+             waited (chunk headers claiming earlier times than their rows: a damaged or forged file): their call \
+             columns may be null (--no-stream joins them all)",
+            end.held_released_early, opts.max_waiting
+        ));
+    }
+    if um_early > 0 {
+        warnings.push(format!(
+            "{um_early} unified memory events were joined to their kernels before the stream passed their time, as \
+             more than {} waited (chunk headers claiming earlier times than their rows: a damaged or forged file): \
+             the um table's kernel column may miss their matches (--no-stream joins them all)",
+            opts.max_waiting
+        ));
+    }
     if um_late_rows > 0 {
         warnings.push(format!(
             "{um_late_rows} kernels or unified memory events started before the time their chunks claim (a damaged \
@@ -239,7 +255,7 @@ impl Joins for NoJoins {
 
 impl Sink {
     /// Every table's files created, empty, with the schemas of a whole export (`graphs`: the graphs' trace).
-    fn open(t: &Trace, graphs: Option<&Trace>, dir: &Path) -> Result<Sink, TablesError> {
+    fn open(t: &Trace, graphs: Option<&Trace>, dir: &Path, max_waiting: usize) -> Result<Sink, TablesError> {
         let files = Files::new(t);
         let partitions = (t.processes.len() > 1).then(|| Partitions::new(t, &files));
         let names = ApiNames::default();
@@ -277,7 +293,7 @@ impl Sink {
             kernel_names,
             nodes,
             memory: Vec::new(),
-            um: UmJoin::default(),
+            um: UmJoin::with_cap(max_waiting),
             um_rows: Vec::new(),
             bytes: 0,
         })

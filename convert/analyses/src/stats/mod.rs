@@ -37,6 +37,7 @@ pub use render::{TextOptions, render_csv, render_text};
 pub use stream::{
     STREAMED_SECTIONS, StreamReport, compute_streaming, compute_streaming_in, describe as describe_stream,
 };
+pub use stream_utilization::settled_early_warning;
 pub use um::{
     UmAddress, UmCause, UmCpuFaults, UmGpuFaults, UmHostFunction, UmKernel, UmMigrations, UmRegion, UmReport,
     UmThrottling, VA_BLOCK,

@@ -231,8 +231,9 @@ pub fn compute_streaming_in(
 ) -> Result<(Stats, Trace), LoadError> {
     let on = |s: Section| opts.sections.contains(&s);
     let mut acc = Accumulators::new(cap, opts.nvtx_names);
-    let (mut utilization, mut memory) = (StreamedUtilization::default(), StreamedMemory::default());
-    let mut um = StreamedUm::default();
+    let mut utilization = StreamedUtilization::new(stream_opts.max_waiting);
+    let mut memory = StreamedMemory::new(stream_opts.max_waiting);
+    let mut um = StreamedUm::new(stream_opts.max_waiting);
     let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
         let settled = || {
             if on(Section::Utilization) {
@@ -272,7 +273,16 @@ pub fn compute_streaming_in(
     not_streamed.sort_unstable();
     not_streamed.dedup();
     let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
-    let warnings = [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
+    let mut warnings = utilization.warnings();
+    warnings.extend(memory.warnings());
+    warnings.extend(um.warnings(stream_opts.max_waiting));
+    if end.held_released_early > 0 {
+        warnings.push(super::stream_utilization::settled_early_warning(
+            "GPU work waiting for its launching call",
+            end.held_released_early,
+            stream_opts.max_waiting,
+        ));
+    }
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),

@@ -58,6 +58,10 @@ impl Series {
 /// The memory section's peaks folded window by window.
 #[derive(Default)]
 pub(super) struct StreamedMemory {
+    /// The most records kept waiting ([`cutr_model::stream::StreamOptions::max_waiting`]).
+    cap: usize,
+    /// Records summed before the stream passed their time: more than the cap waited.
+    settled_early: u64,
     /// Records not yet summed: at or after the stream's edge when they came.
     waiting: Vec<MemoryOp>,
     series: FxHashMap<(ProcId, u32, MemoryClass), Series>,
@@ -68,12 +72,19 @@ pub(super) struct StreamedMemory {
 }
 
 impl StreamedMemory {
+    pub(super) fn new(cap: usize) -> StreamedMemory {
+        StreamedMemory { cap, ..Default::default() }
+    }
+
     pub(super) fn add(&mut self, b: &Batch) {
         let classed = b.memory.iter().filter(|op| MemoryClass::of(op.memory_kind).is_some());
         self.waiting.extend(classed);
         // Stable: records at one time keep their order in the recording.
         self.waiting.sort_by_key(|op| (op.ts, op.proc));
         let ready = self.waiting.partition_point(|op| op.ts < b.next_start.unwrap_or(u64::MAX));
+        let early = self.waiting.len().saturating_sub(ready).saturating_sub(self.cap);
+        self.settled_early += early as u64;
+        let ready = ready + early;
         for op in self.waiting.drain(..ready) {
             if op.ts < self.summed_to {
                 self.late_records += 1;
@@ -119,14 +130,19 @@ impl StreamedMemory {
         peaks
     }
 
-    /// The warning for records summed out of order, if any.
-    pub(super) fn warning(&self) -> Option<String> {
-        (self.late_records > 0).then(|| {
-            format!(
+    /// The warnings for records summed early or out of order, if any.
+    pub(super) fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.settled_early > 0 {
+            out.push(super::stream_utilization::settled_early_warning("memory in use", self.settled_early, self.cap));
+        }
+        if self.late_records > 0 {
+            out.push(format!(
                 "memory in use: {} allocation or free records came after later ones were summed (a damaged or forged \
                  chunk header): summed out of time order, so a peak may be off (--no-stream computes it exactly)",
                 self.late_records
-            )
-        })
+            ));
+        }
+        out
     }
 }

@@ -32,6 +32,11 @@ pub(super) struct StreamedUm {
 }
 
 impl StreamedUm {
+    /// Keeping at most `cap` events waiting for their kernel ([`UmJoin::with_cap`]).
+    pub(super) fn new(cap: usize) -> StreamedUm {
+        StreamedUm { join: UmJoin::with_cap(cap), ..Default::default() }
+    }
+
     pub(super) fn add(&mut self, b: &Batch) {
         for e in &b.um {
             self.tally.event(e);
@@ -71,15 +76,25 @@ impl StreamedUm {
         parts.report(self.tally, t, top, symbol_dirs)
     }
 
-    /// What the report should say about how it was streamed: rows the join got late (a damaged file).
-    pub(super) fn warning(&self) -> Option<String> {
+    /// What the report should say about how it was streamed: rows the join settled early or got late (a
+    /// damaged file).
+    pub(super) fn warnings(&self, cap: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.join.settled_early() > 0 {
+            out.push(super::stream_utilization::settled_early_warning(
+                "unified memory",
+                self.join.settled_early(),
+                cap,
+            ));
+        }
         let late = self.join.late_rows();
-        (late > 0).then(|| {
-            format!(
+        if late > 0 {
+            out.push(format!(
                 "unified memory: {late} kernels or events started before the time their chunks claim (a damaged \
                  file): events by kernel may miss their matches (--no-stream joins them all)"
-            )
-        })
+            ));
+        }
+        out
     }
 }
 

@@ -30,12 +30,15 @@ pub(crate) struct Union {
     first_start: u64,
     last_end: u64,
     ops: u64,
+    /// Intervals settled before the edge passed them: more than the cap were open.
+    pub(crate) settled_early: u64,
 }
 
 impl Union {
-    /// Adds the window's intervals (sorted by start); settles those that end before `edge`. Returns how many
-    /// started inside the settled time.
-    pub(crate) fn add(&mut self, mut new: Vec<(u64, u64)>, edge: u64) -> u64 {
+    /// Adds the window's intervals; settles those that end before `edge`, and the oldest past `cap` open ones
+    /// (an edge kept back by chunk headers that claim early times). Returns how many started inside the settled
+    /// time.
+    pub(crate) fn add(&mut self, mut new: Vec<(u64, u64)>, edge: u64, cap: usize) -> u64 {
         if self.ops == 0 {
             self.first_start = u64::MAX;
         }
@@ -65,6 +68,9 @@ impl Union {
         }
         // A later row starts at or after `edge`: an interval ending before it can no longer grow.
         let settle = merged.partition_point(|iv| iv.1 < edge);
+        let early = merged.len().saturating_sub(settle).saturating_sub(cap);
+        self.settled_early += early as u64;
+        let settle = settle + early;
         for &(s, e) in &merged[..settle] {
             self.settled_ns += e - s;
             self.settled_to = Some(e);
@@ -94,8 +100,9 @@ impl Union {
 }
 
 /// The utilization section folded window by window.
-#[derive(Default)]
 pub(super) struct StreamedUtilization {
+    /// The most merged intervals a row keeps open ([`cutr_model::stream::StreamOptions::max_waiting`]).
+    cap: usize,
     /// By (device, stream), `None` for the device as a whole: its order in the report.
     unions: BTreeMap<RowKey, Union>,
     /// Rows that started inside time already settled (see the module).
@@ -103,6 +110,10 @@ pub(super) struct StreamedUtilization {
 }
 
 impl StreamedUtilization {
+    pub(super) fn new(cap: usize) -> StreamedUtilization {
+        StreamedUtilization { cap, unions: BTreeMap::new(), late_rows: 0 }
+    }
+
     pub(super) fn add(&mut self, b: &Batch) {
         let kernels = b.kernels.iter().map(|k| (k.device, k.stream, k.start, k.end));
         let copies = b.memcpys.iter().map(|m| (m.device, m.stream, m.start, m.end));
@@ -113,7 +124,8 @@ impl StreamedUtilization {
             by_key.entry((device, None)).or_default().push((start, end));
         }
         for (key, intervals) in by_key {
-            self.late_rows += self.unions.entry(key).or_default().add(intervals, b.next_start.unwrap_or(u64::MAX));
+            let edge = b.next_start.unwrap_or(u64::MAX);
+            self.late_rows += self.unions.entry(key).or_default().add(intervals, edge, self.cap);
         }
     }
 
@@ -124,17 +136,33 @@ impl StreamedUtilization {
         rows
     }
 
-    /// The warning for rows that started in time already settled, if any.
-    pub(super) fn warning(&self) -> Option<String> {
-        (self.late_rows > 0).then(|| {
-            format!(
+    /// The warnings for rows that started in time already settled and intervals settled early, if any.
+    pub(super) fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let early: u64 = self.unions.values().map(|u| u.settled_early).sum();
+        if early > 0 {
+            out.push(settled_early_warning("utilization", early, self.cap));
+        }
+        if self.late_rows > 0 {
+            out.push(format!(
                 "utilization: {} GPU operations started before the chunk they were read in claims (a damaged or \
                  forged chunk header): their time already settled is not counted again, so busy time may be \
                  understated (--no-stream computes it exactly)",
                 self.late_rows
-            )
-        })
+            ));
+        }
+        out
     }
+}
+
+/// The warning of a section that settled `n` rows before the stream passed their time, with more than `cap`
+/// waiting.
+pub fn settled_early_warning(section: &str, n: u64, cap: usize) -> String {
+    format!(
+        "{section}: {n} rows were settled before the stream passed their time, as more than {cap} waited for it \
+         (chunk headers claiming earlier times than their rows: a damaged or forged file); what came later for \
+         them is counted apart (--no-stream computes it exactly)"
+    )
 }
 
 #[cfg(test)]
@@ -145,10 +173,10 @@ mod tests {
     fn windows_settle_what_ends_before_the_next_start_and_sum_the_union() {
         let mut u = Union::default();
         // Window 1: two overlapping intervals and one reaching past the next window's first start (25).
-        assert_eq!(u.add(vec![(0, 10), (5, 15), (20, 30)], 25), 0);
+        assert_eq!(u.add(vec![(0, 10), (5, 15), (20, 30)], 25, usize::MAX), 0);
         assert_eq!((u.settled_ns, u.settled_to, u.open.clone()), (15, Some(15), vec![(20, 30)]));
         // Window 2 starts at 25: (30, 31) touches the open interval, (40, 50) is apart.
-        assert_eq!(u.add(vec![(30, 31), (40, 50)], u64::MAX), 0);
+        assert_eq!(u.add(vec![(30, 31), (40, 50)], u64::MAX, usize::MAX), 0);
         let r = u.row(0, None);
         // As the loaded union: 10 + 5 + 11 + 10.
         assert_eq!((r.busy_ns, r.span_ns, r.ops), (36, 50, 5));
@@ -158,8 +186,20 @@ mod tests {
     #[test]
     fn a_row_inside_settled_time_is_counted_only_past_it_and_reported() {
         let mut u = Union::default();
-        u.add(vec![(0, 10)], 20);
-        assert_eq!(u.add(vec![(5, 12), (30, 40)], u64::MAX), 1);
+        u.add(vec![(0, 10)], 20, usize::MAX);
+        assert_eq!(u.add(vec![(5, 12), (30, 40)], u64::MAX, usize::MAX), 1);
         assert_eq!(u.row(0, None).busy_ns, 10 + 2 + 10);
+    }
+
+    #[test]
+    fn past_the_cap_the_oldest_open_intervals_settle_and_what_comes_late_for_them_is_counted() {
+        let mut u = Union::default();
+        // An edge kept at 0: nothing would settle; a cap of 2 settles the oldest of the three disjoint intervals.
+        assert_eq!(u.add(vec![(0, 10), (20, 30), (40, 50)], 0, 2), 0);
+        assert_eq!((u.settled_ns, u.open.len(), u.settled_early), (10, 2, 1));
+        // A row inside the settled time is late: only its part past it counts (10..12), and as a third open
+        // interval it settles the oldest again. The union stays what the load's is here (32).
+        assert_eq!(u.add(vec![(5, 12)], 0, 2), 1);
+        assert_eq!((u.busy_ns(), u.open.len(), u.settled_early), (10 + 2 + 10 + 10, 2, 2));
     }
 }

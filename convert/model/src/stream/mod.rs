@@ -64,7 +64,16 @@ pub struct StreamOptions {
     /// still to come (a call's CUPTI buffer can start later than the buffer of the kernel it launched): the work
     /// reaches the consumer a window or more late, joined, instead of counted as without a call.
     pub hold_unlaunched: bool,
+    /// The most rows a consumer (and the held GPU work of `hold_unlaunched`) keeps waiting for the stream to pass
+    /// their time ([`Batch::next_start`]). Chunk headers whose times claim earlier than their rows (a damaged or
+    /// forged file) would keep the edge back and everything waiting, a load's memory and a wait sorted again
+    /// each window; past this many, the oldest are settled anyway and counted, and what then comes late for them
+    /// is counted too (a real recording has a few thousand rows across an edge).
+    pub max_waiting: usize,
 }
+
+/// A million rows: ~50 MB of the largest rows a consumer keeps waiting.
+pub const DEFAULT_MAX_WAITING: usize = 1 << 20;
 
 /// One million launches: ~40 MB of correlation state, minutes of a launch-bound program.
 pub const DEFAULT_HORIZON: usize = 1 << 20;
@@ -77,6 +86,7 @@ impl Default for StreamOptions {
             counters: false,
             graph_events: false,
             hold_unlaunched: false,
+            max_waiting: DEFAULT_MAX_WAITING,
         }
     }
 }
@@ -130,6 +140,9 @@ pub struct StreamEnd {
     pub largest_window_bytes: u64,
     /// The NVTX ranges never ended (`end` = `u64::MAX`, as a load keeps them), `depth` their nesting at start.
     pub unclosed_ranges: Vec<NvtxRange>,
+    /// GPU work held for its launching call (`hold_unlaunched`) that was handed on unjoined because more than
+    /// [`StreamOptions::max_waiting`] waited (its call, if it came later, was not joined).
+    pub held_released_early: u64,
 }
 
 /// Decompressed record bytes of the activity chunks of `readers` (as their headers claim): the size a whole load
@@ -243,7 +256,7 @@ fn stream_inner(
         .collect();
     chunks.sort_by_key(|(f, c)| (decoders[*f].time.to_trace(c.header.t_min), *f, c.header.seq));
     let windows = cut_windows(&chunks, opts.window_bytes);
-    let mut state = ranges::RangeState::new(opts.horizon, filter.clone());
+    let mut state = ranges::RangeState::new(opts.horizon, filter.clone(), opts.max_waiting);
     state.instances = range_work.then(instances::Instances::default);
     let mut end = StreamEnd { chunks: chunks.len() as u64, windows: windows.len() as u64, ..Default::default() };
     let mut span = (u64::MAX, 0u64);
@@ -282,6 +295,7 @@ fn stream_inner(
         consume(&trace, &state.stacks, last);
     }
     end.launches_out_of_horizon = state.out_of_horizon;
+    end.held_released_early = state.held_released_early;
     end.span = if span.0 == u64::MAX { (0, 0) } else { span };
     for (p, mut s) in trace.processes.iter_mut().zip(stats) {
         // What was counted at open (counter samples).

@@ -88,8 +88,10 @@ pub(super) struct RangeState {
     pub stacks: RangeStacks,
     /// Each recent call, its range set and its external ids, by correlation key.
     horizon: Horizon,
-    /// GPU work waiting for its launching call's chunk (see [`RangeState::batch`]).
+    /// GPU work waiting for its launching call's chunk (see [`RangeState::batch`]), at most `max_held`.
     held: (Vec<Kernel>, Vec<Memcpy>, Vec<Memset>),
+    max_held: usize,
+    pub held_released_early: u64,
     pub out_of_horizon: u64,
     /// A `--start/--end` window: ranges and instants outside it are left out of the batches and the span, as a
     /// load leaves them out.
@@ -101,13 +103,15 @@ pub(super) struct RangeState {
 }
 
 impl RangeState {
-    pub fn new(horizon: usize, filter: Filter) -> RangeState {
+    pub fn new(horizon: usize, filter: Filter, max_held: usize) -> RangeState {
         RangeState {
             open: FxHashMap::default(),
             threads: FxHashMap::default(),
             stacks: RangeStacks::default(),
             horizon: Horizon::new(horizon),
             held: Default::default(),
+            max_held,
+            held_released_early: 0,
             out_of_horizon: 0,
             filter,
             externals_waiting: FxHashSet::default(),
@@ -162,6 +166,15 @@ impl RangeState {
             kernels = hold(kernels, k, |r| waits(r.corr(), r.start));
             memcpys = hold(memcpys, c, |r| waits(r.corr(), r.start));
             memsets = hold(memsets, m, |r| waits(r.corr(), r.start));
+            let held = k.len() + c.len() + m.len();
+            if held > self.max_held {
+                // Chunk headers keep the edge back (a damaged or forged file): hand the work on, unjoined if its
+                // call is still to come, rather than hold and sort it again each window.
+                self.held_released_early += held as u64;
+                kernels.append(k);
+                memcpys.append(c);
+                memsets.append(m);
+            }
         }
         let ops = kernels.iter().map(|k| (k.corr(), k.graph_id != 0, k.duration()));
         let copies = memcpys.iter().map(|m| (m.corr(), false, m.duration()));

@@ -26,12 +26,19 @@ use crate::rows::{Kernel, UmEvent};
 type Candidate = ((u64, u64, u32), NameId);
 
 /// The streaming join of unified memory events to the kernels running on their devices.
-#[derive(Default)]
 pub struct UmJoin {
     /// Events with a device that a later window's kernel may still hold, each with its best kernel so far.
     pending: Vec<(UmEvent, Option<Candidate>)>,
-    /// Kernels of earlier windows still running at the last window's edge.
+    /// Kernels of earlier windows still running at the last window's edge, sorted by (file, device, start, end,
+    /// correlation), with the latest end of each one's prefix within its file and device: a window's events find
+    /// their kernel by binary search, as [`super::RunningKernels`] does on a loaded trace.
     running: Vec<Kernel>,
+    running_reach: Vec<u64>,
+    /// The most events (and running kernels) kept ([`crate::stream::StreamOptions::max_waiting`]): an edge kept
+    /// back by chunk headers that claim early times would keep them all; past it the oldest are handed on (the
+    /// kernels that ended first dropped), counted in `settled_early`.
+    cap: usize,
+    settled_early: u64,
     /// The last window's edge (its next window's first start): events before it were handed on.
     edge: Option<u64>,
     /// The latest start of an event handed on, per file and device: a later kernel starting at or before it
@@ -40,7 +47,67 @@ pub struct UmJoin {
     late_rows: u64,
 }
 
+impl Default for UmJoin {
+    fn default() -> Self {
+        UmJoin::with_cap(crate::stream::DEFAULT_MAX_WAITING)
+    }
+}
+
 impl UmJoin {
+    /// A join that keeps at most `cap` events waiting and `cap` kernels running.
+    pub fn with_cap(cap: usize) -> UmJoin {
+        UmJoin {
+            pending: Vec::new(),
+            running: Vec::new(),
+            running_reach: Vec::new(),
+            cap: cap.max(1),
+            settled_early: 0,
+            edge: None,
+            handed_on_to: FxHashMap::default(),
+            late_rows: 0,
+        }
+    }
+
+    /// Events handed on and kernels dropped before the stream passed their time (more than the cap waited).
+    pub fn settled_early(&self) -> u64 {
+        self.settled_early
+    }
+
+    /// The best kernel of the running ones holding `start` on `(proc, device)`.
+    fn running_at(&self, proc: ProcId, device: u32, start: u64) -> Option<Candidate> {
+        let key = |k: &Kernel| (k.proc, k.device, k.start);
+        let mut i = self.running.partition_point(|k| key(k) <= (proc, device, start));
+        while i > 0 {
+            i -= 1;
+            let k = &self.running[i];
+            if (k.proc, k.device) != (proc, device) || self.running_reach[i] < start {
+                return None;
+            }
+            // Sorted by start, end, correlation: the first that holds `start` going back is the best.
+            if k.end >= start {
+                return better(None, k);
+            }
+        }
+        None
+    }
+
+    /// Sorts the running kernels and their reach, the oldest ending dropped past the cap.
+    fn index_running(&mut self) {
+        if self.running.len() > self.cap {
+            self.running.sort_unstable_by_key(|k| std::cmp::Reverse(k.end));
+            self.settled_early += (self.running.len() - self.cap) as u64;
+            self.running.truncate(self.cap);
+        }
+        self.running.sort_unstable_by_key(|k| (k.proc, k.device, k.start, k.end, k.correlation));
+        self.running_reach.clear();
+        let mut reach = 0;
+        for (i, k) in self.running.iter().enumerate() {
+            let first = i == 0 || (self.running[i - 1].proc, self.running[i - 1].device) != (k.proc, k.device);
+            reach = if first { k.end } else { reach.max(k.end) };
+            self.running_reach.push(reach);
+        }
+    }
+
     /// A window's events and kernels (`next_start`: where the next window begins, `None` after the last). Each
     /// event that is final is handed to `hand_on` with its kernel's mangled name (`None`: no kernel ran on its
     /// device when it began, or it has no one device); after the last window, every event has been.
@@ -59,8 +126,7 @@ impl UmJoin {
             if self.edge.is_some_and(|edge| e.start < edge) {
                 self.late_rows += 1;
             }
-            let running = self.running.iter().filter(|k| (k.proc, k.device) == (e.proc, device));
-            let best = running.filter(|k| k.start <= e.start && e.start <= k.end).fold(None, better);
+            let best = self.running_at(e.proc, device, e.start);
             self.pending.push((e, best));
         }
         self.match_kernels(kernels);
@@ -69,6 +135,7 @@ impl UmJoin {
                 hand_on(e, best.map(|b| b.1));
             }
             self.running.clear();
+            self.running_reach.clear();
             self.edge = None;
             return;
         };
@@ -82,8 +149,20 @@ impl UmJoin {
             hand_on(e, best.map(|b| b.1));
             false
         });
+        if self.pending.len() > self.cap {
+            // The oldest events are handed on with the kernel found so far.
+            self.pending.sort_by_key(|(e, _)| e.start);
+            let early = self.pending.len() - self.cap;
+            self.settled_early += early as u64;
+            for (e, best) in self.pending.drain(..early) {
+                let to = self.handed_on_to.entry((e.proc, e.device().unwrap_or_default())).or_default();
+                *to = (*to).max(e.start);
+                hand_on(e, best.map(|b| b.1));
+            }
+        }
         self.running.extend(kernels.iter().filter(|k| k.end >= edge).copied());
         self.running.retain(|k| k.end >= edge);
+        self.index_running();
         // Never back: a window's first start is at or after the one before's (chunks come by their first start).
         self.edge = Some(self.edge.map_or(edge, |e| e.max(edge)));
     }
