@@ -1,0 +1,376 @@
+//! The `graphs` section of `stats --stream`, equal to the loaded one ([`super::graphs`]), with state bounded by the
+//! answer: the graphs themselves (nodes, executables, the calls and NVTX ranges that hold their creation) from a
+//! pass of their own ([`graph_context`], as `export --parquet --stream` reads them), then per node the GPU time
+//! and ops traced back to it, per executable its replays' accumulator ([`Durations`]: medians exact up to its cap),
+//! and the replays still open.
+//!
+//! A replayed op is traced back to its node at its launch, as a load does: the launching call's start (from the
+//! stream's horizon, or remembered from an earlier op of the same replay), else the op's own start. The two differ
+//! only where an executable update (`cudaGraphExecUpdate`) lies between them; the ops traced back at their own
+//! start in a file with graph events are counted ([`StreamedGraphs::without_launch`]).
+//!
+//! When a replay is final: CUDA runs the launches of one executable one after the other (each launch is ordered
+//! behind the executable's previous launches, and an executable is not launched from two threads at once), in the
+//! order of their calls, so in their correlation ids' order, and a replay's ops all end before the next replay's
+//! first op starts. The stream hands on chunks by their first record's time: no row of a later window starts
+//! before [`Batch::next_start`]. So once some op of a later replay of the same executable, read already, starts
+//! at or before `next_start`, every op of the earlier replays has been read (an unread one would start after
+//! `next_start` yet before that op): they are settled into their executable's accumulator and dropped. The rest
+//! are settled at the end. Open replays are a few per executable whatever the length of the recording, and the
+//! rule does not depend on the correlation horizon. An op that comes for a replay already settled (a damaged file
+//! whose chunks' times are out of order, or replays that overlap) is counted in its executable's ops and its
+//! node's time, in no replay, and said ([`StreamedGraphs::warning`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use cutr_format::Reader;
+use cutr_model::graphs::NONE;
+use cutr_model::numbered::{family_label, split_number};
+use cutr_model::rows::ApiCall;
+use cutr_model::stream::{Batch, StreamOptions, graph_context};
+use cutr_model::{Filter, LoadError, ProcId, Trace};
+use rustc_hash::FxHashMap;
+
+use super::RangeStats;
+use super::families::NvtxNames;
+use super::graphs::{ExecTally, GraphReport, GraphTally, add_to_node, range_sums, report};
+use super::order_stats::Durations;
+
+/// One replay not yet final: its GPU time and ops so far, its earliest op's start, and its launching call's start
+/// once an op of it came with the call.
+struct OpenReplay {
+    ns: u64,
+    ops: u64,
+    first_start: u64,
+    launch: Option<u64>,
+}
+
+/// An executable's replays: those still open by correlation id, the highest id settled, and the settled ones'
+/// GPU times.
+struct ExecReplays {
+    open: BTreeMap<u32, OpenReplay>,
+    settled_through: Option<u32>,
+    replays: Durations,
+    ops: u64,
+}
+
+/// A graph op of a batch: (file, executable, node id, correlation id, start, duration).
+type Op = (ProcId, u32, u64, u32, u64, u64);
+
+/// The section's state over a stream.
+pub(super) struct StreamedGraphs {
+    /// The graphs' pass: processes, names, graphs and the calls and ranges holding their creation (`None`: no file
+    /// recorded graph events).
+    context: Option<Trace>,
+    cap: usize,
+    ops: u64,
+    traced: u64,
+    recorded: u64,
+    per_node: Vec<(u64, u64)>,
+    /// Per file: ops of a graph not traced back, where the file recorded graph events.
+    not_traced: Vec<u64>,
+    execs: FxHashMap<(ProcId, u32), ExecReplays>,
+    /// Ops that came after their replay was settled: in no replay.
+    late_ops: u64,
+    /// Ops of a graph in files with graph events whose launching call was not at hand: traced back at their start.
+    pub without_launch: u64,
+}
+
+impl StreamedGraphs {
+    /// The graphs of `paths` read in a pass of their own (with `opts`' windows), ranges and calls outside `filter`'s
+    /// window left out as a load with that window leaves them; replays' medians exact up to `cap` replays.
+    pub(super) fn open(
+        paths: &[PathBuf],
+        readers: &[Reader],
+        opts: &StreamOptions,
+        filter: &Filter,
+        cap: usize,
+    ) -> Result<StreamedGraphs, LoadError> {
+        let mut context = graph_context(paths, readers, opts)?;
+        if let Some(g) = &mut context
+            && (filter.start.is_some() || filter.end.is_some())
+        {
+            keep_ranges_in(g, filter);
+        }
+        Ok(StreamedGraphs::new(context, cap, readers.len()))
+    }
+
+    /// Over the graphs' pass `context`, for at most `files` processes.
+    fn new(context: Option<Trace>, cap: usize, files: usize) -> StreamedGraphs {
+        let nodes = context.as_ref().map_or(0, |g| g.graphs.nodes.len());
+        StreamedGraphs {
+            context,
+            cap,
+            ops: 0,
+            traced: 0,
+            recorded: 0,
+            per_node: vec![(0, 0); nodes],
+            not_traced: vec![0; files],
+            execs: FxHashMap::default(),
+            late_ops: 0,
+            without_launch: 0,
+        }
+    }
+
+    /// A window's graph ops into their replays and nodes; then the replays it made final settled.
+    pub(super) fn add(&mut self, b: &Batch) {
+        let kernels =
+            b.kernels.iter().map(|k| (k.proc, k.graph_id, k.graph_node_id, k.correlation, k.start, k.duration()));
+        let copies =
+            b.memcpys.iter().map(|m| (m.proc, m.graph_id, m.graph_node_id, m.correlation, m.start, m.duration()));
+        let sets =
+            b.memsets.iter().map(|m| (m.proc, m.graph_id, m.graph_node_id, m.correlation, m.start, m.duration()));
+        // `gpu_calls` is per kernel, then copy, then memset: the order of the chain.
+        let calls = b.gpu_calls.iter().map(Option::as_ref).chain(std::iter::repeat(None));
+        for (op, call) in kernels.chain(copies).chain(sets).zip(calls) {
+            if op.1 != 0 {
+                self.op(op, call);
+            }
+        }
+        self.settle(b.next_start);
+    }
+
+    fn op(&mut self, (proc, exec, node, correlation, start, ns): Op, call: Option<&ApiCall>) {
+        self.ops += 1;
+        let cap = self.cap;
+        let e = self.execs.entry((proc, exec)).or_insert_with(|| ExecReplays {
+            open: BTreeMap::new(),
+            settled_through: None,
+            replays: Durations::new(cap),
+            ops: 0,
+        });
+        e.ops += 1;
+        let launch = if e.settled_through.is_some_and(|s| correlation <= s) && !e.open.contains_key(&correlation) {
+            self.late_ops += 1;
+            call.map(|c| c.start)
+        } else {
+            let r = e.open.entry(correlation).or_insert(OpenReplay { ns: 0, ops: 0, first_start: start, launch: None });
+            (r.ns, r.ops, r.first_start) = (r.ns.saturating_add(ns), r.ops + 1, r.first_start.min(start));
+            if r.launch.is_none() {
+                r.launch = call.map(|c| c.start);
+            }
+            r.launch
+        };
+        let Some(g) = &self.context else { return };
+        if !g.graphs.recorded(proc) {
+            return;
+        }
+        self.recorded += 1;
+        self.without_launch += launch.is_none() as u64;
+        let origin = g.graphs.origin_of(proc, node, launch.unwrap_or(start)).filter(|&n| n != NONE);
+        match origin.filter(|&n| (n as usize) < self.per_node.len()) {
+            Some(n) => {
+                self.traced += 1;
+                add_to_node(&mut self.per_node, n, ns);
+            }
+            None => {
+                if let Some(c) = self.not_traced.get_mut(proc.index()) {
+                    *c += 1;
+                }
+            }
+        }
+    }
+
+    /// Settles each executable's replays that come before one of its later replays whose read op starts at or
+    /// before `next_start` (all of them after the last window).
+    fn settle(&mut self, next_start: Option<u64>) {
+        for e in self.execs.values_mut().filter(|e| !e.open.is_empty()) {
+            // The replays left open: after the last window none, else from the latest one known to have begun.
+            let later = match next_start {
+                None => BTreeMap::new(),
+                Some(at) => {
+                    let Some(&begun) = e.open.iter().rev().find(|(_, r)| r.first_start <= at).map(|(c, _)| c) else {
+                        continue;
+                    };
+                    e.open.split_off(&begun)
+                }
+            };
+            for (c, r) in std::mem::replace(&mut e.open, later) {
+                e.replays.add(r.ns);
+                e.settled_through = Some(e.settled_through.map_or(c, |s| s.max(c)));
+            }
+        }
+    }
+
+    /// Ops that came after their replay was settled, said; `None` when none did.
+    pub(super) fn warning(&self) -> Option<String> {
+        (self.late_ops > 0).then(|| {
+            format!(
+                "{} CUDA graph ops were read after their replay was summarized (chunks whose times are out of order, \
+                 or replays of one executable that overlap): in the graphs section's ops and GPU time by node, in no \
+                 replay's time (--no-stream counts them there)",
+                self.late_ops
+            )
+        })
+    }
+
+    /// Adds the graph joins' counts of the graphs' pass, and the ops not traced back, to the stream's trace `t`
+    /// (its warnings and join counts say them as a load's do).
+    pub(super) fn add_join_counts(&self, t: &mut Trace) {
+        let from = |i: usize| self.context.as_ref().and_then(|g| g.processes.get(i)).map(|p| p.stats.clone());
+        for (i, p) in t.processes.iter_mut().enumerate() {
+            let mut s = from(i).unwrap_or_default();
+            s.graph_ops_without_capture = self.not_traced.get(i).copied().unwrap_or(0);
+            let d = &mut p.stats;
+            d.graph_events_lost = d.graph_events_lost.saturating_add(s.graph_events_lost);
+            d.graph_nodes_without_api += s.graph_nodes_without_api;
+            d.graph_events_unjoined += s.graph_events_unjoined;
+            d.graph_ops_without_capture += s.graph_ops_without_capture;
+            let all = &mut t.stats;
+            all.graph_events_lost = all.graph_events_lost.saturating_add(s.graph_events_lost);
+            all.graph_nodes_without_api += s.graph_nodes_without_api;
+            all.graph_events_unjoined += s.graph_events_unjoined;
+            all.graph_ops_without_capture += s.graph_ops_without_capture;
+        }
+    }
+
+    /// The NVTX section's second attribution: each closed range's graph ops by where their node was made, added to
+    /// the rows of the ranges' names (a folded family's row for its members), as the loaded section adds them.
+    pub(super) fn add_to_nvtx(&self, rows: &mut [RangeStats], names: NvtxNames) {
+        let Some(g) = &self.context else { return };
+        let sums = range_sums(g, &self.per_node);
+        let index: FxHashMap<(String, bool), usize> =
+            rows.iter().enumerate().map(|(i, r)| ((r.time.name.clone(), r.folded_names > 0), i)).collect();
+        for (r, &(ns, ops)) in g.ranges.iter().zip(&sums).filter(|(r, s)| r.closed() && s.1 > 0) {
+            let name = g.names.get(r.name);
+            let family = match names {
+                NvtxNames::Fold => split_number(name).map(|(prefix, _)| family_label(prefix)),
+                NvtxNames::Each => None,
+            };
+            // A member of a folded family is in its family's row, any other name in its own.
+            let row = family.and_then(|f| index.get(&(f, true))).or_else(|| index.get(&(name.to_string(), false)));
+            if let Some(&i) = row {
+                rows[i].replayed_gpu_ns = rows[i].replayed_gpu_ns.saturating_add(ns);
+                rows[i].replayed_gpu_ops += ops;
+            }
+        }
+    }
+
+    /// The section (`t`: the stream's trace, for the processes when no file recorded graph events).
+    pub(super) fn report(self, t: &Trace, top: Option<usize>, symbol_dirs: &[PathBuf]) -> GraphReport {
+        let execs = self
+            .execs
+            .into_iter()
+            .map(|((proc, exec), e)| ExecTally { proc, exec, replays: e.replays, ops: e.ops })
+            .collect();
+        let tally =
+            GraphTally { ops: self.ops, traced: self.traced, recorded: self.recorded, per_node: self.per_node, execs };
+        report(self.context.as_ref().unwrap_or(t), tally, top, symbol_dirs)
+    }
+}
+
+/// The ranges of `g` a load with `filter`'s window keeps (those overlapping it), nested among themselves, and each
+/// node's range the innermost kept one open at its creation: what a windowed load's graph join finds.
+fn keep_ranges_in(g: &mut Trace, filter: &Filter) {
+    let old = std::mem::take(&mut g.ranges);
+    let mut new_index = vec![NONE; old.len()];
+    // The nearest kept range up the chain from `at` (parents come first; a parent that does not ends the chain).
+    let nearest = |new_index: &[u32], mut at: u32| -> u32 {
+        while let Some(r) = old.get(at as usize) {
+            if new_index[at as usize] != NONE {
+                return new_index[at as usize];
+            }
+            if r.parent >= at {
+                break;
+            }
+            at = r.parent;
+        }
+        NONE
+    };
+    let mut kept = Vec::new();
+    for (i, r) in old.iter().enumerate() {
+        if !filter.keeps(r.start, r.end) {
+            continue;
+        }
+        let mut r = *r;
+        let parent = if r.parent < i as u32 { nearest(&new_index, r.parent) } else { NONE };
+        r.parent = if parent == NONE { cutr_model::rows::NvtxRange::NO_PARENT } else { parent };
+        new_index[i] = kept.len() as u32;
+        kept.push(r);
+    }
+    for n in &mut g.graphs.nodes {
+        n.range = nearest(&new_index, n.range);
+    }
+    g.ranges = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use cutr_model::rows::Kernel;
+
+    use super::*;
+    use crate::stats::summarize;
+
+    /// A kernel of replay `correlation` of executable 9, running from `start` for `ns`.
+    fn op(correlation: u32, start: u64, ns: u64) -> Kernel {
+        Kernel { graph_id: 9, graph_node_id: 1, correlation, start, end: start + ns, ..Default::default() }
+    }
+
+    fn batch(kernels: Vec<Kernel>, next_start: Option<u64>) -> Batch {
+        Batch { kernels, next_start, ..Default::default() }
+    }
+
+    fn open_replays(g: &StreamedGraphs) -> usize {
+        g.execs.values().map(|e| e.open.len()).sum()
+    }
+
+    /// 100 replays of three ops each, a window per op: a replay is settled once the next one's first op is read and
+    /// starts before the next window, so only the replay running at a window's edge stays open, and the summary is
+    /// the exact one.
+    #[test]
+    fn replays_settle_behind_the_next_replay_and_sum_as_a_load_does() {
+        let mut g = StreamedGraphs::new(None, 1000, 1);
+        let (mut most_open, mut sums) = (0, Vec::new());
+        let ops: Vec<Kernel> =
+            (1..=100u32).flat_map(|r| (0..3u64).map(move |i| op(r, 1000 * r as u64 + 10 * i, r as u64 + i))).collect();
+        for (i, k) in ops.iter().enumerate() {
+            g.add(&batch(vec![*k], ops.get(i + 1).map(|n| n.start)));
+            most_open = most_open.max(open_replays(&g));
+        }
+        assert_eq!((most_open, open_replays(&g)), (1, 0));
+        for r in 1..=100u64 {
+            sums.push(3 * r + 3);
+        }
+        let report = g.report(&Trace::default(), None, &[]);
+        assert_eq!((report.ops, report.ops_without_graph_events, report.execs.len()), (300, 300, 1));
+        let e = &report.execs[0];
+        let mut want = summarize("graph 9".into(), &mut sums);
+        want.percent = 100.0;
+        assert_eq!((&e.per_replay, e.ops, e.template), (&want, 300, None));
+    }
+
+    /// A later replay whose op starts after the next window's start may still be preceded by unread ops of the
+    /// earlier one: nothing is settled until a later replay is known to have begun.
+    #[test]
+    fn a_replay_stays_open_until_a_later_one_has_begun_before_the_next_window() {
+        let mut g = StreamedGraphs::new(None, 1000, 1);
+        // Replay 1's first op; replay 2's op starts at 500, after the next window's start (300).
+        g.add(&batch(vec![op(1, 100, 5), op(2, 500, 7)], Some(300)));
+        assert_eq!(open_replays(&g), 2);
+        // Replay 1's second op, read late but before replay 2 began: still its replay's.
+        g.add(&batch(vec![op(1, 300, 6)], Some(600)));
+        assert_eq!(open_replays(&g), 1);
+        g.add(&batch(Vec::new(), None));
+        assert_eq!(g.late_ops, 0);
+        let report = g.report(&Trace::default(), None, &[]);
+        let p = &report.execs[0].per_replay;
+        assert_eq!((p.count, p.total_ns, p.min_ns, p.max_ns), (2, 18, 7, 11));
+    }
+
+    #[test]
+    fn an_op_for_a_settled_replay_is_counted_in_no_replay_and_said() {
+        let late = "1 CUDA graph ops were read after their replay was summarized (chunks whose times are out of \
+                        order, or replays of one executable that overlap): in the graphs section's ops and GPU time \
+                    by node, in no replay's time (--no-stream counts them there)";
+        // Replay 1 is settled by replay 2's op at 200, before the next window (300); its op at 400 comes after.
+        let mut g = StreamedGraphs::new(None, 1000, 1);
+        g.add(&batch(vec![op(1, 100, 5), op(2, 200, 7)], Some(300)));
+        assert_eq!(g.warning(), None);
+        g.add(&batch(vec![op(1, 400, 6)], None));
+        assert_eq!(g.warning().as_deref(), Some(late));
+        let report = g.report(&Trace::default(), None, &[]);
+        let (e, p) = (&report.execs[0], &report.execs[0].per_replay);
+        assert_eq!((report.ops, e.ops, p.count, p.total_ns), (3, 3, 2, 12));
+    }
+}
