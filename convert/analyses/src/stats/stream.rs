@@ -250,11 +250,15 @@ pub fn compute_streaming_in(
     stream_opts: &StreamOptions,
 ) -> Result<(Stats, Trace), LoadError> {
     let on = |s: Section| opts.sections.contains(&s);
+    // With a --start/--end window, a load nests and joins only the window's NVTX ranges, which the graphs' pass
+    // (`graph_context`) does not narrow: the capture ranges could differ, so the section is not computed.
+    let windowed = filter.start.is_some() || filter.end.is_some();
+    let streamed = |s: &Section| STREAMED_SECTIONS.contains(s) && !(windowed && *s == Section::Graphs);
     let mut acc = Accumulators::new(cap, opts.nvtx_names);
     let (mut utilization, mut memory) = (StreamedUtilization::default(), StreamedMemory::default());
     let mut um = StreamedUm::default();
-    let mut graphs = match on(Section::Graphs) {
-        true => Some(StreamedGraphs::open(paths, readers, stream_opts, filter, cap)?),
+    let mut graphs = match on(Section::Graphs) && !windowed {
+        true => Some(StreamedGraphs::open(paths, readers, stream_opts, cap)?),
         false => None,
     };
     let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
@@ -298,11 +302,10 @@ pub fn compute_streaming_in(
         g.add_to_nvtx(&mut nvtx, opts.nvtx_names);
     }
     let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
-    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(|s| STREAMED_SECTIONS.contains(s)).collect();
+    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(streamed).collect();
     sections.sort_unstable();
     sections.dedup();
-    let mut not_streamed: Vec<Section> =
-        opts.sections.iter().copied().filter(|s| !STREAMED_SECTIONS.contains(s)).collect();
+    let mut not_streamed: Vec<Section> = opts.sections.iter().copied().filter(|s| !streamed(s)).collect();
     not_streamed.sort_unstable();
     not_streamed.dedup();
     let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
@@ -310,6 +313,7 @@ pub fn compute_streaming_in(
         [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
     warnings.extend(graphs.as_ref().and_then(StreamedGraphs::warning));
     let graph_ops_traced_at_own_start = graphs.as_ref().map_or(0, |g| g.without_launch);
+    estimated += graphs.as_ref().map_or(0, StreamedGraphs::estimated_rows);
     let graphs = graphs.map(|g| g.report(&t, opts.top, &opts.symbol_dirs)).unwrap_or_default();
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {

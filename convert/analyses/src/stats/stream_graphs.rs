@@ -29,7 +29,7 @@ use cutr_model::graphs::NONE;
 use cutr_model::numbered::{family_label, split_number};
 use cutr_model::rows::ApiCall;
 use cutr_model::stream::{Batch, StreamOptions, graph_context};
-use cutr_model::{Filter, LoadError, ProcId, Trace};
+use cutr_model::{LoadError, ProcId, Trace};
 use rustc_hash::FxHashMap;
 
 use super::RangeStats;
@@ -78,22 +78,15 @@ pub(super) struct StreamedGraphs {
 }
 
 impl StreamedGraphs {
-    /// The graphs of `paths` read in a pass of their own (with `opts`' windows), ranges and calls outside `filter`'s
-    /// window left out as a load with that window leaves them; replays' medians exact up to `cap` replays.
+    /// The graphs of `paths` read in a pass of their own (with `opts`' windows, the whole recordings: not for a
+    /// `--start/--end` window); replays' medians exact up to `cap` replays.
     pub(super) fn open(
         paths: &[PathBuf],
         readers: &[Reader],
         opts: &StreamOptions,
-        filter: &Filter,
         cap: usize,
     ) -> Result<StreamedGraphs, LoadError> {
-        let mut context = graph_context(paths, readers, opts)?;
-        if let Some(g) = &mut context
-            && (filter.start.is_some() || filter.end.is_some())
-        {
-            keep_ranges_in(g, filter);
-        }
-        Ok(StreamedGraphs::new(context, cap, readers.len()))
+        Ok(StreamedGraphs::new(graph_context(paths, readers, opts)?, cap, readers.len()))
     }
 
     /// Over the graphs' pass `context`, for at most `files` processes.
@@ -247,6 +240,11 @@ impl StreamedGraphs {
         }
     }
 
+    /// Executables whose replays' median will be a sketch's estimate.
+    pub(super) fn estimated_rows(&self) -> u64 {
+        self.execs.values().filter(|e| e.replays.estimated()).count() as u64
+    }
+
     /// The section (`t`: the stream's trace, for the processes when no file recorded graph events).
     pub(super) fn report(self, t: &Trace, top: Option<usize>, symbol_dirs: &[PathBuf]) -> GraphReport {
         let execs = self
@@ -258,41 +256,6 @@ impl StreamedGraphs {
             GraphTally { ops: self.ops, traced: self.traced, recorded: self.recorded, per_node: self.per_node, execs };
         report(self.context.as_ref().unwrap_or(t), tally, top, symbol_dirs)
     }
-}
-
-/// The ranges of `g` a load with `filter`'s window keeps (those overlapping it), nested among themselves, and each
-/// node's range the innermost kept one open at its creation: what a windowed load's graph join finds.
-fn keep_ranges_in(g: &mut Trace, filter: &Filter) {
-    let old = std::mem::take(&mut g.ranges);
-    let mut new_index = vec![NONE; old.len()];
-    // The nearest kept range up the chain from `at` (parents come first; a parent that does not ends the chain).
-    let nearest = |new_index: &[u32], mut at: u32| -> u32 {
-        while let Some(r) = old.get(at as usize) {
-            if new_index[at as usize] != NONE {
-                return new_index[at as usize];
-            }
-            if r.parent >= at {
-                break;
-            }
-            at = r.parent;
-        }
-        NONE
-    };
-    let mut kept = Vec::new();
-    for (i, r) in old.iter().enumerate() {
-        if !filter.keeps(r.start, r.end) {
-            continue;
-        }
-        let mut r = *r;
-        let parent = if r.parent < i as u32 { nearest(&new_index, r.parent) } else { NONE };
-        r.parent = if parent == NONE { cutr_model::rows::NvtxRange::NO_PARENT } else { parent };
-        new_index[i] = kept.len() as u32;
-        kept.push(r);
-    }
-    for n in &mut g.graphs.nodes {
-        n.range = nearest(&new_index, n.range);
-    }
-    g.ranges = kept;
 }
 
 #[cfg(test)]
