@@ -7,7 +7,8 @@
 //! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`), and CUDA
 //! graphs, each replay summed until final (`stream_graphs`, over a pass of their own). The sections that need
 //! every row at once (counters) are not computed: the report says so.
-//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]).
+//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]), but for graphs, not computed
+//! there: a windowed load nests only the window's NVTX ranges, which the graphs' pass does not narrow.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

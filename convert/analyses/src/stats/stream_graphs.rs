@@ -321,6 +321,26 @@ mod tests {
         assert_eq!((p.count, p.total_ns, p.min_ns, p.max_ns), (2, 18, 7, 11));
     }
 
+    /// Every launching call out of reach (as past a horizon, or read after its work): each op of a file with graph
+    /// events is traced back at its own start, and counted. In `graph_workload` the executable update comes before
+    /// the launches, so the nodes are the load's all the same.
+    #[test]
+    fn ops_without_their_launching_call_are_traced_back_at_their_own_start_and_counted() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/graph_workload.cutr");
+        let paths = [path.clone()];
+        let readers = [Reader::open(&path).unwrap()];
+        let opts = StreamOptions { window_bytes: 1, ..Default::default() };
+        let mut g = StreamedGraphs::open(&paths, &readers, &opts, 1000).unwrap();
+        let (t, _) = cutr_model::stream::stream_readers(&paths, &readers, &opts, |_, _, mut b| {
+            b.gpu_calls.clear();
+            g.add(&b);
+        })
+        .unwrap();
+        assert_eq!((g.without_launch, g.late_ops), (26, 0));
+        let loaded = cutr_model::load(&paths, &Default::default()).unwrap();
+        assert_eq!(g.report(&t, None, &[]), crate::stats::graphs::graphs(&loaded, None, &[]));
+    }
+
     #[test]
     fn an_op_for_a_settled_replay_is_counted_in_no_replay_and_said() {
         let late = "1 CUDA graph ops were read after their replay was summarized (chunks whose times are out of \
