@@ -341,6 +341,59 @@ mod tests {
         assert_eq!(g.report(&t, None, &[]), crate::stats::graphs::graphs(&loaded, None, &[]));
     }
 
+    /// The NVTX rows' graph replays: a closed range's nodes' ops go to its name's row, or to its family's row when
+    /// the family is folded; ranges enclosing it get them too, an unclosed one none.
+    #[test]
+    fn replays_go_to_the_nvtx_row_of_the_range_or_of_its_folded_family() {
+        use cutr_model::rows::NvtxRange;
+        use cutr_model::{GraphNode, NameId};
+        let mut t = Trace::default();
+        let range = |name: NameId, start, end, parent| NvtxRange {
+            proc: ProcId(0),
+            start,
+            end,
+            pid: 1,
+            tid: 1,
+            name,
+            domain: NameId::EMPTY,
+            id: 0,
+            depth: 0,
+            parent,
+        };
+        let (fwd, step) = (t.names.intern("forward"), t.names.intern("step 7"));
+        t.ranges = vec![range(fwd, 0, 100, NONE), range(step, 10, 20, 0), range(step, 30, u64::MAX, 0)];
+        let node = |range| GraphNode {
+            proc: ProcId(0),
+            graph: 1,
+            node: 1,
+            node_type: 0,
+            created: 15,
+            tid: 1,
+            api: NONE,
+            range,
+            stack: 0..0,
+        };
+        t.graphs.nodes = vec![node(1), node(2)];
+        let mut g = StreamedGraphs::new(Some(t), 1000, 1);
+        g.per_node = vec![(50, 2), (7, 1)];
+        let row = |name: &str, folded_names| RangeStats {
+            time: crate::stats::Summary { name: name.into(), ..Default::default() },
+            folded_names,
+            ..Default::default()
+        };
+        let replayed = |rows: &[RangeStats]| -> Vec<(u64, u64)> {
+            rows.iter().map(|r| (r.replayed_gpu_ns, r.replayed_gpu_ops)).collect()
+        };
+        // `forward` holds both nodes' ranges (the unclosed one's node too, through its parent); `step 7` is closed
+        // once.
+        let mut folded = [row("forward", 0), row("step <n>", 65), row("step 7", 0)];
+        g.add_to_nvtx(&mut folded, NvtxNames::Fold);
+        assert_eq!(replayed(&folded), [(57, 3), (50, 2), (0, 0)]);
+        let mut each = [row("forward", 0), row("step 7", 0)];
+        g.add_to_nvtx(&mut each, NvtxNames::Each);
+        assert_eq!(replayed(&each), [(57, 3), (50, 2)]);
+    }
+
     #[test]
     fn an_op_for_a_settled_replay_is_counted_in_no_replay_and_said() {
         let late = "1 CUDA graph ops were read after their replay was summarized (chunks whose times are out of \
