@@ -262,7 +262,7 @@ pub fn compute_streaming_in(
         true => Some(StreamedGraphs::open(paths, readers, stream_opts, cap)?),
         false => None,
     };
-    let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
+    let (mut t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
         let settled = || {
             if on(Section::Utilization) {
                 utilization.add(&batch);
@@ -279,10 +279,6 @@ pub fn compute_streaming_in(
         };
         rayon::join(|| acc.add(t, stacks, &batch, &on), settled);
     })?;
-    let mut t = t;
-    if let Some(g) = &graphs {
-        g.add_join_counts(&mut t);
-    }
     let mut estimated = 0;
     let (kernels, kernels_left_out) = summaries(acc.kernels, opts.top, &mut estimated);
     let (api, api_left_out) = summaries(acc.api, opts.top, &mut estimated);
@@ -299,9 +295,8 @@ pub fn compute_streaming_in(
         .collect();
     let memory_ops_left_out = rank_and_cut(&mut memory_ops, opts.top);
     let mut nvtx = acc.nvtx.finish(&mut estimated);
-    if let Some(g) = &graphs {
-        g.add_to_nvtx(&mut nvtx, opts.nvtx_names);
-    }
+    let graphs = graphs.map(|g| g.finish(&mut t, &mut nvtx, opts)).unwrap_or_default();
+    estimated += graphs.estimated_rows;
     let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
     let mut sections: Vec<Section> = opts.sections.iter().copied().filter(streamed).collect();
     sections.sort_unstable();
@@ -312,10 +307,7 @@ pub fn compute_streaming_in(
     let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
     let mut warnings: Vec<String> =
         [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
-    warnings.extend(graphs.as_ref().and_then(StreamedGraphs::warning));
-    let graph_ops_traced_at_own_start = graphs.as_ref().map_or(0, |g| g.without_launch);
-    estimated += graphs.as_ref().map_or(0, StreamedGraphs::estimated_rows);
-    let graphs = graphs.map(|g| g.report(&t, opts.top, &opts.symbol_dirs)).unwrap_or_default();
+    warnings.extend(graphs.warning);
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
@@ -329,7 +321,7 @@ pub fn compute_streaming_in(
         memory_ops_left_out,
         nvtx,
         nvtx_left_out,
-        graphs,
+        graphs: graphs.report,
         memory_peaks: memory.peaks(&t, end.span.0),
         utilization: if on(Section::Utilization) { utilization.rows() } else { Vec::new() },
         um,
@@ -348,7 +340,7 @@ pub fn compute_streaming_in(
             not_computed,
             launch_horizon: stream_opts.horizon,
             launches_out_of_horizon: end.launches_out_of_horizon,
-            graph_ops_traced_at_own_start,
+            graph_ops_traced_at_own_start: graphs.traced_at_own_start,
         }),
         ..Default::default()
     };

@@ -32,10 +32,10 @@ use cutr_model::stream::{Batch, StreamOptions, graph_context};
 use cutr_model::{LoadError, ProcId, Trace};
 use rustc_hash::FxHashMap;
 
-use super::RangeStats;
 use super::families::NvtxNames;
 use super::graphs::{ExecTally, GraphReport, GraphTally, add_to_node, range_sums, report};
 use super::order_stats::Durations;
+use super::{RangeStats, StatsOptions};
 
 /// One replay not yet final: its GPU time and ops so far, its earliest op's start, and its launching call's start
 /// once an op of it came with the call.
@@ -58,6 +58,17 @@ struct ExecReplays {
 /// A graph op of a batch: (file, executable, node id, correlation id, start, duration).
 type Op = (ProcId, u32, u64, u32, u64, u64);
 
+/// What the section leaves for the rest of the report.
+#[derive(Default)]
+pub(super) struct GraphsEnd {
+    pub report: GraphReport,
+    /// Executables whose replays' median is a sketch's estimate.
+    pub estimated_rows: u64,
+    /// Graph ops traced back at their own start ([`StreamedGraphs::without_launch`]).
+    pub traced_at_own_start: u64,
+    pub warning: Option<String>,
+}
+
 /// The section's state over a stream.
 pub(super) struct StreamedGraphs {
     /// The graphs' pass: processes, names, graphs and the calls and ranges holding their creation (`None`: no file
@@ -74,7 +85,7 @@ pub(super) struct StreamedGraphs {
     /// Ops that came after their replay was settled: in no replay.
     late_ops: u64,
     /// Ops of a graph in files with graph events whose launching call was not at hand: traced back at their start.
-    pub without_launch: u64,
+    without_launch: u64,
 }
 
 impl StreamedGraphs {
@@ -186,8 +197,19 @@ impl StreamedGraphs {
         }
     }
 
+    /// The section once the stream ended: its report (`t`: the stream's trace, which gets the graph joins' counts),
+    /// and the NVTX rows' graph replays added to `nvtx`.
+    pub(super) fn finish(self, t: &mut Trace, nvtx: &mut [RangeStats], opts: &StatsOptions) -> GraphsEnd {
+        self.add_join_counts(t);
+        self.add_to_nvtx(nvtx, opts.nvtx_names);
+        let (estimated_rows, traced_at_own_start, warning) =
+            (self.estimated_rows(), self.without_launch, self.warning());
+        let report = self.report(t, opts.top, &opts.symbol_dirs);
+        GraphsEnd { report, estimated_rows, traced_at_own_start, warning }
+    }
+
     /// Ops that came after their replay was settled, said; `None` when none did.
-    pub(super) fn warning(&self) -> Option<String> {
+    fn warning(&self) -> Option<String> {
         (self.late_ops > 0).then(|| {
             format!(
                 "{} CUDA graph ops were read after their replay was summarized (chunks whose times are out of order, \
@@ -200,7 +222,7 @@ impl StreamedGraphs {
 
     /// Adds the graph joins' counts of the graphs' pass, and the ops not traced back, to the stream's trace `t`
     /// (its warnings and join counts say them as a load's do).
-    pub(super) fn add_join_counts(&self, t: &mut Trace) {
+    fn add_join_counts(&self, t: &mut Trace) {
         let from = |i: usize| self.context.as_ref().and_then(|g| g.processes.get(i)).map(|p| p.stats.clone());
         for (i, p) in t.processes.iter_mut().enumerate() {
             let mut s = from(i).unwrap_or_default();
@@ -220,7 +242,7 @@ impl StreamedGraphs {
 
     /// The NVTX section's second attribution: each closed range's graph ops by where their node was made, added to
     /// the rows of the ranges' names (a folded family's row for its members), as the loaded section adds them.
-    pub(super) fn add_to_nvtx(&self, rows: &mut [RangeStats], names: NvtxNames) {
+    fn add_to_nvtx(&self, rows: &mut [RangeStats], names: NvtxNames) {
         let Some(g) = &self.context else { return };
         let sums = range_sums(g, &self.per_node);
         let index: FxHashMap<(String, bool), usize> =
@@ -241,12 +263,12 @@ impl StreamedGraphs {
     }
 
     /// Executables whose replays' median will be a sketch's estimate.
-    pub(super) fn estimated_rows(&self) -> u64 {
+    fn estimated_rows(&self) -> u64 {
         self.execs.values().filter(|e| e.replays.estimated()).count() as u64
     }
 
     /// The section (`t`: the stream's trace, for the processes when no file recorded graph events).
-    pub(super) fn report(self, t: &Trace, top: Option<usize>, symbol_dirs: &[PathBuf]) -> GraphReport {
+    fn report(self, t: &Trace, top: Option<usize>, symbol_dirs: &[PathBuf]) -> GraphReport {
         let execs = self
             .execs
             .into_iter()
