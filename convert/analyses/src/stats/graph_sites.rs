@@ -1,6 +1,7 @@
 //! Capture sites: the application function whose call made each CUDA graph node, named from the node's recorded
 //! stack (return addresses, innermost first) with the host binaries' symbols (`cutr_source::host`, build id
-//! checked), and the ops replayed from the nodes of each site.
+//! checked), and the ops replayed from the nodes of each site (summed per node first:
+//! [`super::graphs::node_sums`]).
 //!
 //! A creating call's stack starts in CUDA's code: libcupti (the callback), libcuda, the CUDA runtime (a library,
 //! or linked into the program itself, nvcc's default, whose symbols are `libcudart_static_<hash>` and the `cuda*`
@@ -10,14 +11,11 @@
 use std::collections::BTreeMap;
 
 use cutr_model::demangle::demangle;
-use cutr_model::graphs::NONE;
 use cutr_model::um_host::{HostLocation, host_location};
 use cutr_model::{ProcId, Trace};
 use cutr_source::host::HostSymbols;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-
-use super::graphs::GraphOp;
 
 /// Files whose frames are CUDA's or the recorder's, by the start of their file name.
 const NOT_APPLICATION: [&str; 4] = ["libcupti.", "libcuda.", "libcudart.", "libcutr_recorder"];
@@ -116,12 +114,13 @@ impl Resolver<'_> {
     }
 }
 
-/// The capture sites of every node with a stack, with the ops replayed from them (most GPU time first), and
+/// The capture sites of every node with a stack, with the ops replayed from them (`per_node`: each node's GPU
+/// time and ops) (most GPU time first), and
 /// whether any was named.
 pub(super) fn sites(
     t: &Trace,
     node_paths: &[String],
-    ops: &[GraphOp],
+    per_node: &[(u64, u64)],
     symbol_dirs: &[std::path::PathBuf],
 ) -> (Vec<CaptureSite>, bool) {
     let mut r = Resolver { t, symbols: HostSymbols::with_search_dirs(symbol_dirs.to_vec()), seen: Default::default() };
@@ -150,10 +149,10 @@ pub(super) fn sites(
         row.nodes += 1;
         node_site[i] = Some(key);
     }
-    for op in ops.iter().filter(|o| o.node != NONE) {
-        if let Some(row) = node_site.get(op.node as usize).and_then(Option::as_ref).and_then(|k| rows.get_mut(k)) {
-            row.ops += 1;
-            row.gpu_ns = row.gpu_ns.saturating_add(op.duration);
+    for (site, &(ns, ops)) in node_site.iter().zip(per_node) {
+        if let Some(row) = site.as_ref().and_then(|k| rows.get_mut(k)) {
+            row.ops += ops;
+            row.gpu_ns = row.gpu_ns.saturating_add(ns);
         }
     }
     let mut out: Vec<CaptureSite> = rows.into_values().collect();

@@ -9,9 +9,10 @@ use cutr_model::{ProcId, Trace};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use super::Summary;
 use super::buckets::{buckets, group, split_at_bounds};
 use super::graph_sites::{CaptureSite, sites};
-use super::{Summary, summarize};
+use super::order_stats::Durations;
 
 /// One kernel, copy or memset a graph replayed (graph id != 0).
 #[derive(Clone, Copy, Debug)]
@@ -55,22 +56,40 @@ pub(super) fn graph_ops(t: &Trace) -> Vec<GraphOp> {
     kernels.chain(copies).chain(sets).collect()
 }
 
+/// GPU time and count of the ops traced back to each node (indexed like `Trace::graphs.nodes`): everything the
+/// section and the NVTX ranges' second attribution need of the ops once their replays are counted, whatever the
+/// number of replays.
+pub(super) fn node_sums(nodes: usize, ops: &[GraphOp]) -> Vec<(u64, u64)> {
+    let mut per_node = vec![(0u64, 0u64); nodes];
+    for op in ops {
+        add_to_node(&mut per_node, op.node, op.duration);
+    }
+    per_node
+}
+
+/// One op's `duration` added to `node`'s sums (none for [`NONE`] or an index past them).
+pub(super) fn add_to_node(per_node: &mut [(u64, u64)], node: u32, duration: u64) {
+    if let Some(n) = per_node.get_mut(node as usize) {
+        n.0 = n.0.saturating_add(duration);
+        n.1 += 1;
+    }
+}
+
 /// Per NVTX range (indexed like `Trace::ranges`): GPU time and count of the graph ops whose node was made while the
 /// range was open on the making thread (nested ranges included), wherever and whenever the graph was replayed.
 pub(super) fn replays_by_range(t: &Trace) -> Vec<(u64, u64)> {
-    let mut out = vec![(0u64, 0u64); t.ranges.len()];
     if t.graphs.nodes.is_empty() {
-        return out;
+        return vec![(0, 0); t.ranges.len()];
     }
-    // Summed per node first, then each node's sums go up its range's parent chain once (as the model's launch
-    // attribution does): a node replayed 20 times walks the chain once.
-    let mut per_node = vec![(0u64, 0u64); t.graphs.nodes.len()];
-    for op in graph_ops(t).iter().filter(|o| o.node != NONE) {
-        let n = &mut per_node[op.node as usize];
-        n.0 = n.0.saturating_add(op.duration);
-        n.1 += 1;
-    }
-    for (n, &(ns, ops)) in t.graphs.nodes.iter().zip(&per_node) {
+    range_sums(t, &node_sums(t.graphs.nodes.len(), &graph_ops(t)))
+}
+
+/// [`replays_by_range`] from the nodes' sums ([`node_sums`]).
+pub(super) fn range_sums(t: &Trace, per_node: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = vec![(0u64, 0u64); t.ranges.len()];
+    // Each node's sums go up its range's parent chain once (as the model's launch attribution does): a node
+    // replayed 20 times walks the chain once.
+    for (n, &(ns, ops)) in t.graphs.nodes.iter().zip(per_node) {
         let mut r = n.range;
         // Parents come before their children in `ranges` (the model's order); the walk also stops at a parent that
         // does not, so it ends whatever the table holds.
@@ -151,23 +170,59 @@ impl GraphReport {
     }
 }
 
+/// What the section counts of the graph ops, from a loaded trace or a stream ([`super::stream_graphs`]).
+pub(super) struct GraphTally {
+    /// Ops with a graph id; of those, traced back to their node, and in files that recorded graph events.
+    pub ops: u64,
+    pub traced: u64,
+    pub recorded: u64,
+    /// GPU time and ops per node ([`node_sums`]).
+    pub per_node: Vec<(u64, u64)>,
+    /// Every executable launched, with its replays.
+    pub execs: Vec<ExecTally>,
+}
+
+/// An executable's replays: the GPU time of each (the sum of its ops' durations), and its ops.
+pub(super) struct ExecTally {
+    pub proc: ProcId,
+    pub exec: u32,
+    pub replays: Durations,
+    pub ops: u64,
+}
+
 pub(crate) fn graphs(t: &Trace, top: Option<usize>, symbol_dirs: &[std::path::PathBuf]) -> GraphReport {
     let ops = graph_ops(t);
-    let traced = ops.iter().filter(|o| o.node != NONE).count() as u64;
-    let recorded = ops.iter().filter(|o| t.graphs.recorded(o.proc)).count() as u64;
-    let paths = node_paths(t);
-    let (sites, sites_named) = sites(t, &paths, &ops, symbol_dirs);
-    let mut r = GraphReport {
+    let tally = GraphTally {
         ops: ops.len() as u64,
+        traced: ops.iter().filter(|o| o.node != NONE).count() as u64,
+        recorded: ops.iter().filter(|o| t.graphs.recorded(o.proc)).count() as u64,
+        per_node: node_sums(t.graphs.nodes.len(), &ops),
+        execs: replays(&ops),
+    };
+    report(t, tally, top, symbol_dirs)
+}
+
+/// The section from its tally; `t` holds the processes, names and graphs, and the ranges their nodes were made in.
+pub(super) fn report(
+    t: &Trace,
+    tally: GraphTally,
+    top: Option<usize>,
+    symbol_dirs: &[std::path::PathBuf],
+) -> GraphReport {
+    let paths = node_paths(t);
+    let (sites, sites_named) = sites(t, &paths, &tally.per_node, symbol_dirs);
+    let traced = tally.traced;
+    let mut r = GraphReport {
+        ops: tally.ops,
         ops_traced_back: traced,
-        ops_not_traced_back: recorded - traced.min(recorded),
-        ops_without_graph_events: ops.len() as u64 - recorded,
+        ops_not_traced_back: tally.recorded - traced.min(tally.recorded),
+        ops_without_graph_events: tally.ops - tally.recorded.min(tally.ops),
         nodes: t.graphs.nodes.len() as u64,
         graphs: t.graphs.graphs.len() as u64,
         execs_made: t.graphs.execs.len() as u64,
         nodes_with_stack: t.graphs.nodes.iter().filter(|n| !n.stack.is_empty()).count() as u64,
-        execs: execs(t, &ops),
-        ranges: ranges(&paths, &ops),
+        execs: execs(t, tally.execs),
+        ranges: ranges(&paths, &tally.per_node),
         sites,
         sites_named,
     };
@@ -193,38 +248,42 @@ fn template_nodes(t: &Trace, proc: ProcId, graph: u32) -> u64 {
     0
 }
 
-/// Replays per executable: ops grouped by (file, executable, launching call), then the replays by executable; the
-/// executables made but not launched after them.
-fn execs(t: &Trace, ops: &[GraphOp]) -> Vec<GraphExecStats> {
+/// Replays per executable: ops grouped by (file, executable, launching call), then the replays by executable.
+fn replays(ops: &[GraphOp]) -> Vec<ExecTally> {
     let keys: Vec<(ProcId, u32, u32)> = ops.par_iter().map(|o| (o.proc, o.graph, o.correlation)).collect();
     let (replays, keys) = buckets(&keys);
     let op = |i: usize, _| ops[i].duration;
     let (mut durs, bounds) = group(replays.len(), &[Source { keys, make: &op }]);
-    let per_replay: Vec<(u64, u64)> = split_at_bounds(&mut durs, &bounds)
-        .iter()
-        .map(|d| (super::saturating_sum(d.iter().copied()), d.len() as u64))
-        .collect();
-    // Replays of one executable, in order of first appearance.
-    let mut by_exec: Vec<((ProcId, u32), Vec<u64>, u64)> = Vec::new();
+    let per_replay = split_at_bounds(&mut durs, &bounds);
+    let mut out: Vec<ExecTally> = Vec::new();
     let mut index = rustc_hash::FxHashMap::default();
-    for (&(proc, graph, _), &(ns, n)) in replays.iter().zip(&per_replay) {
-        let i = *index.entry((proc, graph)).or_insert_with(|| {
-            by_exec.push(((proc, graph), Vec::new(), 0));
-            by_exec.len() - 1
+    for (&(proc, exec, _), d) in replays.iter().zip(per_replay) {
+        let i = *index.entry((proc, exec)).or_insert_with(|| {
+            // Every value kept: the summary is `summarize`'s of them all.
+            out.push(ExecTally { proc, exec, replays: Durations::new(usize::MAX), ops: 0 });
+            out.len() - 1
         });
-        by_exec[i].1.push(ns);
-        by_exec[i].2 += n;
+        out[i].replays.add(super::saturating_sum(d.iter().copied()));
+        out[i].ops += d.len() as u64;
     }
+    out
+}
+
+/// The executables' rows: those launched, then those made but never launched; most GPU time first.
+fn execs(t: &Trace, mut launched: Vec<ExecTally>) -> Vec<GraphExecStats> {
+    // One order whatever the tally's: rows that tie keep it through the stable sort below.
+    launched.sort_by_key(|e| (e.proc, e.exec));
+    let seen: rustc_hash::FxHashSet<(ProcId, u32)> = launched.iter().map(|e| (e.proc, e.exec)).collect();
     // Executables never launched while recording too (a warm-up's, a capture left unused): 0 replays.
     for e in &t.graphs.execs {
-        if !index.contains_key(&(e.proc, e.exec)) {
-            by_exec.push(((e.proc, e.exec), Vec::new(), 0));
+        if !seen.contains(&(e.proc, e.exec)) {
+            launched.push(ExecTally { proc: e.proc, exec: e.exec, replays: Durations::new(0), ops: 0 });
         }
     }
     let many_files = t.processes.len() > 1;
-    let mut rows: Vec<GraphExecStats> = by_exec
+    let mut rows: Vec<GraphExecStats> = launched
         .into_iter()
-        .map(|((proc, exec), mut ns, ops)| {
+        .map(|ExecTally { proc, exec, replays, ops }| {
             // A row's file is always one of the trace's; `get` keeps a hand-built trace from panicking.
             let file = t.processes.get(proc.index()).map(|_| t.label(proc)).unwrap_or_default();
             let template = t.graphs.exec(proc, exec).map(|e| e.template);
@@ -236,7 +295,7 @@ fn execs(t: &Trace, ops: &[GraphOp]) -> Vec<GraphExecStats> {
                 name = format!("{file} {name}");
             }
             GraphExecStats {
-                per_replay: summarize(name, &mut ns),
+                per_replay: replays.summary(name),
                 file,
                 exec,
                 template,
@@ -262,15 +321,15 @@ fn node_paths(t: &Trace) -> Vec<String> {
 }
 
 /// Graph ops traced back, by their node's capture range path; nodes by the same path.
-fn ranges(node_paths: &[String], ops: &[GraphOp]) -> Vec<CaptureRange> {
+fn ranges(node_paths: &[String], per_node: &[(u64, u64)]) -> Vec<CaptureRange> {
     let mut rows: std::collections::BTreeMap<&str, CaptureRange> = std::collections::BTreeMap::new();
     for p in node_paths {
         rows.entry(p).or_insert_with(|| CaptureRange { path: p.clone(), ..Default::default() }).nodes += 1;
     }
-    for op in ops.iter().filter(|o| o.node != NONE) {
-        if let Some(r) = node_paths.get(op.node as usize).and_then(|p| rows.get_mut(p.as_str())) {
-            r.ops += 1;
-            r.gpu_ns = r.gpu_ns.saturating_add(op.duration);
+    for (p, &(ns, ops)) in node_paths.iter().zip(per_node) {
+        if let Some(r) = rows.get_mut(p.as_str()) {
+            r.ops += ops;
+            r.gpu_ns = r.gpu_ns.saturating_add(ns);
         }
     }
     let mut rows: Vec<CaptureRange> = rows.into_values().collect();

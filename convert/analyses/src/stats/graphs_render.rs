@@ -50,7 +50,12 @@ pub(super) fn text(o: &mut String, s: &Stats, opts: TextOptions) {
                 fmt::thousands(e.nodes),
                 fmt::thousands(e.ops),
                 fmt::thousands_1(p.avg_ns),
-                fmt::thousands_1(p.median_ns),
+                // A sketch's estimate (`stats --stream`, an executable past the cap of values) is marked.
+                if p.median_estimated {
+                    format!("~{}", fmt::thousands_1(p.median_ns))
+                } else {
+                    fmt::thousands_1(p.median_ns)
+                },
                 fmt::thousands(p.min_ns),
                 fmt::thousands(p.max_ns),
                 p.name.clone(),

@@ -4,9 +4,11 @@
 //! totals, minimums, maximums and means are exact; medians too while a row has at most a cap of instances, and
 //! from a sketch beyond ([`super::Durations`]), marked. Utilization's interval unions and the memory section's
 //! peaks are settled as the stream passes their time (`stream_utilization`, `stream_memory`), exactly, as is
-//! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`). The sections
-//! that need every row at once (graphs, counters) are not computed: the report says so.
-//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]).
+//! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`), and CUDA
+//! graphs, each replay summed until final (`stream_graphs`, over a pass of their own). The sections that need
+//! every row at once (counters) are not computed: the report says so.
+//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]), but for graphs, not computed
+//! there: a windowed load nests only the window's NVTX ranges, which the graphs' pass does not narrow.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -20,14 +22,23 @@ use serde::Serialize;
 use super::families::NvtxNames;
 use super::nvtx_stream::NvtxRows;
 use super::order_stats::{Durations, SKETCH_RELATIVE_ERROR};
+use super::stream_graphs::StreamedGraphs;
 use super::stream_memory::StreamedMemory;
 use super::stream_um::StreamedUm;
 use super::stream_utilization::StreamedUtilization;
 use super::{MemoryOps, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
 
 /// The sections a stream computes.
-pub const STREAMED_SECTIONS: [Section; 7] =
-    [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Utilization, Section::Um, Section::Loss];
+pub const STREAMED_SECTIONS: [Section; 8] = [
+    Section::Kernels,
+    Section::Api,
+    Section::Memory,
+    Section::Nvtx,
+    Section::Graphs,
+    Section::Utilization,
+    Section::Um,
+    Section::Loss,
+];
 
 /// How a report was streamed, for its reader.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -47,6 +58,10 @@ pub struct StreamReport {
     pub launch_horizon: usize,
     /// GPU work whose launching call fell out of that horizon: counted in no NVTX range.
     pub launches_out_of_horizon: u64,
+    /// CUDA graph ops, in files with graph events, whose launching call was not at hand (out of the horizon, not
+    /// read yet, or never recorded): traced back to their node at their own start, not the launch's (the same
+    /// node unless an executable update came between the two).
+    pub graph_ops_traced_at_own_start: u64,
 }
 
 /// The report's line about the stream: how it was read, which figures are estimates and what was not computed.
@@ -67,11 +82,17 @@ pub fn describe(st: &StreamReport) -> String {
         text += &format!("; not computed when streaming: {} (--no-stream computes them)", names.join(", "));
     }
     text += &format!(
-        "; NVTX: GPU work by the opening thread only, no GPU spans or graph replays; GPU ops whose launch fell out \
-         of the last {} launches: {}",
+        "; NVTX: GPU work by the opening thread only, no GPU spans; GPU ops whose launch fell out of the last {} \
+         launches: {}",
         crate::fmt::thousands(st.launch_horizon as u64),
         crate::fmt::thousands(st.launches_out_of_horizon)
     );
+    if st.graph_ops_traced_at_own_start > 0 {
+        text += &format!(
+            "; CUDA graph ops traced back at their own start, their launching call not at hand: {}",
+            crate::fmt::thousands(st.graph_ops_traced_at_own_start)
+        );
+    }
     text
 }
 
@@ -230,11 +251,19 @@ pub fn compute_streaming_in(
     stream_opts: &StreamOptions,
 ) -> Result<(Stats, Trace), LoadError> {
     let on = |s: Section| opts.sections.contains(&s);
+    // With a --start/--end window, a load nests and joins only the window's NVTX ranges, which the graphs' pass
+    // (`graph_context`) does not narrow: the capture ranges could differ, so the section is not computed.
+    let windowed = filter.start.is_some() || filter.end.is_some();
+    let streamed = |s: &Section| STREAMED_SECTIONS.contains(s) && !(windowed && *s == Section::Graphs);
     let mut acc = Accumulators::new(cap, opts.nvtx_names);
     let mut utilization = StreamedUtilization::new(stream_opts.max_waiting);
     let mut memory = StreamedMemory::new(stream_opts.max_waiting);
     let mut um = StreamedUm::new(stream_opts.max_waiting);
-    let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
+    let mut graphs = match on(Section::Graphs) && !windowed {
+        true => Some(StreamedGraphs::open(paths, readers, stream_opts, cap)?),
+        false => None,
+    };
+    let (mut t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
         let settled = || {
             if on(Section::Utilization) {
                 utilization.add(&batch);
@@ -244,6 +273,9 @@ pub fn compute_streaming_in(
             }
             if on(Section::Um) {
                 um.add(&batch);
+            }
+            if let Some(g) = &mut graphs {
+                g.add(&batch);
             }
         };
         rayon::join(|| acc.add(t, stacks, &batch, &on), settled);
@@ -264,12 +296,13 @@ pub fn compute_streaming_in(
         .collect();
     let memory_ops_left_out = rank_and_cut(&mut memory_ops, opts.top);
     let mut nvtx = acc.nvtx.finish(&mut estimated);
+    let graphs = graphs.map(|g| g.finish(&mut t, &mut nvtx, opts)).unwrap_or_default();
+    estimated += graphs.estimated_rows;
     let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
-    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(|s| STREAMED_SECTIONS.contains(s)).collect();
+    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(streamed).collect();
     sections.sort_unstable();
     sections.dedup();
-    let mut not_streamed: Vec<Section> =
-        opts.sections.iter().copied().filter(|s| !STREAMED_SECTIONS.contains(s)).collect();
+    let mut not_streamed: Vec<Section> = opts.sections.iter().copied().filter(|s| !streamed(s)).collect();
     not_streamed.sort_unstable();
     not_streamed.dedup();
     let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
@@ -283,6 +316,7 @@ pub fn compute_streaming_in(
             stream_opts.max_waiting,
         ));
     }
+    warnings.extend(graphs.warning);
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
@@ -296,6 +330,7 @@ pub fn compute_streaming_in(
         memory_ops_left_out,
         nvtx,
         nvtx_left_out,
+        graphs: graphs.report,
         memory_peaks: memory.peaks(&t, end.span.0),
         utilization: if on(Section::Utilization) { utilization.rows() } else { Vec::new() },
         um,
@@ -314,6 +349,7 @@ pub fn compute_streaming_in(
             not_computed,
             launch_horizon: stream_opts.horizon,
             launches_out_of_horizon: end.launches_out_of_horizon,
+            graph_ops_traced_at_own_start: graphs.traced_at_own_start,
         }),
         ..Default::default()
     };
