@@ -216,3 +216,28 @@ fn a_chunk_header_claiming_a_later_start_than_its_rows_is_warned_about() {
     let device = |x: &Stats| x.utilization[0].busy_ns;
     assert_eq!((device(&s), device(&whole)), (1_431_870_252, 1_446_552_341));
 }
+
+/// NVTX rows get the GPU work of each closed range instance (nested ones included) once final, as a load counts
+/// it: on graph_compile, whose ranges cross and 8 never close, a range still open when the recording ended adds
+/// nothing to its name's row (before, the stream gave `forward` 11,241 ops: every launch under its unclosed
+/// instance).
+#[test]
+fn nvtx_rows_get_only_closed_instances_work_where_ranges_cross_or_never_close() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/graph_compile.cutr");
+    let opts = StatsOptions { sections: vec![Section::Nvtx], ..Default::default() };
+    let whole = stats::compute(&load(std::slice::from_ref(&p), &LoadOptions::default()).unwrap(), &opts);
+    let rows = |s: &Stats| {
+        let mut v: Vec<(String, u64, u64, u64)> =
+            s.nvtx.iter().map(|r| (r.time.name.clone(), r.time.count, r.gpu_ns, r.gpu_ops)).collect();
+        v.sort();
+        v
+    };
+    let readers = [cutr_format::Reader::open(&p).unwrap()];
+    for window_bytes in [1, 256 << 20] {
+        let stream_opts = StreamOptions { window_bytes, ..Default::default() };
+        let (s, _) = stats::compute_streaming(std::slice::from_ref(&p), &readers, &opts, 1000, &stream_opts).unwrap();
+        assert_eq!(rows(&s), rows(&whole));
+    }
+    let forward = rows(&whole).into_iter().find(|r| r.0 == "forward").unwrap();
+    assert_eq!(forward, ("forward".to_string(), 5, 5_091_352, 336));
+}

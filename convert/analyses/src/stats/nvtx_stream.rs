@@ -4,15 +4,15 @@
 //! family's later ranges go straight to it. State grows with the rows of the answer, not with the steps.
 //!
 //! A name becomes its family's member when its first range closes, as in the whole-trace path, which counts closed
-//! ranges' names. GPU work is attributed by name: once a family is folded, the work of its members goes to its row
-//! (a member never closed, the step running when the recording stopped, adds its work there too; the whole-trace
-//! path leaves an unclosed range's work out, and counts the range in the loss report).
+//! ranges' names. GPU work comes per closed range instance once final ([`Batch::range_work`]: launched inside it on
+//! its thread, nested instances included), as the whole-trace path counts it: an instance never closed (the step
+//! running when the recording stopped) adds nothing, and its work counts in the closed instances around it.
 
 use std::collections::HashMap;
 
 use cutr_model::numbered::{FAMILY_ROWS_CAP, family_label, split_number};
-use cutr_model::stream::{Batch, RangeStacks};
-use cutr_model::{NameId, Trace};
+use cutr_model::stream::Batch;
+use cutr_model::{Filter, NameId, Trace};
 use rustc_hash::FxHashMap;
 
 use super::RangeStats;
@@ -68,22 +68,21 @@ impl NvtxRows {
         }
     }
 
-    /// Closed ranges' durations by name, and each GPU op's time added to every range open around its launch.
-    pub(super) fn add(&mut self, t: &Trace, stacks: &RangeStacks, b: &Batch) {
+    /// Closed ranges' durations by name, and each closed range instance's GPU work (launched inside it on its
+    /// thread, nested instances included, as a load counts it: [`Batch::range_work`]) added to its name's row
+    /// once final. An instance never closed adds nothing, as in a load; `window` keeps the instances a
+    /// `--start/--end` load keeps.
+    pub(super) fn add(&mut self, t: &Trace, b: &Batch, window: &Filter) {
         for r in &b.ranges {
             let row = self.closed_row(t, r.name);
             let cap = self.cap;
             self.row_mut(row).durations.get_or_insert_with(|| Durations::new(cap)).add(r.end - r.start);
         }
-        let durations = b.kernels.iter().map(|k| k.duration());
-        let durations = durations.chain(b.memcpys.iter().map(|m| m.duration()));
-        for (d, &stack) in durations.chain(b.memsets.iter().map(|m| m.duration())).zip(&b.gpu_ranges) {
-            for name in stacks.names(stack) {
-                let row = self.gpu_row(t, name);
-                let row = self.row_mut(row);
-                row.gpu_ns = row.gpu_ns.saturating_add(d);
-                row.gpu_ops += 1;
-            }
+        for w in b.range_work.iter().filter(|w| window.keeps(w.range.start, w.range.end)) {
+            let row = self.gpu_row(t, w.range.name);
+            let row = self.row_mut(row);
+            row.gpu_ns = row.gpu_ns.saturating_add(w.gpu_ns);
+            row.gpu_ops += w.gpu_ops;
         }
     }
 

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use cutr_format::Reader;
-use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers_in};
+use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers_in, stream_readers_in_with_range_work};
 use cutr_model::{Filter, LoadError, NameId, ProcId, Trace, describe};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -149,7 +149,7 @@ impl Accumulators {
         }
     }
 
-    fn add(&mut self, t: &Trace, stacks: &RangeStacks, b: &Batch, on: &(dyn Fn(Section) -> bool + Sync)) {
+    fn add(&mut self, t: &Trace, b: &Batch, window: &Filter, on: &(dyn Fn(Section) -> bool + Sync)) {
         let cap = self.cap;
         let (kernel_rows, kernels) = (&mut self.kernel_rows, &mut self.kernels);
         let (api_rows, api) = (&mut self.api_rows, &mut self.api);
@@ -181,7 +181,7 @@ impl Accumulators {
                 s.spawn(move |_| add_memory(memory_rows, memory, b, cap));
             }
             if on(Section::Nvtx) {
-                s.spawn(move |_| nvtx.add(t, stacks, b));
+                s.spawn(move |_| nvtx.add(t, b, window));
             }
             let durations = b.kernels.iter().map(|k| k.duration());
             let durations = durations.chain(b.memcpys.iter().map(|m| m.duration()));
@@ -205,6 +205,21 @@ fn add_memory(rows: &mut FxHashMap<(u8, u16, u8, u8), usize>, memory: &mut Rows<
         let r = &mut memory.rows[row].1;
         r.0.add(d);
         r.1 = r.1.saturating_add(bytes);
+    }
+}
+
+/// [`stream_readers_in`], with the NVTX range instances' GPU work when `range_work`.
+fn stream_with(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StreamOptions,
+    filter: &Filter,
+    range_work: bool,
+    consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<(Trace, cutr_model::stream::StreamEnd), LoadError> {
+    match range_work {
+        true => stream_readers_in_with_range_work(paths, readers, opts, filter, consume),
+        false => stream_readers_in(paths, readers, opts, filter, consume),
     }
 }
 
@@ -263,7 +278,10 @@ pub fn compute_streaming_in(
         true => Some(StreamedGraphs::open(paths, readers, stream_opts, cap)?),
         false => None,
     };
-    let (mut t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
+    // NVTX rows get each closed range instance's GPU work once final (an instance never closed gets none, as at
+    // load): the stream tracks the instances only when the section is asked for.
+    let nvtx_on = on(Section::Nvtx);
+    let (mut t, end) = stream_with(paths, readers, stream_opts, filter, nvtx_on, |t, _, batch| {
         let settled = || {
             if on(Section::Utilization) {
                 utilization.add(&batch);
@@ -278,7 +296,7 @@ pub fn compute_streaming_in(
                 g.add(&batch);
             }
         };
-        rayon::join(|| acc.add(t, stacks, &batch, &on), settled);
+        rayon::join(|| acc.add(t, &batch, filter, &on), settled);
     })?;
     let mut estimated = 0;
     let (kernels, kernels_left_out) = summaries(acc.kernels, opts.top, &mut estimated);

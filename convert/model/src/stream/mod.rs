@@ -203,6 +203,18 @@ pub fn stream_readers_with_range_work(
     stream_inner(paths, readers, opts, &Filter::default(), true, consume)
 }
 
+/// [`stream_readers_in`] with each closed NVTX range instance's GPU work, as [`stream_readers_with_range_work`]
+/// hands it on (every instance closed, in the `--start/--end` window or not: the consumer keeps those it keeps).
+pub fn stream_readers_in_with_range_work(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &StreamOptions,
+    filter: &Filter,
+    consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
+) -> Result<(Trace, StreamEnd), LoadError> {
+    stream_inner(paths, readers, opts, filter, true, consume)
+}
+
 fn stream_inner(
     paths: &[PathBuf],
     readers: &[Reader],
