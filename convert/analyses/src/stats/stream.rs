@@ -4,8 +4,9 @@
 //! totals, minimums, maximums and means are exact; medians too while a row has at most a cap of instances, and
 //! from a sketch beyond ([`super::Durations`]), marked. Utilization's interval unions and the memory section's
 //! peaks are settled as the stream passes their time (`stream_utilization`, `stream_memory`), exactly, as is
-//! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`). The sections
-//! that need every row at once (graphs, counters) are not computed: the report says so.
+//! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`), and counter
+//! averages, each window's executions integrated against the series and only the sums kept (`stream_counters`).
+//! The sections that need every row at once (graphs) are not computed: the report says so.
 //! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]).
 
 use std::collections::HashMap;
@@ -20,14 +21,23 @@ use serde::Serialize;
 use super::families::NvtxNames;
 use super::nvtx_stream::NvtxRows;
 use super::order_stats::{Durations, SKETCH_RELATIVE_ERROR};
+use super::stream_counters::StreamedCounters;
 use super::stream_memory::StreamedMemory;
 use super::stream_um::StreamedUm;
 use super::stream_utilization::StreamedUtilization;
 use super::{MemoryOps, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
 
 /// The sections a stream computes.
-pub const STREAMED_SECTIONS: [Section; 7] =
-    [Section::Kernels, Section::Api, Section::Memory, Section::Nvtx, Section::Utilization, Section::Um, Section::Loss];
+pub const STREAMED_SECTIONS: [Section; 8] = [
+    Section::Kernels,
+    Section::Api,
+    Section::Memory,
+    Section::Nvtx,
+    Section::Utilization,
+    Section::Um,
+    Section::Loss,
+    Section::Counters,
+];
 
 /// How a report was streamed, for its reader.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -53,7 +63,8 @@ pub struct StreamReport {
 pub fn describe(st: &StreamReport) -> String {
     let mut text = format!(
         "Streamed over {} chunks in {} windows (--stream; at most {} MB of records decoded at once): counts, totals, \
-         min, max, averages, utilization, memory peaks and unified memory exact; medians exact up to {} instances, \
+         min, max, averages, utilization, memory peaks and unified memory exact, counter averages up to the order \
+         of their sums; medians exact up to {} instances, \
          beyond from a sketch within {}% (marked ~, {} rows)",
         crate::fmt::thousands(st.chunks),
         crate::fmt::thousands(st.windows),
@@ -233,6 +244,9 @@ pub fn compute_streaming_in(
     let mut acc = Accumulators::new(cap, opts.nvtx_names);
     let (mut utilization, mut memory) = (StreamedUtilization::default(), StreamedMemory::default());
     let mut um = StreamedUm::default();
+    let mut counters = StreamedCounters::default();
+    // The counter series are side chunks, read whole at open.
+    let stream_opts = &StreamOptions { counters: stream_opts.counters || on(Section::Counters), ..stream_opts.clone() };
     let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
         let settled = || {
             if on(Section::Utilization) {
@@ -243,6 +257,9 @@ pub fn compute_streaming_in(
             }
             if on(Section::Um) {
                 um.add(&batch);
+            }
+            if on(Section::Counters) {
+                counters.add(t, &batch);
             }
         };
         rayon::join(|| acc.add(t, stacks, &batch, &on), settled);
@@ -272,7 +289,11 @@ pub fn compute_streaming_in(
     not_streamed.sort_unstable();
     not_streamed.dedup();
     let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
-    let warnings = [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
+    let mut warnings: Vec<String> =
+        [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
+    let counters_warning = counters.warning();
+    let counters = if on(Section::Counters) { counters.section(&t, opts.top) } else { Default::default() };
+    warnings.extend(counters.warnings().into_iter().chain(counters_warning));
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
@@ -288,6 +309,8 @@ pub fn compute_streaming_in(
         nvtx_left_out,
         memory_peaks: memory.peaks(&t, end.span.0),
         utilization: if on(Section::Utilization) { utilization.rows() } else { Vec::new() },
+        counters: counters.rows,
+        counter_groups_not_shown: counters.groups_not_shown,
         um,
         warnings,
         gpu_time_ns: acc.gpu_time,

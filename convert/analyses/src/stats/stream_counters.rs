@@ -1,0 +1,305 @@
+//! `stats --stream`'s counters section: the loaded report's ([`super::counters`]) from the stream's batches. The
+//! counter series are side chunks the stream reads whole at open; the kernels, copies and NVTX ranges they are
+//! averaged over go by. What an average needs of them adds up over executions ([`Integrals`]): each window's
+//! executions of a (name, device, file) are integrated against each series of that device at once, and only the
+//! sums are kept. The one figure that is not a sum is a windowed series' own share, whose denominator is the
+//! length of the windows meeting any execution (each window once): each part keeps the union of the windows its
+//! executions met as runs of window indices ([`MetWindows`]), and a kernel's or copy's runs that end before the
+//! stream's edge are settled into a sum (no later kernel starts before the edge, so none can meet them again).
+//! An NVTX range arrives when it closes and can have begun at any earlier time, so a range's runs are not
+//! settled: they are at most one per two windows of the series, which the series itself already holds.
+//!
+//! State is per (name, device, file) and series, the rows of the report before `--top` and [`super::counters::MAX_ROWS`]
+//! cut it, not per execution. Rows, groups, order, covered and total times, windows and own shares are the
+//! loaded report's exactly; averages are the same sums added in another order (window by window, not execution by
+//! execution or sample by sample): equal up to a relative 1e-12 or so, not bit for bit.
+
+use std::collections::{BTreeMap, HashMap};
+
+use cutr_model::stream::Batch;
+use cutr_model::{NameId, ProcId, Trace, describe};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::counter_math::Runs;
+use super::counter_windows::{Integrals, Series};
+use super::counters::{
+    CounterSection, Group, MAX_ROWS, SeriesByDevice, cut, hulls, meets, merge_rows, series as series_of,
+};
+
+/// The section summed window by window.
+#[derive(Default)]
+pub(super) struct StreamedCounters {
+    /// Made at the first window (the series are in the stream's trace from its open).
+    state: Option<State>,
+}
+
+/// A row's record kind as the stream gives it, before it is named.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum RawKind {
+    Kernel(NameId),
+    /// (copy kind, source memory kind, destination memory kind).
+    Memcpy(u8, u8, u8),
+    Memset(u16),
+    Range(NameId),
+}
+
+/// What a part is named by in the loaded report: a kernel by its demangled name, a range by its name's id, a copy
+/// or memset by its kind's text (names reading the same are one part there).
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum PartName {
+    Id(NameId),
+    Text(String),
+}
+
+/// The executions of one name on one device of one file, summed.
+struct Part {
+    over: &'static str,
+    name: PartName,
+    /// (file, device): whose series it is averaged against.
+    key: (ProcId, u32),
+    /// Earliest start and latest end (ends raised to their starts), and the whole time (saturating).
+    first: u64,
+    last: u64,
+    total: u64,
+    /// Per series of `key`, in the list's order.
+    sums: Vec<SeriesSums>,
+}
+
+#[derive(Default)]
+struct SeriesSums {
+    integrals: Integrals,
+    met: MetWindows,
+}
+
+/// The windows of a series that some execution met, as disjoint runs of window indices (`start -> end`, not
+/// touching), and the summed length of the runs settled (`below`: no later execution meets a window before it).
+#[derive(Default)]
+struct MetWindows {
+    runs: BTreeMap<usize, usize>,
+    settled: u128,
+    below: usize,
+    /// Executions met windows already settled (rows earlier than their chunks claim: a damaged file).
+    late: u64,
+}
+
+impl MetWindows {
+    /// Windows `from..to` met.
+    fn add(&mut self, from: usize, to: usize) {
+        if from < self.below && to > from {
+            self.late += 1;
+        }
+        let from = from.max(self.below);
+        if to <= from {
+            return;
+        }
+        let (mut lo, mut hi) = (from, to);
+        if let Some((&s, &e)) = self.runs.range(..=from).next_back()
+            && e >= from
+        {
+            lo = s;
+            hi = hi.max(e);
+        }
+        let joined: Vec<usize> = self.runs.range(lo..=hi).map(|(&s, _)| s).collect();
+        for s in joined {
+            hi = hi.max(self.runs.remove(&s).unwrap_or(0));
+        }
+        self.runs.insert(lo, hi);
+    }
+
+    /// Runs that end by window `below` summed and dropped: no later execution meets them.
+    fn settle(&mut self, below: usize, series: &Series) {
+        while let Some(entry) = self.runs.first_entry() {
+            if *entry.get() > below {
+                break;
+            }
+            let (s, e) = entry.remove_entry();
+            self.settled += series.windows_length(s, e);
+        }
+        self.below = self.below.max(below);
+    }
+
+    /// The summed length of every window met.
+    fn length(&self, series: &Series) -> u128 {
+        self.settled + self.runs.iter().map(|(&s, &e)| series.windows_length(s, e)).sum::<u128>()
+    }
+}
+
+/// What the section keeps between windows.
+struct State {
+    series: SeriesByDevice,
+    /// Per file: its devices with series, in order (a range is averaged against each).
+    devices: FxHashMap<ProcId, Vec<u32>>,
+    parts: Vec<Part>,
+    by_name: HashMap<(&'static str, PartName, u32, ProcId), usize>,
+    by_raw: FxHashMap<(RawKind, u32, ProcId), usize>,
+}
+
+impl State {
+    fn new(series: SeriesByDevice) -> State {
+        let mut devices: FxHashMap<ProcId, Vec<u32>> = FxHashMap::default();
+        for &(proc, device) in series.keys() {
+            devices.entry(proc).or_default().push(device);
+        }
+        devices.values_mut().for_each(|d| d.sort_unstable());
+        State { series, devices, parts: Vec::new(), by_name: HashMap::new(), by_raw: FxHashMap::default() }
+    }
+
+    /// The part of a row of kind `raw` on (file, device) `key`.
+    fn part(&mut self, t: &Trace, raw: RawKind, (proc, device): (ProcId, u32)) -> usize {
+        if let Some(&i) = self.by_raw.get(&(raw, device, proc)) {
+            return i;
+        }
+        let (over, name) = match raw {
+            // The stream's trace has no demangled names: named as a load names them.
+            RawKind::Kernel(id) => ("kernel", PartName::Text(cutr_model::demangle::demangle(t.names.get(id)))),
+            RawKind::Memcpy(c, s, d) => ("copy", PartName::Text(describe::memcpy_name(c, s, d))),
+            RawKind::Memset(kind) => ("copy", PartName::Text(describe::memset_name(kind))),
+            RawKind::Range(id) => ("nvtx", PartName::Id(id)),
+        };
+        let n_series = self.series[&(proc, device)].len();
+        let parts = &mut self.parts;
+        let i = *self.by_name.entry((over, name.clone(), device, proc)).or_insert_with(|| {
+            parts.push(Part {
+                over,
+                name,
+                key: (proc, device),
+                first: u64::MAX,
+                last: 0,
+                total: 0,
+                sums: (0..n_series).map(|_| SeriesSums::default()).collect(),
+            });
+            parts.len() - 1
+        });
+        self.by_raw.insert((raw, device, proc), i);
+        i
+    }
+
+    /// A window's executions, by part.
+    fn executions(&mut self, t: &Trace, b: &Batch) -> FxHashMap<usize, Vec<(u64, u64)>> {
+        let mut out: FxHashMap<usize, Vec<(u64, u64)>> = FxHashMap::default();
+        let ops = b.kernels.iter().map(|k| (RawKind::Kernel(k.name), k.proc, k.device, k.start, k.end));
+        let copies = b
+            .memcpys
+            .iter()
+            .map(|m| (RawKind::Memcpy(m.copy_kind, m.src_kind, m.dst_kind), m.proc, m.device, m.start, m.end));
+        let sets = b.memsets.iter().map(|m| (RawKind::Memset(m.memory_kind), m.proc, m.device, m.start, m.end));
+        for (raw, proc, device, start, end) in ops.chain(copies).chain(sets) {
+            if self.series.contains_key(&(proc, device)) {
+                let i = self.part(t, raw, (proc, device));
+                out.entry(i).or_default().push((start, end));
+            }
+        }
+        for r in b.ranges.iter().filter(|r| r.closed()) {
+            let Some(devices) = self.devices.get(&r.proc).cloned() else { continue };
+            for device in devices {
+                let i = self.part(t, RawKind::Range(r.name), (r.proc, device));
+                out.entry(i).or_default().push((r.start, r.end));
+            }
+        }
+        out
+    }
+}
+
+impl StreamedCounters {
+    /// A window's kernels, copies, memsets and closed ranges integrated against their devices' series.
+    pub(super) fn add(&mut self, t: &Trace, b: &Batch) {
+        let state = self.state.get_or_insert_with(|| State::new(series_of(t)));
+        if state.series.is_empty() {
+            return;
+        }
+        let mut executions = state.executions(t, b);
+        let series = &state.series;
+        let touched: Vec<(&mut Part, Vec<(u64, u64)>)> =
+            state.parts.iter_mut().enumerate().filter_map(|(i, p)| Some((p, executions.remove(&i)?))).collect();
+        touched.into_par_iter().for_each(|(part, intervals)| {
+            let list = &series[&part.key];
+            let runs = Runs::new(intervals);
+            part.first = part.first.min(runs.first);
+            part.last = part.last.max(runs.last);
+            part.total = part.total.saturating_add(runs.total);
+            // Kernels and copies start at or after the edge from the next window on; a range may have begun
+            // before it.
+            let edge = b.next_start.filter(|_| part.over != "nvtx");
+            let merged = runs.merged();
+            for (sums, (_, _, s)) in part.sums.iter_mut().zip(list.iter()) {
+                sums.integrals.add(&s.integrate(&runs));
+                add_met(&mut sums.met, s, &merged);
+                if let Some((below, _)) = edge.and_then(|e| s.windows_meeting(e, e)) {
+                    sums.met.settle(below, s);
+                }
+            }
+        });
+    }
+
+    /// The section, as [`super::counters::section`] makes it of the loaded trace (`t`: the stream's trace, for
+    /// names and the series).
+    pub(super) fn section(self, t: &Trace, top: Option<usize>) -> CounterSection {
+        let state = self.state.unwrap_or_else(|| State::new(series_of(t)));
+        if state.series.is_empty() {
+            return CounterSection::default();
+        }
+        let hull = hulls(&state.series);
+        let mut by_key: BTreeMap<(&'static str, String, u32), Vec<&Part>> = BTreeMap::new();
+        for p in state.parts.iter().filter(|p| meets(&hull, p.key, (p.first, p.last))) {
+            let name = match &p.name {
+                PartName::Id(id) => t.names.get(*id).to_string(),
+                PartName::Text(text) => text.clone(),
+            };
+            by_key.entry((p.over, name, p.key.1)).or_default().push(p);
+        }
+        let groups: Vec<Group<&Part>> = by_key
+            .into_iter()
+            .map(|((over, name, device), parts)| {
+                let total = parts.iter().fold(0u64, |t, p| t.saturating_add(p.total));
+                Group { over, name, device, parts, total }
+            })
+            .collect();
+        let series = &state.series;
+        let rows_of = |g: &Group<&Part>, limit: usize| {
+            let parts = g.parts.iter().map(|p| {
+                let placed = series[&p.key].iter().zip(&p.sums).filter_map(|((id, window, s), sums)| {
+                    Some((*id, *window, s.place(&sums.integrals, sums.met.length(s))?))
+                });
+                (p.total, placed)
+            });
+            merge_rows(t, g, parts, limit)
+        };
+        cut(groups, top, MAX_ROWS, series, rows_of)
+    }
+
+    /// What the report should say about how it was streamed: executions met windows already settled.
+    pub(super) fn warning(&self) -> Option<String> {
+        let state = self.state.as_ref()?;
+        let late: u64 = state.parts.iter().flat_map(|p| p.sums.iter()).map(|s| s.met.late).sum();
+        (late > 0).then(|| {
+            format!(
+                "counters: {late} kernels or copies started before the time their chunks claim (a damaged file): \
+                 their own shares may leave out windows (--no-stream places them all)"
+            )
+        })
+    }
+}
+
+/// The windows of `s` meeting the merged execution intervals `merged` (in time order) added to `met`: runs of
+/// consecutive intervals joined first, as their window runs are in order too.
+fn add_met(met: &mut MetWindows, s: &Series, merged: &[(u64, u64)]) {
+    let mut run: Option<(usize, usize)> = None;
+    for &(a, b) in merged {
+        let Some((from, to)) = s.windows_meeting(a, b) else { return };
+        if to <= from {
+            continue;
+        }
+        run = match run {
+            Some((f, e)) if from <= e => Some((f, e.max(to))),
+            Some((f, e)) => {
+                met.add(f, e);
+                Some((from, to))
+            }
+            None => Some((from, to)),
+        };
+    }
+    if let Some((f, e)) = run {
+        met.add(f, e);
+    }
+}
