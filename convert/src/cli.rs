@@ -271,9 +271,10 @@ pub enum Command {
         /// default when their records exceed 2 GiB decompressed, the report's line says so): kernels, API calls,
         /// copies and memsets, NVTX ranges and losses, with counts, totals, min, max and averages exact and medians
         /// exact up to 65,536 instances a row, beyond from a sketch within 0.5% (marked ~); utilization, the
-        /// memory section's peaks and unified memory (events by kernel too) exact; --start/--end read only the
-        /// chunks of the window, as a load does; --by-rank exact. Graphs and counters are not computed streaming
-        /// (the report names them).
+        /// memory section's peaks and unified memory (events by kernel too) exact; counter averages as a load
+        /// gives them up to the order of their sums (relative 1e-12), not computed in a --start/--end window;
+        /// --start/--end read only the chunks of the window, as a load does; --by-rank exact. Graphs are not
+        /// computed streaming (the report names what was not).
         #[arg(long, conflicts_with_all = ["no_stream", "nvtx", "nvtx_across_threads"])]
         stream: bool,
         /// Load the recordings whole, however large (every section; memory about the size of their records).

@@ -161,3 +161,17 @@ fn a_section_cut_at_its_rows_streams_as_loaded() {
     let s = streamed_equals_loaded(&[path], None);
     assert_eq!((s.counters.len(), s.counter_groups_not_shown), (stats::MAX_COUNTER_ROWS, 131));
 }
+
+/// A `--start/--end` window: the stream reads every sample and keeps no sample's end, which a window's load keeps
+/// samples by, so the section is not computed and the report says so (never a silently different one).
+#[test]
+fn a_window_names_counters_not_computed() {
+    let paths = [fixture("counter_workload.cutr")];
+    let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
+    let t = load(&paths, &LoadOptions::default()).unwrap();
+    let filter = cutr_model::Filter { start: Some(t.span().0 + 1_000_000_000), end: None, kinds: Vec::new() };
+    let opts = options(None);
+    let (s, _) = stats::compute_streaming_in(&paths, &readers, &opts, &filter, 64, &StreamOptions::default()).unwrap();
+    assert_eq!((s.counters.len(), s.sections.clone()), (0, vec![Section::Kernels]));
+    assert_eq!(s.stream.unwrap().not_computed, ["counters"]);
+}

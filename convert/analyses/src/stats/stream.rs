@@ -246,7 +246,10 @@ pub fn compute_streaming_in(
     let mut um = StreamedUm::default();
     let mut counters = StreamedCounters::default();
     // The counter series are side chunks, read whole at open.
-    let stream_opts = &StreamOptions { counters: stream_opts.counters || on(Section::Counters), ..stream_opts.clone() };
+    // The stream reads every counter sample whatever the window, and keeps no sample's end, which a window's load
+    // keeps samples by: a window's counters are not computed (--no-stream computes them).
+    let counters_on = on(Section::Counters) && filter.start.is_none() && filter.end.is_none();
+    let stream_opts = &StreamOptions { counters: stream_opts.counters || counters_on, ..stream_opts.clone() };
     let (t, end) = stream_readers_in(paths, readers, stream_opts, filter, |t, stacks, batch| {
         let settled = || {
             if on(Section::Utilization) {
@@ -258,7 +261,7 @@ pub fn compute_streaming_in(
             if on(Section::Um) {
                 um.add(&batch);
             }
-            if on(Section::Counters) {
+            if counters_on {
                 counters.add(t, &batch);
             }
         };
@@ -281,18 +284,18 @@ pub fn compute_streaming_in(
     let memory_ops_left_out = rank_and_cut(&mut memory_ops, opts.top);
     let mut nvtx = acc.nvtx.finish(&mut estimated);
     let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
-    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(|s| STREAMED_SECTIONS.contains(s)).collect();
+    let streamed = |s: &Section| STREAMED_SECTIONS.contains(s) && (*s != Section::Counters || counters_on);
+    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(streamed).collect();
     sections.sort_unstable();
     sections.dedup();
-    let mut not_streamed: Vec<Section> =
-        opts.sections.iter().copied().filter(|s| !STREAMED_SECTIONS.contains(s)).collect();
+    let mut not_streamed: Vec<Section> = opts.sections.iter().copied().filter(|s| !streamed(s)).collect();
     not_streamed.sort_unstable();
     not_streamed.dedup();
     let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
     let mut warnings: Vec<String> =
         [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
     let counters_warning = counters.warning();
-    let counters = if on(Section::Counters) { counters.section(&t, opts.top) } else { Default::default() };
+    let counters = if counters_on { counters.section(&t, opts.top) } else { Default::default() };
     warnings.extend(counters.warnings().into_iter().chain(counters_warning));
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {
