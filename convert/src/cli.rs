@@ -366,12 +366,11 @@ pub enum Command {
         /// Stream each run over its chunks in time order in bounded memory instead of loading it whole (the default
         /// when the recordings' records exceed 2 GiB decompressed, said on stderr): rows, counts, moments and
         /// verdicts as a whole load gives them; NVTX ranges by the GPU work of each instance, GPU work whose launch
-        /// fell out of the last 1,048,576 launches of its run counted in none (the report says how much). Counter
-        /// averages are not compared when streaming (the report says so when the recordings have counters).
+        /// fell out of the last 1,048,576 launches of its run counted in none (the report says how much); counter
+        /// averages per kernel as a load gives them up to the order of their sums (relative 1e-12).
         #[arg(long, conflicts_with = "no_stream")]
         stream: bool,
-        /// Load the recordings whole, however large (counter averages compared; memory about the size of their
-        /// records).
+        /// Load the recordings whole, however large (memory about the size of their records).
         #[arg(long)]
         no_stream: bool,
     },

@@ -16,7 +16,7 @@ mod order_stats;
 mod render;
 mod sections;
 mod stream;
-mod stream_counters;
+pub(crate) mod stream_counters;
 mod stream_memory;
 mod stream_um;
 pub(crate) mod stream_utilization;

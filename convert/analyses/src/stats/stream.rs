@@ -295,7 +295,8 @@ pub fn compute_streaming_in(
     let mut warnings: Vec<String> =
         [utilization.warning(), memory.warning(), um.warning()].into_iter().flatten().collect();
     let counters_warning = counters.warning();
-    let counters = if counters_on { counters.section(&t, opts.top) } else { Default::default() };
+    let counters =
+        if counters_on { counters.section(&t, opts.top, super::counters::MAX_ROWS) } else { Default::default() };
     warnings.extend(counters.warnings().into_iter().chain(counters_warning));
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {

@@ -23,13 +23,11 @@ use rustc_hash::FxHashMap;
 
 use super::counter_math::Runs;
 use super::counter_windows::{Integrals, Series};
-use super::counters::{
-    CounterSection, Group, MAX_ROWS, SeriesByDevice, cut, hulls, meets, merge_rows, series as series_of,
-};
+use super::counters::{CounterSection, Group, SeriesByDevice, cut, hulls, meets, merge_rows, series as series_of};
 
 /// The section summed window by window.
 #[derive(Default)]
-pub(super) struct StreamedCounters {
+pub(crate) struct StreamedCounters {
     /// Made at the first window (the series are in the stream's trace from its open).
     state: Option<State>,
 }
@@ -203,7 +201,7 @@ impl State {
 
 impl StreamedCounters {
     /// A window's kernels, copies, memsets and closed ranges integrated against their devices' series.
-    pub(super) fn add(&mut self, t: &Trace, b: &Batch) {
+    pub(crate) fn add(&mut self, t: &Trace, b: &Batch) {
         let state = self.state.get_or_insert_with(|| State::new(series_of(t)));
         if state.series.is_empty() {
             return;
@@ -232,9 +230,9 @@ impl StreamedCounters {
         });
     }
 
-    /// The section, as [`super::counters::section`] makes it of the loaded trace (`t`: the stream's trace, for
-    /// names and the series).
-    pub(super) fn section(self, t: &Trace, top: Option<usize>) -> CounterSection {
+    /// The section, as [`super::counters::section`] makes it of the loaded trace, at most `max_rows` rows (`t`: the
+    /// stream's trace, for names and the series).
+    pub(crate) fn section(self, t: &Trace, top: Option<usize>, max_rows: usize) -> CounterSection {
         let state = self.state.unwrap_or_else(|| State::new(series_of(t)));
         if state.series.is_empty() {
             return CounterSection::default();
@@ -265,7 +263,7 @@ impl StreamedCounters {
             });
             merge_rows(t, g, parts, limit)
         };
-        cut(groups, top, MAX_ROWS, series, rows_of)
+        cut(groups, top, max_rows, series, rows_of)
     }
 
     /// What the report should say about how it was streamed: executions met windows already settled.
