@@ -301,3 +301,54 @@ fn add_met(met: &mut MetWindows, s: &Series, merged: &[(u64, u64)]) {
         met.add(f, e);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::counter_windows::Window;
+
+    /// Rates read every 10 ns from 0 to 100, each over the 10 ns before it: window i is [10 i, 10 i + 10].
+    fn tiling() -> Series {
+        let points: Vec<(u64, f64)> = (0..=10u64).map(|i| (i * 10, 1.0)).collect();
+        Series::new(&points, Window::SincePrevious)
+    }
+
+    #[test]
+    fn met_windows_are_counted_once_in_any_order() {
+        let s = tiling();
+        let mut met = MetWindows::default();
+        met.add(5, 7);
+        met.add(1, 2);
+        met.add(2, 3);
+        met.add(6, 9);
+        // {1, 2} and {5, 6, 7, 8}: 6 windows of 10 ns.
+        assert_eq!(met.runs.len(), 2);
+        assert_eq!(met.length(&s), 60);
+        met.add(0, 9);
+        assert_eq!((met.runs.len(), met.length(&s)), (1, 90));
+    }
+
+    #[test]
+    fn settled_runs_are_summed_and_a_late_one_is_counted() {
+        let s = tiling();
+        let mut met = MetWindows::default();
+        met.add(0, 2);
+        met.add(4, 6);
+        met.settle(3, &s);
+        // [0, 2) settled; [4, 6) is not, past index 3.
+        assert_eq!((met.settled, met.runs.len(), met.length(&s)), (20, 1, 40));
+        // A run from before the settled edge: only its part from index 3 is added, and it is counted late.
+        met.add(1, 5);
+        assert_eq!((met.late, met.length(&s)), (1, 50));
+    }
+
+    #[test]
+    fn merged_intervals_meet_runs_of_windows() {
+        let s = tiling();
+        let mut met = MetWindows::default();
+        // [12, 18] meets window 1, [25, 35] windows 2 and 3 (joined into one run), an instant at 70 none (it is
+        // the edge of windows 6 and 7, inside neither), an instant at 71 window 7.
+        add_met(&mut met, &s, &[(12, 18), (25, 35), (70, 70), (71, 71)]);
+        assert_eq!(met.runs.iter().map(|(&a, &b)| (a, b)).collect::<Vec<_>>(), [(1, 4), (7, 8)]);
+    }
+}
