@@ -175,3 +175,33 @@ fn a_window_names_counters_not_computed() {
     assert_eq!((s.counters.len(), s.sections.clone()), (0, vec![Section::Kernels]));
     assert_eq!(s.stream.unwrap().not_computed, ["counters"]);
 }
+
+/// 3,000 metrics over every kernel, copy and range of a generated loop (~200 names): 591,000 averages, more than
+/// a stream keeps (524,288), where a load ranks the names first and computes only the 10,000 rows it shows. The
+/// streamed section is named not computed, with a warning, and `diff --stream` says it did not compare them.
+#[test]
+fn a_flood_of_metrics_is_not_streamed_and_says_so() {
+    use cutr_synth::forge::counters::{metric_flood, write_with_counters};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flood.cutr");
+    let opts = cutr_synth::SynthOptions { records: 20_000, buffer_bytes: 256 << 10, ..Default::default() };
+    write_with_counters(&path, opts, |truth| {
+        vec![metric_flood((truth.t_min, truth.t_max), 3_000, 4, 0, |_, i| i as f64)]
+    })
+    .unwrap();
+    let paths = [path];
+    let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
+    let (s, _) = stats::compute_streaming(&paths, &readers, &options(None), 64, &StreamOptions::default()).unwrap();
+    assert_eq!((s.counters.len(), s.sections.clone()), (0, vec![Section::Kernels]));
+    assert_eq!(s.stream.unwrap().not_computed, ["counters"]);
+    let warning = s.warnings.iter().find(|w| w.starts_with("counters: ")).unwrap();
+    assert!(
+        warning.starts_with("counters: 3000 series over ") && warning.contains("(524288): not computed"),
+        "{warning}"
+    );
+    let side = || cutr_analyses::diff::StreamedSide { runs: vec![(&paths[..], &readers[..])] };
+    let opts = cutr_analyses::diff::DiffOptions::default();
+    let (d, _) = cutr_analyses::diff::diff_streaming(side(), side(), &opts, &StreamOptions::default()).unwrap();
+    let not_compared = d.stream.unwrap().not_compared;
+    assert_eq!(not_compared, ["counter averages per kernel (more than 524288 name x series sums)"]);
+}

@@ -66,7 +66,8 @@ pub(crate) struct RunInput {
     pub rank: Option<u32>,
     /// Whether it holds any kernel or copy (what `--by-rank` says of a file it leaves out).
     pub gpu_work: bool,
-    /// Per (kernel, device, counter): the average times the covered time, and the covered time.
+    /// Per (kernel, device, counter): the average times the covered time, and the covered time; `None` for a
+    /// streamed run with more of them than a stream keeps (`stats::stream_counters::SUMS_KEPT`).
     pub counters: Option<CounterSums>,
     /// Counter rows past what a side compares.
     pub counters_left_out: usize,

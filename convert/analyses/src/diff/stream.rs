@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::inputs::{RunInput, UmTotals, counter_sums};
 use super::samples::{RunSums, Sums, copy_key, memset_key};
 use super::{ByRankReport, DiffOptions, Report};
-use crate::stats::stream_counters::StreamedCounters;
+use crate::stats::stream_counters::{SUMS_KEPT, StreamedCounters};
 
 /// At most this many runs stream at once, each with its share of the window of records the options allow: the
 /// memory of one stream, whatever the number of runs.
@@ -115,6 +115,10 @@ fn stream_sides(
         }
     }
     let mut stream = DiffStream { runs: runs.len(), launch_horizon: stream_opts.horizon, ..Default::default() };
+    if streamed.iter().any(|(input, ..)| input.counters.is_none()) {
+        let why = format!("counter averages per kernel (more than {} name x series sums)", SUMS_KEPT);
+        stream.not_compared.push(why);
+    }
     let mut inputs = Vec::with_capacity(streamed.len());
     let mut traces = Vec::with_capacity(streamed.len());
     for (input, trace, end) in streamed {
@@ -142,6 +146,8 @@ fn stream_run(
     let (t, end) = stream_readers_with_range_work(paths, readers, stream_opts, |t, _, b| {
         rayon::join(|| acc.add(t, &b, opts), || counters.add(t, &b));
     })?;
+    // Past the sums a stream keeps: not compared (`None`), and the report says so.
+    let gave_up = counters.gave_up();
     let counters = counters.section(&t, None, crate::stats::counters::MAX_DIFF_ROWS);
     let mut sums = RunSums { ranges: acc.ranges, span_ns: end.span.1 - end.span.0, ..Default::default() };
     for (name, s) in acc.kernels {
@@ -153,7 +159,7 @@ fn stream_run(
         files: t.processes.iter().flat_map(cutr_model::runs::files_of).map(|f| f.display().to_string()).collect(),
         rank: t.processes.first().and_then(|p| p.rank()).map(|r| r.rank),
         gpu_work: acc.gpu_work,
-        counters: Some(counter_sums(counters.rows)),
+        counters: (!gave_up).then(|| counter_sums(counters.rows)),
         counters_left_out: counters.groups_not_shown,
         um: acc.um,
     };

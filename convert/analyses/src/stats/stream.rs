@@ -284,6 +284,8 @@ pub fn compute_streaming_in(
     let memory_ops_left_out = rank_and_cut(&mut memory_ops, opts.top);
     let mut nvtx = acc.nvtx.finish(&mut estimated);
     let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
+    // Past the sums a stream keeps, counters are not computed either (the warning says why).
+    let counters_on = counters_on && !counters.gave_up();
     let streamed = |s: &Section| STREAMED_SECTIONS.contains(s) && (*s != Section::Counters || counters_on);
     let mut sections: Vec<Section> = opts.sections.iter().copied().filter(streamed).collect();
     sections.sort_unstable();

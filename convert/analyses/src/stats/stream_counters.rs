@@ -123,9 +123,17 @@ impl MetWindows {
     }
 }
 
+/// The most (part, series) sums a stream keeps (~100 bytes each): a real recording's are tens of thousands (8 GPUs
+/// x 300 names x 40 series is 96,000). A hostile one (20,000 metrics over every name) would cost gigabytes where a
+/// load ranks the names first and computes only the rows it shows: past this the section is not computed.
+pub(crate) const SUMS_KEPT: usize = 1 << 19;
+
 /// What the section keeps between windows.
 struct State {
     series: SeriesByDevice,
+    /// (part, series) sums kept; past [`SUMS_KEPT`] the parts are dropped and `gave_up` says how many there were.
+    sums: usize,
+    gave_up: Option<usize>,
     /// Per file: its devices with series, in order (a range is averaged against each).
     devices: FxHashMap<ProcId, Vec<u32>>,
     parts: Vec<Part>,
@@ -140,7 +148,8 @@ impl State {
             devices.entry(proc).or_default().push(device);
         }
         devices.values_mut().for_each(|d| d.sort_unstable());
-        State { series, devices, parts: Vec::new(), by_name: HashMap::new(), by_raw: FxHashMap::default() }
+        let (parts, by_name, by_raw) = (Vec::new(), HashMap::new(), FxHashMap::default());
+        State { series, sums: 0, gave_up: None, devices, parts, by_name, by_raw }
     }
 
     /// The part of a row of kind `raw` on (file, device) `key`.
@@ -156,8 +165,9 @@ impl State {
             RawKind::Range(id) => ("nvtx", PartName::Id(id)),
         };
         let n_series = self.series[&(proc, device)].len();
-        let parts = &mut self.parts;
+        let (parts, sums) = (&mut self.parts, &mut self.sums);
         let i = *self.by_name.entry((over, name.clone(), device, proc)).or_insert_with(|| {
+            *sums += n_series;
             parts.push(Part {
                 over,
                 name,
@@ -203,10 +213,15 @@ impl StreamedCounters {
     /// A window's kernels, copies, memsets and closed ranges integrated against their devices' series.
     pub(crate) fn add(&mut self, t: &Trace, b: &Batch) {
         let state = self.state.get_or_insert_with(|| State::new(series_of(t)));
-        if state.series.is_empty() {
+        if state.series.is_empty() || state.gave_up.is_some() {
             return;
         }
         let mut executions = state.executions(t, b);
+        if state.sums > SUMS_KEPT {
+            state.gave_up = Some(state.parts.len());
+            (state.parts, state.by_name, state.by_raw) = Default::default();
+            return;
+        }
         let series = &state.series;
         let touched: Vec<(&mut Part, Vec<(u64, u64)>)> =
             state.parts.iter_mut().enumerate().filter_map(|(i, p)| Some((p, executions.remove(&i)?))).collect();
@@ -234,7 +249,7 @@ impl StreamedCounters {
     /// stream's trace, for names and the series).
     pub(crate) fn section(self, t: &Trace, top: Option<usize>, max_rows: usize) -> CounterSection {
         let state = self.state.unwrap_or_else(|| State::new(series_of(t)));
-        if state.series.is_empty() {
+        if state.series.is_empty() || state.gave_up.is_some() {
             return CounterSection::default();
         }
         let hull = hulls(&state.series);
@@ -266,9 +281,23 @@ impl StreamedCounters {
         cut(groups, top, max_rows, series, rows_of)
     }
 
-    /// What the report should say about how it was streamed: executions met windows already settled.
-    pub(super) fn warning(&self) -> Option<String> {
+    /// Whether the section was given up: more (name, series) pairs than [`SUMS_KEPT`].
+    pub(crate) fn gave_up(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.gave_up.is_some())
+    }
+
+    /// What the report should say about how it was streamed: more averages than a stream keeps, or executions
+    /// that met windows already settled.
+    pub(crate) fn warning(&self) -> Option<String> {
         let state = self.state.as_ref()?;
+        if let Some(parts) = state.gave_up {
+            let series: usize = state.series.values().map(Vec::len).sum();
+            return Some(format!(
+                "counters: {series} series over {parts} or more (name, GPU, file) pairs are more averages than a \
+                 stream keeps ({SUMS_KEPT}): not computed (--no-stream ranks the names first and computes the \
+                 averages it shows)"
+            ));
+        }
         let late: u64 = state.parts.iter().flat_map(|p| p.sums.iter()).map(|s| s.met.late).sum();
         (late > 0).then(|| {
             format!(
