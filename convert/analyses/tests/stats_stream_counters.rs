@@ -98,8 +98,8 @@ const ROWS_WORKLOAD_TOP1: usize = 32;
 const ROWS_TWO_GPUS: usize = 152;
 const ROWS_100KHZ: usize = 35;
 
-/// A generated loop (20,000 records, 90 ms on an sm_90 device 0) with `series` forged over it on device 0, `samples` readings each, reading
-/// `value(series, i)`: (source, metric, unit) as the recorder names them.
+/// A generated loop (20,000 records, 90 ms on an sm_90 device 0) with `series` forged over it on device 0,
+/// `samples` readings each, reading `value(series, i)`: (source, metric, unit) as the recorder names them.
 fn forged(dir: &Path, series: &[(&str, &str, &str)], samples: usize, value: fn(usize, usize) -> f64) -> PathBuf {
     use cutr_synth::forge::counters::{metric_flood, write_with_counters};
     let path = dir.join("forged.cutr");

@@ -9,10 +9,12 @@
 //! An NVTX range arrives when it closes and can have begun at any earlier time, so a range's runs are not
 //! settled: they are at most one per two windows of the series, which the series itself already holds.
 //!
-//! State is per (name, device, file) and series, the rows of the report before `--top` and [`super::counters::MAX_ROWS`]
-//! cut it, not per execution. Rows, groups, order, covered and total times, windows and own shares are the
-//! loaded report's exactly; averages are the same sums added in another order (window by window, not execution by
-//! execution or sample by sample): equal up to a relative 1e-12 or so, not bit for bit.
+//! State is per (name, device, file) and series, the rows of the report before `--top` and
+//! [`super::counters::MAX_ROWS`] cut it, not per execution, and at most [`SUMS_KEPT`] of them (past it the section
+//! is not computed, and the report says so); the series themselves are held whole, as a load holds them. Rows,
+//! groups, order, covered and total times and windows are the loaded report's exactly; averages and own shares
+//! are the same sums added in another order (window by window, not execution by execution or sample by sample):
+//! equal within a relative 1e-12, not bit for bit.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -131,7 +133,8 @@ pub(crate) const SUMS_KEPT: usize = 1 << 19;
 /// What the section keeps between windows.
 struct State {
     series: SeriesByDevice,
-    /// (part, series) sums kept; past [`SUMS_KEPT`] the parts are dropped and `gave_up` says how many there were.
+    /// (part, series) sums kept; a part that would take them past [`SUMS_KEPT`] drops them all, and `gave_up` says
+    /// how many parts there were with it.
     sums: usize,
     gave_up: Option<usize>,
     /// Per file: its devices with series, in order (a range is averaged against each).
@@ -152,10 +155,11 @@ impl State {
         State { series, sums: 0, gave_up: None, devices, parts, by_name, by_raw }
     }
 
-    /// The part of a row of kind `raw` on (file, device) `key`.
-    fn part(&mut self, t: &Trace, raw: RawKind, (proc, device): (ProcId, u32)) -> usize {
+    /// The part of a row of kind `raw` on (file, device) `key`; `None` when a new part's sums would pass
+    /// [`SUMS_KEPT`].
+    fn part(&mut self, t: &Trace, raw: RawKind, (proc, device): (ProcId, u32)) -> Option<usize> {
         if let Some(&i) = self.by_raw.get(&(raw, device, proc)) {
-            return i;
+            return Some(i);
         }
         let (over, name) = match raw {
             // The stream's trace has no demangled names: named as a load names them.
@@ -165,12 +169,16 @@ impl State {
             RawKind::Range(id) => ("nvtx", PartName::Id(id)),
         };
         let n_series = self.series[&(proc, device)].len();
+        let key = (over, name, device, proc);
+        if !self.by_name.contains_key(&key) && self.sums + n_series > SUMS_KEPT {
+            return None;
+        }
         let (parts, sums) = (&mut self.parts, &mut self.sums);
-        let i = *self.by_name.entry((over, name.clone(), device, proc)).or_insert_with(|| {
+        let i = *self.by_name.entry(key).or_insert_with_key(|(_, name, ..)| {
             *sums += n_series;
             parts.push(Part {
                 over,
-                name,
+                name: name.clone(),
                 key: (proc, device),
                 first: u64::MAX,
                 last: 0,
@@ -180,11 +188,11 @@ impl State {
             parts.len() - 1
         });
         self.by_raw.insert((raw, device, proc), i);
-        i
+        Some(i)
     }
 
-    /// A window's executions, by part.
-    fn executions(&mut self, t: &Trace, b: &Batch) -> FxHashMap<usize, Vec<(u64, u64)>> {
+    /// A window's executions, by part; `None` when their parts' sums would pass [`SUMS_KEPT`].
+    fn executions(&mut self, t: &Trace, b: &Batch) -> Option<FxHashMap<usize, Vec<(u64, u64)>>> {
         let mut out: FxHashMap<usize, Vec<(u64, u64)>> = FxHashMap::default();
         let ops = b.kernels.iter().map(|k| (RawKind::Kernel(k.name), k.proc, k.device, k.start, k.end));
         let copies = b
@@ -194,18 +202,18 @@ impl State {
         let sets = b.memsets.iter().map(|m| (RawKind::Memset(m.memory_kind), m.proc, m.device, m.start, m.end));
         for (raw, proc, device, start, end) in ops.chain(copies).chain(sets) {
             if self.series.contains_key(&(proc, device)) {
-                let i = self.part(t, raw, (proc, device));
+                let i = self.part(t, raw, (proc, device))?;
                 out.entry(i).or_default().push((start, end));
             }
         }
         for r in b.ranges.iter().filter(|r| r.closed()) {
             let Some(devices) = self.devices.get(&r.proc).cloned() else { continue };
             for device in devices {
-                let i = self.part(t, RawKind::Range(r.name), (r.proc, device));
+                let i = self.part(t, RawKind::Range(r.name), (r.proc, device))?;
                 out.entry(i).or_default().push((r.start, r.end));
             }
         }
-        out
+        Some(out)
     }
 }
 
@@ -216,12 +224,11 @@ impl StreamedCounters {
         if state.series.is_empty() || state.gave_up.is_some() {
             return;
         }
-        let mut executions = state.executions(t, b);
-        if state.sums > SUMS_KEPT {
-            state.gave_up = Some(state.parts.len());
+        let Some(mut executions) = state.executions(t, b) else {
+            state.gave_up = Some(state.parts.len() + 1);
             (state.parts, state.by_name, state.by_raw) = Default::default();
             return;
-        }
+        };
         let series = &state.series;
         let touched: Vec<(&mut Part, Vec<(u64, u64)>)> =
             state.parts.iter_mut().enumerate().filter_map(|(i, p)| Some((p, executions.remove(&i)?))).collect();
