@@ -273,9 +273,9 @@ pub enum Command {
         /// exact up to 65,536 instances a row, beyond from a sketch within 0.5% (marked ~); utilization, the
         /// memory section's peaks and unified memory (events by kernel too) exact; CUDA graphs exact (replays per
         /// executable, their medians as above; GPU time by capture range and site; the NVTX rows' graph replays),
-        /// from a second pass over the graph events; --start/--end read only the chunks of the window, as a load
-        /// does (graphs not computed in a window); --by-rank exact. Counters are not computed streaming (the report
-        /// names what is not).
+        /// from a second pass over the graph events; counter averages as a load gives them up to the order of their
+        /// sums (relative 1e-12); --start/--end read only the chunks of the window, as a load does (graphs and
+        /// counters not computed in a window); --by-rank exact. The report names what it did not compute.
         #[arg(long, conflicts_with_all = ["no_stream", "nvtx", "nvtx_across_threads"])]
         stream: bool,
         /// Load the recordings whole, however large (every section; memory about the size of their records).
@@ -367,12 +367,11 @@ pub enum Command {
         /// Stream each run over its chunks in time order in bounded memory instead of loading it whole (the default
         /// when the recordings' records exceed 2 GiB decompressed, said on stderr): rows, counts, moments and
         /// verdicts as a whole load gives them; NVTX ranges by the GPU work of each instance, GPU work whose launch
-        /// fell out of the last 1,048,576 launches of its run counted in none (the report says how much). Counter
-        /// averages are not compared when streaming (the report says so when the recordings have counters).
+        /// fell out of the last 1,048,576 launches of its run counted in none (the report says how much); counter
+        /// averages per kernel as a load gives them up to the order of their sums (relative 1e-12).
         #[arg(long, conflicts_with = "no_stream")]
         stream: bool,
-        /// Load the recordings whole, however large (counter averages compared; memory about the size of their
-        /// records).
+        /// Load the recordings whole, however large (memory about the size of their records).
         #[arg(long)]
         no_stream: bool,
     },

@@ -167,16 +167,19 @@ fn diff_streamed_gives_the_loaded_report() {
     let o = run(&["diff", "--stream", path_str(&base), path_str(&new)]);
     let out = text(&o.stdout);
     assert!(out.lines().nth(2).unwrap().starts_with("Streamed 2 runs over "), "{out}");
-    // A recording with counters: the streamed report says they were not compared.
-    let c = fixture("counter_workload.cutr");
-    let o = run(&["diff", "--stream", path_str(&c), path_str(&c)]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    assert!(
-        text(&o.stdout)
-            .contains("; not compared when streaming: counter averages per kernel (--no-stream compares them)"),
-        "{}",
-        text(&o.stdout)
-    );
+    // Recordings with counters: the streamed report compares their averages as the loaded one does (both
+    // kernels x the 12 series both have, threshold 0), and says nothing was left out.
+    let (c, k) = (fixture("counter_workload.cutr"), fixture("counter_100khz.cutr"));
+    let counters = |flag: &str| {
+        let o = run(&["diff", "--json", "--threshold", "0", flag, path_str(&c), path_str(&k)]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let changes = v["counter_changes"].as_array().unwrap().iter();
+        let pairs: Vec<String> = changes.map(|c| format!("{} {}", c["kernel"], c["series"])).collect();
+        (pairs, v["stream"]["not_compared"].clone())
+    };
+    let (streamed, not_compared) = counters("--stream");
+    assert_eq!((streamed.len(), not_compared), (24, serde_json::json!([])));
+    assert_eq!(streamed, counters("--no-stream").0);
     let o = run(&["diff", "--stream", "--no-stream", path_str(&base), path_str(&new)]);
     assert_eq!(o.status.code(), Some(2));
     // Rank by rank: the same ranks and verdicts, the stream said on stderr.

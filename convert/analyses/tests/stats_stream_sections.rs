@@ -110,7 +110,7 @@ fn utilization_and_memory_peaks_stream_exactly_on_fixtures() {
         ];
         assert_eq!(busy(&s), devices);
         let st = s.stream.unwrap();
-        assert_eq!(st.not_computed, ["counters"]);
+        assert!(st.not_computed.is_empty(), "{:?}", st.not_computed);
     }
 }
 

@@ -8,6 +8,7 @@ use cutr_model::rows::{UmEvent, UmKind};
 
 use super::CounterChange;
 use super::samples::{Run, run_of};
+use crate::stats::CounterAverage;
 
 /// (kernel, device, counter) -> (sum of average x covered time, covered time) over a run's kernels.
 pub(crate) type CounterSums = BTreeMap<(String, u32, String), (f64, f64)>;
@@ -65,7 +66,8 @@ pub(crate) struct RunInput {
     pub rank: Option<u32>,
     /// Whether it holds any kernel or copy (what `--by-rank` says of a file it leaves out).
     pub gpu_work: bool,
-    /// `None` when the run was streamed (counters are not).
+    /// Per (kernel, device, counter): the average times the covered time, and the covered time; `None` for a
+    /// streamed run with more of them than a stream keeps (`stats::stream_counters::SUMS_KEPT`).
     pub counters: Option<CounterSums>,
     /// Counter rows past what a side compares.
     pub counters_left_out: usize,
@@ -76,12 +78,6 @@ impl RunInput {
     /// A run loaded whole.
     pub fn of_trace(t: &Trace, name: &dyn Fn(&str) -> String) -> RunInput {
         let (rows, counters_left_out) = crate::stats::counters::counters(t, None);
-        let mut counters = CounterSums::new();
-        for a in rows.into_iter().filter(|a| a.over == "kernel") {
-            let e = counters.entry((a.name, a.device, a.series)).or_default();
-            e.0 += a.average * a.covered_ns as f64;
-            e.1 += a.covered_ns as f64;
-        }
         let mut um = UmTotals::default();
         um.add(&t.um);
         RunInput {
@@ -89,17 +85,28 @@ impl RunInput {
             files: t.processes.iter().flat_map(cutr_model::runs::files_of).map(|f| f.display().to_string()).collect(),
             rank: t.processes.first().and_then(|p| p.rank()).map(|r| r.rank),
             gpu_work: !(t.kernels.is_empty() && t.memcpys.is_empty()),
-            counters: Some(counters),
+            counters: Some(counter_sums(rows)),
             counters_left_out,
             um,
         }
     }
 }
 
+/// A run's counter rows over kernels as sums weighted by the time the samples cover.
+pub(crate) fn counter_sums(rows: Vec<CounterAverage>) -> CounterSums {
+    let mut counters = CounterSums::new();
+    for a in rows.into_iter().filter(|a| a.over == "kernel") {
+        let e = counters.entry((a.name, a.device, a.series)).or_default();
+        e.0 += a.average * a.covered_ns as f64;
+        e.1 += a.covered_ns as f64;
+    }
+    counters
+}
+
 /// Each side's counter averages per (kernel, device, counter), weighted by the time the samples cover in each run;
 /// the pairs that moved by `threshold_pct` or more; and a warning when a side had more counter rows than `diff`
-/// compares (`stats::counters::MAX_DIFF_ROWS`, a bound against hostile files). Runs without counter sums (streamed)
-/// add nothing.
+/// compares (`stats::counters::MAX_DIFF_ROWS`, a bound against hostile files). Runs without counter sums add
+/// nothing.
 pub(crate) fn counter_changes(
     base: &[&RunInput],
     new: &[&RunInput],

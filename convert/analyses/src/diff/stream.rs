@@ -3,21 +3,22 @@
 //! or memset and NVTX range name (numbered families folded, [`super::families`]), the NVTX range instances whose
 //! GPU work may still arrive (bounded by the stream's correlation horizon) and the unified memory totals. Moments
 //! are integer sums, so rows, counts, moments and verdicts equal the loaded diff's exactly; GPU work whose launch
-//! fell out of the horizon is in no NVTX range instance and is counted. Counter averages are not compared (they
-//! need each kernel's counter samples); the report says so when the recordings have counters.
+//! fell out of the horizon is in no NVTX range instance and is counted. Counter averages per kernel are those of
+//! `stats --stream` ([`crate::stats::stream_counters`]): the loaded diff's up to the order of their sums.
 
 use std::path::PathBuf;
 
-use cutr_format::{ChunkType, Reader};
+use cutr_format::Reader;
 use cutr_model::stream::{Batch, StreamOptions, stream_readers_with_range_work};
 use cutr_model::{LoadError, NameId, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use super::inputs::{RunInput, UmTotals};
+use super::inputs::{RunInput, UmTotals, counter_sums};
 use super::samples::{RunSums, Sums, copy_key, memset_key};
 use super::{ByRankReport, DiffOptions, Report};
+use crate::stats::stream_counters::{SUMS_KEPT, StreamedCounters};
 
 /// At most this many runs stream at once, each with its share of the window of records the options allow: the
 /// memory of one stream, whatever the number of runs.
@@ -113,16 +114,11 @@ fn stream_sides(
             streamed.push(d?);
         }
     }
-    let has_counters = runs
-        .iter()
-        .flat_map(|(_, r)| r.iter())
-        .any(|r| r.chunks().iter().any(|c| c.chunk_type() == ChunkType::Counters));
-    let mut stream = DiffStream {
-        runs: runs.len(),
-        launch_horizon: stream_opts.horizon,
-        not_compared: if has_counters { vec!["counter averages per kernel".to_string()] } else { Vec::new() },
-        ..Default::default()
-    };
+    let mut stream = DiffStream { runs: runs.len(), launch_horizon: stream_opts.horizon, ..Default::default() };
+    if streamed.iter().any(|(input, ..)| input.counters.is_none()) {
+        let why = format!("counter averages per kernel (more than {} name x series sums)", SUMS_KEPT);
+        stream.not_compared.push(why);
+    }
     let mut inputs = Vec::with_capacity(streamed.len());
     let mut traces = Vec::with_capacity(streamed.len());
     for (input, trace, end) in streamed {
@@ -144,7 +140,15 @@ fn stream_run(
     stream_opts: &StreamOptions,
 ) -> Result<(RunInput, Trace, cutr_model::stream::StreamEnd), LoadError> {
     let mut acc = Accumulator::default();
-    let (t, end) = stream_readers_with_range_work(paths, readers, stream_opts, |t, _, b| acc.add(t, &b, opts))?;
+    // The counter series are side chunks, read whole at open; their averages as a loaded run's.
+    let mut counters = StreamedCounters::default();
+    let stream_opts = &StreamOptions { counters: true, ..stream_opts.clone() };
+    let (t, end) = stream_readers_with_range_work(paths, readers, stream_opts, |t, _, b| {
+        rayon::join(|| acc.add(t, &b, opts), || counters.add(t, &b));
+    })?;
+    // Past the sums a stream keeps: not compared (`None`), and the report says so.
+    let gave_up = counters.gave_up();
+    let counters = counters.section(&t, None, crate::stats::counters::MAX_DIFF_ROWS);
     let mut sums = RunSums { ranges: acc.ranges, span_ns: end.span.1 - end.span.0, ..Default::default() };
     for (name, s) in acc.kernels {
         sums.kernels.entry(name).or_default().merge(&s);
@@ -155,8 +159,8 @@ fn stream_run(
         files: t.processes.iter().flat_map(cutr_model::runs::files_of).map(|f| f.display().to_string()).collect(),
         rank: t.processes.first().and_then(|p| p.rank()).map(|r| r.rank),
         gpu_work: acc.gpu_work,
-        counters: None,
-        counters_left_out: 0,
+        counters: (!gave_up).then(|| counter_sums(counters.rows)),
+        counters_left_out: counters.groups_not_shown,
         um: acc.um,
     };
     // The warnings need the processes only; the names table can go.

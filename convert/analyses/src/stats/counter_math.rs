@@ -65,15 +65,30 @@ impl Steps {
 
     /// The series' time-weighted average over every execution in `runs`, and the executions' time the samples
     /// cover (`None` when they cover none of it).
+    #[cfg(test)]
     pub(crate) fn average_over(&self, runs: &Runs) -> Option<(f64, u64)> {
-        let (first, last) = self.span()?;
+        let (integral, covered) = self.integral_over(runs);
+        self.average(integral, covered)
+    }
+
+    /// The average of a scaled `integral` over `covered` ns ([`Steps::integral_over`]'s, or their sums over parts
+    /// of the executions): `None` when nothing is covered.
+    pub(crate) fn average(&self, integral: f64, covered: u64) -> Option<(f64, u64)> {
+        (covered > 0).then(|| (integral / covered as f64 * self.scale, covered))
+    }
+
+    /// The scaled integral of the series over every execution in `runs` (overlapping executions each counted), and
+    /// the executions' time the samples cover: both sums over executions, so the integral over a set of
+    /// executions is the sum of those over any split of it (`stats --stream` sums them window by window).
+    pub(crate) fn integral_over(&self, runs: &Runs) -> (f64, u64) {
+        let Some((first, last)) = self.span() else { return (0.0, 0) };
         let (a, b) = (first.max(runs.first), last.min(runs.last));
         if b <= a {
-            return None;
+            return (0.0, 0);
         }
         let covered = runs.time_between(first, last);
         if covered == 0 {
-            return None;
+            return (0.0, 0);
         }
         let samples_inside = self.ts.partition_point(|&t| t < b) - self.ts.partition_point(|&t| t <= a);
         let integral = if runs.intervals.len() <= samples_inside + 1 {
@@ -86,7 +101,7 @@ impl Steps {
                 .map(|k| self.values[k].0 * runs.time_between(self.ts[k], self.ts[k + 1]) as f64)
                 .sum::<f64>()
         };
-        Some((integral / covered as f64 * self.scale, covered))
+        (integral, covered)
     }
 }
 

@@ -165,16 +165,9 @@ impl Series {
 
     /// The series over every execution in `runs`; `None` where no reading covers them.
     pub(crate) fn over(&self, runs: &Runs) -> Option<Placed> {
-        match self {
-            Series::Held(s) => {
-                s.average_over(runs).map(|(value, covered_ns)| Placed { value, covered_ns, own_share: 1.0 })
-            }
-            Series::Windowed { sum, count, scale, windows, length_prefix } => {
-                let (sum_avg, covered_ns) = sum.average_over(runs)?;
-                let (count_avg, _) = count.average_over(runs)?;
-                if count_avg <= 0.0 {
-                    return None;
-                }
+        let meeting = match self {
+            Series::Held(_) => 0,
+            Series::Windowed { windows, length_prefix, .. } => {
                 // Windows meeting the executions: per merged execution interval a run of windows (starts and ends
                 // are both in order), runs merged where they touch.
                 let mut meeting = 0u128;
@@ -187,11 +180,82 @@ impl Series {
                         last_end = to;
                     }
                 }
+                meeting
+            }
+        };
+        self.place(&self.integrate(runs), meeting)
+    }
+
+    /// The integrals [`Series::place`] averages, over every execution in `runs`: sums over executions, so those
+    /// of parts of the executions add up to those of all of them ([`Integrals::add`]).
+    pub(crate) fn integrate(&self, runs: &Runs) -> Integrals {
+        match self {
+            Series::Held(s) => {
+                let (value, covered_ns) = s.integral_over(runs);
+                Integrals { value, count: 0.0, covered_ns }
+            }
+            Series::Windowed { sum, count, .. } => {
+                let (value, covered_ns) = sum.integral_over(runs);
+                // The same sample times as `sum`'s: the same covered time.
+                let (count, _) = count.integral_over(runs);
+                Integrals { value, count, covered_ns }
+            }
+        }
+    }
+
+    /// The windows (by index, `from..to`) that meet the interval [a, b]; `None` for a series held from each
+    /// reading. The windows meeting a set of intervals are the union of those meeting each.
+    pub(crate) fn windows_meeting(&self, a: u64, b: u64) -> Option<(usize, usize)> {
+        let Series::Windowed { windows, .. } = self else { return None };
+        Some((windows.partition_point(|w| w.1 <= a), windows.partition_point(|w| w.0 < b)))
+    }
+
+    /// The summed length of windows `from..to`.
+    pub(crate) fn windows_length(&self, from: usize, to: usize) -> u128 {
+        match self {
+            Series::Held(_) => 0,
+            Series::Windowed { length_prefix, .. } => length_prefix[to] - length_prefix[from],
+        }
+    }
+
+    /// What the series gives over executions of which `sums` are the integrals and `meeting` the summed length of
+    /// the windows meeting them (0 for a held series); `None` where no reading covers them.
+    pub(crate) fn place(&self, sums: &Integrals, meeting: u128) -> Option<Placed> {
+        match self {
+            Series::Held(s) => s.average(sums.value, sums.covered_ns).map(|(value, covered_ns)| Placed {
+                value,
+                covered_ns,
+                own_share: 1.0,
+            }),
+            Series::Windowed { sum, count, scale, .. } => {
+                let (sum_avg, covered_ns) = sum.average(sums.value, sums.covered_ns)?;
+                let (count_avg, _) = count.average(sums.count, sums.covered_ns)?;
+                if count_avg <= 0.0 {
+                    return None;
+                }
                 let filled = count_avg * covered_ns as f64;
                 let own_share = if meeting > 0 { (filled / meeting as f64).min(1.0) } else { 0.0 };
                 Some(Placed { value: sum_avg / count_avg * scale, covered_ns, own_share })
             }
         }
+    }
+}
+
+/// A series' integrals over executions, scaled as its step functions are: of the values (of the windows' summed
+/// readings for a windowed series), of the number of windows open (0 for a held series), and the time covered.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Integrals {
+    pub value: f64,
+    pub count: f64,
+    pub covered_ns: u64,
+}
+
+impl Integrals {
+    /// Those of more executions added (the covered time saturating, as one sum over them all does).
+    pub(crate) fn add(&mut self, more: &Integrals) {
+        self.value += more.value;
+        self.count += more.count;
+        self.covered_ns = self.covered_ns.saturating_add(more.covered_ns);
     }
 }
 

@@ -18,7 +18,7 @@ use cutr_model::{NameId, ProcId, Trace, describe};
 use serde::Serialize;
 
 use super::counter_math::Runs;
-use super::counter_windows::{Series, Window, window_of};
+use super::counter_windows::{Placed, Series, Window, window_of};
 
 /// The most rows a `counters` section holds (real recordings have tens of series over hundreds of names).
 pub const MAX_ROWS: usize = 10_000;
@@ -62,10 +62,10 @@ pub struct CounterSection {
 }
 
 /// A (file, device)'s series, by name, with what each reading averages.
-type SeriesList = [(NameId, Window, Series)];
+pub(super) type SeriesList = [(NameId, Window, Series)];
 
 /// Every (file, device)'s series.
-type SeriesByDevice = HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>>;
+pub(super) type SeriesByDevice = HashMap<(ProcId, u32), Vec<(NameId, Window, Series)>>;
 
 /// A memcpy's kind: (copy kind, source memory kind, destination memory kind).
 type CopyKind = (u8, u8, u8);
@@ -73,14 +73,16 @@ type CopyKind = (u8, u8, u8);
 /// Per process: its executions of a name, and the series they are averaged against.
 type Parts<'s> = Vec<(Runs, &'s SeriesList)>;
 
-/// Executions of one name on one device (of every process with series there), `over` a kernel, copy or range.
-struct Group<'s> {
-    over: &'static str,
-    name: String,
-    device: u32,
-    /// Per process: its executions, and the series they are averaged against.
-    parts: Parts<'s>,
-    total: u64,
+/// Executions of one name on one device (of every process with series there), `over` a kernel, copy or range;
+/// `P` holds a process's part: its executions (loaded) or their sums (streamed).
+pub(super) struct Group<P> {
+    pub over: &'static str,
+    pub name: String,
+    pub device: u32,
+    /// Per process (a name's ids apart): its part, and the series it is averaged against.
+    pub parts: Vec<P>,
+    /// The executions' whole time (saturating).
+    pub total: u64,
 }
 
 /// The most rows `diff` compares per side: every row of a real recording (8 GPUs x 100 kernels x 25 series is
@@ -102,8 +104,26 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
     if series.is_empty() {
         return CounterSection::default();
     }
-    let mut groups = timed("counter groups", || groups(t, &series));
-    timed("counter groups ranked", || rank(&mut groups, top));
+    let groups = timed("counter groups", || groups(t, &series));
+    let rows_of = |g: &Group<(Runs, &SeriesList)>, limit: usize| {
+        let parts = g.parts.iter().map(|(runs, list)| {
+            (runs.total, list.iter().filter_map(|(id, window, series)| Some((*id, *window, series.over(runs)?))))
+        });
+        merge_rows(t, g, parts, limit)
+    };
+    cut(groups, top, max_rows, &series, rows_of)
+}
+
+/// The section of `groups` (ranked here, `top` kept), at most `max_rows` rows; `rows_of` gives a group's first
+/// rows, at most its `limit`.
+pub(super) fn cut<P>(
+    mut groups: Vec<Group<P>>,
+    top: Option<usize>,
+    max_rows: usize,
+    series: &SeriesByDevice,
+    rows_of: impl Fn(&Group<P>, usize) -> Vec<CounterAverage>,
+) -> CounterSection {
+    cutr_model::timing::timed("counter groups ranked", || rank(&mut groups, top));
     let mut out = CounterSection::default();
     for (i, g) in groups.iter().enumerate() {
         if out.rows.len() >= max_rows {
@@ -112,7 +132,7 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
         }
         // One more row than fits tells a group cut short from one that just fits.
         let room = max_rows - out.rows.len();
-        let mut rows = rows_of(t, g, room.saturating_add(1));
+        let mut rows = rows_of(g, room.saturating_add(1));
         if rows.len() > room {
             rows.truncate(room);
             out.groups_not_shown = groups.len() - i;
@@ -132,6 +152,24 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
         .map(|r| format!("{} over {} {} on GPU {}", r.series, r.over, r.name, r.device))
         .collect();
     out
+}
+
+impl CounterSection {
+    /// What the report warns of: averages that are no number, series over no op.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> =
+            self.not_finite.iter().map(|what| format!("the average of {what} is not a number")).collect();
+        if self.series_over_nothing > 0 {
+            // A part of a --split recording holds the records delivered while it was written: the kernels that ran
+            // in its samples' time can be in the next part.
+            warnings.push(format!(
+                "{} counter series were recorded, but no kernel, copy or NVTX range ran while their samples were \
+                 taken: no averages (read a --split recording's parts together)",
+                self.series_over_nothing
+            ));
+        }
+        warnings
+    }
 }
 
 /// One series of one (file, device) placed over any intervals (an idle stretch, a phase): its average there, as
@@ -163,7 +201,7 @@ pub fn average_over_intervals(
 /// Series of counter samples per (file, device) (the PC-sample stall rates are `source`'s), sorted by name. The
 /// model keeps each series' samples together in time order, so a series is a run of samples with one key: the
 /// runs are sorted by key (a key in two runs is merged), and each series is built from its samples in one pass.
-fn series(t: &Trace) -> SeriesByDevice {
+pub(super) fn series(t: &Trace) -> SeriesByDevice {
     let key = |c: &cutr_model::CounterSample| (c.proc, c.device, c.series);
     let mut runs: Vec<&[cutr_model::CounterSample]> = t
         .counters
@@ -191,15 +229,8 @@ fn series(t: &Trace) -> SeriesByDevice {
 
 /// Kernels and copies by (name, device) on the devices with series, ranges by (name, device) for every device of
 /// their process with series; only those whose executions meet some series' readings.
-fn groups<'s>(t: &Trace, series: &'s SeriesByDevice) -> Vec<Group<'s>> {
-    // The span all of a (file, device)'s series cover together: a group outside it has no row.
-    let hull: HashMap<(ProcId, u32), (u64, u64)> = series
-        .iter()
-        .map(|(k, list)| {
-            let spans = list.iter().filter_map(|(_, _, s)| s.span());
-            (*k, spans.fold((u64::MAX, 0), |h, (a, b)| (h.0.min(a), h.1.max(b))))
-        })
-        .collect();
+fn groups<'s>(t: &Trace, series: &'s SeriesByDevice) -> Vec<Group<(Runs, &'s SeriesList)>> {
+    let hull = hulls(series);
     let mut kernels: HashMap<(NameId, u32, ProcId), Vec<(u64, u64)>> = HashMap::new();
     for k in t.kernels.iter().filter(|k| series.contains_key(&(k.proc, k.device))) {
         kernels.entry((t.display_name_id(k.name), k.device, k.proc)).or_default().push((k.start, k.end));
@@ -210,7 +241,7 @@ fn groups<'s>(t: &Trace, series: &'s SeriesByDevice) -> Vec<Group<'s>> {
         ranges.entry((r.name, r.proc)).or_default().push((r.start, r.end));
     }
     let mut by_key: BTreeMap<(&'static str, String, u32), Parts<'s>> = BTreeMap::new();
-    let meets = |runs: &Runs, key: (ProcId, u32)| hull.get(&key).is_some_and(|h| runs.first < h.1 && runs.last > h.0);
+    let meets = |runs: &Runs, key: (ProcId, u32)| meets(&hull, key, (runs.first, runs.last));
     let ops = kernels
         .into_iter()
         .map(|((name, device, proc), runs)| ("kernel", t.names.get(name).to_string(), device, proc, runs));
@@ -237,6 +268,22 @@ fn groups<'s>(t: &Trace, series: &'s SeriesByDevice) -> Vec<Group<'s>> {
             Group { over, name, device, parts, total }
         })
         .collect()
+}
+
+/// The span all of a (file, device)'s series cover together: a group outside it has no row.
+pub(super) fn hulls(series: &SeriesByDevice) -> HashMap<(ProcId, u32), (u64, u64)> {
+    series
+        .iter()
+        .map(|(k, list)| {
+            let spans = list.iter().filter_map(|(_, _, s)| s.span());
+            (*k, spans.fold((u64::MAX, 0), |h, (a, b)| (h.0.min(a), h.1.max(b))))
+        })
+        .collect()
+}
+
+/// Whether executions from `first` to `last` on (file, device) `key` meet the span of its series.
+pub(super) fn meets(hulls: &HashMap<(ProcId, u32), (u64, u64)>, key: (ProcId, u32), (first, last): (u64, u64)) -> bool {
+    hulls.get(&key).is_some_and(|h| first < h.1 && last > h.0)
 }
 
 /// Copies and memsets by (kind's name, device, process): `Memcpy HtoD (Pageable -> Device)`, `Memset (Device)`.
@@ -270,7 +317,7 @@ fn kind_order(over: &str) -> u8 {
 
 /// Kernels first, then copies, then ranges; by time, then name and device. With `top`, only the `top` names of
 /// each kind with the most time (on their busiest device).
-fn rank(groups: &mut Vec<Group>, top: Option<usize>) {
+fn rank<P>(groups: &mut Vec<Group<P>>, top: Option<usize>) {
     if let Some(n) = top {
         let mut time: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for g in groups.iter() {
@@ -296,20 +343,27 @@ fn rank(groups: &mut Vec<Group>, top: Option<usize>) {
     });
 }
 
-/// A group's first `limit` rows, one per series with samples during its executions, by series name. Each file's
-/// series are sorted by name, so only the first `limit` with samples there can be among the first `limit` of all:
-/// the rest are not computed.
-fn rows_of(t: &Trace, g: &Group, limit: usize) -> Vec<CounterAverage> {
+/// A group's first `limit` rows, one per series with samples during its executions, by series name, from each
+/// part's whole time and what each of its series gives (by name: only the first `limit` with samples there can be
+/// among the first `limit` of all, so the rest are not computed).
+pub(super) fn merge_rows<P, S>(
+    t: &Trace,
+    g: &Group<P>,
+    parts: impl Iterator<Item = (u64, S)>,
+    limit: usize,
+) -> Vec<CounterAverage>
+where
+    S: Iterator<Item = (NameId, Window, Placed)>,
+{
     // Per series: the row so far; files' averages (and own shares) are merged weighted by their cover.
     let mut per_series: BTreeMap<&str, CounterAverage> = BTreeMap::new();
-    for (runs, list) in &g.parts {
-        let placed = list.iter().filter_map(|(id, window, series)| Some((id, window, series.over(runs)?)));
+    for (total, placed) in parts {
         for (id, window, p) in placed.take(limit) {
-            let e = per_series.entry(t.names.get(*id)).or_insert_with(|| CounterAverage {
+            let e = per_series.entry(t.names.get(id)).or_insert_with(|| CounterAverage {
                 over: g.over,
                 name: g.name.clone(),
                 device: g.device,
-                series: t.names.get(*id).to_string(),
+                series: t.names.get(id).to_string(),
                 window: window.describe(),
                 ..Default::default()
             });
@@ -319,7 +373,7 @@ fn rows_of(t: &Trace, g: &Group, limit: usize) -> Vec<CounterAverage> {
             e.average = e.average * old + p.value * new;
             e.own_share = e.own_share * old + p.own_share * new;
             e.covered_ns = sum;
-            e.total_ns = e.total_ns.saturating_add(runs.total);
+            e.total_ns = e.total_ns.saturating_add(total);
         }
     }
     per_series.into_values().take(limit).collect()

@@ -16,6 +16,7 @@ mod order_stats;
 mod render;
 mod sections;
 mod stream;
+pub(crate) mod stream_counters;
 mod stream_graphs;
 mod stream_memory;
 mod stream_um;

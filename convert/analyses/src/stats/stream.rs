@@ -4,11 +4,12 @@
 //! totals, minimums, maximums and means are exact; medians too while a row has at most a cap of instances, and
 //! from a sketch beyond ([`super::Durations`]), marked. Utilization's interval unions and the memory section's
 //! peaks are settled as the stream passes their time (`stream_utilization`, `stream_memory`), exactly, as is
-//! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`), and CUDA
-//! graphs, each replay summed until final (`stream_graphs`, over a pass of their own). The sections that need
-//! every row at once (counters) are not computed: the report says so.
-//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]), but for graphs, not computed
-//! there: a windowed load nests only the window's NVTX ranges, which the graphs' pass does not narrow.
+//! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`), CUDA graphs,
+//! each replay summed until final (`stream_graphs`, over a pass of their own), and counter averages, each
+//! window's executions integrated against the series and only the sums kept (`stream_counters`).
+//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]), but for graphs and counters,
+//! not computed there: a windowed load nests only the window's NVTX ranges, which the graphs' pass does not
+//! narrow, and keeps the counter samples overlapping the window, which the stream does not narrow either.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ use serde::Serialize;
 use super::families::NvtxNames;
 use super::nvtx_stream::NvtxRows;
 use super::order_stats::{Durations, SKETCH_RELATIVE_ERROR};
+use super::stream_counters::StreamedCounters;
 use super::stream_graphs::StreamedGraphs;
 use super::stream_memory::StreamedMemory;
 use super::stream_um::StreamedUm;
@@ -29,7 +31,7 @@ use super::stream_utilization::StreamedUtilization;
 use super::{MemoryOps, Section, Stats, StatsOptions, Summary, rank_and_cut, saturating_sum};
 
 /// The sections a stream computes.
-pub const STREAMED_SECTIONS: [Section; 8] = [
+pub const STREAMED_SECTIONS: [Section; 9] = [
     Section::Kernels,
     Section::Api,
     Section::Memory,
@@ -38,6 +40,7 @@ pub const STREAMED_SECTIONS: [Section; 8] = [
     Section::Utilization,
     Section::Um,
     Section::Loss,
+    Section::Counters,
 ];
 
 /// How a report was streamed, for its reader.
@@ -68,7 +71,8 @@ pub struct StreamReport {
 pub fn describe(st: &StreamReport) -> String {
     let mut text = format!(
         "Streamed over {} chunks in {} windows (--stream; at most {} MB of records decoded at once): counts, totals, \
-         min, max, averages, utilization, memory peaks and unified memory exact; medians exact up to {} instances, \
+         min, max, averages, utilization, memory peaks and unified memory exact, counter averages up to the order \
+         of their sums; medians exact up to {} instances, \
          beyond from a sketch within {}% (marked ~, {} rows)",
         crate::fmt::thousands(st.chunks),
         crate::fmt::thousands(st.windows),
@@ -278,6 +282,12 @@ pub fn compute_streaming_in(
         true => Some(StreamedGraphs::open(paths, readers, stream_opts, cap)?),
         false => None,
     };
+    let mut counters = StreamedCounters::default();
+    // The counter series are side chunks, read whole at open.
+    // The stream reads every counter sample whatever the window, and keeps no sample's end, which a window's load
+    // keeps samples by: a window's counters are not computed (--no-stream computes them).
+    let counters_on = on(Section::Counters) && !windowed;
+    let stream_opts = &StreamOptions { counters: stream_opts.counters || counters_on, ..stream_opts.clone() };
     // NVTX rows get each closed range instance's GPU work once final (an instance never closed gets none, as at
     // load): the stream tracks the instances only when the section is asked for.
     let nvtx_on = on(Section::Nvtx);
@@ -294,6 +304,9 @@ pub fn compute_streaming_in(
             }
             if let Some(g) = &mut graphs {
                 g.add(&batch);
+            }
+            if counters_on {
+                counters.add(t, &batch);
             }
         };
         rayon::join(|| acc.add(t, &batch, filter, &on), settled);
@@ -317,6 +330,9 @@ pub fn compute_streaming_in(
     let graphs = graphs.map(|g| g.finish(&mut t, &mut nvtx, opts)).unwrap_or_default();
     estimated += graphs.estimated_rows;
     let nvtx_left_out = rank_and_cut(&mut nvtx, opts.top);
+    // Past the sums a stream keeps, counters are not computed either (the warning says why).
+    let counters_on = counters_on && !counters.gave_up();
+    let streamed = |s: &Section| streamed(s) && (*s != Section::Counters || counters_on);
     let mut sections: Vec<Section> = opts.sections.iter().copied().filter(streamed).collect();
     sections.sort_unstable();
     sections.dedup();
@@ -335,6 +351,10 @@ pub fn compute_streaming_in(
         ));
     }
     warnings.extend(graphs.warning);
+    let counters_warning = counters.warning();
+    let counters =
+        if counters_on { counters.section(&t, opts.top, super::counters::MAX_ROWS) } else { Default::default() };
+    warnings.extend(counters.warnings().into_iter().chain(counters_warning));
     let um = if on(Section::Um) { um.report(&t, opts.top, &opts.symbol_dirs) } else { Default::default() };
     let stats = Stats {
         files: t.processes.iter().map(|p| p.path.display().to_string()).collect(),
@@ -351,6 +371,8 @@ pub fn compute_streaming_in(
         graphs: graphs.report,
         memory_peaks: memory.peaks(&t, end.span.0),
         utilization: if on(Section::Utilization) { utilization.rows() } else { Vec::new() },
+        counters: counters.rows,
+        counter_groups_not_shown: counters.groups_not_shown,
         um,
         warnings,
         gpu_time_ns: acc.gpu_time,
