@@ -33,12 +33,12 @@ fn the_report_says_it_streamed_and_its_figures_are_the_loaded_ones() {
     };
     assert_eq!(kernel_rows(&s), kernel_rows(&w));
     assert_eq!(kernel_rows(&s).len(), 12, "{s}");
-    // CSV has no line for it: the note goes to stderr. A --start/--end window's counters are not streamed.
-    let csv = run(&["stats", "--stream", "--csv", "--start", "0s", "--report", "kernels,counters", path_str(&g)]);
+    // CSV has no line for it: the note goes to stderr. A --start/--end window's graphs are not streamed.
+    let csv = run(&["stats", "--stream", "--csv", "--start", "0s", "--report", "kernels,graphs", path_str(&g)]);
     let note = stderr_lines(&csv);
     assert_eq!(note.len(), 1, "{note:?}");
     assert!(note[0].starts_with("cupti-convert: note: Streamed over 5 chunks in "), "{note:?}");
-    assert!(note[0].contains("not computed when streaming: counters"), "{note:?}");
+    assert!(note[0].contains("not computed when streaming: graphs"), "{note:?}");
 }
 
 /// The JSON report without its `stream` line: what the streamed and loaded reports have in common.

@@ -162,18 +162,31 @@ fn a_section_cut_at_its_rows_streams_as_loaded() {
     assert_eq!((s.counters.len(), s.counter_groups_not_shown), (stats::MAX_COUNTER_ROWS, 131));
 }
 
-/// A `--start/--end` window: the stream reads every sample and keeps no sample's end, which a window's load keeps
-/// samples by, so the section is not computed and the report says so (never a silently different one).
+/// A `--start/--end` window: the stream reads the counter samples that overlap the window, as a load with it does,
+/// and integrates the window's executions against them: the section equals the windowed load's.
 #[test]
-fn a_window_names_counters_not_computed() {
+fn a_window_streams_its_counters_as_it_loads() {
     let paths = [fixture("counter_workload.cutr")];
     let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
     let t = load(&paths, &LoadOptions::default()).unwrap();
-    let filter = cutr_model::Filter { start: Some(t.span().0 + 1_000_000_000), end: None, kinds: Vec::new() };
     let opts = options(None);
-    let (s, _) = stats::compute_streaming_in(&paths, &readers, &opts, &filter, 64, &StreamOptions::default()).unwrap();
-    assert_eq!((s.counters.len(), s.sections.clone()), (0, vec![Section::Kernels]));
-    assert_eq!(s.stream.unwrap().not_computed, ["counters"]);
+    let begin = t.span().0;
+    // (start, end, rows, the first row's covered and total ns): the samples overlapping the window, as a load keeps.
+    let windows = [
+        (Some(begin + 1_000_000_000), None, 42, (784_674_423, 900_268_026)),
+        (Some(begin + 500_000_000), Some(begin + 1_500_000_000), 19, (174_812_862, 181_525_687)),
+    ];
+    for (start, end, rows, first) in windows {
+        let filter = cutr_model::Filter { start, end, kinds: Vec::new() };
+        let whole = stats::compute(&load(&paths, &LoadOptions { filter: filter.clone() }).unwrap(), &opts);
+        for window_bytes in [1, StreamOptions::default().window_bytes] {
+            let stream_opts = StreamOptions { window_bytes, ..Default::default() };
+            let (s, _) = stats::compute_streaming_in(&paths, &readers, &opts, &filter, 64, &stream_opts).unwrap();
+            same_section(&whole, &s);
+            assert_eq!(s.sections, [Section::Kernels, Section::Counters]);
+        }
+        assert_eq!((whole.counters.len(), (whole.counters[0].covered_ns, whole.counters[0].total_ns)), (rows, first));
+    }
 }
 
 /// 3,000 metrics over every kernel, copy and range of a generated loop (~200 names): 591,000 averages, more than

@@ -7,9 +7,9 @@
 //! unified memory, each event joined to its kernel once no later kernel can hold it (`stream_um`), CUDA graphs,
 //! each replay summed until final (`stream_graphs`, over a pass of their own), and counter averages, each
 //! window's executions integrated against the series and only the sums kept (`stream_counters`).
-//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]), but for graphs and counters,
-//! not computed there: a windowed load nests only the window's NVTX ranges, which the graphs' pass does not
-//! narrow, and keeps the counter samples overlapping the window, which the stream does not narrow either.
+//! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]; the counter samples overlapping
+//! it, as a load keeps them), but for graphs, not computed there: a windowed load nests only the window's NVTX
+//! ranges, which the graphs' pass does not narrow.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -283,10 +283,9 @@ pub fn compute_streaming_in(
         false => None,
     };
     let mut counters = StreamedCounters::default();
-    // The counter series are side chunks, read whole at open.
-    // The stream reads every counter sample whatever the window, and keeps no sample's end, which a window's load
-    // keeps samples by: a window's counters are not computed (--no-stream computes them).
-    let counters_on = on(Section::Counters) && !windowed;
+    // The counter series are side chunks, read whole at open (in a --start/--end window, the samples overlapping
+    // it, as a load reads them).
+    let counters_on = on(Section::Counters);
     let stream_opts = &StreamOptions { counters: stream_opts.counters || counters_on, ..stream_opts.clone() };
     // NVTX rows get each closed range instance's GPU work once final (an instance never closed gets none, as at
     // load): the stream tracks the instances only when the section is asked for.

@@ -237,7 +237,7 @@ fn stream_inner(
         let first = trace.processes.get(proc.index()).map(|p| p.time);
         let (decoder, mut process) = open_file(proc, path, r, filter, first)?;
         if opts.counters {
-            read_counters(&mut trace, &mut process, proc, r);
+            read_counters(&mut trace, &mut process, proc, r, filter);
         }
         if opts.graph_events {
             let damaged = trace.graphs.read_file(r, proc, &process.time, filter, &mut process.stats);
@@ -358,15 +358,14 @@ fn open_file<'r>(
 }
 
 /// File `proc`'s counter samples into `trace`, their warnings, problems and counts into `process`, as a load
-/// reads them.
-fn read_counters(trace: &mut Trace, process: &mut Process, proc: ProcId, r: &Reader) {
+/// with `filter` reads them (a `--start/--end` window keeps the samples that overlap it).
+fn read_counters(trace: &mut Trace, process: &mut Process, proc: ProcId, r: &Reader, filter: &Filter) {
     let devices: Vec<u32> = process.meta.devices.iter().map(|d| d.id).collect();
-    let filter = Filter::default();
     let got = crate::counters::metric_samples(
         r,
         proc,
         &process.time,
-        &filter,
+        filter,
         &mut trace.names,
         (&devices, &mut process.stats),
     );
