@@ -15,7 +15,9 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use cutr_format::Reader;
-use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers_in, stream_readers_in_with_range_work};
+use cutr_model::stream::{
+    Batch, RangeStacks, StreamEnd, StreamOptions, stream_readers_in, stream_readers_in_with_range_work,
+};
 use cutr_model::{Filter, LoadError, NameId, ProcId, Trace, describe};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -212,6 +214,57 @@ fn add_memory(rows: &mut FxHashMap<(u8, u16, u8, u8), usize>, memory: &mut Rows<
     }
 }
 
+/// What the folds that wait for the stream's edge warn of: rows settled early (more than `max_waiting` waited) or
+/// read late (damaged or forged chunk headers).
+fn edge_warnings(
+    utilization: &StreamedUtilization,
+    memory: &StreamedMemory,
+    um: &StreamedUm,
+    end: &StreamEnd,
+    max_waiting: usize,
+) -> Vec<String> {
+    let mut warnings = utilization.warnings();
+    warnings.extend(memory.warnings());
+    warnings.extend(um.warnings(max_waiting));
+    if end.held_released_early > 0 {
+        warnings.push(super::stream_utilization::settled_early_warning(
+            "GPU work waiting for its launching call",
+            end.held_released_early,
+            max_waiting,
+        ));
+    }
+    warnings
+}
+
+/// The memory operations' rows from their accumulators: summarized, ranked and cut to `top`.
+fn memory_summaries(
+    rows: Rows<MemoryRow>,
+    top: Option<usize>,
+    estimated: &mut u64,
+) -> (Vec<MemoryOps>, Option<super::RowsLeftOut>) {
+    let mut out: Vec<MemoryOps> = rows
+        .rows
+        .into_iter()
+        .map(|(n, (d, bytes))| {
+            *estimated += d.estimated() as u64;
+            let time = d.summary(n);
+            let bw = if time.total_ns > 0 { bytes as f64 / time.total_ns as f64 } else { 0.0 };
+            MemoryOps { time, bytes, bandwidth_gbps: bw }
+        })
+        .collect();
+    let left_out = rank_and_cut(&mut out, top);
+    (out, left_out)
+}
+
+/// The sections asked for that `streamed` computes (in the report's order), and the names of the others.
+fn split_sections(asked: &[Section], streamed: impl Fn(&Section) -> bool) -> (Vec<Section>, Vec<String>) {
+    let mut sections: Vec<Section> = asked.to_vec();
+    sections.sort_unstable();
+    sections.dedup();
+    let (computed, not): (Vec<Section>, Vec<Section>) = sections.into_iter().partition(|s| streamed(s));
+    (computed, not.iter().map(|s| s.as_str().to_string()).collect())
+}
+
 /// [`stream_readers_in`], with the NVTX range instances' GPU work when `range_work`.
 fn stream_with(
     paths: &[PathBuf],
@@ -220,7 +273,7 @@ fn stream_with(
     filter: &Filter,
     range_work: bool,
     consume: impl FnMut(&Trace, &RangeStacks, Batch) + Send,
-) -> Result<(Trace, cutr_model::stream::StreamEnd), LoadError> {
+) -> Result<(Trace, StreamEnd), LoadError> {
     match range_work {
         true => stream_readers_in_with_range_work(paths, readers, opts, filter, consume),
         false => stream_readers_in(paths, readers, opts, filter, consume),
@@ -313,18 +366,7 @@ pub fn compute_streaming_in(
     let mut estimated = 0;
     let (kernels, kernels_left_out) = summaries(acc.kernels, opts.top, &mut estimated);
     let (api, api_left_out) = summaries(acc.api, opts.top, &mut estimated);
-    let mut memory_ops: Vec<MemoryOps> = acc
-        .memory
-        .rows
-        .into_iter()
-        .map(|(n, (d, bytes))| {
-            estimated += d.estimated() as u64;
-            let time = d.summary(n);
-            let bw = if time.total_ns > 0 { bytes as f64 / time.total_ns as f64 } else { 0.0 };
-            MemoryOps { time, bytes, bandwidth_gbps: bw }
-        })
-        .collect();
-    let memory_ops_left_out = rank_and_cut(&mut memory_ops, opts.top);
+    let (memory_ops, memory_ops_left_out) = memory_summaries(acc.memory, opts.top, &mut estimated);
     let mut nvtx = acc.nvtx.finish(&mut estimated);
     let graphs = graphs.map(|g| g.finish(&mut t, &mut nvtx, opts)).unwrap_or_default();
     estimated += graphs.estimated_rows;
@@ -332,23 +374,8 @@ pub fn compute_streaming_in(
     // Past the sums a stream keeps, counters are not computed either (the warning says why).
     let counters_on = counters_on && !counters.gave_up();
     let streamed = |s: &Section| streamed(s) && (*s != Section::Counters || counters_on);
-    let mut sections: Vec<Section> = opts.sections.iter().copied().filter(streamed).collect();
-    sections.sort_unstable();
-    sections.dedup();
-    let mut not_streamed: Vec<Section> = opts.sections.iter().copied().filter(|s| !streamed(s)).collect();
-    not_streamed.sort_unstable();
-    not_streamed.dedup();
-    let not_computed: Vec<String> = not_streamed.iter().map(|s| s.as_str().to_string()).collect();
-    let mut warnings = utilization.warnings();
-    warnings.extend(memory.warnings());
-    warnings.extend(um.warnings(stream_opts.max_waiting));
-    if end.held_released_early > 0 {
-        warnings.push(super::stream_utilization::settled_early_warning(
-            "GPU work waiting for its launching call",
-            end.held_released_early,
-            stream_opts.max_waiting,
-        ));
-    }
+    let (sections, not_computed) = split_sections(&opts.sections, streamed);
+    let mut warnings = edge_warnings(&utilization, &memory, &um, &end, stream_opts.max_waiting);
     warnings.extend(graphs.warning);
     let counters_warning = counters.warning();
     let counters =
