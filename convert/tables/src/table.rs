@@ -226,3 +226,42 @@ impl TableFile {
         std::fs::metadata(&self.path).map(|m| m.len()).map_err(|e| TablesError::Io(what, e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    /// Rows appended in windows that straddle the 1M-row group boundary: each row group is cut at exactly 1M rows
+    /// (a batch split across two), and every value comes back in order, its nullable text column too.
+    #[test]
+    fn row_groups_are_cut_at_a_million_rows_across_appends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        let offset = std::cell::Cell::new(0usize);
+        let value = Column::U64("value", Box::new(|i| (offset.get() + i) as u64 * 3));
+        let text = Column::Str("text", Box::new(|i| (offset.get() + i).is_multiple_of(5).then_some("five")));
+        let columns = [&value, &text];
+        let mut file = TableFile::create(&path, &columns).unwrap();
+        for n in [700_000, 700_000, 700_001] {
+            file.append(Rows::All(n), &columns).unwrap();
+            offset.set(offset.get() + n);
+        }
+        assert_eq!(file.rows, 2_100_001);
+        file.close().unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&path).unwrap()).unwrap();
+        let groups: Vec<i64> = reader.metadata().row_groups().iter().map(|g| g.num_rows()).collect();
+        assert_eq!(groups, [1 << 20, 1 << 20, 2_100_001 - (2 << 20)]);
+        let (mut next, mut fives) = (0u64, 0usize);
+        for batch in reader.build().unwrap() {
+            let batch = batch.unwrap();
+            let values = batch.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+            for v in values.iter() {
+                assert_eq!(v, Some(next * 3));
+                next += 1;
+            }
+            fives += batch.column(1).len() - batch.column(1).null_count();
+        }
+        assert_eq!((next, fives), (2_100_001, 420_001));
+    }
+}
