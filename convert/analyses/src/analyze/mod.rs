@@ -13,6 +13,7 @@ pub mod intervals;
 pub mod launch;
 pub mod render;
 pub mod steps;
+pub mod stream;
 pub mod types;
 
 use std::collections::BTreeMap;

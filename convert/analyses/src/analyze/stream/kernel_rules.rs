@@ -1,0 +1,1 @@
+//! The per-kernel rules over a stream (the loaded path: [`super::super::findings::kernels`]).

@@ -1,0 +1,1 @@
+//! Launch health over a stream (the loaded path: [`super::super::launch`]).
