@@ -316,6 +316,15 @@ pub enum Command {
         /// ... up to this time (seconds after the first record).
         #[arg(long, value_name = "TIME")]
         end: Option<String>,
+        /// Stream over the recordings' chunks in time order in bounded memory instead of loading them whole (the
+        /// default when their records exceed 2 GiB decompressed): two passes (the steps first), every figure as a
+        /// load gives it except launch latencies' and costs' percentiles past 65,536 launches a row, from a sketch
+        /// within 0.5% (marked ~).
+        #[arg(long, conflicts_with = "no_stream")]
+        stream: bool,
+        /// Load the recordings whole, however large (memory about the size of their records).
+        #[arg(long)]
+        no_stream: bool,
     },
     /// Compare recordings: per kernel and NVTX range, what got slower or faster, with a noise-aware verdict.
     /// Exit code 3 when something regressed; 4 when less than half of the base's kernel time is in kernels the new

@@ -114,13 +114,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             )
         }
         Some(Command::Info { files, json }) => reports::info(&files, json),
-        Some(Command::Analyze { files, step, json, markdown, gap_threshold, start, end }) => {
+        Some(Command::Analyze { files, step, json, markdown, gap_threshold, start, end, stream, no_stream }) => {
             let format = match (json, markdown) {
                 (true, _) => reports::AnalyzeFormat::Json,
                 (_, true) => reports::AnalyzeFormat::Markdown,
                 _ => reports::AnalyzeFormat::Text,
             };
-            reports::analyze(&files, step, &gap_threshold, (start.as_deref(), end.as_deref()), format)
+            let choice = streaming::Choice::of(stream, no_stream);
+            reports::analyze(&files, step, &gap_threshold, (start.as_deref(), end.as_deref(), choice), format)
         }
         Some(Command::Source {
             files,

@@ -257,12 +257,13 @@ pub enum AnalyzeFormat {
     Markdown,
 }
 
-/// `analyze`: the files are one job's ranks (or processes), analysed together; `window`: `--start`/`--end`.
+/// `analyze`: the files are one job's ranks (or processes), analysed together; `window`: `--start`/`--end` and
+/// whether to stream.
 pub fn analyze(
     files: &[PathBuf],
     step: Option<String>,
     gap_threshold: &str,
-    window: (Option<&str>, Option<&str>),
+    window: (Option<&str>, Option<&str>, crate::streaming::Choice),
     format: AnalyzeFormat,
 ) -> Result<ExitCode> {
     use crate::convert::{extents_text, filter, first_record, record_extents, window_text};
@@ -274,33 +275,43 @@ pub fn analyze(
     if !gap_threshold.trim().ends_with('s') {
         usage!("--gap-threshold needs a unit (e.g. 30us, 500ns): '{gap_threshold}'");
     }
-    let (start, end) = window;
+    let (start, end, choice) = window;
     let timed_window = start.is_some() || end.is_some();
-    // A window reads only its chunks: nothing is decoded ahead.
-    let (readers, prefetched) = open_inputs(files, !timed_window).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let may_stream = choice.may_stream(files, false);
+    // A window reads only its chunks, and a stream reads them in its own order: nothing is decoded ahead.
+    let (readers, prefetched) = open_inputs(files, !timed_window && !may_stream).map_err(|e| anyhow::anyhow!("{e}"))?;
     let filter = filter(start, end, &[], &readers)?;
     let origin = first_record(&readers);
-    let record_bytes = cutr_model::stream::record_bytes(&readers);
-    if !timed_window && record_bytes > crate::streaming::AUTO_STREAM_RECORD_BYTES {
-        eprintln!(
-            "cupti-convert: warning: analyze loads every record it reads ({} MB of records here, about as much \
-             memory): --start/--end analyses a window and reads only its chunks",
-            record_bytes >> 20
-        );
-    }
     let extents = timed_window.then(|| record_extents(&readers));
-    let mut trace =
-        load_prefetched(files, &readers, &LoadOptions { filter }, prefetched).map_err(|e| anyhow::anyhow!("{e}"))?;
-    // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give.
-    for (path, r) in files.iter().zip(&readers) {
-        for w in cutr_analyses::source::annotate(&mut trace, &[r]) {
-            crate::warnings::warn(path, &w);
+    let opts = analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns };
+    let (mut a, records) = if may_stream && choice.streams(&readers, &filter) {
+        let streamed = analyze::stream::analyze_streamed(files, &readers, &opts, &Default::default(), &filter)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        drop(readers);
+        warn_all(&streamed.trace);
+        for w in &streamed.warnings {
+            eprintln!("cupti-convert: warning: {w}");
         }
-    }
-    drop(readers);
-    warn_all(&trace);
+        let records = streamed.end.span.1 > 0;
+        (streamed.analysis, records)
+    } else {
+        let mut trace = load_prefetched(files, &readers, &LoadOptions { filter }, prefetched)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give.
+        for (path, r) in files.iter().zip(&readers) {
+            for w in cutr_analyses::source::annotate(&mut trace, &[r]) {
+                crate::warnings::warn(path, &w);
+            }
+        }
+        drop(readers);
+        warn_all(&trace);
+        let a = analyze::analyze(&trace, &opts);
+        let records = trace.records() > 0;
+        std::mem::forget(trace);
+        (a, records)
+    };
     if let Some(extents) = &extents
-        && trace.records() == 0
+        && !records
     {
         eprintln!(
             "cupti-convert: warning: the window {} keeps no record: the records lie at {} (seconds after the first \
@@ -309,7 +320,6 @@ pub fn analyze(
             extents_text(extents)
         );
     }
-    let mut a = analyze::analyze(&trace, &analyze::AnalyzeOptions { step_prefix: step.clone(), short_gap_ns });
     if timed_window {
         // Times print from the recording's first record, where the window counts from, not the window's.
         a.first_record_ns = origin;
@@ -328,7 +338,6 @@ pub fn analyze(
     if a.gpus.is_empty() {
         eprintln!("cupti-convert: warning: the recordings hold no kernel, copy or memset: no GPU to analyse");
     }
-    std::mem::forget(trace);
     match format {
         AnalyzeFormat::Json => stdout::println(&serde_json::to_string_pretty(&a)?)?,
         AnalyzeFormat::Markdown => stdout::print(&analyze::render::render_markdown(&a))?,

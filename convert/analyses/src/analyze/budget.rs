@@ -74,7 +74,8 @@ pub fn segments(ops: impl IntoIterator<Item = (u64, u64, OpClass)>) -> Vec<Segme
     out
 }
 
-fn state_of(compute: u32, comm: u32, copy: u32) -> State {
+/// The state while `compute`, `comm` and `copy` ops of each class run.
+pub(crate) fn state_of(compute: u32, comm: u32, copy: u32) -> State {
     match (compute > 0, comm > 0, copy > 0) {
         (true, true, _) => State::ComputeWithCommunication,
         (true, false, _) => State::Compute,

@@ -67,8 +67,10 @@ pub struct ClassifiedGap {
 /// process's time inside synchronizing calls, as sorted disjoint intervals.
 #[derive(Debug, Default)]
 pub struct HostIndex {
-    in_api: FxHashMap<(ProcId, u32), Vec<(u64, u64)>>,
-    in_sync: FxHashMap<ProcId, Vec<(u64, u64)>>,
+    /// Per thread, sorted and merged.
+    pub(crate) in_api: FxHashMap<(ProcId, u32), Vec<(u64, u64)>>,
+    /// Per process, sorted and merged.
+    pub(crate) in_sync: FxHashMap<ProcId, Vec<(u64, u64)>>,
 }
 
 /// Whether a CUDA API function waits for the device: the explicit synchronizations, and the copies and memsets

@@ -52,6 +52,9 @@ pub struct Analysis {
     /// `--start`/`--end`: which records were analysed; `None` for all of them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<String>,
+    /// How the recordings were read when streamed (`None`: loaded whole).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<AnalyzeStream>,
     pub step_source: StepSource,
     pub gpus: Vec<GpuAnalysis>,
     pub launch: launch::LaunchHealth,
@@ -62,8 +65,16 @@ pub struct Analysis {
     pub steps: Vec<Step>,
 }
 
+/// A streamed analysis's reading: each pass walked these chunks in these windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AnalyzeStream {
+    pub passes: u32,
+    pub chunks: u64,
+    pub windows: u64,
+}
+
 /// One GPU (one file's device).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GpuAnalysis {
     pub file: String,
     pub proc: ProcId,
@@ -85,7 +96,7 @@ pub struct GpuAnalysis {
 }
 
 /// One idle gap, with what ran before and after it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GapReport {
     pub start: u64,
     pub end: u64,
@@ -99,7 +110,7 @@ pub struct GapReport {
 }
 
 /// A GPU's budget over one step.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepBudget {
     pub index: u32,
     pub name: String,
@@ -130,7 +141,22 @@ struct Op {
     start: u64,
     end: u64,
     class: OpClass,
+    /// Tells apart ops that start and end at the same instants ([`op_tie`]), so the op named before or after a
+    /// gap is the same on every run and in the streamed path.
+    tie: (u8, u32, u32),
     row: Row,
+}
+
+/// The order among ops of one GPU that start and end at the same instants: kernels, copies, memsets; then by
+/// correlation id; then by name (a kernel's name id, a copy's kinds, a memset's memory kind). Ops equal in all
+/// of it print the same.
+pub(crate) fn op_tie(kind: u8, correlation: u32, what: u32) -> (u8, u32, u32) {
+    (kind, correlation, what)
+}
+
+/// A copy's kinds as one number, for [`op_tie`].
+pub(crate) fn copy_code(copy_kind: u8, src: u8, dst: u8) -> u32 {
+    (copy_kind as u32) << 16 | (src as u32) << 8 | dst as u32
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -164,12 +190,8 @@ pub fn analyze(trace: &Trace, opts: &AnalyzeOptions) -> Analysis {
     let mut findings: Vec<RuleResult> = findings::host::rules(&cx);
     findings.extend(findings::kernels::rules(&cx));
     findings.extend(findings::starvation::rules(&cx, &gpus));
-    findings.sort_by_key(|r| match &r.outcome {
-        types::Outcome::Found(f) => (0, f.severity),
-        types::Outcome::Clean { .. } => (1, types::Severity::Low),
-        types::Outcome::CannotJudge { .. } => (2, types::Severity::Low),
-    });
-    Analysis { first_record_ns: trace.span().0, window: None, step_source, gpus, launch, findings, steps }
+    stream::sort_findings(&mut findings);
+    Analysis { first_record_ns: trace.span().0, window: None, stream: None, step_source, gpus, launch, findings, steps }
 }
 
 /// Every kernel, memcpy and memset, by (file, device).
@@ -193,15 +215,18 @@ fn gpu_ops(trace: &Trace) -> BTreeMap<(ProcId, u32), Vec<Op>> {
             start: k.start,
             end: k.end,
             class,
+            tie: op_tie(0, k.correlation, k.name.0),
             row: Row::Kernel(i as u32),
         });
     }
     for (i, m) in trace.memcpys.iter().enumerate() {
-        let op = Op { start: m.start, end: m.end, class: OpClass::Copy, row: Row::Memcpy(i as u32) };
+        let tie = op_tie(1, m.correlation, copy_code(m.copy_kind, m.src_kind, m.dst_kind));
+        let op = Op { start: m.start, end: m.end, class: OpClass::Copy, tie, row: Row::Memcpy(i as u32) };
         by_gpu.entry((m.proc, m.device)).or_default().push(op);
     }
     for (i, m) in trace.memsets.iter().enumerate() {
-        let op = Op { start: m.start, end: m.end, class: OpClass::Copy, row: Row::Memset(i as u32) };
+        let tie = op_tie(2, m.correlation, m.memory_kind as u32);
+        let op = Op { start: m.start, end: m.end, class: OpClass::Copy, tie, row: Row::Memset(i as u32) };
         by_gpu.entry((m.proc, m.device)).or_default().push(op);
     }
     by_gpu
@@ -229,7 +254,7 @@ fn name_of(trace: &Trace, row: Row) -> String {
 
 /// One GPU's budget, idle causes, longest gaps and step budgets (file, rank and device left for the caller).
 fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op>, threshold: u64) -> GpuAnalysis {
-    ops.sort_unstable_by_key(|o| (o.start, o.end));
+    ops.sort_unstable_by_key(|o| (o.start, o.end, o.tie));
     let segs: Vec<Segment> = budget::segments(ops.iter().map(|o| (o.start, o.end, o.class)));
     let budget = budget::budget(&segs);
     let span = (budget.start, budget.end);
@@ -260,10 +285,7 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
         first_by_key(gaps.iter().collect(), LONGEST_GAPS, |g| (std::cmp::Reverse(g.end - g.start), g.start));
     let mut windows: Vec<(u64, u64)> = steps.iter().map(|s| (s.start, s.end)).collect();
     idle::merge(&mut windows);
-    let in_steps = |g: &ClassifiedGap| -> u64 {
-        let first = windows.partition_point(|w| w.1 <= g.start);
-        windows[first..].iter().take_while(|w| w.0 < g.end).map(|w| w.1.min(g.end) - w.0.max(g.start)).sum()
-    };
+    let in_steps = |g: &ClassifiedGap| -> u64 { time_in_windows(&windows, g.start, g.end) };
     let by_step_time: Vec<(u64, &ClassifiedGap)> = gaps.iter().map(|g| (in_steps(g), g)).filter(|x| x.0 > 0).collect();
     let by_step_time = first_by_key(by_step_time, LONGEST_GAPS, |&(ns, g)| (std::cmp::Reverse(ns), g.start));
     GpuAnalysis {
@@ -278,6 +300,12 @@ fn analyze_gpu(trace: &Trace, host: &HostIndex, steps: &[&Step], mut ops: Vec<Op
         long_gaps,
         longest_step_gaps: gap_reports(trace, &ops, by_step_time.into_iter().map(|x| x.1).collect()),
     }
+}
+
+/// The time of `[start, end)` inside `windows` (merged, sorted): how gaps are ranked by their time inside steps.
+pub(crate) fn time_in_windows(windows: &[(u64, u64)], start: u64, end: u64) -> u64 {
+    let first = windows.partition_point(|w| w.1 <= start);
+    windows[first..].iter().take_while(|w| w.0 < end).map(|w| w.1.min(end).saturating_sub(w.0.max(start))).sum()
 }
 
 /// The first `n` of `items` in the order of `key`, sorted. A selection then a sort of `n`, not a sort of all: a

@@ -83,11 +83,23 @@ fn step_spread(g: &GpuAnalysis) -> Option<(u64, u64, u64, String)> {
     Some((median, min, max, slowest.join(", ")))
 }
 
+/// How a streamed analysis read the recordings, in words.
+fn stream_text(s: &super::AnalyzeStream) -> String {
+    format!(
+        "Read: streamed over {} chunks in {} windows, {} passes (bounded memory; launch percentiles past 65,536 \
+         launches a row from a sketch within 0.5%, marked ~)",
+        s.chunks, s.windows, s.passes
+    )
+}
+
 /// The text report.
 pub fn render_text(a: &Analysis) -> String {
     let mut o = String::new();
     if let Some(w) = &a.window {
         let _ = writeln!(o, "Window: {w}\n");
+    }
+    if let Some(s) = &a.stream {
+        let _ = writeln!(o, "{}\n", stream_text(s));
     }
     let _ = writeln!(o, "Time budget per GPU (ms and share of the span; parts add up to the span)");
     let _ = writeln!(
@@ -225,6 +237,9 @@ pub fn render_markdown(a: &Analysis) -> String {
     let mut o = String::from("## cutr analyze\n\n");
     if let Some(w) = &a.window {
         let _ = writeln!(o, "Window: {w}\n");
+    }
+    if let Some(s) = &a.stream {
+        let _ = writeln!(o, "{}\n", stream_text(s));
     }
     o.push_str("### Time budget per GPU (ms, share of the span)\n\n");
     o.push_str("| GPU | file | span | computation | comm. exposed | comm. overlapped | copies exposed | idle |\n");

@@ -9,7 +9,7 @@ use super::types::{Step, StepSource};
 use crate::ranks::is_step_range;
 
 /// The prefix of the ranges PyTorch's profiler opens around each `step()`.
-const PROFILER_STEP: &str = "ProfilerStep#";
+pub(crate) const PROFILER_STEP: &str = "ProfilerStep#";
 
 /// A process's GPU work is "mostly graph replays" when graph ops take more than this share of its GPU op time.
 const GRAPH_SHARE: f64 = 0.5;
@@ -39,11 +39,11 @@ fn nvtx_steps(trace: &Trace, prefix: &str) -> Vec<Step> {
         .filter(|r| is_step_range(trace, r, prefix))
         .map(|r| (r.proc, r.start, r.end, trace.names.get(r.name).to_string()))
         .collect();
-    number(trace, raw)
+    number_steps(trace, raw)
 }
 
 /// Sorts `(proc, start, end, name)` and numbers each process's steps in time order.
-fn number(trace: &Trace, mut raw: Vec<(ProcId, u64, u64, String)>) -> Vec<Step> {
+pub(crate) fn number_steps(trace: &Trace, mut raw: Vec<(ProcId, u64, u64, String)>) -> Vec<Step> {
     raw.sort_by_key(|a| (a.0, a.1, a.2));
     let ranks = trace.job_ranks();
     let mut out: Vec<Step> = Vec::with_capacity(raw.len());
@@ -82,8 +82,7 @@ fn graph_launch_steps(trace: &Trace) -> Vec<Step> {
     for m in &trace.memsets {
         add(m.proc, m.graph_id, m.corr(), m.end, m.end.saturating_sub(m.start));
     }
-    let mostly_graphs: Vec<bool> =
-        time.iter().map(|&(g, all)| all > 0 && g as f64 > GRAPH_SHARE * all as f64).collect();
+    let mostly_graphs = graph_launch_is_mostly_graphs(&time);
     let raw = launch_end
         .into_iter()
         .filter(|(key, _)| mostly_graphs[key.proc.index()])
@@ -92,9 +91,14 @@ fn graph_launch_steps(trace: &Trace) -> Vec<Step> {
             Some((key.proc, call.start, end.max(call.start), String::new()))
         })
         .collect();
-    let mut steps = number(trace, raw);
+    let mut steps = number_steps(trace, raw);
     for s in &mut steps {
         s.name = format!("graph launch {}", s.index + 1);
     }
     steps
+}
+
+/// Per process, from its (graph op time, all op time): whether its graph launches are its steps.
+pub(crate) fn graph_launch_is_mostly_graphs(time: &[(u64, u64)]) -> Vec<bool> {
+    time.iter().map(|&(g, all)| all > 0 && g as f64 > GRAPH_SHARE * all as f64).collect()
 }

@@ -8,13 +8,22 @@
 //! returns its part of the report and the warnings of what it had to settle early
 //! ([`cutr_model::stream::StreamOptions::max_waiting`]).
 
+mod first;
+mod gpus;
 pub mod host_rules;
 pub mod kernel_rules;
 pub mod launch;
+mod steps;
+mod sweep;
 
-use cutr_model::stream::Batch;
+use std::path::PathBuf;
 
-use super::types::{Step, StepSource};
+use cutr_format::Reader;
+use cutr_model::stream::{Batch, StreamEnd, StreamOptions, stream_readers_in};
+use cutr_model::{Filter, LoadError, Trace};
+
+use super::types::{Context, Outcome, RuleResult, Severity, Step, StepSource};
+use super::{Analysis, AnalyzeOptions, AnalyzeStream, findings, launch::LaunchHealth};
 
 /// What the first pass finds: what the second pass's folds judge against.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,4 +40,70 @@ pub struct FirstPass {
 /// copies, then memsets.
 pub fn gpu_op_count(b: &Batch) -> usize {
     b.kernels.len() + b.memcpys.len() + b.memsets.len()
+}
+
+/// What [`analyze_streamed`] gives: the report, what the stream saw, and the warnings of what was settled early.
+pub struct Streamed {
+    pub analysis: Analysis,
+    /// The processes and names (no rows), with each file's join statistics and problems.
+    pub trace: Trace,
+    /// The second pass's counts.
+    pub end: StreamEnd,
+    pub warnings: Vec<String>,
+}
+
+/// The options both passes stream with: GPU work held for its launching call (a gap's next op needs it), and the
+/// counter series (the kernel rules' PM averages).
+pub fn stream_options(base: &StreamOptions) -> StreamOptions {
+    StreamOptions { hold_unlaunched: true, counters: true, ..base.clone() }
+}
+
+/// `analyze` over `readers` (one job's files, `paths` label them) in two passes, the records `filter` keeps.
+pub fn analyze_streamed(
+    paths: &[PathBuf],
+    readers: &[Reader],
+    opts: &AnalyzeOptions,
+    stream_opts: &StreamOptions,
+    filter: &Filter,
+) -> Result<Streamed, LoadError> {
+    let sopts = stream_options(stream_opts);
+    let mut first: Option<first::FirstFold> = None;
+    let (trace, _) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
+        first.get_or_insert_with(|| first::FirstFold::new(t, opts.step_prefix.as_deref())).batch(t, &b);
+    })?;
+    let first = first.unwrap_or_else(|| first::FirstFold::new(&trace, opts.step_prefix.as_deref())).finish(&trace);
+    let mut gpus_fold = gpus::GpuFold::new(&trace, &first, opts.short_gap_ns, sopts.max_waiting);
+    let (trace, end) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
+        gpus_fold.batch(t, &b);
+    })?;
+    let (gpus, mut warnings) = gpus_fold.finish(&trace, &first.steps);
+    let launch = LaunchHealth { first_record_ns: end.span.0, ..LaunchHealth::default() };
+    let FirstPass { step_source, steps, .. } = first;
+    let cx = Context { trace: &trace, steps: &steps, step_source: &step_source };
+    let mut found: Vec<RuleResult> = Vec::new();
+    found.extend(findings::starvation::rules(&cx, &gpus));
+    sort_findings(&mut found);
+    warnings.dedup();
+    let stream = Some(AnalyzeStream { passes: 2, chunks: end.chunks, windows: end.windows });
+    let analysis = Analysis {
+        first_record_ns: end.span.0,
+        window: None,
+        stream,
+        step_source,
+        gpus,
+        launch,
+        findings: found,
+        steps,
+    };
+    Ok(Streamed { analysis, trace, end, warnings })
+}
+
+/// Found ones first by severity, then clean ones, then those that could not judge (a stable sort: each group in
+/// the rules' order), as [`super::analyze`] orders them.
+pub fn sort_findings(findings: &mut [RuleResult]) {
+    findings.sort_by_key(|r| match &r.outcome {
+        Outcome::Found(f) => (0, f.severity),
+        Outcome::Clean { .. } => (1, Severity::Low),
+        Outcome::CannotJudge { .. } => (2, Severity::Low),
+    });
 }

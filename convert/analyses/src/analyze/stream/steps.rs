@@ -1,0 +1,75 @@
+//! A process's steps as a GPU's sweep counts into them: which steps a busy run or a gap overlaps (steps may
+//! overlap one another), each step's busy time and idle causes, and its budget once the GPU's span is known.
+
+use super::super::idle::{IdleCauses, merge};
+use super::super::types::Step;
+use super::super::{StepBudget, time_in_windows};
+use super::sweep::Busy;
+
+/// One process's steps, in the order of [`super::FirstPass::steps`].
+#[derive(Debug, Default)]
+pub struct ProcSteps {
+    /// Each step's `[start, end)` (an end before its start taken as the start, as a budget takes it).
+    windows: Vec<(u64, u64)>,
+    /// The latest end among the steps up to each: the first step that can reach past an instant.
+    max_end: Vec<u64>,
+    /// The steps merged, for a gap's time inside steps.
+    merged: Vec<(u64, u64)>,
+}
+
+impl ProcSteps {
+    pub fn new(steps: &[&Step]) -> ProcSteps {
+        let windows: Vec<(u64, u64)> = steps.iter().map(|s| (s.start, s.end.max(s.start))).collect();
+        let mut max_end = Vec::with_capacity(windows.len());
+        let mut latest = 0;
+        for w in &windows {
+            latest = latest.max(w.1);
+            max_end.push(latest);
+        }
+        let mut merged: Vec<(u64, u64)> = steps.iter().map(|s| (s.start, s.end)).collect();
+        merge(&mut merged);
+        ProcSteps { windows, max_end, merged }
+    }
+
+    /// The steps overlapping `[start, end)`, with their windows.
+    pub fn overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = (usize, (u64, u64))> + '_ {
+        let first = self.max_end.partition_point(|&e| e <= start);
+        self.windows[first..]
+            .iter()
+            .enumerate()
+            .take_while(move |(_, w)| w.0 < end)
+            .filter(move |(_, w)| w.1 > start)
+            .map(move |(i, w)| (first + i, *w))
+    }
+
+    /// The time of `[start, end)` inside the merged steps.
+    pub fn merged_inside(&self, start: u64, end: u64) -> u64 {
+        time_in_windows(&self.merged, start, end)
+    }
+}
+
+/// One step's tally on one GPU.
+#[derive(Clone, Copy, Debug)]
+pub struct StepTally {
+    pub busy: Busy,
+    pub idle: IdleCauses,
+}
+
+impl StepTally {
+    pub fn new(threshold: u64) -> StepTally {
+        StepTally {
+            busy: Busy::default(),
+            idle: IdleCauses { short_gap_threshold_ns: threshold, ..IdleCauses::default() },
+        }
+    }
+
+    /// The step's budget and idle causes on a GPU whose span is `span`: time of the step outside it is idle,
+    /// "other" (as [`super::super::idle::causes_over`] counts it).
+    pub fn finish(self, step: &Step, span: (u64, u64)) -> StepBudget {
+        let (ws, we) = (step.start, step.end.max(step.start));
+        let mut idle = self.idle;
+        let (ss, se) = if span.1 > span.0 { span } else { (we, we) };
+        idle.other_ns += ss.clamp(ws, we) - ws + (we - se.clamp(ws, we));
+        StepBudget { index: step.index, name: step.name.clone(), budget: self.busy.budget(step.start, step.end), idle }
+    }
+}
