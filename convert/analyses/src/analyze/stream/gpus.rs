@@ -153,12 +153,14 @@ impl GpuFold {
     }
 
     /// Drops the host's calls that no gap can ask for any more: those ended before every sweep of their process
-    /// stands (a gap open since its start, else its position; the stream's edge for a process with no GPU yet).
+    /// stands (a gap open since its start, else its position; the stream's edge for a process with no GPU yet: its
+    /// first op starts after it).
     /// Past the cap, the oldest calls are dropped anyway, counted.
     fn prune_host(&mut self, edge: u64) {
         let mut frontier: FxHashMap<ProcId, u64> = FxHashMap::default();
         for s in self.sweeps.values() {
-            let at = s.frontier().unwrap_or(edge).min(edge);
+            // Past the edge only where the sweep settled early (a kept-back edge): its gaps still start after it.
+            let at = s.frontier().unwrap_or(edge);
             let f = frontier.entry(s.proc).or_insert(at);
             *f = (*f).min(at);
         }
