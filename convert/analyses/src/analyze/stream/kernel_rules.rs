@@ -5,7 +5,7 @@
 //! waits for the stream's edge. At the end the recorded names are merged by demangled name (a load names kernels
 //! so) and ranked as a load ranks them.
 //!
-//! The PM averages are `stats --stream`'s counters section ([`StreamedCounters`]: each window's executions
+//! The PM averages are `stats --stream`'s counters section (`StreamedCounters`: each window's executions
 //! integrated against the series the stream's trace holds from its open), read as a load reads `stats`' section;
 //! it is summed only where the file has PM sampling series. The PC samples' notes are `source`'s, which it reads of
 //! the files' PC sample chunks and cubins, not of the rows: `finish` reads them off the trace as a load's rules
@@ -138,27 +138,30 @@ mod tests {
         (r, first)
     }
 
-    /// The fold's results over the stream of `name` in windows of `window_bytes`.
-    fn streamed(name: &str, first: &FirstPass, window_bytes: u64) -> (Vec<RuleResult>, Vec<String>) {
+    /// The fold's results over the stream of `name` in windows of `window_bytes`, its warnings and the windows
+    /// streamed.
+    fn streamed(name: &str, first: &FirstPass, window_bytes: u64) -> (Vec<RuleResult>, Vec<String>, u64) {
         let paths = [fixture(name)];
         let (readers, _) = open_inputs(&paths, false).unwrap();
         let opts = StreamOptions { hold_unlaunched: true, counters: true, window_bytes, ..StreamOptions::default() };
         let mut fold: Option<KernelRulesFold> = None;
-        let (mut t, _) = stream_readers_in(&paths, &readers, &opts, &Filter::default(), |t, _, b| {
+        let (mut t, end) = stream_readers_in(&paths, &readers, &opts, &Filter::default(), |t, _, b| {
             fold.get_or_insert_with(|| KernelRulesFold::new(t, first, &opts)).batch(t, &b);
         })
         .unwrap();
         annotate(&mut t, &readers);
-        fold.unwrap_or_else(|| KernelRulesFold::new(&t, first, &opts)).finish(&t)
+        let (results, warnings) = fold.unwrap_or_else(|| KernelRulesFold::new(&t, first, &opts)).finish(&t);
+        (results, warnings, end.windows)
     }
 
-    /// The streamed results equal the loaded ones at one chunk per window and at the default windows; returns
-    /// them.
+    /// The streamed results equal the loaded ones at one chunk per window (3 to 11 windows on these fixtures) and
+    /// at the default windows; returns them.
     fn same(name: &str, prefix: Option<&str>, steps: Option<Vec<Step>>) -> Vec<RuleResult> {
         let (want, first) = loaded(name, prefix, steps);
         for window_bytes in [1, StreamOptions::default().window_bytes] {
-            let (got, warnings) = streamed(name, &first, window_bytes);
+            let (got, warnings, windows) = streamed(name, &first, window_bytes);
             assert_eq!(got, want, "{name}, windows of {window_bytes} B");
+            assert!(window_bytes > 1 || windows >= 3, "{name}: {windows} windows of one chunk");
             assert_eq!(warnings, Vec::<String>::new());
         }
         want
@@ -230,7 +233,8 @@ mod tests {
     }
 
     /// `cuda_workload.cutr`: `spin`, one thread on one of 132 SMs for 71.8% of the span (10 launches, 20,009,843
-    /// ns, the first correlation 167), found low; neither counters nor PC samples.
+    /// ns, the first correlation 167), found low; neither counters nor PC samples. Steps with no kernel in them
+    /// leave nothing hot.
     #[test]
     fn the_spin_kernels_occupancy_streams_as_loaded() {
         let r = same("cuda_workload.cutr", None, None);
@@ -248,6 +252,10 @@ mod tests {
             (summaries(&r, "kernel_bound"), summaries(&r, "kernel_stalls")),
             (vec![NO_COUNTERS.into()], vec![NO_PC_SAMPLES.into()])
         );
+        // A step before any GPU work, and one of a process the trace lacks: nothing ran in them.
+        let step = |proc, end| Step { proc: ProcId(proc), rank: 0, index: 0, name: "empty".into(), start: 0, end };
+        let r = same("cuda_workload.cutr", None, Some(vec![step(0, 10), step(7, u64::MAX)]));
+        assert_eq!(summaries(&r, "low_occupancy"), ["clean: no kernel takes 5% or more of the steps time"]);
     }
 
     /// PyTorch's loop over its 20 `step N` ranges: no kernel name takes 5% of the steps' time.
