@@ -28,7 +28,7 @@ impl Trace {
     /// The occupancy calculator's limits of every device of every file, from the recorded properties. The
     /// shared memory the driver reserves per block was recorded only from cutr 0.2 on; before, it is the
     /// driver's value for the architecture (1 KiB from Ampere on).
-    fn index_device_limits(&self) -> Vec<((ProcId, u32), crate::occupancy::DeviceLimits)> {
+    pub(crate) fn index_device_limits(&self) -> Vec<((ProcId, u32), crate::occupancy::DeviceLimits)> {
         let mut out = Vec::new();
         for (i, p) in self.processes.iter().enumerate() {
             for d in &p.meta.devices {

@@ -252,6 +252,8 @@ fn stream_inner(
     for (proc, w) in grouping.warnings {
         trace.processes[proc.index()].warnings.push(w);
     }
+    // The occupancy calculator's inputs ([`Trace::occupancy_inputs`]) read as on a loaded trace.
+    trace.device_limits = trace.index_device_limits();
     let decoders: Vec<FileDecoder<'_>> =
         decoders.into_iter().map(|d| d.expect("every input is in the grouping")).collect();
     // Every file's chunks in one time order (trace time: the files' clocks differ).

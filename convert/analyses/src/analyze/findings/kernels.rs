@@ -8,6 +8,9 @@ pub mod hot;
 pub mod occupancy;
 pub mod pm;
 pub mod stalls;
+pub mod tally;
+
+use cutr_model::Trace;
 
 use super::super::types::{Context, RuleResult};
 
@@ -15,9 +18,14 @@ use super::super::types::{Context, RuleResult};
 pub fn rules(cx: &Context<'_>) -> Vec<RuleResult> {
     let t = cx.trace;
     let (hot, windows) = hot::hot_kernels(cx);
-    let pm = pm::PmAverages::of(t);
-    let mut out = occupancy::rule(t, &hot, &windows, &pm);
-    out.extend(bound::rule(t, &hot, &windows, &pm));
-    out.extend(stalls::rule(t, &hot, &windows));
+    judge(t, &hot, &windows, &pm::PmAverages::of(t))
+}
+
+/// The rules over hot kernels found and PM averages computed (of a loaded trace, or of a stream: `t` then holds
+/// no rows, only what the rules read besides the kernels: devices, counter series, `source`'s notes).
+pub(crate) fn judge(t: &Trace, hot: &[hot::HotKernel], windows: &hot::Windows, pm: &pm::PmAverages) -> Vec<RuleResult> {
+    let mut out = occupancy::rule(t, hot, windows, pm);
+    out.extend(bound::rule(t, hot, windows, pm));
+    out.extend(stalls::rule(t, hot, windows));
     out
 }

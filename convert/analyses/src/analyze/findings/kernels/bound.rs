@@ -63,7 +63,7 @@ pub fn peak_dram_bytes_per_s(t: &Trace, proc: ProcId, device: u32) -> Option<f64
 }
 
 /// DRAM throughput (% of peak) over a kernel's executions on a device, or what the device lacks for it.
-fn memory_pct(t: &Trace, h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Result<f64, String> {
+fn memory_pct(t: &Trace, h: &HotKernel, device: u32, pm: &PmAverages) -> Result<f64, String> {
     let get = |s: &str| pm.get(&h.name, device, s);
     if let (Some(r), Some(w)) = (get(pm::DRAM_READ_PCT), get(pm::DRAM_WRITE_PCT)) {
         return Ok(r + w);
@@ -73,14 +73,14 @@ fn memory_pct(t: &Trace, h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Res
         (None, _) => return Err(format!("no PM average of {} over it", pm::DRAM_READ_BYTES)),
         (_, None) => return Err(format!("no PM average of {} over it", pm::DRAM_WRITE_BYTES)),
     };
-    let proc = h.executions.iter().find(|k| k.device == device).map_or(ProcId(0), |k| k.proc);
+    let proc = h.tally.first_proc_on(device).unwrap_or(ProcId(0));
     let peak = peak_dram_bytes_per_s(t, proc, device)
         .ok_or_else(|| "no memory clock or bus width in the file (for its DRAM peak)".to_string())?;
     Ok(100.0 * (read + write) / peak)
 }
 
 /// The compute throughput (% of peak): the higher of SM issue and tensor pipe activity; or the series it lacks.
-fn compute_pct(h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Result<f64, String> {
+fn compute_pct(h: &HotKernel, device: u32, pm: &PmAverages) -> Result<f64, String> {
     let issue = pm
         .get(&h.name, device, pm::SM_ISSUE_PCT)
         .ok_or_else(|| format!("no PM average of {} over it", pm::SM_ISSUE_PCT))?;
@@ -89,7 +89,7 @@ fn compute_pct(h: &HotKernel<'_>, device: u32, pm: &PmAverages) -> Result<f64, S
 
 /// A kernel's throughput on the first of its devices (most time first) whose counters give it; else what the
 /// busiest device's counters lack.
-fn throughput(t: &Trace, h: &HotKernel<'_>, pm: &PmAverages) -> Result<(u32, Throughput), String> {
+fn throughput(t: &Trace, h: &HotKernel, pm: &PmAverages) -> Result<(u32, Throughput), String> {
     let mut first_err = None;
     for &d in &h.devices {
         match (memory_pct(t, h, d, pm), compute_pct(h, d, pm)) {
@@ -103,7 +103,7 @@ fn throughput(t: &Trace, h: &HotKernel<'_>, pm: &PmAverages) -> Result<(u32, Thr
 }
 
 /// A finding per hot kernel with PM averages; a kernel the counters do not cover says so.
-pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> Vec<RuleResult> {
+pub fn rule(t: &Trace, hot: &[HotKernel], w: &Windows, pm: &PmAverages) -> Vec<RuleResult> {
     if !pm.any {
         let why = "no PM counters in the file (record with `cupti-record --counters`)".to_string();
         return vec![RuleResult { rule: RULE, outcome: Outcome::CannotJudge { why } }];
@@ -115,7 +115,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> V
     hot.iter()
         .map(|h| {
             let outcome = match throughput(t, h, pm) {
-                Ok((device, tp)) => Outcome::Found(finding(t, h, w, device, tp)),
+                Ok((device, tp)) => Outcome::Found(finding(h, w, device, tp)),
                 Err(e) => Outcome::CannotJudge { why: format!("{}: {e}", short_name(&h.name)) },
             };
             RuleResult { rule: RULE, outcome }
@@ -123,7 +123,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> V
         .collect()
 }
 
-fn finding(t: &Trace, h: &HotKernel<'_>, w: &Windows, device: u32, tp: Throughput) -> Finding {
+fn finding(h: &HotKernel, w: &Windows, device: u32, tp: Throughput) -> Finding {
     // The GPU is named where the kernel ran on several.
     let on = if h.devices.len() > 1 { format!(" on GPU {device}") } else { String::new() };
     let summary = format!(
@@ -159,7 +159,7 @@ fn finding(t: &Trace, h: &HotKernel<'_>, w: &Windows, device: u32, tp: Throughpu
         count: h.count,
         time_ns: h.time_ns,
         share_pct: h.share_pct,
-        events: h.evidence(t),
+        events: h.evidence(),
     }
 }
 

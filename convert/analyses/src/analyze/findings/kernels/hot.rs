@@ -3,12 +3,14 @@
 //! at most [`MAX_HOT`]. A name's share is its time inside the windows over the windows' time.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
-use cutr_model::{Kernel, NameId, ProcId, Trace};
+use cutr_model::{Kernel, NameId, ProcId};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::super::super::types::{Context, EventRef, MAX_EVIDENCE, Severity};
+use super::super::super::types::{Context, EventRef, MAX_EVIDENCE, Severity, Step};
+use super::tally::KernelTally;
 use crate::analyze::intervals::ProcWindows;
 #[cfg(test)]
 use crate::analyze::intervals::merged;
@@ -35,18 +37,26 @@ impl Windows {
     /// The steps of `cx` where it has any; else each process's GPU span (first GPU op's start to last's end).
     pub fn of(cx: &Context<'_>) -> Windows {
         let t = cx.trace;
-        let (windows, what) = if cx.steps.is_empty() {
+        let mut span: HashMap<ProcId, (u64, u64)> = HashMap::new();
+        if cx.steps.is_empty() {
             let ops = t.kernels.iter().map(|k| (k.proc, k.start, k.end));
             let ops = ops.chain(t.memcpys.iter().map(|m| (m.proc, m.start, m.end)));
             let ops = ops.chain(t.memsets.iter().map(|m| (m.proc, m.start, m.end)));
-            let mut span: HashMap<ProcId, (u64, u64)> = HashMap::new();
             for (proc, start, end) in ops {
                 let s = span.entry(proc).or_insert((start, end));
                 *s = (s.0.min(start), s.1.max(end));
             }
-            (ProcWindows::new(t.processes.len(), span.into_iter().map(|(p, s)| (p, s.0, s.1))), "span")
+        }
+        Windows::new(t.processes.len(), cx.steps, span.into_iter().map(|(p, s)| (p, s.0, s.1)))
+    }
+
+    /// The windows of `processes` processes: `steps` where there are any, else each process's GPU span in `spans`
+    /// (process, first GPU op's start, last one's end).
+    pub fn new(processes: usize, steps: &[Step], spans: impl Iterator<Item = (ProcId, u64, u64)>) -> Windows {
+        let (windows, what) = if steps.is_empty() {
+            (ProcWindows::new(processes, spans), "span")
         } else {
-            (ProcWindows::new(t.processes.len(), cx.steps.iter().map(|s| (s.proc, s.start, s.end))), "steps")
+            (ProcWindows::new(processes, steps.iter().map(|s| (s.proc, s.start, s.end))), "steps")
         };
         Windows { total_ns: windows.total_ns, windows, what }
     }
@@ -63,7 +73,7 @@ impl Windows {
 }
 
 /// One hot kernel name and what the rules read of it.
-pub struct HotKernel<'t> {
+pub struct HotKernel {
     /// The demangled name, as `stats` shows it.
     pub name: String,
     /// Its executions' time inside the windows (summed; concurrent executions each counted).
@@ -73,24 +83,23 @@ pub struct HotKernel<'t> {
     pub count: u64,
     /// The devices it ran on, most time first (its counters are read on the first that has them).
     pub devices: Vec<u32>,
-    /// Its executions inside the windows, in time order.
-    pub executions: Vec<&'t Kernel>,
+    /// Its executions inside the windows, summed ([`KernelTally`]): the first few, the main launch, the recorded
+    /// names.
+    pub tally: KernelTally,
 }
 
-impl HotKernel<'_> {
+impl HotKernel {
     /// The first few executions, as evidence.
-    pub fn evidence(&self, t: &Trace) -> Vec<EventRef> {
-        self.executions
-            .iter()
-            .take(MAX_EVIDENCE)
-            .map(|k| EventRef {
-                proc: k.proc,
-                start: k.start,
-                end: k.end,
-                correlation: k.correlation,
-                what: t.kernel_name(k).to_string(),
-            })
-            .collect()
+    pub fn evidence(&self) -> Vec<EventRef> {
+        // Every execution's demangled name is the hot kernel's own.
+        let event = |k: &Kernel| EventRef {
+            proc: k.proc,
+            start: k.start,
+            end: k.end,
+            correlation: k.correlation,
+            what: self.name.clone(),
+        };
+        self.tally.first().iter().take(MAX_EVIDENCE).map(event).collect()
     }
 
     /// The severity of a finding about this kernel, by its share of the window time.
@@ -99,16 +108,9 @@ impl HotKernel<'_> {
     }
 
     /// The execution whose launch configuration (grid, block, registers, shared memory, device) has the most time
-    /// inside the windows: the one the occupancy rule judges.
-    pub fn main_launch(&self, w: &Windows) -> Option<&Kernel> {
-        type Config = (ProcId, u32, [i32; 3], [i32; 3], u16, i32, i32);
-        let mut by_config: HashMap<Config, (u64, &Kernel)> = HashMap::new();
-        for k in &self.executions {
-            let key = (k.proc, k.device, k.grid, k.block, k.registers, k.static_smem, k.dynamic_smem);
-            by_config.entry(key).or_insert((0, k)).0 += w.inside(k.proc, k.start, k.end);
-        }
-        let best = by_config.into_values().max_by(|a, b| a.0.cmp(&b.0).then(b.1.start.cmp(&a.1.start)))?;
-        Some(best.1)
+    /// inside the windows (ties: the one that ran first): the one the occupancy rule judges.
+    pub fn main_launch(&self) -> Option<&Kernel> {
+        self.tally.main_launch()
     }
 }
 
@@ -117,79 +119,72 @@ pub fn severity_of(share_pct: f64) -> Severity {
     Severity::by_share(share_pct, HIGH_SHARE_PCT, MEDIUM_SHARE_PCT)
 }
 
-/// A kernel name's time inside the windows, and that time per device.
-type NameTime = (u64, FxHashMap<u32, u64>);
-/// Every kernel name's [`NameTime`].
-type NameTimes = FxHashMap<NameId, NameTime>;
-
-/// Every kernel name's time inside the windows: one parallel pass over the kernels.
-fn name_times(t: &Trace, w: &Windows) -> NameTimes {
-    t.kernels
+/// The executions inside the windows of `kernels`, by the name `name_of` gives each (in parallel blocks).
+pub fn tallies(
+    kernels: &[Kernel],
+    w: &Windows,
+    name_of: impl Fn(&Kernel) -> NameId + Sync,
+) -> FxHashMap<NameId, KernelTally> {
+    kernels
         .par_iter()
-        .fold(NameTimes::default, |mut acc, k| {
+        .fold(FxHashMap::default, |mut acc: FxHashMap<NameId, KernelTally>, k| {
             let inside = w.inside(k.proc, k.start, k.end);
             if inside > 0 {
-                let e = acc.entry(t.display_name_id(k.name)).or_default();
-                e.0 = e.0.saturating_add(inside);
-                *e.1.entry(k.device).or_default() += inside;
+                acc.entry(name_of(k)).or_default().add(k, inside);
             }
             acc
         })
-        .reduce(NameTimes::default, |mut a, b| {
-            for (name, (time, devices)) in b {
-                let e = a.entry(name).or_default();
-                e.0 = e.0.saturating_add(time);
-                for (d, ns) in devices {
-                    *e.1.entry(d).or_default() += ns;
-                }
-            }
-            a
-        })
+        .reduce(FxHashMap::default, merge_tallies)
 }
 
-/// The hot kernels, most time first (ties by name), and the windows they were measured in. Two passes: every
-/// name's time, then the executions of the hot names only.
-pub fn hot_kernels<'t>(cx: &Context<'t>) -> (Vec<HotKernel<'t>>, Windows) {
+/// Two sets of tallies by name as one.
+pub fn merge_tallies(
+    mut a: FxHashMap<NameId, KernelTally>,
+    b: FxHashMap<NameId, KernelTally>,
+) -> FxHashMap<NameId, KernelTally> {
+    for (name, tally) in b {
+        match a.entry(name) {
+            Entry::Occupied(mut e) => e.get_mut().merge(tally),
+            Entry::Vacant(e) => {
+                e.insert(tally);
+            }
+        }
+    }
+    a
+}
+
+/// The hot kernels, most time first (ties by name), and the windows they were measured in.
+pub fn hot_kernels(cx: &Context<'_>) -> (Vec<HotKernel>, Windows) {
     let t = cx.trace;
     let w = Windows::of(cx);
-    let times = name_times(t, &w);
-    let all: u64 = times.values().fold(0u64, |a, e| a.saturating_add(e.0));
-    let mut ranked: Vec<(NameId, NameTime)> = times.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.0.cmp(&a.1.0).then_with(|| t.names.get(a.0).cmp(t.names.get(b.0))));
+    let named = tallies(&t.kernels, &w, |k| t.display_name_id(k.name))
+        .into_iter()
+        .map(|(id, tally)| (t.names.get(id).to_string(), tally));
+    (rank(named.collect(), &w), w)
+}
+
+/// The hot names among every kernel name's tally (by demangled name; each name once), most time first (ties by
+/// name): the fewest that cover [`HOT_COVER_PCT`] of their summed time, at most [`MAX_HOT`].
+pub fn rank(mut named: Vec<(String, KernelTally)>, w: &Windows) -> Vec<HotKernel> {
+    let all: u64 = named.iter().fold(0u64, |a, e| a.saturating_add(e.1.time_ns));
+    named.sort_by(|a, b| b.1.time_ns.cmp(&a.1.time_ns).then_with(|| a.0.cmp(&b.0)));
     let mut hot = Vec::new();
-    let mut index: FxHashMap<NameId, usize> = FxHashMap::default();
     let mut covered = 0u64;
-    for (name, (time_ns, by_device)) in ranked {
+    for (name, tally) in named {
         if hot.len() >= MAX_HOT || 100.0 * covered as f64 >= HOT_COVER_PCT * all as f64 {
             break;
         }
-        covered = covered.saturating_add(time_ns);
-        let mut devices: Vec<(u32, u64)> = by_device.into_iter().collect();
-        devices.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        index.insert(name, hot.len());
+        covered = covered.saturating_add(tally.time_ns);
         hot.push(HotKernel {
-            name: t.names.get(name).to_string(),
-            time_ns,
-            share_pct: w.share_pct(time_ns),
-            count: 0,
-            devices: devices.into_iter().map(|d| d.0).collect(),
-            executions: Vec::new(),
+            name,
+            time_ns: tally.time_ns,
+            share_pct: w.share_pct(tally.time_ns),
+            count: tally.count,
+            devices: tally.devices(),
+            tally,
         });
     }
-    let mut executions: Vec<(usize, &'t Kernel)> = t
-        .kernels
-        .par_iter()
-        .filter(|k| w.inside(k.proc, k.start, k.end) > 0)
-        .filter_map(|k| Some((*index.get(&t.display_name_id(k.name))?, k)))
-        .collect();
-    executions.sort_by_key(|(i, k)| (*i, k.start, k.proc, k.correlation));
-    for (i, k) in executions {
-        hot[i].executions.push(k);
-    }
-    for h in &mut hot {
-        h.count = h.executions.len() as u64;
-    }
-    (hot, w)
+    hot
 }
 
 /// A kernel name cut for a one-line summary (templated names run to hundreds of characters).

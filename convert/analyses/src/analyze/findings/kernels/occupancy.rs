@@ -76,7 +76,7 @@ impl LaunchOccupancy {
 
 /// The rule's results: a finding per judged kernel below the threshold; else one clean result naming what was
 /// checked, or why nothing could be.
-pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> Vec<RuleResult> {
+pub fn rule(t: &Trace, hot: &[HotKernel], w: &Windows, pm: &PmAverages) -> Vec<RuleResult> {
     // NCCL's kernels keep few blocks on purpose (a channel each): their occupancy says nothing to act on.
     let large: Vec<&HotKernel> = hot
         .iter()
@@ -89,7 +89,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> V
     let mut found = Vec::new();
     let mut checked = Vec::new();
     for h in large {
-        let launch = h.main_launch(w).and_then(|k| Some((k, t.occupancy_inputs(k)?)));
+        let launch = h.main_launch().and_then(|k| Some((k, t.occupancy_inputs(k)?)));
         let launch = launch.and_then(|(k, (d, l))| Some((k, LaunchOccupancy::of(&d, &l)?)));
         let achieved = h.devices.iter().find_map(|d| pm.achieved_occupancy_pct(&h.name, *d));
         let (pct, which) = match (achieved, &launch) {
@@ -99,7 +99,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> V
         };
         checked.push(format!("{} {pct:.1}% {which}", short_name(&h.name)));
         if pct < LOW_OCCUPANCY_PCT {
-            found.push(finding(t, h, w, pct, which, launch));
+            found.push(finding(h, w, pct, which, launch));
         }
     }
     if !found.is_empty() {
@@ -118,8 +118,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows, pm: &PmAverages) -> V
 }
 
 fn finding(
-    t: &Trace,
-    h: &HotKernel<'_>,
+    h: &HotKernel,
     w: &Windows,
     pct: f64,
     which: &str,
@@ -164,7 +163,7 @@ fn finding(
         count: h.count,
         time_ns: h.time_ns,
         share_pct: h.share_pct,
-        events: h.evidence(t),
+        events: h.evidence(),
     };
     RuleResult { rule: RULE, outcome: Outcome::Found(finding) }
 }

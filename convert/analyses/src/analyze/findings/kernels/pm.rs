@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use cutr_model::Trace;
 
-use crate::stats::counters::{MAX_ROWS, section};
+use crate::stats::counters::{CounterSection, MAX_ROWS, section};
 
 /// PM sampling's metrics, as the recorder names them (the model's series are `PM: METRIC (UNIT)`; the unit is
 /// not matched, so a recorder that spells it otherwise is still read).
@@ -35,18 +35,29 @@ pub struct PmAverages {
 
 impl PmAverages {
     pub fn of(t: &Trace) -> PmAverages {
-        let any = t.counters.iter().any(|c| t.names.get(c.series).starts_with("PM: "));
-        let mut by_kernel: HashMap<(String, u32), HashMap<String, f64>> = HashMap::new();
-        if any {
-            for r in section(t, None, MAX_ROWS).rows {
-                let Some(metric) = metric_of(&r.series).filter(|_| r.over == "kernel" && r.average.is_finite()) else {
-                    continue;
-                };
-                let metric = metric.to_string();
-                by_kernel.entry((r.name, r.device)).or_default().insert(metric, r.average);
-            }
+        if !PmAverages::recorded(t) {
+            return PmAverages { by_kernel: HashMap::new(), any: false };
         }
-        PmAverages { by_kernel, any }
+        PmAverages::of_section(section(t, None, MAX_ROWS))
+    }
+
+    /// Whether `t` holds any PM sampling series (the series alone: a stream's trace has them without its rows).
+    pub(crate) fn recorded(t: &Trace) -> bool {
+        t.counters.iter().any(|c| t.names.get(c.series).starts_with("PM: "))
+    }
+
+    /// The averages of the kernel rows of `stats`' counters section (of a trace with PM sampling series: loaded,
+    /// or summed over a stream).
+    pub(crate) fn of_section(s: CounterSection) -> PmAverages {
+        let mut by_kernel: HashMap<(String, u32), HashMap<String, f64>> = HashMap::new();
+        for r in s.rows {
+            let Some(metric) = metric_of(&r.series).filter(|_| r.over == "kernel" && r.average.is_finite()) else {
+                continue;
+            };
+            let metric = metric.to_string();
+            by_kernel.entry((r.name, r.device)).or_default().insert(metric, r.average);
+        }
+        PmAverages { by_kernel, any: true }
     }
 
     /// A metric's average over a kernel's executions on a device.

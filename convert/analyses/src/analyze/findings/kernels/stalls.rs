@@ -17,15 +17,13 @@ pub fn first_entry(list: &str) -> Option<(&str, f64)> {
 }
 
 /// The note of the recorded name with the most samples among a hot kernel's executions.
-fn note<'t>(t: &'t Trace, h: &HotKernel<'_>) -> Option<&'t KernelSourceNote> {
-    let mut names: Vec<_> = h.executions.iter().map(|k| k.name).collect();
-    names.sort_unstable();
-    names.dedup();
+fn note<'t>(t: &'t Trace, h: &HotKernel) -> Option<&'t KernelSourceNote> {
+    let names = h.tally.recorded();
     names.iter().filter_map(|n| t.kernel_source.get(n)).filter(|n| n.samples > 0).max_by_key(|n| n.samples)
 }
 
 /// A finding per hot kernel with PC samples; without any, why not.
-pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows) -> Vec<RuleResult> {
+pub fn rule(t: &Trace, hot: &[HotKernel], w: &Windows) -> Vec<RuleResult> {
     let cannot = |why: String| vec![RuleResult { rule: RULE, outcome: Outcome::CannotJudge { why } }];
     if t.kernel_source.is_empty() {
         let drawn = t.counters.iter().any(|c| t.names.get(c.series).starts_with("PC samples/ms:"));
@@ -39,7 +37,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows) -> Vec<RuleResult> {
         .iter()
         .filter_map(|h| {
             let n = note(t, h)?;
-            let f = finding(t, h, w, n)?;
+            let f = finding(h, w, n)?;
             Some(RuleResult { rule: RULE, outcome: Outcome::Found(f) })
         })
         .collect();
@@ -49,7 +47,7 @@ pub fn rule(t: &Trace, hot: &[HotKernel<'_>], w: &Windows) -> Vec<RuleResult> {
     found
 }
 
-fn finding(t: &Trace, h: &HotKernel<'_>, w: &Windows, n: &KernelSourceNote) -> Option<Finding> {
+fn finding(h: &HotKernel, w: &Windows, n: &KernelSourceNote) -> Option<Finding> {
     let (reason, reason_pct) = first_entry(&n.top_stalls)?;
     let at = match first_entry(&n.top_lines) {
         Some((line, pct)) => format!("; hottest line {line} ({pct:.1}% of its samples)"),
@@ -70,7 +68,7 @@ fn finding(t: &Trace, h: &HotKernel<'_>, w: &Windows, n: &KernelSourceNote) -> O
         count: h.count,
         time_ns: h.time_ns,
         share_pct: h.share_pct,
-        events: h.evidence(t),
+        events: h.evidence(),
     })
 }
 
