@@ -48,6 +48,12 @@ fn assert_same(files: &[&str], step: Option<&str>) -> Analysis {
             assert_eq!(g.steps, w.steps, "{files:?} {window_bytes}");
             assert_eq!(g, w);
         }
+        // Each rule's results (several for a per-kernel rule) as the load gives them.
+        for r in &a.findings {
+            let want_r: Vec<_> = want.findings.iter().filter(|x| x.rule == r.rule).collect();
+            let got_r: Vec<_> = a.findings.iter().filter(|x| x.rule == r.rule).collect();
+            assert_eq!(got_r, want_r, "{files:?} {window_bytes}");
+        }
     }
     want
 }

@@ -73,14 +73,27 @@ pub fn analyze_streamed(
     })?;
     let first = first.unwrap_or_else(|| first::FirstFold::new(&trace, opts.step_prefix.as_deref())).finish(&trace);
     let mut gpus_fold = gpus::GpuFold::new(&trace, &first, opts.short_gap_ns, sopts.max_waiting);
-    let (trace, end) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
+    let mut kernels_fold = kernel_rules::KernelRulesFold::new(&trace, &first, &sopts);
+    let (mut trace, end) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
         gpus_fold.batch(t, &b);
+        kernels_fold.batch(t, &b);
     })?;
-    let (gpus, mut warnings) = gpus_fold.finish(&trace, &first.steps);
+    let mut warnings = Vec::new();
+    // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give (read of the
+    // files' PC sample chunks and cubins, not of the rows).
+    for (path, r) in paths.iter().zip(readers) {
+        for w in crate::source::annotate(&mut trace, &[r]) {
+            warnings.push(format!("{}: {w}", path.display()));
+        }
+    }
+    let (gpus, gpu_warnings) = gpus_fold.finish(&trace, &first.steps);
+    let (kernel_rules, kernel_warnings) = kernels_fold.finish(&trace);
+    warnings.extend(gpu_warnings.into_iter().chain(kernel_warnings));
     let launch = LaunchHealth { first_record_ns: end.span.0, ..LaunchHealth::default() };
     let FirstPass { step_source, steps, .. } = first;
     let cx = Context { trace: &trace, steps: &steps, step_source: &step_source };
     let mut found: Vec<RuleResult> = Vec::new();
+    found.extend(kernel_rules);
     found.extend(findings::starvation::rules(&cx, &gpus));
     sort_findings(&mut found);
     warnings.dedup();
