@@ -99,6 +99,26 @@ pub fn by_rank_streaming(
     Ok(StreamedRanks { report, trace, late_rows, settled_early })
 }
 
+/// The report's ranks and steps without the ranks' GPU sums, from what a stream's first pass of `analyze` found:
+/// the files with GPU work (`gpu_files`, each a row as [`by_rank`] makes one) and the steps that `--step PREFIX`
+/// names (each a closed NVTX range whose name starts with the prefix, as [`is_step_range`] picks them). The rows'
+/// figures are zeros; the steps, their slowest ranks and the stragglers are [`by_rank`]'s.
+pub(crate) fn by_rank_of_steps(
+    t: &Trace,
+    step_prefix: &str,
+    gpu_files: impl Iterator<Item = ProcId>,
+    steps: &[crate::analyze::types::Step],
+) -> RankReport {
+    let mut tally = RankTally::new(t, Some(step_prefix));
+    for proc in gpu_files {
+        tally.row(t, proc);
+    }
+    for s in steps {
+        tally.step(&s.name, s.rank, s.end.saturating_sub(s.start));
+    }
+    tally.report(Some(step_prefix))
+}
+
 /// What [`by_rank_streaming`] gives.
 pub struct StreamedRanks {
     pub report: RankReport,
@@ -197,9 +217,18 @@ impl<'p> RankTally<'p> {
     fn steps(&mut self, t: &Trace, ranges: &[NvtxRange]) {
         let Some(prefix) = self.prefix else { return };
         for r in ranges.iter().filter(|r| is_step_range(t, r, prefix)) {
-            let per_rank = self.by_step.entry(t.names.get(r.name).to_string()).or_default();
-            *per_rank.entry(self.rank_of[r.proc.index()]).or_default() += r.end.saturating_sub(r.start);
+            let rank = self.rank_of[r.proc.index()];
+            self.step(t.names.get(r.name), rank, r.end.saturating_sub(r.start));
         }
+    }
+
+    /// One instance of step `name` on `rank` (instances of one name on a rank add up).
+    fn step(&mut self, name: &str, rank: u32, ns: u64) {
+        let per_rank = match self.by_step.get_mut(name) {
+            Some(per_rank) => per_rank,
+            None => self.by_step.entry(name.to_string()).or_default(),
+        };
+        *per_rank.entry(rank).or_default() += ns;
     }
 
     fn report(mut self, step_prefix: Option<&str>) -> RankReport {

@@ -2,13 +2,15 @@
 //! kernels, a rank late at collectives. Each rule is in its own file under `host/`; this file holds what they
 //! share: the steps as per-process windows, the severity bands, and the evidence a finding carries.
 
-mod copies;
-mod straggler;
-mod syncs;
-mod tiny;
+pub(crate) mod copies;
+pub(crate) mod straggler;
+pub(crate) mod syncs;
+pub(crate) mod tiny;
 
 use cutr_model::ProcId;
 use rayon::prelude::*;
+
+use crate::stats::stream_utilization::Union;
 
 use super::super::types::{Context, EventRef, Finding, MAX_EVIDENCE, Outcome, RuleResult, Severity, StepSource};
 
@@ -36,45 +38,87 @@ pub fn severity_of(share_pct: f64) -> Severity {
 
 pub use crate::analyze::intervals::{ProcWindows as StepWindows, merged, union_ns};
 
-/// The events a rule counted inside the steps: their clipped host (or GPU) intervals, for the union, and what
-/// each was, for the evidence.
+/// The events a rule counted inside the steps: each process's union of their clipped host (or GPU) intervals,
+/// and the first [`MAX_EVIDENCE`] of them in time order for the evidence. Bounded whether a load or a stream
+/// feeds it: a stream settles each union behind the edge it is given ([`Hits::settle`]) and keeps only the
+/// evidence that can still be among the first, so its answer is the load's.
 #[derive(Default)]
 pub struct Hits {
-    /// Per process, so that intervals of different processes never merge.
-    intervals: Vec<((ProcId, u64), u64)>,
-    events: Vec<EventRef>,
+    count: u64,
+    /// By process index: the intervals pushed since the last settle, then the union they went into. Per process,
+    /// so that intervals of different processes never merge.
+    unions: Vec<(Vec<(u64, u64)>, Union)>,
+    /// The first events by [`evidence_key`], sorted; ties keep the order they came in (a stable sort's).
+    evidence: Vec<EventRef>,
+    /// Intervals that started inside time already settled (a stream's edge passed them): union time may be short.
+    pub(crate) late: u64,
+}
+
+/// The order evidence is given in: time, then process, then correlation id.
+fn evidence_key(e: &EventRef) -> (u64, ProcId, u32) {
+    (e.start, e.proc, e.correlation)
 }
 
 impl Hits {
+    /// Counts a hit: `clipped`, its interval inside the step, and `event`, its evidence.
     pub fn push(&mut self, clipped: (u64, u64), event: EventRef) {
-        self.intervals.push(((event.proc, clipped.0), clipped.1));
-        self.events.push(event);
+        let key = evidence_key(&event);
+        self.offer(clipped, key, event.end, || event.what);
     }
 
+    /// Counts a hit of process `key.1` whose evidence would be `EventRef { start: key.0, end, correlation: key.2,
+    /// what: what() }`; `what` is called only when the event is among the first so far (no string per row).
+    pub fn offer(&mut self, clipped: (u64, u64), key: (u64, ProcId, u32), end: u64, what: impl FnOnce() -> String) {
+        self.count += 1;
+        let p = key.1.index();
+        if self.unions.len() <= p {
+            self.unions.resize_with(p + 1, Default::default);
+        }
+        self.unions[p].0.push(clipped);
+        let at = self.evidence.partition_point(|e| evidence_key(e) <= key);
+        if at < MAX_EVIDENCE {
+            let (start, proc, correlation) = key;
+            self.evidence.insert(at, EventRef { proc, start, end, correlation, what: what() });
+            self.evidence.truncate(MAX_EVIDENCE);
+        }
+    }
+
+    /// Adds the intervals pushed since the last settle to their unions, and settles the merged intervals that end
+    /// before `edge` (no interval still to come starts before it) and the oldest past `cap` open ones per process.
+    /// Returns how many were settled early (past `cap`).
+    pub fn settle(&mut self, edge: u64, cap: usize) -> u64 {
+        let mut early = 0;
+        for (pending, union) in &mut self.unions {
+            let before = union.settled_early;
+            self.late += union.add(std::mem::take(pending), edge, cap);
+            early += union.settled_early - before;
+        }
+        early
+    }
+
+    /// How many hits were counted.
     pub fn count(&self) -> u64 {
-        self.events.len() as u64
+        self.count
     }
 
     /// The union of the intervals, each process's apart.
-    pub fn time_ns(&self) -> u64 {
-        let mut iv = self.intervals.clone();
-        iv.sort_unstable();
-        let mut total = 0;
-        for group in iv.chunk_by(|a, b| a.0.0 == b.0.0) {
-            total += union_ns(group.iter().map(|((_, s), e)| (*s, *e)).collect());
-        }
-        total
+    pub fn time_ns(&mut self) -> u64 {
+        self.settle(u64::MAX, usize::MAX);
+        self.unions.iter().fold(0u64, |a, (_, u)| a.saturating_add(u.busy_ns()))
     }
 
     /// The first [`MAX_EVIDENCE`] events in time order.
-    pub fn evidence(mut self) -> Vec<EventRef> {
-        self.events.sort_by_key(|e| (e.start, e.proc, e.correlation));
-        self.events.truncate(MAX_EVIDENCE);
-        self.events
+    pub fn evidence(self) -> Vec<EventRef> {
+        self.evidence
     }
 
     /// A finding with the hits' count, union time and share of `windows`, severity by that share.
-    pub fn found(self, windows: &StepWindows, summary: impl FnOnce(u64, u64, f64) -> String, advice: &str) -> Outcome {
+    pub fn found(
+        mut self,
+        windows: &StepWindows,
+        summary: impl FnOnce(u64, u64, f64) -> String,
+        advice: &str,
+    ) -> Outcome {
         let (count, time_ns) = (self.count(), self.time_ns());
         let share_pct = windows.share_pct(time_ns);
         Outcome::Found(Finding {

@@ -12,26 +12,53 @@ use cutr_model::Trace;
 
 use super::super::super::types::{Context, EventRef, Finding, MAX_EVIDENCE, Outcome, RuleResult, Step, StepSource};
 use super::{StepWindows, ms, no_steps, severity_of};
-use crate::ranks::{StepRow, by_rank};
+use crate::ranks::{RankReport, StepRow, by_rank};
 
 /// The straggler must be the slowest rank in at least this share (%) of the steps several ranks ran.
 pub const STRAGGLER_STEPS_PCT: f64 = 50.0;
 /// The time the other ranks lost must be at least this share (%) of those steps' time.
 pub const STRAGGLER_FLOOR_PCT: f64 = 1.0;
 
+const RULE: &str = "straggler";
+
+fn judge(why: &str) -> RuleResult {
+    RuleResult { rule: RULE, outcome: Outcome::CannotJudge { why: why.to_string() } }
+}
+
 pub fn straggler(cx: &Context<'_>) -> RuleResult {
-    const RULE: &str = "straggler";
-    let judge = |why: &str| RuleResult { rule: RULE, outcome: Outcome::CannotJudge { why: why.to_string() } };
+    let prefix = match step_prefix(cx) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let report = by_rank(cx.trace, Some(prefix));
+    straggler_of(cx, &report, || {
+        let collectives = collectives(cx.trace);
+        cx.steps.iter().map(|s| first_collective(&collectives, s)).collect()
+    })
+}
+
+/// The prefix of the NVTX ranges that are the steps (as `stats --by-rank --step` takes it), or the result when the
+/// rule cannot judge the steps.
+pub(crate) fn step_prefix<'a>(cx: &Context<'a>) -> Result<&'a str, RuleResult> {
     let prefix = match cx.step_source {
         StepSource::NvtxPrefix(p) => p.as_str(),
         StepSource::ProfilerStep => "ProfilerStep#",
-        StepSource::GraphLaunches => return judge("steps are graph launches, which ranks do not name alike"),
-        StepSource::None => return no_steps(RULE, cx),
+        StepSource::GraphLaunches => return Err(judge("steps are graph launches, which ranks do not name alike")),
+        StepSource::None => return Err(no_steps(RULE, cx)),
     };
     if StepWindows::of_steps(cx).is_none() {
-        return no_steps(RULE, cx);
+        return Err(no_steps(RULE, cx));
     }
-    let report = by_rank(cx.trace, Some(prefix));
+    Ok(prefix)
+}
+
+/// The rule over `stats --by-rank`'s `report` of the steps; `firsts` gives, for each of `cx.steps`, the first
+/// collective kernel (on the GPU) of those launched inside it: (its GPU start, its correlation id).
+pub(crate) fn straggler_of(
+    cx: &Context<'_>,
+    report: &RankReport,
+    firsts: impl FnOnce() -> Vec<Option<(u64, u32)>>,
+) -> RuleResult {
     if report.ranks.len() < 2 {
         return judge("one rank: give every rank's recording to compare them");
     }
@@ -44,7 +71,7 @@ pub fn straggler(cx: &Context<'_>) -> RuleResult {
     let steps_ns: u64 = shared.iter().map(|s| s.per_rank.iter().map(|r| r.1).max().unwrap_or(0)).sum();
     let share_pct = if steps_ns == 0 { 0.0 } else { 100.0 * lost as f64 / steps_ns as f64 };
     let steps_pct = 100.0 * slowest_in as f64 / shared.len() as f64;
-    let late = late_at_collectives(cx.trace, cx.steps, &its, rank);
+    let late = late_at_collectives(cx.steps, &firsts(), &its, rank);
     if steps_pct < STRAGGLER_STEPS_PCT || share_pct < STRAGGLER_FLOOR_PCT {
         let checked = format!(
             "{} steps on {} ranks: the slowest, rank {rank}, was slowest in {slowest_in} ({steps_pct:.0}%), the \
@@ -112,21 +139,30 @@ fn first_collective(collectives: &[Vec<(u64, u64, u32)>], step: &Step) -> Option
     v[from..to].iter().map(|c| (c.1, c.2)).min()
 }
 
+/// A step and its first collective (GPU start, correlation id).
+type StepFirst<'a> = (&'a Step, Option<(u64, u32)>);
+
 /// Of the straggler's steps, by name: those where its first collective started after every other rank's, with
-/// (its start, its correlation id, how much later than the earliest rank's).
-fn late_at_collectives(t: &Trace, steps: &[Step], its: &[&StepRow], rank: u32) -> BTreeMap<String, (u64, u32, u64)> {
+/// (its start, its correlation id, how much later than the earliest rank's). `firsts`: each step's first
+/// collective.
+fn late_at_collectives(
+    steps: &[Step],
+    firsts: &[Option<(u64, u32)>],
+    its: &[&StepRow],
+    rank: u32,
+) -> BTreeMap<String, (u64, u32, u64)> {
     let mut late = BTreeMap::new();
-    let collectives = collectives(t);
-    let mut by_name: BTreeMap<&str, Vec<&Step>> = BTreeMap::new();
-    for s in steps {
-        by_name.entry(s.name.as_str()).or_default().push(s);
+    // Each step of a name, with its first collective.
+    let mut by_name: BTreeMap<&str, Vec<StepFirst<'_>>> = BTreeMap::new();
+    for (i, s) in steps.iter().enumerate() {
+        by_name.entry(s.name.as_str()).or_default().push((s, firsts.get(i).copied().flatten()));
     }
     for row in its {
         let firsts: Vec<(u32, (u64, u32))> = by_name
             .get(row.step.as_str())
             .into_iter()
             .flatten()
-            .filter_map(|s| first_collective(&collectives, s).map(|f| (s.rank, f)))
+            .filter_map(|(s, first)| first.map(|f| (s.rank, f)))
             .collect();
         let Some(&(_, mine)) = firsts.iter().find(|f| f.0 == rank) else { continue };
         let others = firsts.iter().filter(|f| f.0 != rank).map(|f| f.1.0);
