@@ -92,6 +92,7 @@ impl DistFold {
         DistFold { cap, count: 0, total: 0, max: 0, values: Vec::new(), sketch: None }
     }
 
+    /// Adds one value.
     pub fn add(&mut self, v: u64) {
         self.count += 1;
         self.total = self.total.saturating_add(v);
@@ -111,6 +112,7 @@ impl DistFold {
         }
     }
 
+    /// The statistics of every value added.
     pub fn finish(mut self) -> Dist {
         let Some(sketch) = self.sketch else {
             return Dist::of(&mut self.values);

@@ -182,6 +182,7 @@ impl QueueWalk {
         self.launches += 1;
     }
 
+    /// The stream's queue, once every event was walked.
     pub fn finish(mut self) -> StreamQueue {
         self.close();
         let (start, end) = (self.start, self.end);

@@ -65,6 +65,8 @@ pub struct LaunchFirstFold {
 }
 
 impl LaunchFirstFold {
+    /// A fold for the first pass over a stream read with `opts` (its `max_waiting` bounds the graph launches
+    /// waiting for their replay's first op).
     pub fn new(opts: &StreamOptions) -> LaunchFirstFold {
         LaunchFirstFold::with_cap(opts, EXACT_DIST_VALUES)
     }
@@ -80,6 +82,7 @@ impl LaunchFirstFold {
         }
     }
 
+    /// Folds one window's GPU ops.
     pub fn batch(&mut self, trace: &Trace, b: &Batch) {
         let Self { pairing, graphs, values, names, stream_spans } = self;
         pairing.each(trace, b, |p| {
@@ -106,6 +109,8 @@ impl LaunchFirstFold {
         });
     }
 
+    /// What the second pass needs, and a warning if graph launches were settled before their replay was surely all
+    /// read.
     pub fn finish(mut self, trace: &Trace) -> (LaunchFirst, Vec<String>) {
         let graph_values = &mut self.values[class_index(Class::Graph)];
         self.graphs.settle(None, |call, first| {
@@ -138,8 +143,11 @@ struct OutlierFold {
     threshold_ns: u64,
     count: u64,
     /// Sorted by [`evidence_order`].
-    first: Vec<((u64, u64, u16, u32), ApiCall, u64, Option<NameId>)>,
+    first: Vec<Evidence>,
 }
+
+/// An outlier kept for the evidence: its [`evidence_order`], call, op start and mangled kernel name.
+type Evidence = ((u64, u64, u16, u32), ApiCall, u64, Option<NameId>);
 
 impl OutlierFold {
     fn new(figure: Figure, d: &Dist) -> OutlierFold {
@@ -221,6 +229,7 @@ impl LaunchFold {
         }
     }
 
+    /// Folds one window's GPU ops, and walks the queue events and graph launches the window's edge made final.
     pub fn batch(&mut self, trace: &Trace, b: &Batch) {
         let mut launches: Vec<Seen> = Vec::new();
         self.pairing.each(trace, b, |p| match p {

@@ -111,10 +111,12 @@ pub(super) struct GraphCalls {
 }
 
 impl GraphCalls {
+    /// At most `max_waiting` calls wait for the edge.
     pub fn new(max_waiting: usize) -> GraphCalls {
         GraphCalls { open: FxHashMap::default(), max_waiting, ops: 0, settled_early: 0 }
     }
 
+    /// One op of a graph launch's replay.
     pub fn add(&mut self, s: &Seen) {
         self.ops += 1;
         let e = self.open.entry((s.call.proc, s.call.correlation)).or_insert((s.call, s.op_start));

@@ -37,6 +37,7 @@ pub(super) struct Queues {
 }
 
 impl Queues {
+    /// Queues over the first pass's `spans`; `lag` is the largest queued launch latency.
     pub fn new(spans: FxHashMap<StreamKey, (u64, u64)>, lag: u64, max_waiting: usize) -> Queues {
         Queues {
             spans,

@@ -76,29 +76,74 @@ fn streamed_equals_loaded(names: &[&str]) -> LaunchHealth {
 #[test]
 fn stream_launch_pytorch_loop() {
     let h = streamed_equals_loaded(&["pytorch_loop.cutr"]);
-    eprintln!("{} {} {:?}", h.kernels.latency.count, h.names, h.queues.len());
+    assert_eq!((h.kernels.latency.count, h.names, h.by_name.len(), h.queues.len()), (5653, 41, TOP_NAMES, 1));
+    assert_eq!(h.kernels.cpu_cost_outliers.count, 21);
 }
 
 #[test]
 fn stream_launch_100k_launches() {
     let h = streamed_equals_loaded(&["launch_loop_100k.cutr"]);
-    eprintln!("{} {} {:?}", h.kernels.latency.count, h.names, h.queues.len());
+    assert_eq!(
+        (h.kernels.latency.count, h.kernels.latency.median_ns, h.kernels.latency.p99_ns),
+        (101_000, 6851, 11_726)
+    );
+    assert_eq!((h.names, h.shorter_than_launch.count, h.kernels.cpu_cost_outliers.count), (1, 101_000, 11));
+    assert!(!h.kernels.latency.estimated);
 }
 
 #[test]
 fn stream_launch_graph_launches() {
     let h = streamed_equals_loaded(&["graph_layers.cutr"]);
-    eprintln!("{} {} {}", h.graph_launches.latency.count, h.graph_ops, h.graph_launches.latency_outliers.count);
+    assert_eq!((h.graph_launches.latency.count, h.graph_ops, h.kernels.latency.count), (20, 1200, 426));
 }
 
 #[test]
 fn stream_launch_sync_copies() {
     let h = streamed_equals_loaded(&["cuda_workload.cutr"]);
-    eprintln!("{} {}", h.sync_copies, h.async_copies.latency.count);
+    assert_eq!((h.sync_copies, h.async_copies.latency.count, h.without_launcher), (42, 52, 0));
 }
 
 #[test]
 fn stream_launch_allreduce_pair() {
     let h = streamed_equals_loaded(&["allreduce/allreduce-588.cutr", "allreduce/allreduce-589.cutr"]);
-    eprintln!("{} {}", h.kernels.latency.count, h.queues.len());
+    assert_eq!((h.kernels.latency.count, h.async_copies.latency.count, h.queues.len()), (456, 492, 6));
+    assert_eq!(h.shorter_than_launch.count, 271);
+}
+
+#[test]
+fn stream_launch_past_the_cap_percentiles_are_estimates() {
+    // 101,000 launches past a cap of 1,000 values: the percentiles from the sketch within its error, marked
+    // estimated; counts, totals, maxima and everything else as the load's.
+    let paths = vec![fixture("launch_loop_100k.cutr")];
+    let loaded_trace = cutr_model::load(&paths, &LoadOptions::default()).unwrap();
+    let loaded = launch_health(&loaded_trace);
+    let opts = StreamOptions { hold_unlaunched: true, counters: true, ..StreamOptions::default() };
+    let (h, warnings) = streamed(&paths, &opts, &first_pass(&loaded_trace), 1000);
+    assert!(warnings.is_empty());
+    let pairs = [
+        (h.kernels.latency, loaded.kernels.latency),
+        (h.kernels.cpu_cost, loaded.kernels.cpu_cost),
+        (h.by_name[0].latency, loaded.by_name[0].latency),
+    ];
+    for (got, exact) in pairs {
+        assert!(got.estimated && !exact.estimated);
+        assert_eq!((got.count, got.total_ns, got.max_ns), (exact.count, exact.total_ns, exact.max_ns));
+        for (g, e) in [(got.median_ns, exact.median_ns), (got.p90_ns, exact.p90_ns), (got.p99_ns, exact.p99_ns)] {
+            assert!(g.abs_diff(e) as f64 <= e as f64 * crate::stats::SKETCH_RELATIVE_ERROR + 1.0, "{g} vs {e}");
+        }
+    }
+    assert_eq!((h.queues, h.names, h.shorter_than_launch), (loaded.queues, loaded.names, loaded.shorter_than_launch));
+}
+
+#[test]
+fn stream_launch_waits_for_at_most_max_waiting_events() {
+    // Two events may wait: the queue's events are walked before the edge passes them, and said so.
+    let paths = vec![fixture("pytorch_loop.cutr")];
+    let loaded_trace = cutr_model::load(&paths, &LoadOptions::default()).unwrap();
+    let opts = StreamOptions { hold_unlaunched: true, window_bytes: 1, max_waiting: 2, ..StreamOptions::default() };
+    let (h, warnings) = streamed(&paths, &opts, &first_pass(&loaded_trace), EXACT_DIST_VALUES);
+    let said = "launch health: 3978 queue events walked before the stream passed them (more than 2 waited), 7958 \
+                came after a later one: the queues' depths are approximate";
+    assert_eq!(warnings, [said]);
+    assert_eq!(h.kernels, launch_health(&loaded_trace).kernels);
 }
