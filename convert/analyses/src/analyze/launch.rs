@@ -8,15 +8,15 @@
 //! paying the call would charge one call many times.
 
 #[path = "launch_collect.rs"]
-mod collect;
+pub(crate) mod collect;
 #[path = "launch_dist.rs"]
-mod dist;
+pub(crate) mod dist;
 #[path = "launch_queue.rs"]
-mod queue;
+pub(crate) mod queue;
 #[path = "launch_render.rs"]
 mod render;
 
-use cutr_model::{NameId, Trace};
+use cutr_model::{ApiCall, NameId, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -104,50 +104,67 @@ pub struct ShortKernels {
     pub top: Vec<(String, u64, u64)>,
 }
 
-/// The distribution of one figure and its outliers; `span` is an outlier's evidence window, `label` its words.
-fn dist_and_outliers(
-    trace: &Trace,
-    launches: &[Launch],
-    value: impl Fn(&Launch) -> u64 + Sync,
-    span: impl Fn(&Launch) -> (u64, u64),
-    label: impl Fn(&Launch) -> String,
-) -> (Dist, Outliers) {
-    let mut values: Vec<u64> = launches.par_iter().map(&value).collect();
+/// What names a launch in evidence: a kernel its name, other launches their call (`cudaMemcpyAsync`,
+/// `cudaGraphLaunch`).
+pub(crate) fn launch_what(trace: &Trace, call: &ApiCall, name: Option<&str>) -> String {
+    // Cut: a templated kernel's name runs to kilobytes, and evidence is for finding the launch, not reading it.
+    name.map_or_else(|| trace.api_name(call), |n| n.chars().take(120).collect())
+}
+
+/// Which figure of a launch an outlier is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Figure {
+    Latency,
+    CpuCost,
+}
+
+impl Figure {
+    /// The figure's value for a launch of `call` whose (first) op started at `op_start`.
+    pub(crate) fn value(self, call: &ApiCall, op_start: u64) -> u64 {
+        match self {
+            Figure::Latency => collect::latency(call, op_start),
+            Figure::CpuCost => collect::cost(call),
+        }
+    }
+
+    /// An outlier's evidence: the call's start to the op's start (latency) or the call's span (CPU cost); `name`
+    /// is a kernel's demangled name.
+    pub(crate) fn evidence(self, trace: &Trace, call: &ApiCall, op_start: u64, name: Option<&str>) -> EventRef {
+        let us = crate::fmt::thousands_1(self.value(call, op_start) as f64 / 1e3);
+        let what = launch_what(trace, call, name);
+        let (end, what) = match self {
+            Figure::Latency => (op_start.max(call.start), format!("latency {us} us: {what}")),
+            Figure::CpuCost => (call.end, format!("call {us} us: {what}")),
+        };
+        EventRef { proc: call.proc, start: call.start, end, correlation: call.correlation, what }
+    }
+}
+
+/// The order outliers' evidence is given in: time order of the calls, then of the ops; file and correlation id
+/// make it the same on every run and over a stream.
+pub(crate) fn evidence_order(call: &ApiCall, op_start: u64) -> (u64, u64, u16, u32) {
+    (call.start, op_start, call.proc.0, call.correlation)
+}
+
+/// The distribution of `figure` over `launches` and its outliers.
+fn dist_and_outliers(trace: &Trace, launches: &[Launch], figure: Figure) -> (Dist, Outliers) {
+    let call = |l: &Launch| &trace.apis[l.api as usize];
+    let value = |l: &Launch| figure.value(call(l), l.op_start);
+    let mut values: Vec<u64> = launches.par_iter().map(value).collect();
     values.par_sort_unstable();
     let d = Dist::of_sorted(&values);
     let threshold_ns = d.outlier_threshold_ns();
     let mut over: Vec<&Launch> = launches.par_iter().filter(|l| value(l) > threshold_ns).collect();
-    over.par_sort_unstable_by_key(|l| (trace.apis[l.api as usize].start, l.op_start));
-    let first = over
-        .iter()
-        .take(MAX_EVIDENCE)
-        .map(|l| {
-            let a = &trace.apis[l.api as usize];
-            let (start, end) = span(l);
-            EventRef { proc: a.proc, start, end, correlation: a.correlation, what: label(l) }
-        })
-        .collect();
+    over.par_sort_unstable_by_key(|l| evidence_order(call(l), l.op_start));
+    let name = |l: &Launch| l.name.map(|n| trace.names.get(n));
+    let first = over.iter().take(MAX_EVIDENCE).map(|l| figure.evidence(trace, call(l), l.op_start, name(l))).collect();
     (d, Outliers { threshold_ns, count: over.len() as u64, first })
 }
 
-/// Latency and cost of a class of launches; `what` names a launch in the evidence.
-fn class_health(trace: &Trace, launches: &[Launch], what: impl Fn(&Launch) -> String + Copy) -> ClassHealth {
-    let us = |ns: u64| crate::fmt::thousands_1(ns as f64 / 1e3);
-    let call = |l: &Launch| &trace.apis[l.api as usize];
-    let (latency, latency_outliers) = dist_and_outliers(
-        trace,
-        launches,
-        |l| l.latency(trace),
-        |l| (call(l).start, l.op_start.max(call(l).start)),
-        |l| format!("latency {} us: {}", us(l.latency(trace)), what(l)),
-    );
-    let (cpu_cost, cpu_cost_outliers) = dist_and_outliers(
-        trace,
-        launches,
-        |l| l.cost(trace),
-        |l| (call(l).start, call(l).end),
-        |l| format!("call {} us: {}", us(l.cost(trace)), what(l)),
-    );
+/// Latency and cost of a class of launches.
+fn class_health(trace: &Trace, launches: &[Launch]) -> ClassHealth {
+    let (latency, latency_outliers) = dist_and_outliers(trace, launches, Figure::Latency);
+    let (cpu_cost, cpu_cost_outliers) = dist_and_outliers(trace, launches, Figure::CpuCost);
     ClassHealth { latency, cpu_cost, latency_outliers, cpu_cost_outliers }
 }
 
@@ -166,44 +183,70 @@ fn graph_calls(graph: &[Launch]) -> (Vec<Launch>, u64) {
     (calls, graph.len() as u64)
 }
 
+/// One kernel name's launches (class `kernels`) and how many of them were shorter than their call; `key` is what
+/// finds the name's launches again (its demangled id on a load, its mangled ids over a stream).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NameCount<K> {
+    pub key: K,
+    /// Demangled.
+    pub name: String,
+    pub launches: u64,
+    pub short: u64,
+}
+
+/// Sorts `counts` the commonest name first (among equals by name, so the order is the same on every run) and
+/// gives the short-kernel summary over them.
+pub(crate) fn rank_names<K>(counts: &mut [NameCount<K>]) -> ShortKernels {
+    counts.sort_by(|a, b| b.launches.cmp(&a.launches).then_with(|| a.name.cmp(&b.name)));
+    let mut shorts: Vec<(String, u64, u64)> =
+        counts.iter().filter(|c| c.short > 0).map(|c| (c.name.clone(), c.short, c.launches)).collect();
+    shorts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let count: u64 = shorts.iter().map(|s| s.1).sum();
+    let launches: u64 = counts.iter().map(|c| c.launches).sum();
+    let share_pct = if launches == 0 { 0.0 } else { 100.0 * count as f64 / launches as f64 };
+    shorts.truncate(MAX_EVIDENCE);
+    ShortKernels { count, share_pct, top: shorts }
+}
+
+/// The name that stands for a kernel without one in the per-name groups.
+pub(crate) const NO_NAME: NameId = NameId(u32::MAX);
+
 /// Per kernel name: the commonest [`TOP_NAMES`], the count of names, and the short-kernel summary.
 fn by_name(trace: &Trace, kernels: &[Launch]) -> (Vec<NameHealth>, u64, ShortKernels) {
     let mut groups: FxHashMap<NameId, Vec<usize>> = FxHashMap::default();
     for (i, l) in kernels.iter().enumerate() {
-        groups.entry(l.name.unwrap_or(NameId(u32::MAX))).or_default().push(i);
+        groups.entry(l.name.unwrap_or(NO_NAME)).or_default().push(i);
     }
     let short = |i: &usize| {
         let l = &kernels[*i];
-        l.op_end.saturating_sub(l.op_start) < l.cost(trace)
+        collect::is_short(&trace.apis[l.api as usize], l.op_start, l.op_end)
     };
-    let name_of = |n: NameId| trace.names.get(n).to_string();
-    let mut rows: Vec<(NameId, &Vec<usize>)> = groups.iter().map(|(n, v)| (*n, v)).collect();
-    // The commonest first; among equals, by name so the order is the same on every run.
-    rows.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| trace.names.get(a.0).cmp(trace.names.get(b.0))));
-    let top = rows
+    let mut counts: Vec<NameCount<NameId>> = groups
+        .iter()
+        .map(|(n, idx)| NameCount {
+            key: *n,
+            name: trace.names.get(*n).to_string(),
+            launches: idx.len() as u64,
+            short: idx.iter().filter(|i| short(i)).count() as u64,
+        })
+        .collect();
+    let shorter_than_launch = rank_names(&mut counts);
+    let top = counts
         .iter()
         .take(TOP_NAMES)
-        .map(|(n, idx)| {
+        .map(|c| {
+            let idx = &groups[&c.key];
             let mut lat: Vec<u64> = idx.iter().map(|&i| kernels[i].latency(trace)).collect();
             let mut cost: Vec<u64> = idx.iter().map(|&i| kernels[i].cost(trace)).collect();
             NameHealth {
-                name: name_of(*n),
+                name: c.name.clone(),
                 latency: Dist::of(&mut lat),
                 cpu_cost: Dist::of(&mut cost),
-                shorter_than_launch: idx.iter().filter(|i| short(i)).count() as u64,
+                shorter_than_launch: c.short,
             }
         })
         .collect();
-    let mut shorts: Vec<(String, u64, u64)> = rows
-        .iter()
-        .map(|(n, idx)| (name_of(*n), idx.iter().filter(|i| short(i)).count() as u64, idx.len() as u64))
-        .filter(|s| s.1 > 0)
-        .collect();
-    shorts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let count: u64 = shorts.iter().map(|s| s.1).sum();
-    let share_pct = if kernels.is_empty() { 0.0 } else { 100.0 * count as f64 / kernels.len() as f64 };
-    shorts.truncate(MAX_EVIDENCE);
-    (top, rows.len() as u64, ShortKernels { count, share_pct, top: shorts })
+    (top, counts.len() as u64, shorter_than_launch)
 }
 
 /// The section over every launch in `trace`.
@@ -219,14 +262,6 @@ pub fn launch_health(trace: &Trace) -> LaunchHealth {
             Class::Graph => graph.push(l),
         }
     }
-    // Evidence names a kernel by its name, other launches by their call (`cudaMemcpyAsync`, `cudaGraphLaunch`).
-    let what = |l: &Launch| -> String {
-        // Cut: a templated kernel's name runs to kilobytes, and evidence is for finding the launch, not reading it.
-        l.name.map_or_else(
-            || trace.api_name(&trace.apis[l.api as usize]),
-            |n| trace.names.get(n).chars().take(120).collect(),
-        )
-    };
     let (graph_calls, graph_ops) = graph_calls(&graph);
     let (by_name, names, shorter_than_launch) = by_name(trace, &kernels);
     let queued = kernels
@@ -240,9 +275,9 @@ pub fn launch_health(trace: &Trace) -> LaunchHealth {
     let (queues, blocked_on_full_queue) = queue::queues(queued);
     LaunchHealth {
         first_record_ns: trace.span().0,
-        kernels: class_health(trace, &kernels, what),
-        async_copies: class_health(trace, &copies, what),
-        graph_launches: class_health(trace, &graph_calls, what),
+        kernels: class_health(trace, &kernels),
+        async_copies: class_health(trace, &copies),
+        graph_launches: class_health(trace, &graph_calls),
         graph_ops,
         by_name,
         names,

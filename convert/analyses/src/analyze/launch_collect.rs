@@ -2,13 +2,13 @@
 //! kernels launched one call each, async copies and memsets, and work replayed by a graph launch (many ops, one
 //! call). One parallel pass over kernels, memcpys and memsets.
 
-use cutr_model::{CorrKey, NameId, ProcId, Trace};
+use cutr_model::{ApiCall, CorrKey, NameId, ProcId, Trace};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// What kind of launch an op came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Class {
+pub(crate) enum Class {
     /// A kernel launched by a call of its own (`cudaLaunchKernel`, `cuLaunchKernel`, ...).
     Kernel,
     /// A copy or memset launched by an `...Async` call.
@@ -19,7 +19,7 @@ pub(super) enum Class {
 
 /// A stream of one device of one process: where a launch queue lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) struct StreamKey {
+pub(crate) struct StreamKey {
     pub proc: ProcId,
     pub device: u32,
     pub stream: u32,
@@ -41,14 +41,28 @@ pub(super) struct Launch {
 impl Launch {
     /// GPU op start − launch call start (0 where the op started first: clock skew).
     pub fn latency(&self, trace: &Trace) -> u64 {
-        self.op_start.saturating_sub(trace.apis[self.api as usize].start)
+        latency(&trace.apis[self.api as usize], self.op_start)
     }
 
     /// The launch call's own time.
     pub fn cost(&self, trace: &Trace) -> u64 {
-        let a = &trace.apis[self.api as usize];
-        a.end.saturating_sub(a.start)
+        cost(&trace.apis[self.api as usize])
     }
+}
+
+/// GPU op start − launch call start (0 where the op started first: clock skew).
+pub(crate) fn latency(call: &ApiCall, op_start: u64) -> u64 {
+    op_start.saturating_sub(call.start)
+}
+
+/// The launch call's own time.
+pub(crate) fn cost(call: &ApiCall) -> u64 {
+    call.end.saturating_sub(call.start)
+}
+
+/// A kernel that ran for less time than its launch call took.
+pub(crate) fn is_short(call: &ApiCall, op_start: u64, op_end: u64) -> bool {
+    op_end.saturating_sub(op_start) < cost(call)
 }
 
 /// The launches of a trace and what could not be paired.
@@ -63,7 +77,7 @@ pub(super) struct Collected {
 
 /// How a launching function behaves, by its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Launcher {
+pub(crate) enum Launcher {
     Graph,
     Async,
     Other,
@@ -83,20 +97,32 @@ fn launcher_kinds(trace: &Trace) -> FxHashMap<(ProcId, bool, u32), Launcher> {
             a.extend(b);
             a
         });
-    distinct
-        .into_iter()
-        .map(|key| {
-            let name = trace.api_name_of(key.0, key.1, key.2);
-            let kind = if name.contains("GraphLaunch") {
-                Launcher::Graph
-            } else if name.contains("Async") {
-                Launcher::Async
-            } else {
-                Launcher::Other
-            };
-            (key, kind)
-        })
-        .collect()
+    distinct.into_iter().map(|key| (key, launcher_kind(trace, key.0, key.1, key.2))).collect()
+}
+
+/// How the function `cbid` (of file `proc`, driver or runtime) launches, by its name.
+pub(crate) fn launcher_kind(trace: &Trace, proc: ProcId, driver: bool, cbid: u32) -> Launcher {
+    let name = trace.api_name_of(proc, driver, cbid);
+    if name.contains("GraphLaunch") {
+        Launcher::Graph
+    } else if name.contains("Async") {
+        Launcher::Async
+    } else {
+        Launcher::Other
+    }
+}
+
+/// The class of an op launched by a call of kind `launcher`: `None` for a copy or memset of a synchronous call.
+pub(crate) fn classify(launcher: Launcher, graph_id: u32, is_kernel: bool) -> Option<Class> {
+    if launcher == Launcher::Graph || graph_id != 0 {
+        Some(Class::Graph)
+    } else if is_kernel {
+        Some(Class::Kernel)
+    } else if launcher == Launcher::Async {
+        Some(Class::AsyncCopy)
+    } else {
+        None
+    }
 }
 
 /// One op as the pass sees it, before pairing.
@@ -120,13 +146,7 @@ pub(super) fn collect(trace: &Trace) -> Collected {
         };
         let a = &trace.apis[api as usize];
         let launcher = kinds.get(&(a.proc, a.driver, a.cbid)).copied().unwrap_or(Launcher::Other);
-        let class = if launcher == Launcher::Graph || op.graph_id != 0 {
-            Class::Graph
-        } else if op.name.is_some() {
-            Class::Kernel
-        } else if launcher == Launcher::Async {
-            Class::AsyncCopy
-        } else {
+        let Some(class) = classify(launcher, op.graph_id, op.name.is_some()) else {
             return (None, 0, 1);
         };
         let stream = StreamKey { proc: op.proc, device: op.device, stream: op.stream };

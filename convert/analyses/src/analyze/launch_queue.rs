@@ -19,7 +19,7 @@ pub const MAX_SERIES_POINTS: usize = 1000;
 
 /// One launch as the queue sees it.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Queued {
+pub(crate) struct Queued {
     pub stream: StreamKey,
     pub call_start: u64,
     pub call_end: u64,
@@ -71,8 +71,8 @@ struct Series {
 
 impl Series {
     fn new(start: u64, end: u64) -> Series {
-        let width = (end - start) / MAX_SERIES_POINTS as u64 + 1;
-        let used = ((end - start) / width) as usize + 1;
+        let width = end.saturating_sub(start) / MAX_SERIES_POINTS as u64 + 1;
+        let used = (end.saturating_sub(start) / width) as usize + 1;
         Series { start, width, used, last: 0, points: Vec::new(), windows: vec![None; used] }
     }
 
@@ -80,7 +80,7 @@ impl Series {
         if self.points.len() <= MAX_SERIES_POINTS {
             self.points.push((t, depth));
         }
-        let w = &mut self.windows[(((t - self.start) / self.width) as usize).min(self.used - 1)];
+        let w = &mut self.windows[((t.saturating_sub(self.start) / self.width) as usize).min(self.used - 1)];
         // A window's first change starts from the depth carried into it, which counts towards its largest.
         let max = w.map_or(self.last, |(max, _)| max).max(depth);
         *w = Some((max, depth));
@@ -105,53 +105,122 @@ impl Series {
     }
 }
 
+/// One stream's queue walked event by event in time order, at equal times the ops' starts before the calls'
+/// starts (so a launch that started an op at once never counts twice): the one definition of its figures, for a
+/// load's sorted launches and a stream's settled ones.
+pub(crate) struct QueueWalk {
+    stream: StreamKey,
+    start: u64,
+    end: u64,
+    launches: u64,
+    depth: i64,
+    max_depth: i64,
+    area: u128,
+    full_ns: u64,
+    /// The time walked to, and whether its step is still open (more events at it may come).
+    prev: u64,
+    open: bool,
+    series: Series,
+}
+
+impl QueueWalk {
+    /// A walk over `[start, end]`: the stream's first and last event.
+    pub fn new(stream: StreamKey, start: u64, end: u64) -> QueueWalk {
+        let end = end.max(start);
+        QueueWalk {
+            stream,
+            start,
+            end,
+            launches: 0,
+            depth: 0,
+            max_depth: 0,
+            area: 0,
+            full_ns: 0,
+            prev: start,
+            open: false,
+            series: Series::new(start, end),
+        }
+    }
+
+    /// Moves to time `t` (an event earlier than the time walked, which only a stream settled early gives, counts
+    /// at that time).
+    fn at(&mut self, t: u64) {
+        let t = t.max(self.prev);
+        if self.open && t == self.prev {
+            return;
+        }
+        self.close();
+        let elapsed = t - self.prev;
+        self.area += self.depth.max(0) as u128 * elapsed as u128;
+        if self.depth >= FULL_QUEUE {
+            self.full_ns += elapsed;
+        }
+        (self.prev, self.open) = (t, true);
+    }
+
+    fn close(&mut self) {
+        if std::mem::take(&mut self.open) {
+            self.max_depth = self.max_depth.max(self.depth);
+            self.series.push(self.prev, self.depth);
+        }
+    }
+
+    /// An op started on the GPU at `t`.
+    pub fn op(&mut self, t: u64) {
+        self.at(t);
+        self.depth -= 1;
+    }
+
+    /// A launch call started at `t` and took `cost`; counted in `blocked` when it found the queue full.
+    pub fn call(&mut self, t: u64, cost: u64, blocked: &mut Blocked) {
+        self.at(t);
+        if self.depth >= FULL_QUEUE {
+            blocked.calls += 1;
+            blocked.ns = blocked.ns.saturating_add(cost);
+        }
+        self.depth += 1;
+        self.launches += 1;
+    }
+
+    /// The stream's queue, once every event was walked.
+    pub fn finish(mut self) -> StreamQueue {
+        self.close();
+        let (start, end) = (self.start, self.end);
+        let mean_depth = if end > start { self.area as f64 / (end - start) as f64 } else { 0.0 };
+        StreamQueue {
+            proc: self.stream.proc.0,
+            device: self.stream.device,
+            stream: self.stream.stream,
+            launches: self.launches,
+            start,
+            end,
+            max_depth: self.max_depth,
+            mean_depth,
+            full_ns: self.full_ns,
+            series: self.series.finish(),
+        }
+    }
+}
+
 /// One stream's queue from its launches, sorted by call start; adds its blocked calls to `blocked`.
 fn stream_queue(calls: &[Queued], blocked: &mut Blocked) -> StreamQueue {
     let mut ops: Vec<u64> = calls.iter().map(|q| q.op_start).collect();
     ops.sort_unstable();
     let start = calls[0].call_start.min(ops[0]);
     let end = calls[calls.len() - 1].call_start.max(ops[ops.len() - 1]);
-    let mut series = Series::new(start, end);
-    let (mut depth, mut max_depth, mut area, mut full_ns, mut prev) = (0i64, 0i64, 0u128, 0u64, start);
-    let (mut i, mut j) = (0, 0);
-    while i < calls.len() || j < ops.len() {
-        // At equal times the op's start goes first, so a launch that started an op at once never counts twice.
-        let next_op = ops.get(j).copied().unwrap_or(u64::MAX);
-        let t = calls.get(i).map_or(next_op, |c| c.call_start.min(next_op));
-        area += depth.max(0) as u128 * (t - prev) as u128;
-        if depth >= FULL_QUEUE {
-            full_ns += t - prev;
+    let mut walk = QueueWalk::new(calls[0].stream, start, end);
+    let mut next_op = 0;
+    for c in calls {
+        while let Some(&t) = ops.get(next_op).filter(|&&t| t <= c.call_start) {
+            walk.op(t);
+            next_op += 1;
         }
-        prev = t;
-        while ops.get(j) == Some(&t) {
-            depth -= 1;
-            j += 1;
-        }
-        while let Some(c) = calls.get(i).filter(|c| c.call_start == t) {
-            if depth >= FULL_QUEUE {
-                blocked.calls += 1;
-                blocked.ns += c.call_end.saturating_sub(c.call_start);
-            }
-            depth += 1;
-            i += 1;
-        }
-        max_depth = max_depth.max(depth);
-        series.push(t, depth);
+        walk.call(c.call_start, c.call_end.saturating_sub(c.call_start), blocked);
     }
-    let s = calls[0].stream;
-    let mean_depth = if end > start { area as f64 / (end - start) as f64 } else { 0.0 };
-    StreamQueue {
-        proc: s.proc.0,
-        device: s.device,
-        stream: s.stream,
-        launches: calls.len() as u64,
-        start,
-        end,
-        max_depth,
-        mean_depth,
-        full_ns,
-        series: series.finish(),
+    for &t in &ops[next_op..] {
+        walk.op(t);
     }
+    walk.finish()
 }
 
 /// Every stream's queue, by (file, device, stream), and the launch calls blocked on a full queue.

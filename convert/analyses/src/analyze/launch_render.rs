@@ -48,8 +48,10 @@ fn classes(h: &LaunchHealth) -> Vec<(&'static str, &ClassHealth, String)> {
     out
 }
 
+/// A sketch's percentiles are marked `~` (within 0.5%).
 fn dist_cells(d: &Dist) -> [String; 5] {
-    [thousands(d.count), us(d.median_ns), us(d.p90_ns), us(d.p99_ns), us(d.max_ns)]
+    let about = |ns: u64| if d.estimated { format!("~{}", us(ns)) } else { us(ns) };
+    [thousands(d.count), about(d.median_ns), about(d.p90_ns), about(d.p99_ns), us(d.max_ns)]
 }
 
 fn outlier_line(o: &mut String, label: &str, what: &str, x: &Outliers, first_record_ns: u64) {
