@@ -23,7 +23,7 @@ use cutr_model::stream::{Batch, StreamEnd, StreamOptions, stream_readers_in};
 use cutr_model::{Filter, LoadError, Trace};
 
 use super::types::{Context, Outcome, RuleResult, Severity, Step, StepSource};
-use super::{Analysis, AnalyzeOptions, AnalyzeStream, findings, launch::LaunchHealth};
+use super::{Analysis, AnalyzeOptions, AnalyzeStream, findings};
 
 /// What the first pass finds: what the second pass's folds judge against.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,17 +68,23 @@ pub fn analyze_streamed(
 ) -> Result<Streamed, LoadError> {
     let sopts = stream_options(stream_opts);
     let mut first: Option<first::FirstFold> = None;
+    let mut launch_first = launch::LaunchFirstFold::new(&sopts);
     let (trace, _) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
         first.get_or_insert_with(|| first::FirstFold::new(t, opts.step_prefix.as_deref())).batch(t, &b);
+        launch_first.batch(t, &b);
     })?;
     let first = first.unwrap_or_else(|| first::FirstFold::new(&trace, opts.step_prefix.as_deref())).finish(&trace);
+    let (launch_first, mut warnings) = launch_first.finish(&trace);
     let mut gpus_fold = gpus::GpuFold::new(&trace, &first, opts.short_gap_ns, sopts.max_waiting);
+    let mut launch_fold = launch::LaunchFold::new(&trace, &first, &launch_first, &sopts);
+    let mut host_fold = host_rules::HostRulesFold::new(&trace, &first, &sopts);
     let mut kernels_fold = kernel_rules::KernelRulesFold::new(&trace, &first, &sopts);
     let (mut trace, end) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
         gpus_fold.batch(t, &b);
+        launch_fold.batch(t, &b);
+        host_fold.batch(t, &b);
         kernels_fold.batch(t, &b);
     })?;
-    let mut warnings = Vec::new();
     // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give (read of the
     // files' PC sample chunks and cubins, not of the rows).
     for (path, r) in paths.iter().zip(readers) {
@@ -87,16 +93,19 @@ pub fn analyze_streamed(
         }
     }
     let (gpus, gpu_warnings) = gpus_fold.finish(&trace, &first.steps);
+    let (launch, launch_warnings) = launch_fold.finish(&trace, end.span.0);
+    let (host_rules, host_warnings) = host_fold.finish(&trace);
     let (kernel_rules, kernel_warnings) = kernels_fold.finish(&trace);
-    warnings.extend(gpu_warnings.into_iter().chain(kernel_warnings));
-    let launch = LaunchHealth { first_record_ns: end.span.0, ..LaunchHealth::default() };
+    warnings.extend(gpu_warnings.into_iter().chain(launch_warnings).chain(host_warnings).chain(kernel_warnings));
     let FirstPass { step_source, steps, .. } = first;
     let cx = Context { trace: &trace, steps: &steps, step_source: &step_source };
-    let mut found: Vec<RuleResult> = Vec::new();
+    let mut found: Vec<RuleResult> = host_rules;
     found.extend(kernel_rules);
     found.extend(findings::starvation::rules(&cx, &gpus));
     sort_findings(&mut found);
-    warnings.dedup();
+    // The two passes may each say the same of the same rows.
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
     let stream = Some(AnalyzeStream { passes: 2, chunks: end.chunks, windows: end.windows });
     let analysis = Analysis {
         first_record_ns: end.span.0,
