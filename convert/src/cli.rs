@@ -318,7 +318,7 @@ pub enum Command {
         end: Option<String>,
         /// Stream over the recordings' chunks in time order in bounded memory instead of loading them whole (the
         /// default when their records exceed 2 GiB decompressed): two passes (the steps first), every figure as a
-        /// load gives it except launch latencies' and costs' percentiles past 65,536 launches a row, from a sketch
+        /// load gives it except launch latencies' and costs' percentiles past 1,048,576 launches a row, from a sketch
         /// within 0.5% (marked ~).
         #[arg(long, conflicts_with = "no_stream")]
         stream: bool,

@@ -260,3 +260,40 @@ fn a_window_analyses_the_records_it_keeps_and_times_count_from_the_first_record(
     let o = run(&["analyze", f.to_str().unwrap(), "--start", "2", "--end", "1"]);
     assert_eq!((o.status.code(), text(&o.stderr).contains("--end is before --start")), (Some(2), true));
 }
+
+/// `--stream` gives the report `--no-stream` gives, but for the line saying how it read the recordings: in text,
+/// Markdown and JSON (its `stream` field), with and without a window, and on two ranks.
+#[test]
+fn streamed_reports_equal_loaded_ones() {
+    let f = fixture("pytorch_loop.cutr");
+    let (a, b) = (fixture("allreduce/allreduce-588.cutr"), fixture("allreduce/allreduce-589.cutr"));
+    let cases: [(Vec<&Path>, Vec<&str>); 3] = [
+        (vec![&f], vec!["--step", "step "]),
+        (vec![&f], vec!["--start", "5", "--end", "5.5"]),
+        (vec![&a, &b], vec!["--step", "iter "]),
+    ];
+    for (files, extra) in &cases {
+        let mut streamed = analyze_json(files, &[extra.as_slice(), &["--stream"]].concat());
+        let loaded = analyze_json(files, &[extra.as_slice(), &["--no-stream"]].concat());
+        let how = streamed.as_object_mut().unwrap().remove("stream").unwrap();
+        assert_eq!(u(&how["passes"]), 2);
+        assert!(u(&how["chunks"]) > 0 && u(&how["windows"]) > 0, "{how}");
+        assert_eq!(streamed, loaded, "{extra:?}");
+        for format in ["--markdown", "--text"] {
+            let args = |how: &'static str| -> Vec<String> {
+                let mut v = vec!["analyze".to_string(), how.to_string()];
+                v.extend(files.iter().map(|p| p.to_str().unwrap().to_string()));
+                v.extend(extra.iter().map(|e| e.to_string()));
+                v.extend((format == "--markdown").then(|| format.to_string()));
+                v
+            };
+            let run_with = |how| run(&args(how).iter().map(String::as_str).collect::<Vec<_>>());
+            let (s, l) = (run_with("--stream"), run_with("--no-stream"));
+            assert_eq!((s.status.code(), l.status.code()), (Some(0), Some(0)));
+            let s = text(&s.stdout);
+            let read: Vec<&str> = s.lines().filter(|l| l.starts_with("Read: streamed over")).collect();
+            assert_eq!(read.len(), 1, "{s}");
+            assert_eq!(s.replace(&format!("{}\n\n", read[0]), ""), text(&l.stdout), "{extra:?} {format}");
+        }
+    }
+}

@@ -86,7 +86,7 @@ fn step_spread(g: &GpuAnalysis) -> Option<(u64, u64, u64, String)> {
 /// How a streamed analysis read the recordings, in words.
 fn stream_text(s: &super::AnalyzeStream) -> String {
     format!(
-        "Read: streamed over {} chunks in {} windows, {} passes (bounded memory; launch percentiles past 65,536 \
+        "Read: streamed over {} chunks in {} windows, {} passes (bounded memory; launch percentiles past 1,048,576 \
          launches a row from a sketch within 0.5%, marked ~)",
         s.chunks, s.windows, s.passes
     )
