@@ -25,7 +25,8 @@
 # anyway). Each command runs 3 times at sizes below 1B and once at 1B. The generated recordings have no PC samples: `source`
 # measures opening the file and finding none. `stats --stream` is measured only where the binary
 # has the flag (the streaming engineer's); `stats --stream --nvtx-names each` (every step its own NVTX row, as
-# before numbered names were folded) where it has that one too. The time and RSS are /usr/bin/time's %e and %M (KiB).
+# before numbered names were folded) where it has that one too; `analyze --no-stream` and `analyze --stream` (with
+# `--step step`) where analyze has --stream. The time and RSS are /usr/bin/time's %e and %M (KiB).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,6 +67,9 @@ case "$stats_help" in *--stream*) has_stream=1 ;; esac
 # `stats --nvtx-names each` keeps one NVTX row per step name (9 million at 1B records), as stats did before folding.
 has_names=0
 case "$stats_help" in *--nvtx-names*) has_names=1 ;; esac
+analyze_help=$("$bin" analyze --help 2>&1 || true)
+has_analyze_stream=0
+case "$analyze_help" in *--stream*) has_analyze_stream=1 ;; esac
 host_cores=$(nproc)
 
 # One JSON line: the command, the size, the repetition, its wall time, peak RSS and exit code.
@@ -108,6 +112,8 @@ for n in $sizes; do
   commands+=("diff --stream|$a $b" "export --parquet --stream|$a")
   [ "$has_stream" = 1 ] && commands+=("stats --stream|$a")
   [ "$has_stream" = 1 ] && [ "$has_names" = 1 ] && commands+=("stats --stream --nvtx-names each|$a")
+  # `analyze` loaded and streamed (two passes), the generated steps (`step N` ranges) as its steps.
+  [ "$has_analyze_stream" = 1 ] && commands+=("analyze --no-stream --step step|$a" "analyze --stream --step step|$a")
   if [ -n "${only:-}" ]; then
     wanted=()
     for entry in "${commands[@]}"; do
