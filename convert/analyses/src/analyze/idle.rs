@@ -169,23 +169,28 @@ pub fn causes_over(
     let mut c = IdleCauses { short_gap_threshold_ns: threshold, ..IdleCauses::default() };
     let first = gaps.partition_point(|g| g.end <= ws);
     for g in gaps[first..].iter().take_while(|g| g.start < we) {
-        let (s, e) = (g.start.max(ws), g.end.min(we));
-        let ns = e - s;
-        match g.cause {
-            Cause::LaunchBound => {
-                let in_api = g.launcher.map_or(0, |t| host.api_time(t, s, e));
-                c.launch_bound_ns += ns;
-                c.launch_bound_in_api_ns += in_api;
-                c.launch_bound_elsewhere_ns += ns - in_api;
-            }
-            Cause::HostSyncWait => c.host_sync_wait_ns += ns,
-            Cause::ShortGap => c.short_gaps_ns += ns,
-            Cause::Other => c.other_ns += ns,
-        }
+        add_gap_part(&mut c, host, g, g.start.max(ws), g.end.min(we));
     }
     let (ss, se) = if span.1 > span.0 { span } else { (we, we) };
     c.other_ns += ss.clamp(ws, we) - ws + (we - se.clamp(ws, we));
     c
+}
+
+/// Adds the part `[start, end)` of gap `g` to `c` by its cause (a launch-bound part split by its launching
+/// thread's time in API calls).
+pub fn add_gap_part(c: &mut IdleCauses, host: &HostIndex, g: &ClassifiedGap, start: u64, end: u64) {
+    let ns = end.saturating_sub(start);
+    match g.cause {
+        Cause::LaunchBound => {
+            let in_api = g.launcher.map_or(0, |t| host.api_time(t, start, end));
+            c.launch_bound_ns += ns;
+            c.launch_bound_in_api_ns += in_api;
+            c.launch_bound_elsewhere_ns += ns - in_api;
+        }
+        Cause::HostSyncWait => c.host_sync_wait_ns += ns,
+        Cause::ShortGap => c.short_gaps_ns += ns,
+        Cause::Other => c.other_ns += ns,
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::collections::BinaryHeap;
 use cutr_model::{NameId, ProcId, Trace};
 
 use super::super::budget::{OpClass, State, state_of};
-use super::super::idle::{Cause, ClassifiedGap, HostIndex, IdleCauses, NextOp, classify};
+use super::super::idle::{Cause, HostIndex, IdleCauses, NextOp, add_gap_part, classify};
 use super::super::types::{Budget, Step};
 use super::super::{GapReport, LONGEST_GAPS};
 use super::steps::{ProcSteps, StepTally};
@@ -312,10 +312,10 @@ impl Sweep {
     fn close_gap(&mut self, gap: OpenGap, end: u64, next: Op, cx: &SweepContext<'_>) {
         let next_op = NextOp { proc: self.proc, launch: next.launch };
         let g = classify(cx.host, gap.start, end, next_op, cx.threshold);
-        add_cause(&mut self.idle, cx.host, &g, g.start, g.end);
+        add_gap_part(&mut self.idle, cx.host, &g, g.start, g.end);
         for (i, (s, e)) in cx.steps.overlapping(g.start, g.end) {
             let (cs, ce) = (g.start.max(s), g.end.min(e));
-            add_cause(&mut self.steps[i].idle, cx.host, &g, cs, ce);
+            add_gap_part(&mut self.steps[i].idle, cx.host, &g, cs, ce);
         }
         if g.cause != Cause::ShortGap {
             self.long_gaps += 1;
@@ -375,22 +375,6 @@ pub struct Finished {
     pub longest: Vec<GapReport>,
     pub longest_in_steps: Vec<GapReport>,
     pub late: u64,
-}
-
-/// Adds the part `[start, end)` of gap `g` to `c` by its cause.
-fn add_cause(c: &mut IdleCauses, host: &HostIndex, g: &ClassifiedGap, start: u64, end: u64) {
-    let ns = end.saturating_sub(start);
-    match g.cause {
-        Cause::LaunchBound => {
-            let in_api = g.launcher.map_or(0, |t| host.api_time(t, start, end));
-            c.launch_bound_ns += ns;
-            c.launch_bound_in_api_ns += in_api;
-            c.launch_bound_elsewhere_ns += ns - in_api;
-        }
-        Cause::HostSyncWait => c.host_sync_wait_ns += ns,
-        Cause::ShortGap => c.short_gaps_ns += ns,
-        Cause::Other => c.other_ns += ns,
-    }
 }
 
 fn class_index(c: OpClass) -> usize {
