@@ -140,15 +140,10 @@ fn generated_ranks_over_hundreds_of_windows() {
 /// host call was asked for.
 #[test]
 fn a_kept_back_edge_settles_past_the_cap_and_says_so() {
-    use cutr_format::ChunkType;
     let dir = tempfile::tempdir().unwrap();
     let p = generated(dir.path()).remove(0);
     let mut bytes = std::fs::read(&p).unwrap();
-    let chunks = cutr_synth::forge::chunks_of(&bytes, ChunkType::Activity);
-    let first = chunks[0].header.t_min;
-    for c in &chunks {
-        cutr_synth::forge::edit_header(&mut bytes, c.offset, |h| h.t_min = first);
-    }
+    cutr_synth::forge::keep_edges_back(&mut bytes);
     std::fs::write(&p, &bytes).unwrap();
     let paths = [p];
     let opts = AnalyzeOptions { step_prefix: Some("step".into()), ..AnalyzeOptions::default() };

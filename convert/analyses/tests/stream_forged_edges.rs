@@ -14,7 +14,6 @@ use cutr_model::{LoadOptions, load};
 
 /// 300k generated records with unified memory, every activity chunk's header claiming the first chunk's start.
 fn forged(dir: &Path) -> PathBuf {
-    use cutr_format::ChunkType;
     let p = dir.join("forged.cutr");
     let opts = cutr_synth::SynthOptions {
         records: 300_000,
@@ -24,11 +23,7 @@ fn forged(dir: &Path) -> PathBuf {
     };
     cutr_synth::write_file(&p, opts).unwrap();
     let mut bytes = std::fs::read(&p).unwrap();
-    let chunks = cutr_synth::forge::chunks_of(&bytes, ChunkType::Activity);
-    let first = chunks[0].header.t_min;
-    for c in &chunks {
-        cutr_synth::forge::edit_header(&mut bytes, c.offset, |h| h.t_min = first);
-    }
+    cutr_synth::forge::keep_edges_back(&mut bytes);
     std::fs::write(&p, &bytes).unwrap();
     p
 }

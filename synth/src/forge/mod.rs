@@ -55,6 +55,16 @@ pub fn edit_header(file: &mut [u8], offset: usize, edit: impl FnOnce(&mut ChunkH
     file[offset..offset + CHUNK_HEADER_LEN].copy_from_slice(&h.encode());
 }
 
+/// Makes every activity chunk's header claim the first one's start (the records themselves unchanged): a stream's
+/// edge, the next window's earliest claimed start, then never moves past the first chunk.
+pub fn keep_edges_back(file: &mut [u8]) {
+    let activity = chunks_of(file, ChunkType::Activity);
+    let Some(first) = activity.first().map(|c| c.header.t_min) else { return };
+    for c in &activity {
+        edit_header(file, c.offset, |h| h.t_min = first);
+    }
+}
+
 /// The file with the chunk at `offset` replaced by one of the same type and sequence number holding `payload`
 /// (claiming `raw_len` decoded bytes and `records` records, encoded with `codec`). The chunks after it move, so a
 /// footer no longer matches and the file is read by scanning.
