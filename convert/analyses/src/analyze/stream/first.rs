@@ -52,7 +52,8 @@ impl FirstFold {
             let ns = end.saturating_sub(start);
             let time = &mut self.op_time[proc.index()];
             time.1 += ns;
-            if graph_id != 0 {
+            // With --step the graph launches are never the steps: none is kept.
+            if graph_id != 0 && self.prefix.is_none() {
                 time.0 += ns;
                 let call_start = b.gpu_calls.get(i).copied().flatten().map(|a| a.start);
                 let e = self.launch_end.entry(CorrKey::new(proc, correlation)).or_insert((call_start, end));
@@ -69,7 +70,7 @@ impl FirstFold {
         }
     }
 
-    /// The steps and spans; `unclosed`: the ranges the stream never saw end (never steps, as on a load).
+    /// The steps and spans (a range the stream never saw end is no step, as on a load).
     pub fn finish(self, trace: &Trace) -> FirstPass {
         let FirstFold { prefix, ranges, op_time, launch_end, gpu_spans } = self;
         let nvtx = number_steps(trace, ranges);
