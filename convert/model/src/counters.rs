@@ -20,6 +20,23 @@ pub struct CounterSample {
     pub value: f64,
 }
 
+/// What a stream that hands the counter samples over window by window ([`crate::stream::StreamOptions::counter_feed`])
+/// knows of each series from its open: enough to place a reading before the series is whole (the span it covers,
+/// how large its readings get), and to tell when it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CounterSeriesInfo {
+    pub proc: ProcId,
+    pub device: u32,
+    pub series: NameId,
+    /// The first and last sample's time (trace time), and the number of samples: finite readings, in the
+    /// `--start/--end` window, as a load keeps them.
+    pub first: u64,
+    pub last: u64,
+    pub samples: u64,
+    /// The largest magnitude among the readings.
+    pub largest: f64,
+}
+
 /// A series' name: the metric and its unit (`power (W)`, `PM: dram__throughput.avg.pct_of_peak_sustained_elapsed
 /// (%)`).
 pub fn series_name(source: &str, metric: &cutr_format::CounterMetric) -> String {
@@ -40,10 +57,88 @@ pub(crate) struct FileCounters {
     pub warnings: Vec<String>,
 }
 
-/// The samples of a file's `counters` chunks, each metric of each (source, device) its own series, values at
-/// each sample's start on the trace's time base; failed readings (NaN) left out, and infinite ones with them
-/// (counted: an average over one is no number). `devices` are the devices the file's metadata lists (empty when
-/// it is unknown): samples on another are kept and counted.
+/// What reading a file's counter chunks left out, counted as they are read ([`ChunkSamples::read`]), said once
+/// at the end ([`Leftovers::finish`]).
+#[derive(Debug, Default)]
+pub(crate) struct Leftovers {
+    /// Per device the metadata does not list: samples kept.
+    unknown: BTreeMap<u32, u64>,
+    /// Per series with infinite readings: how many.
+    infinite: BTreeMap<NameId, u64>,
+}
+
+impl Leftovers {
+    /// The warnings, and the counts into `stats`.
+    pub(crate) fn finish(self, devices: &[u32], names: &Names, stats: &mut JoinStats) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (device, n) in &self.unknown {
+            warnings.push(format!(
+                "{n} counter samples are on device {device}, which the file's metadata does not list (devices {}): \
+                 kept, but no kernel ran there to average them over",
+                devices.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if !self.infinite.is_empty() {
+            let total: u64 = self.infinite.values().sum();
+            let series: Vec<&str> = self.infinite.keys().take(3).map(|&id| names.get(id)).collect();
+            let n = self.infinite.len();
+            let more = if n > 3 { format!(" and {} more", n - 3) } else { String::new() };
+            warnings.push(format!(
+                "{total} counter readings are infinite ({}{more}): left out, as failed readings are",
+                series.join(", ")
+            ));
+        }
+        stats.counter_samples_unknown_device += self.unknown.values().sum::<u64>();
+        stats.counter_readings_infinite += self.infinite.values().sum::<u64>();
+        warnings
+    }
+}
+
+/// How one file's counter chunks are read into samples: its process, time base, window and devices.
+pub(crate) struct ChunkSamples<'a> {
+    pub proc: ProcId,
+    pub time: &'a TimeBase,
+    pub filter: &'a Filter,
+    /// The devices the file's metadata lists (empty when it is unknown).
+    pub devices: &'a [u32],
+}
+
+impl ChunkSamples<'_> {
+    /// Chunk `c`'s samples into `out` (in the chunk's order: sample by sample, metric by metric), each metric of
+    /// its (source, device) its own series, values at each sample's start on the trace's time base; failed
+    /// readings (NaN) left out, and infinite ones with them (counted in `left`: an average over one is no number).
+    /// Samples on a device the metadata does not list are kept and counted.
+    pub(crate) fn read(
+        &self,
+        c: &cutr_format::CounterSamples,
+        names: &mut Names,
+        left: &mut Leftovers,
+        out: &mut Vec<CounterSample>,
+    ) {
+        let ids: Vec<NameId> = c.metrics.iter().map(|m| names.intern(&series_name(&c.source, m))).collect();
+        let listed = self.devices.is_empty() || self.devices.contains(&c.device);
+        for i in 0..c.len() {
+            let (start, end) = (self.time.to_trace(c.t_start[i]), self.time.to_trace(c.t_end[i]));
+            if !self.filter.keeps(start, end.max(start)) {
+                continue;
+            }
+            for (j, &series) in ids.iter().enumerate() {
+                let value = c.value(i, j);
+                if value.is_infinite() {
+                    *left.infinite.entry(series).or_default() += 1;
+                } else if !value.is_nan() {
+                    out.push(CounterSample { proc: self.proc, device: c.device, series, ts: start, value });
+                    if !listed {
+                        *left.unknown.entry(c.device).or_default() += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The samples of a file's `counters` chunks ([`ChunkSamples::read`]), each series' samples together in time
+/// order. `devices` are the devices the file's metadata lists (empty when it is unknown).
 pub(crate) fn metric_samples(
     reader: &Reader,
     proc: ProcId,
@@ -54,48 +149,12 @@ pub(crate) fn metric_samples(
 ) -> FileCounters {
     let (chunks, problems) = reader.counter_samples();
     let mut out = FileCounters { problems, ..Default::default() };
-    // Per device the metadata does not list: samples, and per series with infinite readings: how many.
-    let mut unknown: BTreeMap<u32, u64> = BTreeMap::new();
-    let mut infinite: BTreeMap<NameId, u64> = BTreeMap::new();
+    let read = ChunkSamples { proc, time, filter, devices };
+    let mut left = Leftovers::default();
     for c in &chunks {
-        let ids: Vec<NameId> = c.metrics.iter().map(|m| names.intern(&series_name(&c.source, m))).collect();
-        let listed = devices.is_empty() || devices.contains(&c.device);
-        for i in 0..c.len() {
-            let (start, end) = (time.to_trace(c.t_start[i]), time.to_trace(c.t_end[i]));
-            if !filter.keeps(start, end.max(start)) {
-                continue;
-            }
-            for (j, &series) in ids.iter().enumerate() {
-                let value = c.value(i, j);
-                if value.is_infinite() {
-                    *infinite.entry(series).or_default() += 1;
-                } else if !value.is_nan() {
-                    out.samples.push(CounterSample { proc, device: c.device, series, ts: start, value });
-                    if !listed {
-                        *unknown.entry(c.device).or_default() += 1;
-                    }
-                }
-            }
-        }
+        read.read(c, names, &mut left, &mut out.samples);
     }
-    for (device, n) in &unknown {
-        out.warnings.push(format!(
-            "{n} counter samples are on device {device}, which the file's metadata does not list (devices {}): \
-             kept, but no kernel ran there to average them over",
-            devices.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-        ));
-    }
-    if !infinite.is_empty() {
-        let total: u64 = infinite.values().sum();
-        let series: Vec<&str> = infinite.keys().take(3).map(|&id| names.get(id)).collect();
-        let more = if infinite.len() > 3 { format!(" and {} more", infinite.len() - 3) } else { String::new() };
-        out.warnings.push(format!(
-            "{total} counter readings are infinite ({}{more}): left out, as failed readings are",
-            series.join(", ")
-        ));
-    }
-    stats.counter_samples_unknown_device += unknown.values().sum::<u64>();
-    stats.counter_readings_infinite += infinite.values().sum::<u64>();
+    out.warnings = left.finish(devices, names, stats);
     // Each series' samples together, in time order (chunks of one source interleave with other sources').
     out.samples.sort_by_key(|s| (s.device, s.series, s.ts));
     out

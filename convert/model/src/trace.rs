@@ -206,6 +206,10 @@ pub struct Trace {
     /// Counter samples (`--counters` metrics, PC-sample stall rates drawn over the sampled kernels' executions),
     /// each series' samples together in time order, each file's together.
     pub counters: Vec<crate::CounterSample>,
+    /// Each counter series' span and size, for a stream that hands the samples over window by window
+    /// ([`crate::stream::StreamOptions::counter_feed`]; a load and other streams leave it empty, their samples are
+    /// in `counters`), by (file, device, series).
+    pub counter_series: Vec<crate::counters::CounterSeriesInfo>,
     /// CUDA graphs, the nodes the application made with where it made them, and the node each replayed kernel,
     /// copy and memset comes from ([`crate::graphs`]; [`Trace::capture_of_kernel`]).
     pub graphs: crate::graphs::GraphContext,

@@ -140,9 +140,9 @@ fn stream_run(
     stream_opts: &StreamOptions,
 ) -> Result<(RunInput, Trace, cutr_model::stream::StreamEnd), LoadError> {
     let mut acc = Accumulator::default();
-    // The counter series are side chunks, read whole at open; their averages as a loaded run's.
-    let mut counters = StreamedCounters::default();
-    let stream_opts = &StreamOptions { counters: true, ..stream_opts.clone() };
+    // The counter samples come window by window with the rows; their averages as a loaded run's.
+    let mut counters = StreamedCounters::new(stream_opts.max_waiting);
+    let stream_opts = &StreamOptions { counter_feed: true, ..stream_opts.clone() };
     let (t, end) = stream_readers_with_range_work(paths, readers, stream_opts, |t, _, b| {
         rayon::join(|| acc.add(t, &b, opts), || counters.add(t, &b));
     })?;

@@ -14,19 +14,20 @@ pub(crate) struct Steps {
     values: Vec<(f64, f64)>,
     /// What the values were divided by (1 for a series of zeros).
     scale: f64,
+    /// The first sample's time, once the samples before the kept ones were dropped ([`Steps::keep_from`]).
+    first: Option<u64>,
+}
+
+/// A power of two about `largest` (1 for 0 or no number): dividing by it and multiplying back are exact, so
+/// averages are bit for bit what unscaled sums give wherever those stay finite.
+pub(crate) fn scale_of(largest: f64) -> f64 {
+    if largest > 0.0 && largest.is_finite() { 2f64.powi(largest.log2().floor().min(1023.0) as i32) } else { 1.0 }
 }
 
 impl Steps {
     /// `points` sorted by time, finite values.
     pub(crate) fn new(points: &[(u64, f64)]) -> Steps {
-        // A power of two, so that dividing and multiplying back are exact: averages are bit for bit what
-        // unscaled sums give wherever those stay finite.
-        let largest = points.iter().fold(0f64, |m, p| m.max(p.1.abs()));
-        let scale = if largest > 0.0 && largest.is_finite() {
-            2f64.powi(largest.log2().floor().min(1023.0) as i32)
-        } else {
-            1.0
-        };
+        let scale = scale_of(points.iter().fold(0f64, |m, p| m.max(p.1.abs())));
         let ts: Vec<u64> = points.iter().map(|p| p.0).collect();
         let mut acc = 0.0;
         let values = points
@@ -38,19 +39,58 @@ impl Steps {
                 here
             })
             .collect();
-        Steps { ts, values, scale }
+        Steps { ts, values, scale, first: None }
+    }
+
+    /// A series with no sample yet, its values to be divided by `scale` (a power of two: [`scale_of`]), its
+    /// samples added in time order ([`Steps::push`]): the same integrals as [`Steps::new`] of them all.
+    pub(crate) fn empty(scale: f64) -> Steps {
+        Steps { ts: Vec::new(), values: Vec::new(), scale, first: None }
+    }
+
+    /// The next sample (not before the last one): its running integral is summed exactly as [`Steps::new`] sums
+    /// it, so the integral up to any time is the same number however the series came.
+    pub(crate) fn push(&mut self, t: u64, value: f64) {
+        let integral = match (self.ts.last(), self.values.last()) {
+            (Some(&last), Some(&(v, acc))) => acc + v * t.saturating_sub(last) as f64,
+            _ => 0.0,
+        };
+        self.ts.push(t);
+        self.values.push((value / self.scale, integral));
+    }
+
+    /// Samples before `t` dropped but the last of them (which holds at `t`): no integral from `t` on changes.
+    pub(crate) fn keep_from(&mut self, t: u64) {
+        let drop = self.ts.partition_point(|&x| x <= t).saturating_sub(1);
+        if drop > 0 {
+            self.first.get_or_insert(self.ts[0]);
+            self.ts.drain(..drop);
+            self.values.drain(..drop);
+        }
+    }
+
+    /// The samples held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// The last sample's time.
+    pub(crate) fn last(&self) -> Option<u64> {
+        self.ts.last().copied()
     }
 
     /// First and last sample: the span the series covers.
     pub(crate) fn span(&self) -> Option<(u64, u64)> {
-        Some((*self.ts.first()?, *self.ts.last()?))
+        Some((self.first.unwrap_or(*self.ts.first()?), *self.ts.last()?))
     }
 
-    /// The scaled integral from the first sample to `x` (inside the sampled span).
-    fn at(&self, x: u64) -> f64 {
+    /// The scaled integral from the first sample to `x` (inside the sampled span, at or after the first sample
+    /// kept).
+    pub(crate) fn at(&self, x: u64) -> f64 {
         let i = self.ts.partition_point(|&t| t <= x).saturating_sub(1);
         let (value, integral) = self.values[i];
-        integral + value * (x - self.ts[i]) as f64
+        integral + value * x.saturating_sub(self.ts[i]) as f64
     }
 
     /// (scaled integral, covered ns) over [a, b].

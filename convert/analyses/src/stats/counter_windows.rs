@@ -203,21 +203,6 @@ impl Series {
         }
     }
 
-    /// The windows (by index, `from..to`) that meet the interval [a, b]; `None` for a series held from each
-    /// reading. The windows meeting a set of intervals are the union of those meeting each.
-    pub(crate) fn windows_meeting(&self, a: u64, b: u64) -> Option<(usize, usize)> {
-        let Series::Windowed { windows, .. } = self else { return None };
-        Some((windows.partition_point(|w| w.1 <= a), windows.partition_point(|w| w.0 < b)))
-    }
-
-    /// The summed length of windows `from..to`.
-    pub(crate) fn windows_length(&self, from: usize, to: usize) -> u128 {
-        match self {
-            Series::Held(_) => 0,
-            Series::Windowed { length_prefix, .. } => length_prefix[to] - length_prefix[from],
-        }
-    }
-
     /// What the series gives over executions of which `sums` are the integrals and `meeting` the summed length of
     /// the windows meeting them (0 for a held series); `None` where no reading covers them.
     pub(crate) fn place(&self, sums: &Integrals, meeting: u128) -> Option<Placed> {

@@ -111,7 +111,7 @@ pub(crate) fn section(t: &Trace, top: Option<usize>, max_rows: usize) -> Counter
         });
         merge_rows(t, g, parts, limit)
     };
-    cut(groups, top, max_rows, &series, rows_of)
+    cut(groups, top, max_rows, series.values().map(Vec::len).sum(), rows_of)
 }
 
 /// The section of `groups` (ranked here, `top` kept), at most `max_rows` rows; `rows_of` gives a group's first
@@ -120,7 +120,7 @@ pub(super) fn cut<P>(
     mut groups: Vec<Group<P>>,
     top: Option<usize>,
     max_rows: usize,
-    series: &SeriesByDevice,
+    series_count: usize,
     rows_of: impl Fn(&Group<P>, usize) -> Vec<CounterAverage>,
 ) -> CounterSection {
     cutr_model::timing::timed("counter groups ranked", || rank(&mut groups, top));
@@ -143,7 +143,7 @@ pub(super) fn cut<P>(
         }
     }
     if out.rows.is_empty() {
-        out.series_over_nothing = series.values().map(Vec::len).sum();
+        out.series_over_nothing = series_count;
     }
     out.not_finite = out
         .rows

@@ -3,7 +3,9 @@
 //! CUDA graphs' replays by where their nodes were made, per-stream and per-device utilization, and what was lost.
 
 mod buckets;
+mod counter_live;
 mod counter_math;
+mod counter_met;
 mod counter_render;
 mod counter_windows;
 pub(crate) mod counters;
@@ -17,6 +19,8 @@ mod render;
 mod sections;
 mod stream;
 pub(crate) mod stream_counters;
+#[cfg(test)]
+mod stream_counters_tests;
 mod stream_graphs;
 mod stream_memory;
 mod stream_um;

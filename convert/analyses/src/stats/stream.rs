@@ -335,11 +335,11 @@ pub fn compute_streaming_in(
         true => Some(StreamedGraphs::open(paths, readers, stream_opts, cap)?),
         false => None,
     };
-    let mut counters = StreamedCounters::default();
-    // The counter series are side chunks, read whole at open (in a --start/--end window, the samples overlapping
-    // it, as a load reads them).
+    let mut counters = StreamedCounters::new(stream_opts.max_waiting);
+    // The counter samples come window by window, a chunk at a time (in a --start/--end window, the samples
+    // overlapping it, as a load reads them).
     let counters_on = on(Section::Counters);
-    let stream_opts = &StreamOptions { counters: stream_opts.counters || counters_on, ..stream_opts.clone() };
+    let stream_opts = &StreamOptions { counter_feed: stream_opts.counter_feed || counters_on, ..stream_opts.clone() };
     // NVTX rows get each closed range instance's GPU work once final (an instance never closed gets none, as at
     // load): the stream tracks the instances only when the section is asked for.
     let nvtx_on = on(Section::Nvtx);

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+mod counter_feed;
 mod graphs;
 mod horizon;
 mod instances;
@@ -34,6 +35,7 @@ use cutr_format::{ChunkError, ChunkInfo, ChunkType, Problem, Reader};
 use rayon::prelude::*;
 use std::path::PathBuf;
 
+use crate::counters::{ChunkSamples, CounterSample, Leftovers};
 use crate::decode::{ChunkCounts, ChunkRows, FileDecoder};
 use crate::fields::FileFields;
 use crate::ids::{NameId, ProcId};
@@ -57,6 +59,10 @@ pub struct StreamOptions {
     /// Also read each file's counter samples (`--counters` metrics; not the PC samples' stall rates, which are
     /// drawn over every kernel) into the trace at open, as a load does: side chunks, read whole.
     pub counters: bool,
+    /// Hand each file's counter samples over window by window ([`Batch::counters`]) instead (`counters` is then
+    /// not read): at open only each series' span and size ([`Trace::counter_series`]), and the warnings and
+    /// counts a load makes of them.
+    pub counter_feed: bool,
     /// Also read each file's CUDA graph events into the trace at open (side chunks, read whole), unjoined: for
     /// [`graph_context`].
     pub graph_events: bool,
@@ -84,6 +90,7 @@ impl Default for StreamOptions {
             horizon: DEFAULT_HORIZON,
             window_bytes: 256 << 20,
             counters: false,
+            counter_feed: false,
             graph_events: false,
             hold_unlaunched: false,
             max_waiting: DEFAULT_MAX_WAITING,
@@ -117,6 +124,17 @@ pub struct Batch {
     pub marks: Vec<NvtxMark>,
     pub memory: Vec<MemoryOp>,
     pub um: Vec<UmEvent>,
+    /// With [`StreamOptions::counter_feed`]: the counter samples of the chunks whose first sample is before
+    /// [`Batch::next_start`] (all that are left, in the last window), each series' together in time order (by
+    /// file, device, series, time). A chunk's samples can reach past the window's rows.
+    pub counters: Vec<CounterSample>,
+    /// With [`StreamOptions::counter_feed`]: every counter sample before this time has been handed over, in this
+    /// batch or an earlier one (`u64::MAX`: all of them).
+    pub counters_complete_before: u64,
+    /// The start of each NVTX range (start/end or push/pop) that began in this window, by file: a consumer that
+    /// must know, at a range's end, something of the time it began (a counter series' integral up to it) can note
+    /// it while that time is at hand.
+    pub range_starts: Vec<(ProcId, u64)>,
     /// The earliest time a later window's chunks begin at (`None`: this is the last window): no row of a later
     /// window starts before it, so state about earlier times can be dropped.
     pub next_start: Option<u64>,
@@ -232,11 +250,15 @@ fn stream_inner(
     let grouping = crate::runs::group(readers);
     let mut decoders: Vec<Option<FileDecoder<'_>>> = (0..readers.len()).map(|_| None).collect();
     let mut text_ids = vec![Vec::new(); readers.len()];
+    let mut feed = counter_feed::CounterFeed::default();
+    let mut series_info = rustc_hash::FxHashMap::default();
     for &(i, proc) in &grouping.order {
         let (path, r) = (&paths[i], &readers[i]);
         let first = trace.processes.get(proc.index()).map(|p| p.time);
         let (decoder, mut process) = open_file(proc, path, r, filter, first)?;
-        if opts.counters {
+        if opts.counter_feed {
+            index_counters(&mut trace, &mut process, (i, proc, r), &mut feed, (filter, &mut series_info));
+        } else if opts.counters {
             read_counters(&mut trace, &mut process, proc, r, filter);
         }
         if opts.graph_events {
@@ -256,6 +278,16 @@ fn stream_inner(
     trace.device_limits = trace.index_device_limits();
     let decoders: Vec<FileDecoder<'_>> =
         decoders.into_iter().map(|d| d.expect("every input is in the grouping")).collect();
+    feed.sort();
+    let mut series_info: Vec<_> = series_info.into_values().collect();
+    series_info.sort_unstable_by_key(|s: &crate::counters::CounterSeriesInfo| (s.proc, s.device, s.series));
+    trace.counter_series = series_info;
+    let devices: Vec<Vec<u32>> = decoders.iter().map(|d| listed_devices(&trace.processes[d.proc.index()])).collect();
+    let reads: Vec<ChunkSamples<'_>> = decoders
+        .iter()
+        .zip(&devices)
+        .map(|(d, devices)| ChunkSamples { proc: d.proc, time: &d.time, filter, devices })
+        .collect();
     // Every file's chunks in one time order (trace time: the files' clocks differ).
     // Chunks wholly outside a --start/--end window are not read, as a load skips them.
     let outside = |f: usize, c: &ChunkInfo| {
@@ -299,12 +331,16 @@ fn stream_inner(
         let next_start = next.and_then(|w| w.iter().map(|(f, c)| decoders[*f].time.to_trace(c.header.t_min)).min());
         let mut batch = state.batch(rows, &mut span, &mut stats, next_start.filter(|_| opts.hold_unlaunched));
         batch.next_start = next_start;
+        if opts.counter_feed {
+            batch.counters = feed.take(next_start, readers, &reads, &mut trace.names);
+        }
+        batch.counters_complete_before = feed.complete_before();
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
     }
     end.unclosed_ranges = state.finish(&mut stats, &mut span);
     if let Some(mut instances) = state.instances.take() {
-        let mut last = Batch::default();
+        let mut last = Batch { counters_complete_before: u64::MAX, ..Batch::default() };
         instances.finish(&mut last.range_work);
         consume(&trace, &state.stacks, last);
     }
@@ -357,6 +393,32 @@ fn open_file<'r>(
         meta,
     };
     Ok((decoder, process))
+}
+
+/// The devices a file's metadata lists (as a load checks counter samples against them).
+fn listed_devices(p: &Process) -> Vec<u32> {
+    p.meta.devices.iter().map(|d| d.id).collect()
+}
+
+/// File `i`'s counter chunks indexed into `feed` and `series` (each series' span and size), their warnings,
+/// problems and counts into `process`, as a load with `filter` reads them.
+fn index_counters(
+    trace: &mut Trace,
+    process: &mut Process,
+    (i, proc, r): (usize, ProcId, &Reader),
+    feed: &mut counter_feed::CounterFeed,
+    (filter, series): (&Filter, &mut rustc_hash::FxHashMap<(ProcId, u32, NameId), crate::counters::CounterSeriesInfo>),
+) {
+    let devices = listed_devices(process);
+    let read = ChunkSamples { proc, time: &process.time, filter, devices: &devices };
+    let mut left = Leftovers::default();
+    let problems = feed.index_file((i, r), &read, &mut trace.names, (&mut left, series));
+    process.warnings.extend(left.finish(&devices, &trace.names, &mut process.stats));
+    for p in problems {
+        if !process.problems.contains(&p) {
+            process.problems.push(p);
+        }
+    }
 }
 
 /// File `proc`'s counter samples into `trace`, their warnings, problems and counts into `process`, as a load

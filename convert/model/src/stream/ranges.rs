@@ -277,6 +277,7 @@ impl RangeState {
             return;
         }
         if m.flags & START != 0 {
+            batch.range_starts.push((proc, m.ts));
             let stack = self.threads.entry((proc, m.tid)).or_default();
             if let Some(i) = &mut self.instances {
                 i.start(proc, m.id, stack.last().map(|r| r.0));

@@ -39,7 +39,7 @@ pub struct KernelRulesFold {
 impl KernelRulesFold {
     /// A fold judging inside the first pass's steps (or, without steps, each process's GPU span); `trace` is the
     /// stream's (it holds the counter series from its open, with [`StreamOptions::counters`]).
-    pub fn new(trace: &Trace, first: &FirstPass, _opts: &StreamOptions) -> KernelRulesFold {
+    pub fn new(trace: &Trace, first: &FirstPass, opts: &StreamOptions) -> KernelRulesFold {
         let spans = first.gpu_spans.iter().enumerate().filter_map(|(i, span)| {
             let (start, end) = (*span)?;
             Some((ProcId(u16::try_from(i).ok()?), start, end))
@@ -47,7 +47,7 @@ impl KernelRulesFold {
         KernelRulesFold {
             windows: Windows::new(trace.processes.len(), &first.steps, spans),
             by_name: FxHashMap::default(),
-            counters: PmAverages::recorded(trace).then(StreamedCounters::default),
+            counters: PmAverages::recorded(trace).then(|| StreamedCounters::new(opts.max_waiting)),
         }
     }
 
@@ -143,7 +143,8 @@ mod tests {
     fn streamed(name: &str, first: &FirstPass, window_bytes: u64) -> (Vec<RuleResult>, Vec<String>, u64) {
         let paths = [fixture(name)];
         let (readers, _) = open_inputs(&paths, false).unwrap();
-        let opts = StreamOptions { hold_unlaunched: true, counters: true, window_bytes, ..StreamOptions::default() };
+        let opts =
+            StreamOptions { hold_unlaunched: true, counter_feed: true, window_bytes, ..StreamOptions::default() };
         let mut fold: Option<KernelRulesFold> = None;
         let (mut t, end) = stream_readers_in(&paths, &readers, &opts, &Filter::default(), |t, _, b| {
             fold.get_or_insert_with(|| KernelRulesFold::new(t, first, &opts)).batch(t, &b);

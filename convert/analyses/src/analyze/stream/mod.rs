@@ -55,7 +55,7 @@ pub struct Streamed {
 /// The options both passes stream with: GPU work held for its launching call (a gap's next op needs it), and the
 /// counter series (the kernel rules' PM averages).
 pub fn stream_options(base: &StreamOptions) -> StreamOptions {
-    StreamOptions { hold_unlaunched: true, counters: true, ..base.clone() }
+    StreamOptions { hold_unlaunched: true, counter_feed: true, ..base.clone() }
 }
 
 /// `analyze` over `readers` (one job's files, `paths` label them) in two passes, the records `filter` keeps.

@@ -43,7 +43,8 @@ impl PmAverages {
 
     /// Whether `t` holds any PM sampling series (the series alone: a stream's trace has them without its rows).
     pub(crate) fn recorded(t: &Trace) -> bool {
-        t.counters.iter().any(|c| t.names.get(c.series).starts_with("PM: "))
+        let pm = |series| t.names.get(series).starts_with("PM: ");
+        t.counters.iter().any(|c| pm(c.series)) || t.counter_series.iter().any(|c| pm(c.series))
     }
 
     /// The averages of the kernel rows of `stats`' counters section (of a trace with PM sampling series: loaded,

@@ -45,7 +45,7 @@ fn streamed(files: &[PathBuf], first: &FirstPass, opts: &StreamOptions) -> (Vec<
 }
 
 fn options(window_bytes: Option<u64>) -> StreamOptions {
-    let opts = StreamOptions { hold_unlaunched: true, counters: true, ..StreamOptions::default() };
+    let opts = StreamOptions { hold_unlaunched: true, counter_feed: true, ..StreamOptions::default() };
     match window_bytes {
         Some(window_bytes) => StreamOptions { window_bytes, ..opts },
         None => opts,

@@ -53,7 +53,8 @@ fn streamed_equals_loaded(names: &[&str]) -> LaunchHealth {
     let loaded = launch_health(&loaded_trace);
     let first = first_pass(&loaded_trace);
     for window_bytes in [1, StreamOptions::default().window_bytes] {
-        let opts = StreamOptions { hold_unlaunched: true, counters: true, window_bytes, ..StreamOptions::default() };
+        let opts =
+            StreamOptions { hold_unlaunched: true, counter_feed: true, window_bytes, ..StreamOptions::default() };
         let (health, warnings) = streamed(&paths, &opts, &first, EXACT_DIST_VALUES);
         let (a, b) = (serde_json::to_value(&health).unwrap(), serde_json::to_value(&loaded).unwrap());
         let differing: Vec<String> = b
@@ -117,7 +118,7 @@ fn stream_launch_past_the_cap_percentiles_are_estimates() {
     let paths = vec![fixture("launch_loop_100k.cutr")];
     let loaded_trace = cutr_model::load(&paths, &LoadOptions::default()).unwrap();
     let loaded = launch_health(&loaded_trace);
-    let opts = StreamOptions { hold_unlaunched: true, counters: true, ..StreamOptions::default() };
+    let opts = StreamOptions { hold_unlaunched: true, counter_feed: true, ..StreamOptions::default() };
     let (h, warnings) = streamed(&paths, &opts, &first_pass(&loaded_trace), 1000);
     assert!(warnings.is_empty());
     let pairs = [
