@@ -218,3 +218,37 @@ fn a_flood_of_metrics_is_not_streamed_and_says_so() {
     let not_compared = d.stream.unwrap().not_compared;
     assert_eq!(not_compared, ["counter averages per kernel (more than 524288 name x series sums)"]);
 }
+
+/// Two chunks of one series, the second's samples inside the first's span (a damaged file: a recorder writes a
+/// series' chunks one after the other). A load sorts them together; the stream has placed the first chunk's
+/// samples by the time the second comes, so it leaves the second's out and says how many: never silently (299 of
+/// its 300: its last sample is after the first chunk's last).
+#[test]
+fn a_chunk_overlapping_an_earlier_one_of_its_series_is_left_out_and_counted() {
+    use cutr_synth::forge::counters::{metric_flood, write_with_counters};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overlap.cutr");
+    let opts = cutr_synth::SynthOptions { records: 20_000, buffer_bytes: 16 << 10, ..Default::default() };
+    write_with_counters(&path, opts, |truth| {
+        let (a, b) = (truth.t_min, truth.t_max);
+        let mid = a + (b - a) / 2;
+        vec![
+            metric_flood((a, b), 1, 400, 0, |_, i| (i % 7) as f64),
+            metric_flood((mid + 1, b - 1), 1, 300, 0, |_, i| (i % 5) as f64),
+        ]
+    })
+    .unwrap();
+    let paths = [path];
+    let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
+    let stream_opts = StreamOptions { window_bytes: 1, ..Default::default() };
+    let (s, _) = stats::compute_streaming(&paths, &readers, &options(None), 64, &stream_opts).unwrap();
+    let warning = s.warnings.iter().find(|w| w.starts_with("counters: ")).unwrap();
+    assert_eq!(
+        warning,
+        "counters: 299 counter samples came after later ones of their series (left out) (a damaged file's order; \
+         --no-stream places them all)"
+    );
+    assert_eq!(s.counters.len(), OVERLAP_ROWS, "the first chunk's averages are still there");
+}
+
+const OVERLAP_ROWS: usize = 197;

@@ -520,11 +520,7 @@ impl StreamedCounters {
             ),
         ];
         let parts: Vec<String> = said.iter().filter(|s| s.0 > 0).map(|(n, what)| format!("{n} {what}")).collect();
-        (!parts.is_empty()).then(|| {
-            format!(
-                "counters: {} (rows earlier than their chunks claim: a damaged file; --no-stream places them all)",
-                parts.join("; ")
-            )
-        })
+        (!parts.is_empty())
+            .then(|| format!("counters: {} (a damaged file's order; --no-stream places them all)", parts.join("; ")))
     }
 }

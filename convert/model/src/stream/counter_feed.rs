@@ -26,7 +26,8 @@ pub(super) struct CounterFeed {
 
 struct FeedChunk {
     file: usize,
-    info: ChunkInfo,
+    /// Its place among the file's chunks ([`Reader::chunks`]).
+    chunk: usize,
     /// Its earliest kept sample's time (trace time).
     first: u64,
 }
@@ -45,14 +46,14 @@ impl CounterFeed {
         names: &mut Names,
         (left, series): (&mut Leftovers, &mut FxHashMap<(ProcId, u32, NameId), CounterSeriesInfo>),
     ) -> Vec<Problem> {
-        let chunks: Vec<&ChunkInfo> =
-            reader.chunks().iter().filter(|c| c.chunk_type() == ChunkType::Counters).collect();
+        let chunks: Vec<(usize, &ChunkInfo)> =
+            reader.chunks().iter().enumerate().filter(|(_, c)| c.chunk_type() == ChunkType::Counters).collect();
         let mut problems = Vec::new();
         let mut samples = Vec::new();
         for group in chunks.chunks(GROUP) {
             let decoded: Vec<Result<cutr_format::CounterSamples, ChunkError>> =
-                group.par_iter().map(|c| decode(reader, c)).collect();
-            for (c, d) in group.iter().zip(decoded) {
+                group.par_iter().map(|(_, c)| decode(reader, c)).collect();
+            for (&(chunk, c), d) in group.iter().zip(decoded) {
                 let d = match d {
                     Ok(d) => d,
                     Err(error) => {
@@ -63,7 +64,7 @@ impl CounterFeed {
                 samples.clear();
                 read.read(&d, names, left, &mut samples);
                 let Some(first) = samples.iter().map(|s| s.ts).min() else { continue };
-                self.chunks.push(FeedChunk { file, info: (*c).clone(), first });
+                self.chunks.push(FeedChunk { file, chunk, first });
                 for s in &samples {
                     let info = series.entry((s.proc, s.device, s.series)).or_insert(CounterSeriesInfo {
                         proc: s.proc,
@@ -86,7 +87,7 @@ impl CounterFeed {
 
     /// Every file indexed: the chunks put in the order they are handed over.
     pub(super) fn sort(&mut self) {
-        self.chunks.sort_by_key(|c| (c.first, c.file, c.info.header.seq));
+        self.chunks.sort_by_key(|c| (c.first, c.file, c.chunk));
     }
 
     /// The samples of the chunks whose first sample is before `before` (every chunk left: `None`), each series'
@@ -105,7 +106,7 @@ impl CounterFeed {
         }
         let now = &self.chunks[from..self.next];
         let decoded: Vec<Option<cutr_format::CounterSamples>> =
-            now.par_iter().map(|c| decode(&readers[c.file], &c.info).ok()).collect();
+            now.par_iter().map(|c| decode(&readers[c.file], &readers[c.file].chunks()[c.chunk]).ok()).collect();
         let mut out = Vec::new();
         // Counted at open already.
         let mut left = Leftovers::default();
@@ -125,9 +126,11 @@ impl CounterFeed {
     }
 }
 
+/// A chunk's samples; its mapped pages let go once read (a day of samples would otherwise stay resident).
 fn decode(reader: &Reader, c: &ChunkInfo) -> Result<cutr_format::CounterSamples, ChunkError> {
-    let raw = reader.payload(c)?;
-    cutr_format::CounterSamples::from_bytes(&raw)
+    let raw = reader.payload(c);
+    reader.release_pages(c);
+    cutr_format::CounterSamples::from_bytes(&raw?)
 }
 
 fn damaged(c: &ChunkInfo, error: ChunkError) -> Problem {

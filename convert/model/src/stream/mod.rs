@@ -5,7 +5,9 @@
 //! for a horizon of launches ([`StreamOptions::horizon`]); GPU work whose launch fell out of the horizon is
 //! counted ([`StreamEnd::launches_out_of_horizon`]), never attributed silently.
 //!
-//! The side chunks (metadata, strings, clocks, loss) are read whole at open, as [`crate::load`] does: the
+//! Counter samples, which a day of PM sampling makes more of than anything else, come a chunk at a time with the
+//! windows ([`StreamOptions::counter_feed`]). The other side chunks (metadata, strings, clocks, loss) are read
+//! whole at open, as [`crate::load`] does: the
 //! consumer gets a [`Trace`] that holds the processes and names but no rows, so that names (kernels, API
 //! functions) and ranks read as they do on a loaded trace. The records of the recorder's own `cutr-*` threads
 //! are left out as at load ([`crate::recorder_threads`]); their API calls are dropped and counted, also the rare
