@@ -31,7 +31,6 @@ use super::counter_windows::{Integrals, Window, window_of};
 use super::counters::{CounterSection, Group, cut, meets, merge_rows};
 
 /// The section summed window by window.
-#[derive(Default)]
 pub(crate) struct StreamedCounters {
     /// Made at the first window (the series are known from the stream's open).
     state: Option<State>,
