@@ -274,8 +274,9 @@ pub enum Command {
         /// memory section's peaks and unified memory (events by kernel too) exact; CUDA graphs exact (replays per
         /// executable, their medians as above; GPU time by capture range and site; the NVTX rows' graph replays),
         /// from a second pass over the graph events; counter averages as a load gives them up to the order of their
-        /// sums (relative 1e-12); --start/--end read only the chunks of the window, as a load does (graphs not
-        /// computed in a window); --by-rank exact. The report names what it did not compute.
+        /// sums (relative 1e-12); --start/--end read only the chunks of the window, as a load does (graphs too:
+        /// joined over the window's calls and NVTX ranges); --by-rank exact. The report names what it did not
+        /// compute.
         #[arg(long, conflicts_with_all = ["no_stream", "nvtx", "nvtx_across_threads"])]
         stream: bool,
         /// Load the recordings whole, however large (every section; memory about the size of their records).

@@ -33,12 +33,34 @@ fn the_report_says_it_streamed_and_its_figures_are_the_loaded_ones() {
     };
     assert_eq!(kernel_rows(&s), kernel_rows(&w));
     assert_eq!(kernel_rows(&s).len(), 12, "{s}");
-    // CSV has no line for it: the note goes to stderr. A --start/--end window's graphs are not streamed.
+    // CSV has no line for it: the note goes to stderr. A --start/--end window's graphs stream too.
     let csv = run(&["stats", "--stream", "--csv", "--start", "0s", "--report", "kernels,graphs", path_str(&g)]);
     let note = stderr_lines(&csv);
     assert_eq!(note.len(), 1, "{note:?}");
     assert!(note[0].starts_with("cupti-convert: note: Streamed over 5 chunks in "), "{note:?}");
-    assert!(note[0].contains("not computed when streaming: graphs"), "{note:?}");
+    assert!(!note[0].contains("not computed"), "{note:?}");
+}
+
+/// `stats --stream --start/--end` prints the graphs section a load with the same window prints: on torch.compile's
+/// cudagraph trees, a window through the last replays, whose nodes were made before it (their capture ranges are
+/// the window's NVTX ranges still open at their creation, as the windowed load nests them).
+#[test]
+fn a_time_windows_graphs_stream_as_they_load() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/graph_compile.cutr");
+    let report = |how: &str| {
+        let o = run(&["stats", how, "--report", "graphs", "--start", "21.09s", "--end", "21.0985s", fixture]);
+        assert!(o.status.success(), "{how}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let (streamed, loaded) = (report("--stream"), report("--no-stream"));
+    let stream_line = streamed.lines().find(|l| l.starts_with("Streamed over ")).unwrap();
+    assert!(!stream_line.contains("not computed"), "{stream_line}");
+    let without_it: Vec<&str> = streamed.lines().filter(|l| *l != stream_line).collect();
+    assert_eq!(without_it, loaded.lines().collect::<Vec<_>>());
+    let capture = |l: &&str| l.ends_with(" layer1/layer2/forward");
+    let row: Vec<&str> = loaded.lines().find(capture).unwrap().split_whitespace().collect();
+    assert_eq!(row, ["84.0", "1,276,453", "84", "48", "layer1/layer2/forward"]);
+    assert!(loaded.contains("Graph ops traced back to the node the program made: 100 of 100 "), "{loaded}");
 }
 
 /// The JSON report without its `stream` line: what the streamed and loaded reports have in common.

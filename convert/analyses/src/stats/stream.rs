@@ -8,8 +8,8 @@
 //! each replay summed until final (`stream_graphs`, over a pass of their own), and counter averages, each
 //! window's executions integrated against the series and only the sums kept (`stream_counters`).
 //! A `--start/--end` window is streamed as a load reads it ([`stream_readers_in`]; the counter samples overlapping
-//! it, as a load keeps them), but for graphs, not computed there: a windowed load nests only the window's NVTX
-//! ranges, which the graphs' pass does not narrow.
+//! it, as a load keeps them; the graphs joined over the window's calls and NVTX ranges, as a load with the window
+//! joins them).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -323,16 +323,13 @@ pub fn compute_streaming_in(
     stream_opts: &StreamOptions,
 ) -> Result<(Stats, Trace), LoadError> {
     let on = |s: Section| opts.sections.contains(&s);
-    // With a --start/--end window, a load nests and joins only the window's NVTX ranges, which the graphs' pass
-    // (`graph_context`) does not narrow: the capture ranges could differ, so the section is not computed.
-    let windowed = filter.start.is_some() || filter.end.is_some();
-    let streamed = |s: &Section| STREAMED_SECTIONS.contains(s) && !(windowed && *s == Section::Graphs);
+    let streamed = |s: &Section| STREAMED_SECTIONS.contains(s);
     let mut acc = Accumulators::new(cap, opts.nvtx_names);
     let mut utilization = StreamedUtilization::new(stream_opts.max_waiting);
     let mut memory = StreamedMemory::new(stream_opts.max_waiting);
     let mut um = StreamedUm::new(stream_opts.max_waiting);
-    let mut graphs = match on(Section::Graphs) && !windowed {
-        true => Some(StreamedGraphs::open(paths, readers, stream_opts, cap)?),
+    let mut graphs = match on(Section::Graphs) {
+        true => Some(StreamedGraphs::open(paths, readers, stream_opts, filter, cap)?),
         false => None,
     };
     let mut counters = StreamedCounters::new(stream_opts.max_waiting);

@@ -1,8 +1,9 @@
 //! The `graphs` section of `stats --stream`, equal to the loaded one ([`super::graphs`]), with state bounded by the
 //! answer: the graphs themselves (nodes, executables, the calls and NVTX ranges that hold their creation) from a
-//! pass of their own ([`graph_context`], as `export --parquet --stream` reads them), then per node the GPU time
-//! and ops traced back to it, per executable its replays' accumulator ([`Durations`]: medians exact up to its cap),
-//! and the replays still open.
+//! pass of their own ([`graph_context_in`], as `export --parquet --stream` reads them; in a `--start/--end` window,
+//! over the calls and ranges a load with that window keeps), then per node the GPU time and ops traced back to it,
+//! per executable its replays' accumulator ([`Durations`]: medians exact up to its cap), and the replays still
+//! open.
 //!
 //! A replayed op is traced back to its node at its launch, as a load does: the launching call's start (from the
 //! stream's horizon, or remembered from an earlier op of the same replay), else the op's own start. The two differ
@@ -28,8 +29,8 @@ use cutr_format::Reader;
 use cutr_model::graphs::NONE;
 use cutr_model::numbered::{family_label, split_number};
 use cutr_model::rows::ApiCall;
-use cutr_model::stream::{Batch, StreamOptions, graph_context};
-use cutr_model::{LoadError, ProcId, Trace};
+use cutr_model::stream::{Batch, StreamOptions, graph_context_in};
+use cutr_model::{Filter, LoadError, ProcId, Trace};
 use rustc_hash::FxHashMap;
 
 use super::families::NvtxNames;
@@ -94,15 +95,16 @@ pub(super) struct StreamedGraphs {
 }
 
 impl StreamedGraphs {
-    /// The graphs of `paths` read in a pass of their own (with `opts`' windows, the whole recordings: not for a
-    /// `--start/--end` window); replays' medians exact up to `cap` replays.
+    /// The graphs of `paths` read in a pass of their own (with `opts`' windows), joined as a load with `filter`
+    /// joins them; replays' medians exact up to `cap` replays.
     pub(super) fn open(
         paths: &[PathBuf],
         readers: &[Reader],
         opts: &StreamOptions,
+        filter: &Filter,
         cap: usize,
     ) -> Result<StreamedGraphs, LoadError> {
-        let mut g = StreamedGraphs::new(graph_context(paths, readers, opts)?, cap, readers.len());
+        let mut g = StreamedGraphs::new(graph_context_in(paths, readers, opts, filter)?, cap, readers.len());
         g.max_open = opts.max_waiting.max(1);
         Ok(g)
     }
@@ -399,7 +401,7 @@ mod tests {
         let paths = [path.clone()];
         let readers = [Reader::open(&path).unwrap()];
         let opts = StreamOptions { window_bytes: 1, ..Default::default() };
-        let mut g = StreamedGraphs::open(&paths, &readers, &opts, 1000).unwrap();
+        let mut g = StreamedGraphs::open(&paths, &readers, &opts, &Filter::default(), 1000).unwrap();
         let (t, _) = cutr_model::stream::stream_readers(&paths, &readers, &opts, |_, _, mut b| {
             b.gpu_calls.clear();
             g.add(&b);

@@ -47,7 +47,7 @@ use crate::rows::{ApiCall, Kernel, Memcpy, MemoryOp, Memset, NvtxMark, NvtxRange
 use crate::timebase::{ClockCheck, TimeBase};
 use crate::trace::{JoinStats, Process, Trace};
 
-pub use graphs::graph_context;
+pub use graphs::{graph_context, graph_context_in};
 pub use instances::RangeWork;
 pub use ranges::RangeStacks;
 
