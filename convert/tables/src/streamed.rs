@@ -9,7 +9,8 @@
 //! they close, the ones never closed at the end. Rows come in window order, not sorted by time: the tables are
 //! sets (docs/TABLES.md). CUDA graphs are joined from a pass of their own over the recordings
 //! ([`graph_context`], only where graphs were recorded). What needs every row at once is named in
-//! [`StreamedExport::warnings`] (see [`side_warnings`]); `memory_usage` is built at the end from the allocation
+//! [`StreamedExport::warnings`] (see [`side_warnings`]); counter samples are written a chunk at a time as they
+//! come ([`StreamOptions::counter_feed`]); `memory_usage` is built at the end from the allocation
 //! records, kept until then, as `um` from its events (each joined to its kernel while streaming:
 //! [`UmJoin`]).
 
@@ -57,7 +58,9 @@ pub fn write_parquet_streamed(
     let staging = target::Staging::new(&target::check(dir)?)?;
     // CUDA graphs first: each node's call and ranges, from a pass of their own (only where graphs were recorded).
     let graphs = graph_context(paths, readers, opts)?;
-    let opts = StreamOptions { counters: true, hold_unlaunched: true, ..opts.clone() };
+    // Counter samples come a chunk at a time with the windows, written as they come (a whole export writes each
+    // series' samples together; the rows are the same).
+    let opts = StreamOptions { counter_feed: true, hold_unlaunched: true, ..opts.clone() };
     let mut sink: Option<Sink> = None;
     let mut failed: Option<TablesError> = None;
     let (trace, end) = stream_readers(paths, readers, &opts, |t, stacks, batch| {
@@ -329,14 +332,15 @@ impl Sink {
                 "syncs" => (syncs(ctx.files, &b.syncs), b.syncs.iter().map(|r| r.proc.0).collect()),
                 "nvtx_ranges" => (nvtx_ranges(t, ctx.files, &b.ranges), b.ranges.iter().map(|r| r.proc.0).collect()),
                 "nvtx_marks" => (nvtx_marks(t, ctx.files, &b.marks), b.marks.iter().map(|r| r.proc.0).collect()),
+                "counters" => (counters(t, ctx.files, &b.counters), b.counters.iter().map(|r| r.proc.0).collect()),
                 _ => return Ok(()),
             };
             append(out, partitions, &columns, &procs)
         })
     }
 
-    /// The tables a stream gives at its end: the ranges never closed, the files and devices, counter samples,
-    /// unified memory events and memory in use.
+    /// The tables a stream gives at its end: the ranges never closed, the files and devices, unified memory
+    /// events and memory in use.
     fn finish(&mut self, t: &Trace, g: Option<&Trace>, unclosed: &[NvtxRange]) -> Result<(), TablesError> {
         self.memory.sort_by_key(|m| (m.ts, m.proc));
         let mut memory = Trace::default();
@@ -361,7 +365,6 @@ impl Sink {
                 "nvtx_ranges" => (nvtx_ranges(t, files, unclosed), unclosed.iter().map(|r| r.proc.0).collect()),
                 "processes" => (processes(t, files), (0..t.processes.len() as u16).collect()),
                 "devices" => (devices(t, files, &dev_rows), dev_rows.iter().map(|r| r.0 as u16).collect()),
-                "counters" => (counters(t, files), t.counters.iter().map(|r| r.proc.0).collect()),
                 "um" => {
                     (um(&um_trace, files, Some(um_kernels.clone())), um_trace.um.iter().map(|r| r.proc.0).collect())
                 }
@@ -432,6 +435,6 @@ fn empty_columns<'t>(table: &str, c: &'t Ctx<'t>) -> Vec<Column<'t>> {
         "syncs" => syncs(c.files, &[]),
         "nvtx_ranges" => nvtx_ranges(t, c.files, &[]),
         "nvtx_marks" => nvtx_marks(t, c.files, &[]),
-        _ => counters(t, c.files),
+        _ => counters(t, c.files, &[]),
     }
 }

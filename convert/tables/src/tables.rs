@@ -332,8 +332,8 @@ pub(crate) fn nvtx_marks<'t>(t: &'t Trace, f: &'t Files, m: &'t [NvtxMark]) -> V
     c
 }
 
-pub(crate) fn counters<'t>(t: &'t Trace, f: &'t Files) -> Vec<Column<'t>> {
-    let s = &t.counters;
+/// The `counters` table's columns over the samples `s` (a loaded trace's, or a stream's batch's).
+pub(crate) fn counters<'t>(t: &'t Trace, f: &'t Files, s: &'t [cutr_model::CounterSample]) -> Vec<Column<'t>> {
     let mut c = f.columns(move |i| s[i].proc);
     c.extend([
         Column::U32("device", Box::new(move |i| s[i].device)),

@@ -149,7 +149,7 @@ fn table_columns<'t>(table: &str, c: &'t Ctx<'t>, d: &Derived<'t>) -> (usize, Ve
         "syncs" => (t.syncs.len(), syncs(files, &t.syncs)),
         "nvtx_ranges" => (t.ranges.len(), nvtx_ranges(t, files, &t.ranges)),
         "nvtx_marks" => (t.marks.len(), nvtx_marks(t, files, &t.marks)),
-        _ => (t.counters.len(), counters(t, files)),
+        _ => (t.counters.len(), counters(t, files, &t.counters)),
     }
 }
 
