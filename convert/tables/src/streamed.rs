@@ -8,19 +8,22 @@
 //! they are null, counted in [`StreamedExport::launches_out_of_horizon`] and warned). NVTX ranges are written as
 //! they close, the ones never closed at the end. Rows come in window order, not sorted by time: the tables are
 //! sets (docs/TABLES.md). CUDA graphs are joined from a pass of their own over the recordings
-//! ([`graph_context`], only where graphs were recorded). What needs every row at once is named in
-//! [`StreamedExport::warnings`] (see [`side_warnings`]); `memory_usage` is built at the end from the allocation
+//! ([`graph_context`], only where graphs were recorded). `memory_usage` is built at the end from the allocation
 //! records, kept until then, as `um` from its events (each joined to its kernel while streaming:
-//! [`UmJoin`]).
+//! [`UmJoin`]). The PC samples' stall-rate series of `counters` are swept behind the stream's edge after a pass
+//! of their own over the kernels ([`StallStream`], only where PC samples were recorded), and written with the
+//! counter samples at the end, in a whole export's order; what a damaged file keeps from being drawn as a load
+//! draws it is in [`StreamedExport::warnings`].
 
 use std::path::{Path, PathBuf};
 
-use cutr_format::{ChunkType, Reader};
+use cutr_format::Reader;
 use cutr_model::graphs::NONE;
 use cutr_model::rows::{ApiCall, MemoryOp, NvtxRange, UmEvent};
+use cutr_model::stall_stream::{StallEnd, StallStream};
 use cutr_model::stream::{Batch, RangeStacks, StreamOptions, graph_context, stream_readers};
 use cutr_model::um::UmJoin;
-use cutr_model::{GraphContext, NameId, Names, Trace};
+use cutr_model::{Filter, GraphContext, NameId, Names, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -42,6 +45,8 @@ pub struct StreamedExport {
     pub trace: Trace,
     /// GPU operations whose launching call fell out of the horizon: their call, range and op id columns are null.
     pub launches_out_of_horizon: u64,
+    /// What kept the PC samples' stall rates from being drawn as a whole export draws them (`None`: no PC samples).
+    pub stall_rates: Option<StallEnd>,
     /// What the streamed tables lack against a whole export, one sentence each.
     pub warnings: Vec<String>,
 }
@@ -58,11 +63,16 @@ pub fn write_parquet_streamed(
     // CUDA graphs first: each node's call and ranges, from a pass of their own (only where graphs were recorded).
     let graphs = graph_context(paths, readers, opts)?;
     let opts = StreamOptions { counters: true, hold_unlaunched: true, ..opts.clone() };
+    // PC samples' stall rates: each sampled function's execution time first, from a pass over the kernels.
+    let mut stalls = StallStream::read(readers, &Filter::default(), opts.max_waiting);
     let mut sink: Option<Sink> = None;
     let mut failed: Option<TablesError> = None;
     let (trace, end) = stream_readers(paths, readers, &opts, |t, stacks, batch| {
         if failed.is_some() {
             return;
+        }
+        if let Some(stalls) = &mut stalls {
+            stalls.window(&t.names, &batch.kernels, batch.next_start);
         }
         let s = match &mut sink {
             Some(s) => s,
@@ -89,11 +99,12 @@ pub fn write_parquet_streamed(
     if let Some(g) = &graphs {
         add_graph_counts(&mut trace, g);
     }
+    let stall_rates = stalls.map(|s| s.finish(&mut trace));
     sink.finish(&trace, graphs.as_ref(), &end.unclosed_ranges)?;
     let (um_late_rows, um_early) = (sink.um.late_rows(), sink.um.settled_early());
     let summary = sink.close()?;
     staging.commit()?;
-    let mut warnings = side_warnings(readers);
+    let mut warnings = stall_rates.map(|e| e.warnings(opts.max_waiting)).unwrap_or_default();
     if end.held_released_early > 0 {
         warnings.push(format!(
             "{} GPU operations waiting for their launching call's chunk were written before it came, as more than {} \
@@ -127,7 +138,7 @@ pub fn write_parquet_streamed(
             ),
         );
     }
-    Ok(StreamedExport { summary, trace, launches_out_of_horizon: end.launches_out_of_horizon, warnings })
+    Ok(StreamedExport { summary, trace, launches_out_of_horizon: end.launches_out_of_horizon, stall_rates, warnings })
 }
 
 /// The graph joins' counts of the graphs' pass, into the stream's trace (its warnings say them as a load's do).
@@ -141,21 +152,6 @@ fn add_graph_counts(trace: &mut Trace, graphs: &Trace) {
         trace.stats.graph_nodes_without_api += g.graph_nodes_without_api;
         trace.stats.graph_events_unjoined += g.graph_events_unjoined;
     }
-}
-
-/// What a streamed export cannot write as a whole export does, for these recordings: PC samples' stall rates
-/// (drawn over every kernel run).
-pub fn side_warnings(readers: &[Reader]) -> Vec<String> {
-    let has = |t: ChunkType| readers.iter().any(|r| r.chunks().iter().any(|c| c.chunk_type() == t));
-    let mut out = Vec::new();
-    if has(ChunkType::PcSamples) {
-        out.push(
-            "the recordings hold PC samples: their stall rates over kernel runs are not in the counters table of a \
-             streamed export (--no-stream draws them)"
-                .to_string(),
-        );
-    }
-    out
 }
 
 /// Every table's open files: one per table, or one per table and recording for Hive partitions.

@@ -55,7 +55,8 @@ pub struct StreamOptions {
     /// The most decompressed record bytes a window of chunks may claim (a chunk alone may claim more).
     pub window_bytes: u64,
     /// Also read each file's counter samples (`--counters` metrics; not the PC samples' stall rates, which are
-    /// drawn over every kernel) into the trace at open, as a load does: side chunks, read whole.
+    /// drawn over every kernel: [`crate::stall_stream`]) into the trace at open, as a load does: side chunks, read
+    /// whole.
     pub counters: bool,
     /// Also read each file's CUDA graph events into the trace at open (side chunks, read whole), unjoined: for
     /// [`graph_context`].
