@@ -169,7 +169,7 @@ pub enum Command {
         /// Stream over the recordings' chunks in time order in bounded memory instead of loading them whole (the
         /// default when their records exceed 2 GiB decompressed): the same tables and values, rows in another
         /// order; the joins of GPU work whose launching call is more than 1M launches back are null, counted and
-        /// warned; the PC samples' stall-rate series are left out of counters, named in a warning.
+        /// warned; PC samples' stall rates take a pass of their own over the kernels first.
         #[arg(long, conflicts_with = "no_stream")]
         stream: bool,
         /// Load the recordings whole, however large (memory about the size of their records).

@@ -184,3 +184,72 @@ fn samples_without_their_kernels_are_counted_not_drawn() {
     assert_eq!(t.counters.len(), 0);
     assert_eq!((t.stats.pc_samples_unplaced, t.processes[0].stats.pc_samples_unplaced), (861_855, 861_855));
 }
+
+/// Each stall reason's samples drawn: the integral of its series over time (samples per ms times ms).
+fn integrals(t: &Trace) -> BTreeMap<String, f64> {
+    let mut out: BTreeMap<String, f64> = BTreeMap::new();
+    for w in t.counters.windows(2).filter(|w| w[0].series == w[1].series && w[0].proc == w[1].proc) {
+        let name = t.names.get(w[0].series).trim_start_matches("PC samples/ms: ").to_string();
+        *out.entry(name).or_default() += w[0].value * (w[1].ts - w[0].ts) as f64 / 1e6;
+    }
+    out
+}
+
+/// The fixture as the two parts of one split recording: the second part's PC samples kept or emptied.
+fn split_parts(dir: &std::path::Path, second_sampled: bool) -> Vec<PathBuf> {
+    let bytes = std::fs::read(fixture()).unwrap();
+    let second = if second_sampled {
+        bytes.clone()
+    } else {
+        cutr_synth::forge::pc_samples::edit_collections(&bytes, |c| c.clear())
+    };
+    [(1, bytes), (2, second)]
+        .into_iter()
+        .map(|(part, b)| {
+            let path = dir.join(format!("part{part}.cutr"));
+            std::fs::write(&path, cutr_synth::forge::mark_as_part(&b, "run", part, 77)).unwrap();
+            path
+        })
+        .collect()
+}
+
+/// The parts of a split recording are one process: a function both parts sampled is one function, its samples
+/// summed over them and spread over its runs in both. Every sample is drawn, twice the fixture's per reason, none
+/// unplaced (before, the second part's entry replaced the first's, whose 861,855 samples went unplaced).
+#[test]
+fn a_split_recordings_parts_draw_every_sample_of_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = load(&split_parts(dir.path(), true), &LoadOptions::default()).unwrap();
+    assert_eq!((t.processes.len(), t.stats.pc_samples_unplaced), (1, 0));
+    for (reason, drawn) in integrals(&t) {
+        let want = 2 * TOTALS.iter().find(|(n, _)| *n == reason).unwrap().1;
+        assert!(close(drawn, want as f64), "{reason}: {drawn} drawn, {want} sampled");
+    }
+}
+
+/// A function's rate is over its runs in every part, sampled there or not: with the second part's samples emptied,
+/// each reason's integral is the fixture's, and a `--start/--end` window reads at each point what the whole split
+/// recording reads there (the second part's runs timed outside the window too).
+#[test]
+fn a_split_recordings_rates_count_the_runs_of_unsampled_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let parts = split_parts(dir.path(), false);
+    let whole = load(&parts, &LoadOptions::default()).unwrap();
+    assert_eq!(whole.stats.pc_samples_unplaced, 0);
+    let drawn = integrals(&whole);
+    assert_eq!(drawn.len(), TOTALS.len());
+    for (reason, want) in TOTALS {
+        assert!(close(drawn[reason], want as f64), "{reason}: {} drawn, {want} sampled", drawn[reason]);
+    }
+    let runs: Vec<&cutr_model::Kernel> = whole.kernels.iter().filter(|k| whole.kernel_name(k) != "jit_scale").collect();
+    let (start, end) = (runs[2].start + 100_000, runs[3].end);
+    let filter = Filter { start: Some(start), end: Some(end), kinds: Vec::new() };
+    let part = load(&parts, &LoadOptions { filter }).unwrap();
+    let mut checked = 0;
+    for c in part.counters.iter().filter(|c| part.names.get(c.series).starts_with("PC samples/ms: ")) {
+        let name = part.names.get(c.series);
+        assert_eq!(c.value, value_at(&series(&whole, name), c.ts), "{name} at {}", c.ts);
+        checked += 1;
+    }
+    assert_eq!(checked, 20);
+}

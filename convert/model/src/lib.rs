@@ -51,6 +51,7 @@ pub mod recorder_threads;
 pub mod rows;
 pub mod runs;
 pub mod stall_rates;
+pub mod stall_stream;
 pub mod stream;
 pub mod timebase;
 pub mod timing;

@@ -192,7 +192,10 @@ pub fn load_prefetched(
         let ahead = if i == 0 { prefetched.take().unwrap_or_default() } else { Prefetched::default() };
         let first = trace.processes.get(proc.index()).map(|p| p.time);
         let graphs_before = trace.graphs.pending.events.len();
-        let file = load_file(&mut trace, &mut per_kind, proc, path, r, &opts.filter, ahead, first)?;
+        // Under a window, a function's rate is over its process's runs in every part, sampled there or not.
+        let run_sampled = grouping.order.iter().filter(|o| o.1 == proc).any(|o| has_pc_samples(&readers[o.0]));
+        let from = FileStart { ahead, time: first, run_sampled };
+        let file = load_file(&mut trace, &mut per_kind, proc, path, r, &opts.filter, from)?;
         stalls.push(file.stalls);
         runs::add_file(&mut trace, proc, file.process, graphs_before);
         markers.extend(file.markers);
@@ -231,9 +234,22 @@ struct LoadedFile {
     external: Vec<RawExternal>,
 }
 
-/// Decodes one file's activity chunks into `trace` (`time`: a split recording's first part's time base, for its
-/// later parts).
-#[allow(clippy::too_many_arguments)]
+/// Whether a file holds PC samples.
+fn has_pc_samples(r: &Reader) -> bool {
+    r.chunks().iter().any(|c| c.chunk_type() == cutr_format::ChunkType::PcSamples)
+}
+
+/// What a file's load starts from besides the file.
+struct FileStart {
+    /// Its first chunks, decoded ahead.
+    ahead: Prefetched,
+    /// A split recording's first part's time base, for its later parts.
+    time: Option<crate::timebase::TimeBase>,
+    /// Whether some file of its process (a split recording's parts) holds PC samples.
+    run_sampled: bool,
+}
+
+/// Decodes one file's activity chunks into `trace`.
 fn load_file(
     trace: &mut Trace,
     per_kind: &mut HashMap<u32, u64>,
@@ -241,9 +257,9 @@ fn load_file(
     path: &Path,
     r: &Reader,
     filter: &Filter,
-    ahead: Prefetched,
-    time: Option<crate::timebase::TimeBase>,
+    from: FileStart,
 ) -> Result<LoadedFile, LoadError> {
+    let FileStart { ahead, time, run_sampled } = from;
     let mut warnings = Vec::new();
     let (meta, layouts) = match (r.metadata_shared(), r.layouts()) {
         (Some(meta), Some(layouts)) => (meta.clone(), layouts.clone()),
@@ -304,7 +320,7 @@ fn load_file(
     problems.extend(damaged);
     let (mut stalls, pc_damage) = timed("PC samples", || stall_rates::read_samples(r, proc, &mut trace.names));
     let kernels_kept = filter.wants_kind(kinds::CONCURRENT_KERNEL) || filter.wants_kind(kinds::KERNEL);
-    if filter.has_window() && kernels_kept && !stalls.functions.is_empty() {
+    if filter.has_window() && kernels_kept && (!stalls.functions.is_empty() || run_sampled) {
         stalls.whole_file_time =
             Some(timed("kernel time outside the window", || stall_rates::whole_file_time(&decoder, &text_names)));
     }

@@ -83,6 +83,8 @@ pub(crate) fn whole_file_time(decoder: &FileDecoder<'_>, text_names: &[NameId]) 
         .map(|c| {
             let mut time: FxHashMap<(u32, NameId), u64> = FxHashMap::default();
             let Ok(d) = reader.decode_activity(c) else { return time };
+            // Decoded into owned rows below: a stream's first pass over a large file keeps none of its pages.
+            reader.release_pages(c);
             if reader.check_strides(&d).is_err() {
                 return time;
             }
@@ -137,53 +139,118 @@ pub(crate) struct Placed {
 type Execution = (u32, u64, u64);
 
 /// A sampled function of one file on one device, with its execution time over the whole file.
-struct Function {
-    proc: ProcId,
-    device: u32,
+pub(crate) struct Function {
+    pub proc: ProcId,
+    pub device: u32,
     samples: Vec<(NameId, u64)>,
-    time_ns: u64,
+    pub time_ns: u64,
     /// Whether the trace holds all its executions, so that `time_ns` is their sum (else the whole file's, given).
     time_from_trace: bool,
+}
+
+impl Function {
+    /// `more` samples per series added to the function's (both in series id order, as read).
+    fn add_samples(&mut self, more: &[(NameId, u64)]) {
+        for &(id, n) in more {
+            match self.samples.binary_search_by_key(&id, |s| s.0) {
+                Ok(at) => self.samples[at].1 = self.samples[at].1.saturating_add(n),
+                Err(at) => self.samples.insert(at, (id, n)),
+            }
+        }
+    }
+
+    /// Each series' rate (samples per ms) while one of its executions runs; none before its time is known.
+    pub fn rates(&self) -> impl Iterator<Item = (NameId, f64)> + '_ {
+        let ms = self.time_ns as f64 / 1e6;
+        self.samples.iter().map(move |&(id, n)| (id, n as f64 / ms))
+    }
+}
+
+/// The sampled functions of some files, indexed by (file, device, recorded kernel name): a load's ([`place`]) and
+/// a stream's ([`crate::stall_stream`]), so that both number, time and leave out the same functions.
+pub(crate) struct FunctionTable {
+    pub functions: Vec<Function>,
+    pub index: FxHashMap<(ProcId, u32, NameId), u32>,
+    /// Per file: the samples of the functions no kernel name matches.
+    unnamed: BTreeMap<ProcId, u64>,
+}
+
+impl FunctionTable {
+    /// Every function of `files`, in their order. The parts of a split recording are one process: a function
+    /// another part of it also sampled is one function, its samples summed over the parts (as its runs are). Under a
+    /// window, a function's time is the sum of its process's files' whole-file times; else the time of the runs the
+    /// trace holds, still to add ([`Self::add_time`]).
+    pub fn new(files: &[FileStalls]) -> FunctionTable {
+        let mut unnamed: BTreeMap<ProcId, u64> = files.iter().map(|f| (f.proc, 0)).collect();
+        // Per process and (device, name), the time over its files' whole-file times (windowed processes only).
+        let mut whole_time: BTreeMap<ProcId, FxHashMap<(u32, NameId), u64>> = BTreeMap::new();
+        for file in files {
+            if let Some(time) = &file.whole_file_time {
+                let sum = whole_time.entry(file.proc).or_default();
+                for (&key, &ns) in time {
+                    *sum.entry(key).or_default() += ns;
+                }
+            }
+        }
+        let mut functions: Vec<Function> = Vec::new();
+        let mut index: FxHashMap<(ProcId, u32, NameId), u32> = FxHashMap::default();
+        for file in files {
+            for f in &file.functions {
+                let Some(name) = f.name else {
+                    *unnamed.entry(file.proc).or_default() += f.samples.iter().map(|s| s.1).sum::<u64>();
+                    continue;
+                };
+                if let Some(&i) = index.get(&(file.proc, f.device, name)) {
+                    functions[i as usize].add_samples(&f.samples);
+                    continue;
+                }
+                let whole = whole_time.get(&file.proc).map(|t| t.get(&(f.device, name)).copied().unwrap_or(0));
+                index.insert((file.proc, f.device, name), functions.len() as u32);
+                functions.push(Function {
+                    proc: file.proc,
+                    device: f.device,
+                    samples: f.samples.clone(),
+                    time_ns: whole.unwrap_or(0),
+                    time_from_trace: whole.is_none(),
+                });
+            }
+        }
+        FunctionTable { functions, index, unnamed }
+    }
+
+    /// Adds `ns` of execution to function `i`, unless its time is the whole file's, given.
+    pub fn add_time(&mut self, i: u32, ns: u64) {
+        let f = &mut self.functions[i as usize];
+        if f.time_from_trace {
+            f.time_ns += ns;
+        }
+    }
+
+    /// Per file, the samples that cannot be placed (those of functions without a name or without execution time),
+    /// files with none left out. Call once every time is added.
+    pub fn unplaced(&self) -> Vec<(ProcId, u64)> {
+        let mut unplaced = self.unnamed.clone();
+        for f in self.functions.iter().filter(|f| f.time_ns == 0) {
+            *unplaced.entry(f.proc).or_default() += f.samples.iter().map(|s| s.1).sum::<u64>();
+        }
+        unplaced.into_iter().filter(|u| u.1 > 0).collect()
+    }
 }
 
 /// The stall-rate series of `files` over `kernels` (sorted by start), drawn inside `filter`'s window only:
 /// per (file, device) a sweep over its sampled functions' executions. Linear in the kernels and their samples
 /// (plus the sort of each device's execution ends), in parallel over (file, device).
 pub(crate) fn place(kernels: &[Kernel], files: &[FileStalls], filter: &Filter, names: &Names) -> Placed {
-    let mut unplaced: BTreeMap<ProcId, u64> = files.iter().map(|f| (f.proc, 0)).collect();
-    let mut functions: Vec<Function> = Vec::new();
-    let mut index: FxHashMap<(ProcId, u32, NameId), u32> = FxHashMap::default();
-    for file in files {
-        for f in &file.functions {
-            let Some(name) = f.name else {
-                *unplaced.entry(file.proc).or_default() += f.samples.iter().map(|s| s.1).sum::<u64>();
-                continue;
-            };
-            let whole_file = file.whole_file_time.as_ref().map(|t| t.get(&(f.device, name)).copied().unwrap_or(0));
-            index.insert((file.proc, f.device, name), functions.len() as u32);
-            functions.push(Function {
-                proc: file.proc,
-                device: f.device,
-                samples: f.samples.clone(),
-                time_ns: whole_file.unwrap_or(0),
-                time_from_trace: whole_file.is_none(),
-            });
-        }
-    }
+    let mut table = FunctionTable::new(files);
     // Each sampled function's executions, in start order.
     let executions: Vec<Execution> = kernels
         .par_iter()
-        .filter_map(|k| index.get(&(k.proc, k.device, k.name)).map(|&i| (i, k.start, k.end)))
+        .filter_map(|k| table.index.get(&(k.proc, k.device, k.name)).map(|&i| (i, k.start, k.end)))
         .collect();
     for &(i, start, end) in &executions {
-        let f = &mut functions[i as usize];
-        if f.time_from_trace {
-            f.time_ns += end - start;
-        }
+        table.add_time(i, end - start);
     }
-    for f in functions.iter().filter(|f| f.time_ns == 0) {
-        *unplaced.entry(f.proc).or_default() += f.samples.iter().map(|s| s.1).sum::<u64>();
-    }
+    let functions = &table.functions;
     let mut per_device: BTreeMap<(ProcId, u32), Vec<Execution>> = BTreeMap::new();
     for &(i, start, end) in &executions {
         let f = &functions[i as usize];
@@ -194,11 +261,8 @@ pub(crate) fn place(kernels: &[Kernel], files: &[FileStalls], filter: &Filter, n
     }
     let per_device: Vec<((ProcId, u32), Vec<Execution>)> = per_device.into_iter().collect();
     let samples: Vec<Vec<CounterSample>> =
-        per_device.par_iter().map(|((proc, device), execs)| sweep(*proc, *device, execs, &functions, names)).collect();
-    Placed {
-        samples: samples.into_iter().flatten().collect(),
-        unplaced: unplaced.into_iter().filter(|u| u.1 > 0).collect(),
-    }
+        per_device.par_iter().map(|((proc, device), execs)| sweep(*proc, *device, execs, functions, names)).collect();
+    Placed { samples: samples.into_iter().flatten().collect(), unplaced: table.unplaced() }
 }
 
 /// One (file, device)'s series from its executions `(function, start, end)`: a point wherever a series' value
@@ -215,11 +279,7 @@ fn sweep(proc: ProcId, device: u32, execs: &[Execution], functions: &[Function],
     let slot: FxHashMap<NameId, usize> = ids.iter().enumerate().map(|(s, &id)| (id, s)).collect();
     let rates: FxHashMap<u32, Vec<(usize, f64)>> = sampled
         .iter()
-        .map(|&i| {
-            let f = &functions[i as usize];
-            let ms = f.time_ns as f64 / 1e6;
-            (i, f.samples.iter().map(|&(id, n)| (slot[&id], n as f64 / ms)).collect())
-        })
+        .map(|&i| (i, functions[i as usize].rates().map(|(id, rate)| (slot[&id], rate)).collect()))
         .collect();
     // Starts before ends at one time: an execution ending where the next begins makes no dip to 0.
     let mut events: Vec<(u64, bool, u32)> = execs.iter().flat_map(|&(i, s, e)| [(s, true, i), (e, false, i)]).collect();
@@ -256,9 +316,9 @@ fn sweep(proc: ProcId, device: u32, execs: &[Execution], functions: &[Function],
         .collect()
 }
 
-/// One series during a sweep.
+/// One series during a sweep (a load's, or a stream's: [`crate::stall_stream`]).
 #[derive(Clone, Copy, Debug, Default)]
-struct SeriesState {
+pub(crate) struct SeriesState {
     /// The sum of the running executions' rates.
     value: f64,
     /// Executions running with samples of this series: at 0 the value is exactly 0, whatever the rounding of the
@@ -269,7 +329,7 @@ struct SeriesState {
 }
 
 impl SeriesState {
-    fn apply(&mut self, starts: bool, rate: f64) {
+    pub fn apply(&mut self, starts: bool, rate: f64) {
         if starts {
             self.value += rate;
             self.running += 1;
@@ -283,8 +343,13 @@ impl SeriesState {
         self.touched = true;
     }
 
+    /// Whether an execution started or ended since the last [`Self::take_change`].
+    pub fn touched(&self) -> bool {
+        self.touched
+    }
+
     /// The value to draw now, if it changed since the last point (a series begins at its first non-zero value).
-    fn take_change(&mut self) -> Option<f64> {
+    pub fn take_change(&mut self) -> Option<f64> {
         if !std::mem::take(&mut self.touched) {
             return None;
         }

@@ -33,7 +33,7 @@ mod whole;
 use std::path::Path;
 
 pub use queries::NamedQuery;
-pub use streamed::{StreamedExport, side_warnings, write_parquet_streamed};
+pub use streamed::{StreamedExport, write_parquet_streamed};
 pub use table::TablesError;
 pub use tables::TABLES;
 pub use whole::schemas;

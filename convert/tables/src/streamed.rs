@@ -8,20 +8,23 @@
 //! they are null, counted in [`StreamedExport::launches_out_of_horizon`] and warned). NVTX ranges are written as
 //! they close, the ones never closed at the end. Rows come in window order, not sorted by time: the tables are
 //! sets (docs/TABLES.md). CUDA graphs are joined from a pass of their own over the recordings
-//! ([`graph_context`], only where graphs were recorded). What needs every row at once is named in
-//! [`StreamedExport::warnings`] (see [`side_warnings`]); counter samples are written a chunk at a time as they
+//! ([`graph_context`], only where graphs were recorded). Counter samples are written a chunk at a time as they
 //! come ([`StreamOptions::counter_feed`]); `memory_usage` is built at the end from the allocation
 //! records, kept until then, as `um` from its events (each joined to its kernel while streaming:
-//! [`UmJoin`]).
+//! [`UmJoin`]). The PC samples' stall-rate series of `counters` are swept behind the stream's edge after a pass
+//! of their own over the kernels ([`StallStream`], only where PC samples were recorded), and written at the end,
+//! each series in a whole export's order; what a damaged file keeps from being drawn as a load draws it is in
+//! [`StreamedExport::warnings`].
 
 use std::path::{Path, PathBuf};
 
-use cutr_format::{ChunkType, Reader};
+use cutr_format::Reader;
 use cutr_model::graphs::NONE;
 use cutr_model::rows::{ApiCall, MemoryOp, NvtxRange, UmEvent};
+use cutr_model::stall_stream::{StallEnd, StallStream};
 use cutr_model::stream::{Batch, RangeStacks, StreamOptions, graph_context, stream_readers};
 use cutr_model::um::UmJoin;
-use cutr_model::{GraphContext, NameId, Names, Trace};
+use cutr_model::{Filter, GraphContext, NameId, Names, Trace};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -43,6 +46,8 @@ pub struct StreamedExport {
     pub trace: Trace,
     /// GPU operations whose launching call fell out of the horizon: their call, range and op id columns are null.
     pub launches_out_of_horizon: u64,
+    /// What kept the PC samples' stall rates from being drawn as a whole export draws them (`None`: no PC samples).
+    pub stall_rates: Option<StallEnd>,
     /// What the streamed tables lack against a whole export, one sentence each.
     pub warnings: Vec<String>,
 }
@@ -61,11 +66,16 @@ pub fn write_parquet_streamed(
     // Counter samples come a chunk at a time with the windows, written as they come (a whole export writes each
     // series' samples together; the rows are the same).
     let opts = StreamOptions { counter_feed: true, hold_unlaunched: true, ..opts.clone() };
+    // PC samples' stall rates: each sampled function's execution time first, from a pass over the kernels.
+    let mut stalls = StallStream::read(readers, &Filter::default(), opts.max_waiting);
     let mut sink: Option<Sink> = None;
     let mut failed: Option<TablesError> = None;
     let (trace, end) = stream_readers(paths, readers, &opts, |t, stacks, batch| {
         if failed.is_some() {
             return;
+        }
+        if let Some(stalls) = &mut stalls {
+            stalls.window(&t.names, &batch.kernels, batch.next_start);
         }
         let s = match &mut sink {
             Some(s) => s,
@@ -92,11 +102,12 @@ pub fn write_parquet_streamed(
     if let Some(g) = &graphs {
         add_graph_counts(&mut trace, g);
     }
+    let stall_rates = stalls.map(|s| s.finish(&mut trace));
     sink.finish(&trace, graphs.as_ref(), &end.unclosed_ranges)?;
     let (um_late_rows, um_early) = (sink.um.late_rows(), sink.um.settled_early());
     let summary = sink.close()?;
     staging.commit()?;
-    let mut warnings = side_warnings(readers);
+    let mut warnings = stall_rates.map(|e| e.warnings(opts.max_waiting)).unwrap_or_default();
     if end.held_released_early > 0 {
         warnings.push(format!(
             "{} GPU operations waiting for their launching call's chunk were written before it came, as more than {} \
@@ -130,7 +141,7 @@ pub fn write_parquet_streamed(
             ),
         );
     }
-    Ok(StreamedExport { summary, trace, launches_out_of_horizon: end.launches_out_of_horizon, warnings })
+    Ok(StreamedExport { summary, trace, launches_out_of_horizon: end.launches_out_of_horizon, stall_rates, warnings })
 }
 
 /// The graph joins' counts of the graphs' pass, into the stream's trace (its warnings say them as a load's do).
@@ -144,21 +155,6 @@ fn add_graph_counts(trace: &mut Trace, graphs: &Trace) {
         trace.stats.graph_nodes_without_api += g.graph_nodes_without_api;
         trace.stats.graph_events_unjoined += g.graph_events_unjoined;
     }
-}
-
-/// What a streamed export cannot write as a whole export does, for these recordings: PC samples' stall rates
-/// (drawn over every kernel run).
-pub fn side_warnings(readers: &[Reader]) -> Vec<String> {
-    let has = |t: ChunkType| readers.iter().any(|r| r.chunks().iter().any(|c| c.chunk_type() == t));
-    let mut out = Vec::new();
-    if has(ChunkType::PcSamples) {
-        out.push(
-            "the recordings hold PC samples: their stall rates over kernel runs are not in the counters table of a \
-             streamed export (--no-stream draws them)"
-                .to_string(),
-        );
-    }
-    out
 }
 
 /// Every table's open files: one per table, or one per table and recording for Hive partitions.
@@ -339,8 +335,8 @@ impl Sink {
         })
     }
 
-    /// The tables a stream gives at its end: the ranges never closed, the files and devices, unified memory
-    /// events and memory in use.
+    /// The tables a stream gives at its end: the ranges never closed, the PC samples' stall-rate series, the
+    /// files and devices, unified memory events and memory in use.
     fn finish(&mut self, t: &Trace, g: Option<&Trace>, unclosed: &[NvtxRange]) -> Result<(), TablesError> {
         self.memory.sort_by_key(|m| (m.ts, m.proc));
         let mut memory = Trace::default();
@@ -363,6 +359,8 @@ impl Sink {
         self.tables.par_iter_mut().try_for_each(|(table, out)| {
             let (columns, procs): (Vec<Column<'_>>, Vec<u16>) = match *table {
                 "nvtx_ranges" => (nvtx_ranges(t, files, unclosed), unclosed.iter().map(|r| r.proc.0).collect()),
+                // The stall-rate series, drawn at the end (the samples came with the windows).
+                "counters" => (counters(t, files, &t.counters), t.counters.iter().map(|r| r.proc.0).collect()),
                 "processes" => (processes(t, files), (0..t.processes.len() as u16).collect()),
                 "devices" => (devices(t, files, &dev_rows), dev_rows.iter().map(|r| r.0 as u16).collect()),
                 "um" => {

@@ -59,7 +59,8 @@ pub struct StreamOptions {
     /// The most decompressed record bytes a window of chunks may claim (a chunk alone may claim more).
     pub window_bytes: u64,
     /// Also read each file's counter samples (`--counters` metrics; not the PC samples' stall rates, which are
-    /// drawn over every kernel) into the trace at open, as a load does: side chunks, read whole.
+    /// drawn over every kernel: [`crate::stall_stream`]) into the trace at open, as a load does: side chunks, read
+    /// whole.
     pub counters: bool,
     /// Hand each file's counter samples over window by window ([`Batch::counters`]) instead (`counters` is then
     /// not read): at open only each series' span and size ([`Trace::counter_series`]), and the warnings and
