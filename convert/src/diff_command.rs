@@ -144,7 +144,7 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
             anyhow::bail!("--by-rank: no rank is on both sides, nothing to compare");
         }
         if a.json {
-            stdout::println(&serde_json::to_string_pretty(&report)?)?;
+            stdout::json(&report)?;
         } else if a.markdown {
             stdout::print(&diff::render_by_rank_markdown(&report, 50))?;
         } else {
@@ -161,7 +161,7 @@ pub fn diff(a: DiffArgs, limits: DiffLimits) -> Result<ExitCode> {
     // The process ends after printing: freeing two traces' rows first is work nobody waits for.
     std::mem::forget((b, n));
     if a.json {
-        stdout::println(&serde_json::to_string_pretty(&report)?)?;
+        stdout::json(&report)?;
     } else if a.markdown {
         stdout::print(&diff::render_markdown(&report, 20))?;
     } else {

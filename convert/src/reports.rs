@@ -104,7 +104,7 @@ pub fn stats(
     // The process ends after printing: freeing the trace's rows first is work nobody waits for.
     std::mem::forget(trace);
     if out.json {
-        stdout::println(&serde_json::to_string_pretty(&s)?)?;
+        stdout::json(&s)?;
     } else if out.csv {
         stdout::print(&stats::render_csv(&s))?;
     } else {
@@ -243,7 +243,7 @@ pub fn ranks(files: &[PathBuf], step: Option<&str>, json: bool, choice: Choice) 
         r
     };
     if json {
-        stdout::println(&serde_json::to_string_pretty(&r)?)?;
+        stdout::json(&r)?;
     } else {
         stdout::print(&cutr_analyses::ranks::render_text(&r))?;
     }
@@ -339,7 +339,7 @@ pub fn analyze(
         eprintln!("cupti-convert: warning: the recordings hold no kernel, copy or memset: no GPU to analyse");
     }
     match format {
-        AnalyzeFormat::Json => stdout::println(&serde_json::to_string_pretty(&a)?)?,
+        AnalyzeFormat::Json => stdout::json(&a)?,
         AnalyzeFormat::Markdown => stdout::print(&analyze::render::render_markdown(&a))?,
         AnalyzeFormat::Text => stdout::print(&analyze::render::render_text(&a))?,
     }
@@ -364,11 +364,10 @@ pub fn info(files: &[PathBuf], json: bool) -> Result<ExitCode> {
         reports.push(report);
     }
     if json {
-        let text = match reports.as_slice() {
-            [one] => serde_json::to_string_pretty(one)?,
-            all => serde_json::to_string_pretty(all)?,
-        };
-        stdout::println(&text)?;
+        match reports.as_slice() {
+            [one] => stdout::json(one)?,
+            all => stdout::json(all)?,
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -406,7 +405,7 @@ pub fn source(
                     })
                 })
                 .collect();
-            stdout::println(&serde_json::to_string_pretty(&v)?)?;
+            stdout::json(&v)?;
         } else if csv {
             stdout::print(&source::render_csv(&r))?;
         } else {

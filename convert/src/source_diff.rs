@@ -97,7 +97,7 @@ pub fn run(sides: &Sides, kernel: Option<String>, threshold_pp: f64, top: usize,
         eprintln!("cupti-convert: warning: {w}");
     }
     match format {
-        Format::Json => stdout::println(&serde_json::to_string_pretty(&d)?)?,
+        Format::Json => stdout::json(&d)?,
         Format::Markdown => stdout::print(&source_diff::render_markdown(&d, top))?,
         Format::Text => stdout::print(&source_diff::render_text(&d, top))?,
     }

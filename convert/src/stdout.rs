@@ -51,6 +51,18 @@ pub fn print(text: &str) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
 }
 
+/// `value` as pretty JSON and a newline, written as it is made: a report of millions of rows (a day's steps)
+/// is never held as text.
+pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<()> {
+    check_open()?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush())
+        .map_err(|e| anyhow::anyhow!("cannot write to standard output: {e}"))
+}
+
 /// [`print()`] with a newline.
 pub fn println(text: &str) -> Result<()> {
     print(&format!("{text}\n"))

@@ -171,7 +171,7 @@ pub fn stats(
         s.window = Some(format!("records overlapping {} (from the first record)", window_text(start, end)));
     }
     if out.json {
-        stdout::println(&serde_json::to_string_pretty(&s)?)?;
+        stdout::json(&s)?;
     } else if out.csv {
         // CSV has no line for it: which figures are estimates and what is missing go to stderr.
         if let Some(st) = &s.stream {
@@ -235,7 +235,7 @@ pub fn diff(
             eprintln!("cupti-convert: note: {}", diff::describe_stream(s));
         }
         if out.json {
-            stdout::println(&serde_json::to_string_pretty(&report)?)?;
+            stdout::json(&report)?;
         } else if out.markdown {
             stdout::print(&diff::render_by_rank_markdown(&report, 50))?;
         } else {
@@ -251,7 +251,7 @@ pub fn diff(
         eprintln!("cupti-convert: warning: {w}");
     }
     if out.json {
-        stdout::println(&serde_json::to_string_pretty(&report)?)?;
+        stdout::json(&report)?;
     } else if out.markdown {
         stdout::print(&diff::render_markdown(&report, 20))?;
     } else {

@@ -38,7 +38,7 @@ fn rules(t: &Trace, prefix: &str) -> Vec<RuleResult> {
             proc: r.proc,
             rank: ranks[r.proc.index()].0,
             index: 0,
-            name: t.names.get(r.name).to_string(),
+            name: t.names.get(r.name).into(),
             start: r.start,
             end: r.end,
         })

@@ -28,7 +28,7 @@ fn steps_of(t: &Trace, prefix: &str) -> Vec<Step> {
             proc: r.proc,
             rank: ranks[r.proc.index()].0,
             index: 0,
-            name: t.names.get(r.name).to_string(),
+            name: t.names.get(r.name).into(),
             start: r.start,
             end: r.end,
         })

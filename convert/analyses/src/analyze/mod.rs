@@ -113,7 +113,7 @@ pub struct GapReport {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StepBudget {
     pub index: u32,
-    pub name: String,
+    pub name: compact_str::CompactString,
     pub budget: Budget,
     pub idle: IdleCauses,
 }

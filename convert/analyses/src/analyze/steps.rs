@@ -2,6 +2,7 @@
 //! `stats --by-rank --step` finds them), else PyTorch's `ProfilerStep#N` ranges, else each CUDA graph launch where
 //! a process's GPU work is mostly graph replays, else none.
 
+use compact_str::{CompactString, format_compact};
 use cutr_model::{CorrKey, ProcId, Trace};
 use rustc_hash::FxHashMap;
 
@@ -37,13 +38,13 @@ fn nvtx_steps(trace: &Trace, prefix: &str) -> Vec<Step> {
         .ranges
         .iter()
         .filter(|r| is_step_range(trace, r, prefix))
-        .map(|r| (r.proc, r.start, r.end, trace.names.get(r.name).to_string()))
+        .map(|r| (r.proc, r.start, r.end, CompactString::from(trace.names.get(r.name))))
         .collect();
     number_steps(trace, raw)
 }
 
 /// Sorts `(proc, start, end, name)` and numbers each process's steps in time order.
-pub(crate) fn number_steps(trace: &Trace, mut raw: Vec<(ProcId, u64, u64, String)>) -> Vec<Step> {
+pub(crate) fn number_steps(trace: &Trace, mut raw: Vec<(ProcId, u64, u64, CompactString)>) -> Vec<Step> {
     raw.sort_by_key(|a| (a.0, a.1, a.2));
     let ranks = trace.job_ranks();
     let mut out: Vec<Step> = Vec::with_capacity(raw.len());
@@ -88,12 +89,12 @@ fn graph_launch_steps(trace: &Trace) -> Vec<Step> {
         .filter(|(key, _)| mostly_graphs[key.proc.index()])
         .filter_map(|(key, end)| {
             let call = trace.launcher(key)?;
-            Some((key.proc, call.start, end.max(call.start), String::new()))
+            Some((key.proc, call.start, end.max(call.start), CompactString::default()))
         })
         .collect();
     let mut steps = number_steps(trace, raw);
     for s in &mut steps {
-        s.name = format!("graph launch {}", s.index + 1);
+        s.name = format_compact!("graph launch {}", s.index + 1);
     }
     steps
 }

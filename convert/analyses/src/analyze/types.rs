@@ -1,6 +1,7 @@
 //! The shapes every part of `analyze` shares: steps, the time budget, findings and their evidence. Kept apart
 //! so that each part (budget, idle causes, launch health, each family of rules) is written against them alone.
 
+use compact_str::CompactString;
 use cutr_model::{ProcId, Trace};
 use serde::Serialize;
 
@@ -13,8 +14,9 @@ pub struct Step {
     pub rank: u32,
     /// 0-based, in time order within the process.
     pub index: u32,
-    /// What named it: the NVTX range's name (`ProfilerStep#12`, `step 3`), or `graph launch N`.
-    pub name: String,
+    /// What named it: the NVTX range's name (`ProfilerStep#12`, `step 3`), or `graph launch N` (held inline up to 24
+    /// bytes: a long recording has millions of steps).
+    pub name: CompactString,
     pub start: u64,
     pub end: u64,
 }

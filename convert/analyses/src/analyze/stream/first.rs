@@ -3,6 +3,7 @@
 //! load. Held: the step ranges (the answer), and one entry per graph launch while graph launches may still turn
 //! out to be the steps.
 
+use compact_str::{CompactString, format_compact};
 use rustc_hash::FxHashMap;
 
 use cutr_model::stream::Batch;
@@ -17,7 +18,7 @@ use crate::ranks::is_step_range;
 pub struct FirstFold {
     prefix: Option<String>,
     /// Closed ranges named as steps: by `--step PREFIX`, else `ProfilerStep#`.
-    ranges: Vec<(ProcId, u64, u64, String)>,
+    ranges: Vec<(ProcId, u64, u64, CompactString)>,
     /// Per process: (graph op time, all op time).
     op_time: Vec<(u64, u64)>,
     /// Per graph launch: its call's start (when known) and the end of its last op.
@@ -66,7 +67,7 @@ impl FirstFold {
     fn ranges_of(&mut self, trace: &Trace, ranges: &[NvtxRange]) {
         let prefix = self.step_prefix().to_string();
         for r in ranges.iter().filter(|r| is_step_range(trace, r, &prefix)) {
-            self.ranges.push((r.proc, r.start, r.end, trace.names.get(r.name).to_string()));
+            self.ranges.push((r.proc, r.start, r.end, CompactString::from(trace.names.get(r.name))));
         }
     }
 
@@ -85,12 +86,12 @@ impl FirstFold {
                 .filter(|(key, _)| mostly.get(key.proc.index()).copied().unwrap_or(false))
                 .filter_map(|(key, (call_start, end))| {
                     let start = call_start?;
-                    Some((key.proc, start, end.max(start), String::new()))
+                    Some((key.proc, start, end.max(start), CompactString::default()))
                 })
                 .collect();
             let mut steps = number_steps(trace, raw);
             for s in &mut steps {
-                s.name = format!("graph launch {}", s.index + 1);
+                s.name = format_compact!("graph launch {}", s.index + 1);
             }
             if steps.is_empty() { (StepSource::None, steps) } else { (StepSource::GraphLaunches, steps) }
         };

@@ -195,6 +195,8 @@ impl GpuFold {
             let cx = SweepContext { trace, host: &self.host, steps, threshold: self.threshold };
             sweep.advance(None, usize::MAX, &cx);
         }
+        // The steps' windows are done with: gone before the step budgets are made.
+        self.steps = Vec::new();
         let ranks = trace.job_ranks();
         let mut late = 0;
         let gpus = std::mem::take(&mut self.sweeps)

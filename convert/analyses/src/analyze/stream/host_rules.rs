@@ -24,10 +24,11 @@ use super::FirstPass;
 use crate::ranks::by_rank_of_steps;
 use syncs::SyncFold;
 
-/// The host-side rules' fold over the second pass's windows.
-pub struct HostRulesFold {
+/// The host-side rules' fold over the second pass's windows, over the first pass's steps (borrowed: a long
+/// recording has millions).
+pub struct HostRulesFold<'f> {
     step_source: StepSource,
-    steps: Vec<Step>,
+    steps: &'f [Step],
     /// The steps' windows; `None` without steps (every rule then cannot judge, and the fold reads nothing).
     windows: Option<StepWindows>,
     /// The files with GPU work (the straggler's ranks).
@@ -37,7 +38,7 @@ pub struct HostRulesFold {
     pageable_copies: CopyHits,
     tiny: TinyKernels,
     syncs: SyncFold,
-    collectives: FirstCollectives,
+    collectives: FirstCollectives<'f>,
     /// The longest a GPU op started after its launching call, or after the edge it came behind (ns).
     launch_lag: u64,
     /// The last window's edge ([`Batch::next_start`]).
@@ -46,15 +47,15 @@ pub struct HostRulesFold {
     settled_early: u64,
 }
 
-impl HostRulesFold {
+impl<'f> HostRulesFold<'f> {
     /// A fold over the steps and GPU spans of `first`; `trace`: the stream's rowless trace.
-    pub fn new(trace: &Trace, first: &FirstPass, opts: &StreamOptions) -> HostRulesFold {
+    pub fn new(trace: &Trace, first: &'f FirstPass, opts: &StreamOptions) -> HostRulesFold<'f> {
         let cx = Context { trace, steps: &first.steps, step_source: &first.step_source };
         let windows = StepWindows::of_steps(&cx);
         let gpu_files = first.gpu_spans.iter().enumerate().filter(|(_, s)| s.is_some());
         HostRulesFold {
             step_source: first.step_source.clone(),
-            steps: first.steps.clone(),
+            steps: &first.steps,
             windows,
             gpu_files: gpu_files.map(|(i, _)| ProcId(i as u16)).collect(),
             cap: opts.max_waiting,
@@ -112,11 +113,11 @@ impl HostRulesFold {
     /// Every host-side rule's result, in the order of [`super::super::findings::host::rules`], and the warnings
     /// of what was settled early.
     pub fn finish(mut self, trace: &Trace) -> (Vec<RuleResult>, Vec<String>) {
-        let cx = Context { trace, steps: &self.steps, step_source: &self.step_source };
+        let cx = Context { trace, steps: self.steps, step_source: &self.step_source };
         let straggler = match step_prefix(&cx) {
             Err(r) => r,
             Ok(prefix) => {
-                let report = by_rank_of_steps(trace, prefix, self.gpu_files.iter().copied(), &self.steps);
+                let report = by_rank_of_steps(trace, prefix, self.gpu_files.iter().copied(), self.steps);
                 straggler_of(&cx, &report, || std::mem::take(&mut self.collectives.firsts))
             }
         };
@@ -167,27 +168,25 @@ impl HostRulesFold {
 
 /// For each step, the first collective kernel (on the GPU) of those launched inside it, as the straggler rule
 /// reads it on a load: (its GPU start, its correlation id).
-struct FirstCollectives {
+struct FirstCollectives<'f> {
     /// Aligned with the steps (sorted by process, then start).
     firsts: Vec<Option<(u64, u32)>>,
-    /// Aligned with the steps: (process, start, end, the latest end of the process's steps up to this one), so
-    /// that the steps holding an instant are found walking back from the last one that starts at or before it.
-    steps: Vec<(ProcId, u64, u64, u64)>,
+    steps: &'f [Step],
+    /// Aligned with the steps: the latest end of the process's steps up to each, so that the steps holding an
+    /// instant are found walking back from the last one that starts at or before it.
+    reach: Vec<u64>,
     /// Whether a kernel name is a collective, by name id.
     collective: FxHashMap<NameId, bool>,
 }
 
-impl FirstCollectives {
-    fn new(steps: &[Step]) -> FirstCollectives {
-        let mut out: Vec<(ProcId, u64, u64, u64)> = Vec::with_capacity(steps.len());
-        for s in steps {
-            let reach = match out.last() {
-                Some(prev) if prev.0 == s.proc => prev.3.max(s.end),
-                _ => s.end,
-            };
-            out.push((s.proc, s.start, s.end, reach));
+impl<'f> FirstCollectives<'f> {
+    fn new(steps: &'f [Step]) -> FirstCollectives<'f> {
+        let mut reach: Vec<u64> = Vec::with_capacity(steps.len());
+        for (i, s) in steps.iter().enumerate() {
+            let before = i.checked_sub(1).filter(|&j| steps[j].proc == s.proc).map(|j| reach[j]);
+            reach.push(before.map_or(s.end, |r| r.max(s.end)));
         }
-        FirstCollectives { firsts: vec![None; steps.len()], steps: out, collective: FxHashMap::default() }
+        FirstCollectives { firsts: vec![None; steps.len()], steps, reach, collective: FxHashMap::default() }
     }
 
     /// A kernel: where it is a collective whose launching call started inside steps, the first of each of those
@@ -198,14 +197,14 @@ impl FirstCollectives {
             return;
         }
         let at = call.start;
-        let mut i = self.steps.partition_point(|s| (s.0, s.1) <= (k.proc, at));
-        while let Some(&(proc, start, end, reach)) = i.checked_sub(1).and_then(|j| self.steps.get(j)) {
-            if proc != k.proc || reach <= at {
+        let mut i = self.steps.partition_point(|s| (s.proc, s.start) <= (k.proc, at));
+        while let Some(s) = i.checked_sub(1).and_then(|j| self.steps.get(j)) {
+            if s.proc != k.proc || self.reach[i - 1] <= at {
                 break;
             }
             i -= 1;
-            if start <= at
-                && at < end
+            if s.start <= at
+                && at < s.end
                 && let Some(first) = self.firsts.get_mut(i)
             {
                 let this = (k.start, k.correlation);

@@ -92,10 +92,11 @@ pub fn analyze_streamed(
             warnings.push(format!("{}: {w}", path.display()));
         }
     }
-    let (gpus, gpu_warnings) = gpus_fold.finish(&trace, &first.steps);
-    let (launch, launch_warnings) = launch_fold.finish(&trace, end.span.0);
+    // The rules' folds first: what they hold per step is gone before the GPUs' step budgets are made.
     let (host_rules, host_warnings) = host_fold.finish(&trace);
     let (kernel_rules, kernel_warnings) = kernels_fold.finish(&trace);
+    let (launch, launch_warnings) = launch_fold.finish(&trace, end.span.0);
+    let (gpus, gpu_warnings) = gpus_fold.finish(&trace, &first.steps);
     warnings.extend(gpu_warnings.into_iter().chain(launch_warnings).chain(host_warnings).chain(kernel_warnings));
     let FirstPass { step_source, steps, .. } = first;
     let cx = Context { trace: &trace, steps: &steps, step_source: &step_source };

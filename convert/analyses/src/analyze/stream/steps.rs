@@ -1,6 +1,7 @@
 //! A process's steps as a GPU's sweep counts into them: which steps a busy run or a gap overlaps (steps may
 //! overlap one another), each step's busy time and idle causes, and its budget once the GPU's span is known.
 
+use super::super::budget::State;
 use super::super::idle::{IdleCauses, merge};
 use super::super::types::Step;
 use super::super::{StepBudget, time_in_windows};
@@ -48,28 +49,31 @@ impl ProcSteps {
     }
 }
 
-/// One step's tally on one GPU.
-#[derive(Clone, Copy, Debug)]
-pub struct StepTally {
-    pub busy: Busy,
-    pub idle: IdleCauses,
+/// A step's tally on one GPU, made in the place of its answer so that finishing it moves and allocates nothing
+/// (a day-long recording has millions of steps): while the sweep runs, the budget's four busy parts add up as
+/// [`Busy`] adds them and the idle causes as the gaps come; [`finish_tally`] fills in the rest.
+pub fn new_tally(threshold: u64) -> StepBudget {
+    StepBudget {
+        index: 0,
+        name: Default::default(),
+        budget: Default::default(),
+        idle: IdleCauses { short_gap_threshold_ns: threshold, ..IdleCauses::default() },
+    }
 }
 
-impl StepTally {
-    pub fn new(threshold: u64) -> StepTally {
-        StepTally {
-            busy: Busy::default(),
-            idle: IdleCauses { short_gap_threshold_ns: threshold, ..IdleCauses::default() },
-        }
-    }
+/// `ns` of `state` inside the step.
+pub fn add_busy(tally: &mut StepBudget, state: State, ns: u64) {
+    let mut busy = Busy::of(&tally.budget);
+    busy.add(state, ns);
+    busy.write(&mut tally.budget);
+}
 
-    /// The step's budget and idle causes on a GPU whose span is `span`: time of the step outside it is idle,
-    /// "other" (as [`super::super::idle::causes_over`] counts it).
-    pub fn finish(self, step: &Step, span: (u64, u64)) -> StepBudget {
-        let (ws, we) = (step.start, step.end.max(step.start));
-        let mut idle = self.idle;
-        let (ss, se) = if span.1 > span.0 { span } else { (we, we) };
-        idle.other_ns += ss.clamp(ws, we) - ws + (we - se.clamp(ws, we));
-        StepBudget { index: step.index, name: step.name.clone(), budget: self.busy.budget(step.start, step.end), idle }
-    }
+/// The step's budget and idle causes on a GPU whose span is `span`: time of the step outside it is idle,
+/// "other" (as [`super::super::idle::causes_over`] counts it).
+pub fn finish_tally(tally: &mut StepBudget, step: &Step, span: (u64, u64)) {
+    let (ws, we) = (step.start, step.end.max(step.start));
+    let (ss, se) = if span.1 > span.0 { span } else { (we, we) };
+    tally.idle.other_ns += ss.clamp(ws, we) - ws + (we - se.clamp(ws, we));
+    tally.budget = Busy::of(&tally.budget).budget(step.start, step.end);
+    (tally.index, tally.name) = (step.index, step.name.clone());
 }

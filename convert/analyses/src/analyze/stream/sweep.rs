@@ -11,8 +11,8 @@ use cutr_model::{NameId, ProcId, Trace};
 use super::super::budget::{OpClass, State, state_of};
 use super::super::idle::{Cause, HostIndex, IdleCauses, NextOp, add_gap_part, classify};
 use super::super::types::{Budget, Step};
-use super::super::{GapReport, LONGEST_GAPS};
-use super::steps::{ProcSteps, StepTally};
+use super::super::{GapReport, LONGEST_GAPS, StepBudget};
+use super::steps::{ProcSteps, add_busy, finish_tally, new_tally};
 
 /// What an op is, for the names of the ops around a gap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -87,6 +87,24 @@ pub struct Busy {
 }
 
 impl Busy {
+    /// The busy parts of a budget being tallied ([`super::steps::add_busy`]).
+    pub fn of(b: &Budget) -> Busy {
+        Busy {
+            compute: b.computation_ns,
+            comm_overlapped: b.communication_overlapped_ns,
+            comm_exposed: b.communication_exposed_ns,
+            copies: b.copies_exposed_ns,
+        }
+    }
+
+    /// The busy parts into a budget being tallied.
+    pub fn write(&self, b: &mut Budget) {
+        b.computation_ns = self.compute;
+        b.communication_overlapped_ns = self.comm_overlapped;
+        b.communication_exposed_ns = self.comm_exposed;
+        b.copies_exposed_ns = self.copies;
+    }
+
     pub fn add(&mut self, state: State, ns: u64) {
         match state {
             State::Idle => {}
@@ -160,7 +178,8 @@ pub struct Sweep {
     span: Option<(u64, u64)>,
     busy: Busy,
     pub idle: IdleCauses,
-    steps: Vec<StepTally>,
+    /// Per step: its tally, finished in place ([`super::steps::new_tally`]).
+    steps: Vec<StepBudget>,
     pub long_gaps: u64,
     longest: TopGaps,
     longest_in_steps: TopGaps,
@@ -182,7 +201,7 @@ impl Sweep {
             span: None,
             busy: Busy::default(),
             idle: IdleCauses { short_gap_threshold_ns: threshold, ..IdleCauses::default() },
-            steps: vec![StepTally::new(threshold); steps],
+            steps: vec![new_tally(threshold); steps],
             long_gaps: 0,
             longest: TopGaps(Vec::new()),
             longest_in_steps: TopGaps(Vec::new()),
@@ -305,7 +324,7 @@ impl Sweep {
     fn count_run(&mut self, (start, end, state): (u64, u64, State), cx: &SweepContext<'_>) {
         self.busy.add(state, end - start);
         for (i, (s, e)) in cx.steps.overlapping(start, end) {
-            self.steps[i].busy.add(state, end.min(e) - start.max(s));
+            add_busy(&mut self.steps[i], state, end.min(e) - start.max(s));
         }
     }
 
@@ -345,7 +364,10 @@ impl Sweep {
         let (start, end) = self.span.unwrap_or((0, 0));
         let budget = if self.span.is_some() { self.busy.budget(start, end) } else { Budget::default() };
         let span = (budget.start, budget.end);
-        let step_rows = steps.iter().zip(self.steps).map(|(s, tally)| tally.finish(s, span)).collect();
+        let mut step_rows = self.steps;
+        for (tally, s) in step_rows.iter_mut().zip(steps) {
+            finish_tally(tally, s, span);
+        }
         Finished {
             budget,
             idle: self.idle,
@@ -370,7 +392,7 @@ pub struct SweepContext<'a> {
 pub struct Finished {
     pub budget: Budget,
     pub idle: IdleCauses,
-    pub steps: Vec<super::super::StepBudget>,
+    pub steps: Vec<StepBudget>,
     pub long_gaps: u64,
     pub longest: Vec<GapReport>,
     pub longest_in_steps: Vec<GapReport>,
