@@ -69,9 +69,10 @@ pub fn analyze_streamed(
     let sopts = stream_options(stream_opts);
     let mut first: Option<first::FirstFold> = None;
     let mut launch_first = launch::LaunchFirstFold::new(&sopts);
+    // Each pass's folds are independent of one another: each window's folded by all of them at once.
     let (trace, _) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
-        first.get_or_insert_with(|| first::FirstFold::new(t, opts.step_prefix.as_deref())).batch(t, &b);
-        launch_first.batch(t, &b);
+        let first = first.get_or_insert_with(|| first::FirstFold::new(t, opts.step_prefix.as_deref()));
+        rayon::join(|| first.batch(t, &b), || launch_first.batch(t, &b));
     })?;
     let first = first.unwrap_or_else(|| first::FirstFold::new(&trace, opts.step_prefix.as_deref())).finish(&trace);
     let (launch_first, mut warnings) = launch_first.finish(&trace);
@@ -80,10 +81,10 @@ pub fn analyze_streamed(
     let mut host_fold = host_rules::HostRulesFold::new(&trace, &first, &sopts);
     let mut kernels_fold = kernel_rules::KernelRulesFold::new(&trace, &first, &sopts);
     let (mut trace, end) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
-        gpus_fold.batch(t, &b);
-        launch_fold.batch(t, &b);
-        host_fold.batch(t, &b);
-        kernels_fold.batch(t, &b);
+        rayon::join(
+            || rayon::join(|| gpus_fold.batch(t, &b), || launch_fold.batch(t, &b)),
+            || rayon::join(|| host_fold.batch(t, &b), || kernels_fold.batch(t, &b)),
+        );
     })?;
     // The stall rule reads each kernel's hottest line and stall reason, which the PC samples give (read of the
     // files' PC sample chunks and cubins, not of the rows).
