@@ -203,14 +203,7 @@ fn split_parts(dir: &std::path::Path, second_sampled: bool) -> Vec<PathBuf> {
     } else {
         cutr_synth::forge::pc_samples::edit_collections(&bytes, |c| c.clear())
     };
-    [(1, bytes), (2, second)]
-        .into_iter()
-        .map(|(part, b)| {
-            let path = dir.join(format!("part{part}.cutr"));
-            std::fs::write(&path, cutr_synth::forge::mark_as_part(&b, "run", part, 77)).unwrap();
-            path
-        })
-        .collect()
+    cutr_synth::forge::write_parts(dir, &[bytes, second])
 }
 
 /// The parts of a split recording are one process: a function both parts sampled is one function, its samples

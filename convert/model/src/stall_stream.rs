@@ -134,18 +134,30 @@ impl StallStream {
                 }
             }
         });
-        Some(StallStream {
-            filter: filter.clone(),
+        let files = files.into_iter().map(|(_, f)| f).collect();
+        Some(StallStream::of_samples(filter.clone(), kernels_kept, max_waiting, files, series))
+    }
+
+    /// A fold over the samples `files` (series named by `series`), before its first window.
+    fn of_samples(
+        filter: Filter,
+        kernels_kept: bool,
+        max_waiting: usize,
+        files: Vec<FileSamples>,
+        series: Vec<String>,
+    ) -> StallStream {
+        StallStream {
+            filter,
             kernels_kept,
             max_waiting,
-            files: files.into_iter().map(|(_, f)| f).collect(),
+            files,
             series,
             sampled: None,
             devices: BTreeMap::new(),
             waiting: 0,
             points: Vec::new(),
             end: StallEnd::default(),
-        })
+        }
     }
 
     /// A window's kernels (named by `names`, the stream's), then every start and end before `next_start` swept
@@ -399,18 +411,7 @@ mod tests {
             [((0, "_Z1av".to_string()), 3 * MS), ((0, "_Z1bv".to_string()), 2 * MS)].into_iter().collect();
         let file = FileSamples { proc: ProcId(0), functions, kernel_time, warnings: Vec::new(), problems: Vec::new() };
         let series = vec!["PC samples/ms: long_scoreboard".to_string(), "PC samples/ms: wait".to_string()];
-        let fold = StallStream {
-            filter: Filter::default(),
-            kernels_kept: true,
-            max_waiting,
-            files: vec![file],
-            series,
-            sampled: None,
-            devices: BTreeMap::new(),
-            waiting: 0,
-            points: Vec::new(),
-            end: StallEnd::default(),
-        };
+        let fold = StallStream::of_samples(Filter::default(), true, max_waiting, vec![file], series);
         (names, fold)
     }
 

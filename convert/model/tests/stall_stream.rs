@@ -100,14 +100,7 @@ fn windows_over_several_kernels_stream_as_they_load() {
 fn a_split_recording_under_a_window_streams_as_it_loads() {
     let dir = tempfile::tempdir().unwrap();
     let bytes = std::fs::read(fixture("source_workload_pcs.cutr")).unwrap();
-    let files: Vec<PathBuf> = [1, 2]
-        .iter()
-        .map(|&part| {
-            let path = dir.path().join(format!("part{part}.cutr"));
-            std::fs::write(&path, cutr_synth::forge::mark_as_part(&bytes, "run", part, 77)).unwrap();
-            path
-        })
-        .collect();
+    let files = cutr_synth::forge::write_parts(dir.path(), &[bytes.clone(), bytes]);
     let (inside, unplaced) = equal_under(&files, &middle_third(&files));
     assert_eq!((inside.len(), unplaced), (74, 0));
 }

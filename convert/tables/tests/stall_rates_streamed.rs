@@ -196,14 +196,7 @@ fn three_recordings_stall_rates_streamed_equal_whole() {
 fn a_split_recordings_stall_rates_streamed_equal_whole() {
     let dir = tempfile::tempdir().unwrap();
     let bytes = std::fs::read(fixture("source_workload_pcs.cutr")).unwrap();
-    let files: Vec<PathBuf> = [1, 2]
-        .iter()
-        .map(|&part| {
-            let path = dir.path().join(format!("part{part}.cutr"));
-            std::fs::write(&path, cutr_synth::forge::mark_as_part(&bytes, "run", part, 77)).unwrap();
-            path
-        })
-        .collect();
+    let files = cutr_synth::forge::write_parts(dir.path(), &[bytes.clone(), bytes]);
     let (rows, unplaced) = streamed_equals_whole(&files);
     // As a load places them: both parts' samples of a function summed, over its runs in both parts; none unplaced.
     assert_eq!((rows.len(), unplaced), (168, 0));

@@ -108,6 +108,21 @@ pub fn zero_bomb(zeros: u64) -> Vec<u8> {
     enc.finish().expect("finishing a frame")
 }
 
+/// `files` written into `dir` as the parts of one split recording (`part1.cutr`, `part2.cutr`, ...: run `run`,
+/// process 77, [`mark_as_part`]), their paths in part order.
+pub fn write_parts(dir: &std::path::Path, files: &[Vec<u8>]) -> Vec<std::path::PathBuf> {
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let part = i as u32 + 1;
+            let path = dir.join(format!("part{part}.cutr"));
+            std::fs::write(&path, mark_as_part(bytes, "run", part, 77)).expect("writing a part");
+            path
+        })
+        .collect()
+}
+
 /// The file marked as part `part` of split run `run` recorded by process `pid` (every metadata chunk's config
 /// given `split.run` and `split.part`, as `cupti-record --split` writes them): a recording made whole, read as one
 /// part of a run (the chunks after each metadata chunk move, so the file is read by scanning).
