@@ -258,18 +258,6 @@ pub(crate) fn window_text(start: Option<&str>, end: Option<&str>) -> String {
     }
 }
 
-/// The earliest record of all inputs (trace time, from the chunk headers): where `--start`/`--end` count from.
-pub(crate) fn first_record(readers: &[Reader]) -> u64 {
-    readers
-        .iter()
-        .filter_map(|r| {
-            let tb = ClockCheck::of_reader(r).time;
-            r.activity_chunks().filter(|c| c.header.t_min != 0).map(|c| tb.to_trace(c.header.t_min)).min()
-        })
-        .min()
-        .unwrap_or(0)
-}
-
 /// The records to keep: `kinds`, and `start`/`end` (the viewers' and `stats`' `--start/--end`) counted from the
 /// earliest record of all inputs; records overlapping the window are kept.
 pub(crate) fn filter(
@@ -282,7 +270,7 @@ pub(crate) fn filter(
     if start.is_none() && end.is_none() {
         return Ok(filter);
     }
-    let first = first_record(readers);
+    let first = cutr_model::timebase::first_record(readers);
     filter.start = start.map(parse_time).transpose()?.map(|t| first + t);
     filter.end = end.map(parse_time).transpose()?.map(|t| first + t);
     if let (Some(s), Some(e)) = (filter.start, filter.end)

@@ -266,8 +266,9 @@ pub fn analyze(
     window: (Option<&str>, Option<&str>, crate::streaming::Choice),
     format: AnalyzeFormat,
 ) -> Result<ExitCode> {
-    use crate::convert::{extents_text, filter, first_record, record_extents, window_text};
+    use crate::convert::{extents_text, filter, record_extents, window_text};
     use cutr_analyses::analyze;
+    use cutr_model::timebase::first_record;
     if step.as_deref() == Some("") {
         usage!("--step needs the start of the step ranges' names (e.g. --step \"step \")");
     }

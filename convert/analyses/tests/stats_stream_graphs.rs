@@ -197,19 +197,10 @@ fn a_short_horizon_loses_no_replay_and_says_what_it_could_not_join() {
     );
 }
 
-/// The trace time of the earliest record of `paths`, as `cupti-convert`'s `--start/--end` count from it.
-fn first_record(paths: &[PathBuf]) -> u64 {
-    let first = |p: &PathBuf| {
-        let r = cutr_format::Reader::open(p).unwrap();
-        let time = cutr_model::timebase::ClockCheck::of_reader(&r).time;
-        r.activity_chunks().filter(|c| c.header.t_min != 0).map(|c| time.to_trace(c.header.t_min)).min()
-    };
-    paths.iter().filter_map(first).min().unwrap_or(0)
-}
-
 /// The window [`start_us`, `end_us`] after the first record of `paths`, as `--start`/`--end` make it.
 fn window(paths: &[PathBuf], start_us: Option<u64>, end_us: Option<u64>) -> Filter {
-    let first = first_record(paths);
+    let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
+    let first = cutr_model::timebase::first_record(&readers);
     Filter { start: start_us.map(|s| first + s * 1_000), end: end_us.map(|e| first + e * 1_000), kinds: Vec::new() }
 }
 

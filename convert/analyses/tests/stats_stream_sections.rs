@@ -13,19 +13,10 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(name)
 }
 
-/// The trace time of the earliest record of `paths`, as `cupti-convert`'s `--start/--end` count from it.
-fn first_record(paths: &[PathBuf]) -> u64 {
-    let first = |p: &PathBuf| {
-        let r = cutr_format::Reader::open(p).unwrap();
-        let time = cutr_model::timebase::ClockCheck::of_reader(&r).time;
-        r.activity_chunks().filter(|c| c.header.t_min != 0).map(|c| time.to_trace(c.header.t_min)).min()
-    };
-    paths.iter().filter_map(first).min().unwrap_or(0)
-}
-
 /// The window [`start_ns`, `end_ns`] after the first record, as `--start`/`--end` make it.
 fn window(paths: &[PathBuf], start_ns: Option<u64>, end_ns: Option<u64>) -> Filter {
-    let first = first_record(paths);
+    let readers: Vec<_> = paths.iter().map(|p| cutr_format::Reader::open(p).unwrap()).collect();
+    let first = cutr_model::timebase::first_record(&readers);
     Filter { start: start_ns.map(|s| first + s), end: end_ns.map(|e| first + e), kinds: Vec::new() }
 }
 

@@ -115,6 +115,19 @@ impl ClockCheck {
     }
 }
 
+/// The earliest record of all `readers` in trace time (from their activity chunks' headers, each file on its own
+/// clock samples' time base): where `--start`/`--end` count from.
+pub fn first_record(readers: &[Reader]) -> u64 {
+    readers
+        .iter()
+        .filter_map(|r| {
+            let time = ClockCheck::of_reader(r).time;
+            r.activity_chunks().filter(|c| c.header.t_min != 0).map(|c| time.to_trace(c.header.t_min)).min()
+        })
+        .min()
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
