@@ -187,13 +187,15 @@ pub fn load_prefetched(
     let grouping = runs::group(readers);
     // A process's NVTX markers and external ids, gathered over its files (a run's parts) and indexed at its last.
     let (mut markers, mut external) = (Vec::new(), Vec::new());
+    let sampled_procs: Vec<ProcId> =
+        grouping.order.iter().filter(|o| stall_rates::has_pc_samples(&readers[o.0])).map(|o| o.1).collect();
     for (n, &(i, proc)) in grouping.order.iter().enumerate() {
         let (path, r) = (&paths[i], &readers[i]);
         let ahead = if i == 0 { prefetched.take().unwrap_or_default() } else { Prefetched::default() };
         let first = trace.processes.get(proc.index()).map(|p| p.time);
         let graphs_before = trace.graphs.pending.events.len();
         // Under a window, a function's rate is over its process's runs in every part, sampled there or not.
-        let run_sampled = grouping.order.iter().filter(|o| o.1 == proc).any(|o| has_pc_samples(&readers[o.0]));
+        let run_sampled = sampled_procs.contains(&proc);
         let from = FileStart { ahead, time: first, run_sampled };
         let file = load_file(&mut trace, &mut per_kind, proc, path, r, &opts.filter, from)?;
         stalls.push(file.stalls);
@@ -232,11 +234,6 @@ struct LoadedFile {
     process: Process,
     markers: Vec<RawMarker>,
     external: Vec<RawExternal>,
-}
-
-/// Whether a file holds PC samples.
-fn has_pc_samples(r: &Reader) -> bool {
-    r.chunks().iter().any(|c| c.chunk_type() == cutr_format::ChunkType::PcSamples)
 }
 
 /// What a file's load starts from besides the file.

@@ -44,6 +44,11 @@ pub(crate) struct SampledFunction {
     pub samples: Vec<(NameId, u64)>,
 }
 
+/// Whether a file holds PC samples (a `pc_samples` chunk).
+pub(crate) fn has_pc_samples(r: &Reader) -> bool {
+    r.chunks().iter().any(|c| c.chunk_type() == cutr_format::ChunkType::PcSamples)
+}
+
 /// The PC samples of one file summed per (device, function) and stall reason, named by
 /// [`crate::pc_reasons::name_samples`] (the `*_not_issued` twins and the samples no table names left out, the
 /// latter warned about). Returns the sums and the chunks that could not be decoded.

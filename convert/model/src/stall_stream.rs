@@ -25,7 +25,7 @@ use crate::fields::FileFields;
 use crate::load::count_damage;
 use crate::pc_reasons::name_samples;
 use crate::recorder_threads::RecorderThreads;
-use crate::stall_rates::{FileStalls, FunctionTable, SampledFunction, SeriesState, whole_file_time};
+use crate::stall_rates::{FileStalls, FunctionTable, SampledFunction, SeriesState, has_pc_samples, whole_file_time};
 use crate::timebase::{ClockCheck, TimeBase};
 use crate::timing::timed;
 use crate::{Filter, JoinStats, Kernel, NameId, Names, ProcId, Trace};
@@ -109,8 +109,7 @@ impl StallStream {
     /// The samples of `readers` (the inputs of a stream, in their order) and their functions' execution times,
     /// for a stream with `filter`; `None` when no input holds PC samples.
     pub fn read(readers: &[Reader], filter: &Filter, max_waiting: usize) -> Option<StallStream> {
-        let has_samples = |r: &Reader| r.chunks().iter().any(|c| c.chunk_type() == cutr_format::ChunkType::PcSamples);
-        if !readers.iter().any(has_samples) {
+        if !readers.iter().any(has_pc_samples) {
             return None;
         }
         let grouping = crate::runs::group(readers);
