@@ -126,6 +126,11 @@ impl Horizon {
         }
     }
 
+    /// The NVTX range set ids of the calls in the horizon, to mark and renumber (`RangeState::compact_stacks`).
+    pub fn stack_ids_mut(&mut self) -> impl Iterator<Item = &mut u32> {
+        self.rings.iter_mut().flat_map(|r| r.slots.iter_mut()).filter_map(|s| s.call.as_mut().map(|(id, _)| id))
+    }
+
     /// Whether `key`'s call may have been read and left the horizon: its id is at or below the highest evicted.
     pub fn is_evicted(&self, key: CorrKey) -> bool {
         self.rings.get(key.proc.index()).and_then(|r| r.evicted).is_some_and(|max| key.correlation <= max)

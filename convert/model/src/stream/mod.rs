@@ -79,7 +79,14 @@ pub struct StreamOptions {
     /// each window; past this many, the oldest are settled anyway and counted, and what then comes late for them
     /// is counted too (a real recording has a few thousand rows across an edge).
     pub max_waiting: usize,
+    /// NVTX range sets made (each distinct set of ranges open around a call: a program naming its steps apart
+    /// makes a few a step) beyond twice those kept before the stream drops those no call in its horizon refers
+    /// to ([`RangeStacks`]). Memory against the walk of the horizon a compaction costs.
+    pub range_sets_floor: usize,
 }
+
+/// A million NVTX range sets (~30 MB) between compactions: ~40M records of a loop that names its steps apart.
+pub const DEFAULT_RANGE_SETS_FLOOR: usize = 1 << 20;
 
 /// A million rows: ~50 MB of the largest rows a consumer keeps waiting.
 pub const DEFAULT_MAX_WAITING: usize = 1 << 20;
@@ -97,6 +104,7 @@ impl Default for StreamOptions {
             graph_events: false,
             hold_unlaunched: false,
             max_waiting: DEFAULT_MAX_WAITING,
+            range_sets_floor: DEFAULT_RANGE_SETS_FLOOR,
         }
     }
 }
@@ -305,7 +313,7 @@ fn stream_inner(
         .collect();
     chunks.sort_by_key(|(f, c)| (decoders[*f].time.to_trace(c.header.t_min), *f, c.header.seq));
     let windows = cut_windows(&chunks, opts.window_bytes);
-    let mut state = ranges::RangeState::new(opts.horizon, filter.clone(), opts.max_waiting);
+    let mut state = ranges::RangeState::new(opts.horizon, filter.clone(), opts.max_waiting, opts.range_sets_floor);
     state.instances = range_work.then(instances::Instances::default);
     let mut end = StreamEnd { chunks: chunks.len() as u64, windows: windows.len() as u64, ..Default::default() };
     let mut span = (u64::MAX, 0u64);

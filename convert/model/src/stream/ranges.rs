@@ -28,17 +28,23 @@ const EXTERNAL_CUSTOM1: u32 = 4;
 /// The distinct sets of NVTX ranges open around API calls, as a tree: a set is its innermost range's name under the
 /// set of the ranges around that one, so a program that names each step apart (`step 1234`) adds a node or two per
 /// step, not a copy of the whole set. A launch's ranges cost one integer; id 0 is no range.
+///
+/// Ids are good for the batch that carries them: between batches the stream drops the sets no call in its horizon
+/// refers to and numbers the rest anew. A day of steps named apart makes ~27 million sets
+/// (three a step), ~0.8 GB a recording if kept to the end.
 #[derive(Debug)]
 pub struct RangeStacks {
     /// (enclosing set, innermost name) -> id.
     ids: FxHashMap<(u32, NameId), u32>,
-    /// By id: its enclosing set and innermost name.
+    /// By id: its enclosing set (always made before it: a lower id) and innermost name.
     nodes: Vec<(u32, NameId)>,
+    /// Sets kept by the last compaction.
+    kept: usize,
 }
 
 impl Default for RangeStacks {
     fn default() -> Self {
-        RangeStacks { ids: FxHashMap::default(), nodes: vec![(0, NameId::EMPTY)] }
+        RangeStacks { ids: FxHashMap::default(), nodes: vec![(0, NameId::EMPTY)], kept: 1 }
     }
 }
 
@@ -67,6 +73,39 @@ impl RangeStacks {
             };
         }
         id
+    }
+
+    /// Whether `floor` sets were made beyond twice those the last compaction kept: a compaction walks the horizon,
+    /// so it runs once the sets have grown by a margin, not every batch.
+    fn wants_compaction(&self, floor: usize) -> bool {
+        self.nodes.len() > self.kept.saturating_mul(2).saturating_add(floor)
+    }
+
+    /// Keeps the sets `referenced` marks (by id) and the sets enclosing them, numbered anew in their order; the
+    /// others are dropped (a call of one made later makes it again). Returns each old id's new one (0: dropped).
+    fn keep(&mut self, mut referenced: Vec<bool>) -> Vec<u32> {
+        referenced.resize(self.nodes.len(), false);
+        referenced[0] = true;
+        // A set's enclosing set has a lower id: one walk down marks every enclosing set of a kept one.
+        for i in (1..self.nodes.len()).rev() {
+            if referenced[i] {
+                referenced[self.nodes[i].0 as usize] = true;
+            }
+        }
+        let count = referenced.iter().filter(|&&r| r).count();
+        let mut renumbered = vec![0u32; self.nodes.len()];
+        let mut nodes = Vec::with_capacity(count);
+        nodes.push((0, NameId::EMPTY));
+        let mut ids = FxHashMap::with_capacity_and_hasher(count, Default::default());
+        for (i, &(up, name)) in self.nodes.iter().enumerate().skip(1).filter(|(i, _)| referenced[*i]) {
+            let id = nodes.len() as u32;
+            let up = renumbered[up as usize];
+            nodes.push((up, name));
+            ids.insert((up, name), id);
+            renumbered[i] = id;
+        }
+        (self.nodes, self.ids, self.kept) = (nodes, ids, count);
+        renumbered
     }
 }
 
@@ -100,10 +139,13 @@ pub(super) struct RangeState {
     externals_waiting: FxHashSet<CorrKey>,
     /// Each NVTX range instance's GPU work, when asked for ([`super::stream_readers_with_range_work`]).
     pub instances: Option<Instances>,
+    /// Range sets made past twice those kept before the unreferenced ones are dropped
+    /// ([`super::StreamOptions::range_sets_floor`]).
+    range_sets_floor: usize,
 }
 
 impl RangeState {
-    pub fn new(horizon: usize, filter: Filter, max_held: usize) -> RangeState {
+    pub fn new(horizon: usize, filter: Filter, max_held: usize, range_sets_floor: usize) -> RangeState {
         RangeState {
             open: FxHashMap::default(),
             threads: FxHashMap::default(),
@@ -116,6 +158,7 @@ impl RangeState {
             filter,
             externals_waiting: FxHashSet::default(),
             instances: None,
+            range_sets_floor,
         }
     }
 
@@ -131,6 +174,7 @@ impl RangeState {
         stats: &mut [JoinStats],
         hold_before: Option<u64>,
     ) -> Batch {
+        self.compact_stacks();
         let mut batch = Batch::default();
         let windowed = self.filter.has_window();
         for (p, c) in &rows {
@@ -209,6 +253,22 @@ impl RangeState {
             i.settle(&mut batch.range_work);
         }
         batch
+    }
+
+    /// Drops the range sets no call in the horizon refers to, once enough were made: the earlier batches' ids are
+    /// spent (their consumers returned), and the horizon's calls are the only ids a later batch hands on.
+    fn compact_stacks(&mut self) {
+        if !self.stacks.wants_compaction(self.range_sets_floor) {
+            return;
+        }
+        let mut referenced = vec![false; self.stacks.nodes.len()];
+        for id in self.horizon.stack_ids_mut() {
+            referenced[*id as usize] = true;
+        }
+        let renumbered = self.stacks.keep(referenced);
+        for id in self.horizon.stack_ids_mut() {
+            *id = renumbered[*id as usize];
+        }
     }
 
     /// The stack id of the call that launched `key`'s work, counting the work whose call is unknown.
@@ -421,5 +481,32 @@ mod tests {
         assert_eq!(s.names(b).collect::<Vec<_>>(), [step]);
         assert_eq!(s.names(c).collect::<Vec<_>>(), [fwd, fwd, step]);
         assert_eq!(s.names(0).count(), 0);
+    }
+
+    #[test]
+    fn a_compaction_keeps_the_referenced_sets_and_those_around_them_numbered_anew() {
+        let mut s = RangeStacks::default();
+        let names = |s: &RangeStacks, id| s.names(id).collect::<Vec<_>>();
+        let (fwd, bwd) = (NameId(9), NameId(10));
+        // Three steps named apart, each with a forward and a backward set: 9 sets besides "none".
+        let mut sets = Vec::new();
+        for step in 1..=3 {
+            let step = NameId(step);
+            sets.push([s.id_of(&[(1, step)]), s.id_of(&[(1, step), (2, fwd)]), s.id_of(&[(1, step), (3, bwd)])]);
+        }
+        assert_eq!((s.nodes.len(), s.wants_compaction(8), s.wants_compaction(7)), (10, false, true));
+        // Only the last step's backward set is still referred to (by a call in the horizon).
+        let mut referenced = vec![false; s.nodes.len()];
+        referenced[sets[2][2] as usize] = true;
+        let renumbered = s.keep(referenced);
+        // It and its step's set stay, in their order; every other set is gone.
+        assert_eq!(renumbered, [0, 0, 0, 0, 0, 0, 0, 1, 0, 2]);
+        assert_eq!((s.nodes.len(), s.kept, names(&s, 2), names(&s, 1)), (3, 3, vec![bwd, NameId(3)], vec![NameId(3)]));
+        // A dropped set asked for again is made again, after those kept; a kept one keeps its new id.
+        assert_eq!((s.id_of(&[(1, NameId(3)), (3, bwd)]), s.id_of(&[(1, NameId(1)), (2, fwd)])), (2, 4));
+        assert_eq!(names(&s, 4), [fwd, NameId(1)]);
+        // The next compaction waits for more than twice the kept sets (3) plus the floor: 7 with none.
+        let more = (s.wants_compaction(0), s.id_of(&[(1, NameId(5))]), s.id_of(&[(1, NameId(6))]));
+        assert_eq!((more, s.wants_compaction(0)), ((false, 5, 6), true));
     }
 }
