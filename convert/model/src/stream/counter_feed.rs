@@ -2,8 +2,9 @@
 //! at open: a day of 10 kHz PM sampling is billions of readings, more than every other row of the recording. At
 //! open each file's `counters` chunks are read once, one group at a time, for their time and their series' spans
 //! (`Trace::counter_series`), then dropped; during the stream each chunk is read again in the window its first
-//! sample falls in ([`Batch::counters`]), so a consumer holds a chunk's worth of samples per series beyond what it
-//! keeps itself. Samples are kept, left out and counted exactly as a load reads them ([`ChunkSamples::read`]): the
+//! sample falls in ([`Batch::counters`]), at most a window's bytes of chunks at once (those past it go ahead of the
+//! window's rows in batches of their own), so a consumer holds a window's worth of samples beyond what it keeps
+//! itself however dense the counters are against the activity. Samples are kept, left out and counted exactly as a load reads them ([`ChunkSamples::read`]): the
 //! warnings and counts are made at open.
 //!
 //! [`Batch::counters`]: super::Batch::counters
@@ -30,6 +31,8 @@ struct FeedChunk {
     chunk: usize,
     /// Its earliest kept sample's time (trace time).
     first: u64,
+    /// Its decompressed bytes, for a batch's cap.
+    bytes: u64,
 }
 
 /// Chunks decoded at once at open: a group's decoded samples are all that is held.
@@ -64,7 +67,7 @@ impl CounterFeed {
                 samples.clear();
                 read.read(&d, names, left, &mut samples);
                 let Some(first) = samples.iter().map(|s| s.ts).min() else { continue };
-                self.chunks.push(FeedChunk { file, chunk, first });
+                self.chunks.push(FeedChunk { file, chunk, first, bytes: c.header.raw_len });
                 for s in &samples {
                     let info = series.entry((s.proc, s.device, s.series)).or_insert(CounterSeriesInfo {
                         proc: s.proc,
@@ -90,18 +93,21 @@ impl CounterFeed {
         self.chunks.sort_by_key(|c| (c.first, c.file, c.chunk));
     }
 
-    /// The samples of the chunks whose first sample is before `before` (every chunk left: `None`), each series'
-    /// together in time order (by file, device, series, time; a time's samples in chunk order), read as at open
-    /// (`reads`: each file's). Decoded in parallel.
+    /// The samples of the chunks whose first sample is before `before` (every chunk left: `None`), as many of
+    /// them as fit in `max_bytes` decompressed (at least one; [`CounterFeed::has_due`] tells whether some are left),
+    /// each series' together in time order (by file, device, series, time; a time's samples in chunk order), read
+    /// as at open (`reads`: each file's). Decoded in parallel.
     pub(super) fn take(
         &mut self,
-        before: Option<u64>,
+        (before, max_bytes): (Option<u64>, u64),
         readers: &[Reader],
         reads: &[ChunkSamples<'_>],
         names: &mut Names,
     ) -> Vec<CounterSample> {
         let from = self.next;
-        while self.next < self.chunks.len() && before.is_none_or(|b| self.chunks[self.next].first < b) {
+        let mut bytes = 0u64;
+        while self.has_due(before) && (self.next == from || bytes + self.chunks[self.next].bytes <= max_bytes) {
+            bytes += self.chunks[self.next].bytes;
             self.next += 1;
         }
         let now = &self.chunks[from..self.next];
@@ -117,6 +123,11 @@ impl CounterFeed {
         }
         out.sort_by_key(|s| (s.proc, s.device, s.series, s.ts));
         out
+    }
+
+    /// Whether a chunk whose first sample is before `before` (any chunk: `None`) is still to be handed over.
+    pub(super) fn has_due(&self, before: Option<u64>) -> bool {
+        self.chunks.get(self.next).is_some_and(|c| before.is_none_or(|b| c.first < b))
     }
 
     /// The time before which every sample has been handed over: the first sample of the next chunk to come

@@ -172,6 +172,8 @@ pub struct StreamEnd {
     /// GPU work held for its launching call (`hold_unlaunched`) that was handed on unjoined because more than
     /// [`StreamOptions::max_waiting`] waited (its call, if it came later, was not joined).
     pub held_released_early: u64,
+    /// Batches of counter samples alone: a window's counter chunks past its bytes, handed over ahead of its rows.
+    pub counter_batches: u64,
 }
 
 /// Decompressed record bytes of the activity chunks of `readers` (as their headers claim): the size a whole load
@@ -343,11 +345,20 @@ fn stream_inner(
         let mut batch = state.batch(rows, &mut span, &mut stats, next_start.filter(|_| opts.hold_unlaunched));
         batch.next_start = next_start;
         if opts.counter_feed {
-            batch.counters = feed.take(next_start, readers, &reads, &mut trace.names);
+            // The edge of the batches of counters alone is still this window's start (its rows are to come).
+            let edge = windows[i].iter().map(|(f, c)| decoders[*f].time.to_trace(c.header.t_min)).min();
+            let mut feeding = Feeding { feed: &mut feed, readers, reads: &reads, max_bytes: opts.window_bytes };
+            batch.counters = feeding.due((next_start, edge), &mut trace, &state.stacks, &mut end, &mut consume);
         }
         batch.counters_complete_before = feed.complete_before();
         let (t, stacks) = (&trace, &state.stacks);
         pending = rayon::join(|| consume(t, stacks, batch), || next.map(|w| decode(w))).1;
+    }
+    if windows.is_empty() && opts.counter_feed {
+        // No activity to ride on (a recording, or a --start/--end window, of counters alone).
+        let mut feeding = Feeding { feed: &mut feed, readers, reads: &reads, max_bytes: opts.window_bytes };
+        let counters = feeding.due((None, None), &mut trace, &state.stacks, &mut end, &mut consume);
+        consume(&trace, &state.stacks, Batch { counters, counters_complete_before: u64::MAX, ..Default::default() });
     }
     end.unclosed_ranges = state.finish(&mut stats, &mut span);
     if let Some(mut instances) = state.instances.take() {
@@ -366,6 +377,40 @@ fn stream_inner(
         p.stats = s;
     }
     Ok((trace, end))
+}
+
+/// The counter feed and what reading its chunks takes, for one window.
+struct Feeding<'f, 'r> {
+    feed: &'f mut counter_feed::CounterFeed,
+    readers: &'r [Reader],
+    reads: &'f [ChunkSamples<'r>],
+    /// A window's decompressed bytes ([`StreamOptions::window_bytes`]).
+    max_bytes: u64,
+}
+
+impl Feeding<'_, '_> {
+    /// The samples of the counter chunks due before `before`, a window's bytes at a time: every group but the last
+    /// goes to `consume` in a batch of its own (rows none, the stream's edge `edge`), the last is returned for the
+    /// window's batch. A recording far denser in counters than in activity would otherwise hand a long stretch's
+    /// samples over at once.
+    fn due(
+        &mut self,
+        (before, edge): (Option<u64>, Option<u64>),
+        trace: &mut Trace,
+        stacks: &RangeStacks,
+        end: &mut StreamEnd,
+        consume: &mut impl FnMut(&Trace, &RangeStacks, Batch),
+    ) -> Vec<CounterSample> {
+        let mut counters = self.feed.take((before, self.max_bytes), self.readers, self.reads, &mut trace.names);
+        while self.feed.has_due(before) {
+            let complete = self.feed.complete_before();
+            let only = Batch { counters, counters_complete_before: complete, next_start: edge, ..Default::default() };
+            end.counter_batches += 1;
+            consume(trace, stacks, only);
+            counters = self.feed.take((before, self.max_bytes), self.readers, self.reads, &mut trace.names);
+        }
+        counters
+    }
 }
 
 /// A file's decoder and its process (no rows yet; `first_part_time`: a split recording's first part's time base,
