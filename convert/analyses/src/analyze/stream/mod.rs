@@ -80,6 +80,9 @@ pub fn analyze_streamed(
     let mut launch_fold = launch::LaunchFold::new(&trace, &first, &launch_first, &sopts);
     let mut host_fold = host_rules::HostRulesFold::new(&trace, &first, &sopts);
     let mut kernels_fold = kernel_rules::KernelRulesFold::new(&trace, &first, &sopts);
+    // The second pass makes its trace again (the same names, interned in the same order): a day of steps named
+    // apart is millions of names, not to be held twice.
+    drop(trace);
     let (mut trace, end) = stream_readers_in(paths, readers, &sopts, filter, |t, _, b| {
         rayon::join(
             || rayon::join(|| gpus_fold.batch(t, &b), || launch_fold.batch(t, &b)),
