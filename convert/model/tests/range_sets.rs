@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
+use cutr_model::Trace;
 use cutr_model::stream::{Batch, RangeStacks, StreamOptions, stream_readers};
-use cutr_model::{Names, Trace};
 use cutr_synth::{SynthOptions, write_file};
 
 /// Calls kept for their GPU work: ~30 steps' worth, so that most of a recording's sets leave the horizon.
@@ -19,8 +19,7 @@ fn resolved(path: &Path, range_sets_floor: usize) -> (Vec<Vec<String>>, u32) {
     let opts = StreamOptions { window_bytes: 1, horizon: HORIZON, range_sets_floor, ..Default::default() };
     let (mut out, mut highest) = (Vec::new(), 0);
     let names_of = |t: &Trace, stacks: &RangeStacks, set: u32| -> Vec<String> {
-        let names: &Names = &t.names;
-        stacks.names(set).map(|n| names.get(n).to_string()).collect()
+        stacks.names(set).map(|n| t.names.get(n).to_string()).collect()
     };
     stream_readers(&[path.to_path_buf()], &readers, &opts, |t, stacks, b: Batch| {
         for &set in b.gpu_ranges.iter().chain(&b.api_ranges) {

@@ -4,8 +4,8 @@
 //! (`Trace::counter_series`), then dropped; during the stream each chunk is read again in the window its first
 //! sample falls in ([`Batch::counters`]), at most a window's bytes of chunks at once (those past it go ahead of the
 //! window's rows in batches of their own), so a consumer holds a window's worth of samples beyond what it keeps
-//! itself however dense the counters are against the activity. Samples are kept, left out and counted exactly as a load reads them ([`ChunkSamples::read`]): the
-//! warnings and counts are made at open.
+//! itself however dense the counters are against the activity. Samples are kept, left out and counted exactly as a
+//! load reads them ([`ChunkSamples::read`]): the warnings and counts are made at open.
 //!
 //! [`Batch::counters`]: super::Batch::counters
 
