@@ -44,8 +44,9 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-6 * b.abs().max(1.0)
 }
 
-/// Every stall-rate track (`stall REASON`, the model's `PC samples/ms: REASON`) of the Perfetto output is non-zero only inside an execution of a sampled kernel
-/// (on this one-stream fixture, each interval of the step function lies inside one), and its integral over each
+/// Every stall-rate track (`stall REASON`, the model's `PC samples/ms: REASON`) of the Perfetto output is non-zero
+/// only inside an execution of a sampled kernel (on this one-stream fixture, each interval of the step function lies
+/// inside one), and its integral over each
 /// kernel's executions is `source`'s count of that kernel's samples of the reason: the totals above. Before issue
 /// 31 these tracks were 0 while the kernels ran and a plateau after them, where CUPTI handed the samples over.
 #[test]

@@ -1,10 +1,10 @@
 //! The PC samples' stall-rate series (`PC samples/ms: REASON`) of a streamed export against the whole export's:
 //! the `counters` table read back from both, the stall rows in order and every row as a set (the stream writes
-//! counter samples as their windows come, a whole export each series together), on every fixture with PC samples, a chunk per
-//! window and at the default windows; three recordings as partitions; a split recording; a generated loop over many
-//! windows; a collection that does not decode; and a file whose chunk headers hold the stream's edge back, equal
-//! while the waiting fits and counted and warned past `max_waiting`. The `--start/--end` window is checked in
-//! `convert/model/tests/stall_stream.rs`.
+//! counter samples as their windows come, a whole export each series together), on every fixture with PC samples,
+//! a chunk per window and at the default windows; three recordings as partitions; a split recording; a generated
+//! loop over many windows; a collection that does not decode; and a file whose chunk headers hold the stream's edge
+//! back, equal while the waiting fits and counted and warned past `max_waiting`. The `--start/--end` window is
+//! checked in `convert/model/tests/stall_stream.rs`.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
