@@ -257,63 +257,14 @@ fn stream_inner(
     if paths.len() > u16::MAX as usize {
         return Err(LoadError::TooMany(paths.len()));
     }
-    let mut trace = Trace::default();
-    // A split recording's parts are one process on its first part's time base, as a whole load reads them: their
-    // NVTX ranges and correlations pair across the parts' boundaries.
-    let grouping = crate::runs::group(readers);
-    let mut decoders: Vec<Option<FileDecoder<'_>>> = (0..readers.len()).map(|_| None).collect();
-    let mut text_ids = vec![Vec::new(); readers.len()];
-    let mut feed = counter_feed::CounterFeed::default();
-    let mut series_info = rustc_hash::FxHashMap::default();
-    for &(i, proc) in &grouping.order {
-        let (path, r) = (&paths[i], &readers[i]);
-        let first = trace.processes.get(proc.index()).map(|p| p.time);
-        let (decoder, mut process) = open_file(proc, path, r, filter, first)?;
-        if opts.counter_feed {
-            index_counters(&mut trace, &mut process, (i, proc, r), &mut feed, (filter, &mut series_info));
-        } else if opts.counters {
-            read_counters(&mut trace, &mut process, proc, r, filter);
-        }
-        if opts.graph_events {
-            let damaged = trace.graphs.read_file(r, proc, &process.time, filter, &mut process.stats);
-            process.problems.extend(damaged.into_iter().filter(|p| !r.problems().contains(p)));
-        }
-        let texts = std::iter::once(NameId::EMPTY).chain(r.strings().iter().map(|t| trace.names.intern(t)));
-        text_ids[i] = texts.collect::<Vec<NameId>>();
-        decoders[i] = Some(decoder);
-        let graphs_before = trace.graphs.pending.events.len();
-        crate::runs::add_file(&mut trace, proc, process, graphs_before);
-    }
-    for (proc, w) in grouping.warnings {
-        trace.processes[proc.index()].warnings.push(w);
-    }
-    // The occupancy calculator's inputs ([`Trace::occupancy_inputs`]) read as on a loaded trace.
-    trace.device_limits = trace.index_device_limits();
-    let decoders: Vec<FileDecoder<'_>> =
-        decoders.into_iter().map(|d| d.expect("every input is in the grouping")).collect();
-    feed.sort();
-    let mut series_info: Vec<_> = series_info.into_values().collect();
-    series_info.sort_unstable_by_key(|s: &crate::counters::CounterSeriesInfo| (s.proc, s.device, s.series));
-    trace.counter_series = series_info;
+    let Opened { mut trace, decoders, text_ids, mut feed } = open_all(paths, readers, opts, filter)?;
     let devices: Vec<Vec<u32>> = decoders.iter().map(|d| listed_devices(&trace.processes[d.proc.index()])).collect();
     let reads: Vec<ChunkSamples<'_>> = decoders
         .iter()
         .zip(&devices)
         .map(|(d, devices)| ChunkSamples { proc: d.proc, time: &d.time, filter, devices })
         .collect();
-    // Every file's chunks in one time order (trace time: the files' clocks differ).
-    // Chunks wholly outside a --start/--end window are not read, as a load skips them.
-    let outside = |f: usize, c: &ChunkInfo| {
-        let time = decoders[f].time;
-        let (a, b) = (time.to_trace(c.header.t_min), time.to_trace(c.header.t_max));
-        c.header.t_max != 0 && (filter.start.is_some_and(|s| b < s) || filter.end.is_some_and(|e| a > e))
-    };
-    let mut chunks: Vec<(usize, ChunkInfo)> = readers
-        .iter()
-        .enumerate()
-        .flat_map(|(f, r)| r.activity_chunks().filter(move |c| !outside(f, c)).map(move |c| (f, c.clone())))
-        .collect();
-    chunks.sort_by_key(|(f, c)| (decoders[*f].time.to_trace(c.header.t_min), *f, c.header.seq));
+    let chunks = chunks_in_order(readers, &decoders, filter);
     let windows = cut_windows(&chunks, opts.window_bytes);
     let mut state = ranges::RangeState::new(opts.horizon, filter.clone(), opts.max_waiting, opts.range_sets_floor);
     state.instances = range_work.then(instances::Instances::default);
@@ -377,6 +328,83 @@ fn stream_inner(
         p.stats = s;
     }
     Ok((trace, end))
+}
+
+/// What opening every file gives the stream.
+struct Opened<'r> {
+    /// Rowless: processes, names, counter series' spans, graph events when asked.
+    trace: Trace,
+    /// Each file's decoder, by its place among the inputs.
+    decoders: Vec<FileDecoder<'r>>,
+    /// Each file's string table as the trace's names.
+    text_ids: Vec<Vec<NameId>>,
+    /// The counter chunks indexed ([`StreamOptions::counter_feed`]).
+    feed: counter_feed::CounterFeed,
+}
+
+/// Every file opened, in its run's order.
+fn open_all<'r>(
+    paths: &[PathBuf],
+    readers: &'r [Reader],
+    opts: &StreamOptions,
+    filter: &'r Filter,
+) -> Result<Opened<'r>, LoadError> {
+    let mut trace = Trace::default();
+    // A split recording's parts are one process on its first part's time base, as a whole load reads them: their
+    // NVTX ranges and correlations pair across the parts' boundaries.
+    let grouping = crate::runs::group(readers);
+    let mut decoders: Vec<Option<FileDecoder<'_>>> = (0..readers.len()).map(|_| None).collect();
+    let mut text_ids = vec![Vec::new(); readers.len()];
+    let mut feed = counter_feed::CounterFeed::default();
+    let mut series_info = rustc_hash::FxHashMap::default();
+    for &(i, proc) in &grouping.order {
+        let (path, r) = (&paths[i], &readers[i]);
+        let first = trace.processes.get(proc.index()).map(|p| p.time);
+        let (decoder, mut process) = open_file(proc, path, r, filter, first)?;
+        if opts.counter_feed {
+            index_counters(&mut trace, &mut process, (i, proc, r), &mut feed, (filter, &mut series_info));
+        } else if opts.counters {
+            read_counters(&mut trace, &mut process, proc, r, filter);
+        }
+        if opts.graph_events {
+            let damaged = trace.graphs.read_file(r, proc, &process.time, filter, &mut process.stats);
+            process.problems.extend(damaged.into_iter().filter(|p| !r.problems().contains(p)));
+        }
+        let texts = std::iter::once(NameId::EMPTY).chain(r.strings().iter().map(|t| trace.names.intern(t)));
+        text_ids[i] = texts.collect::<Vec<NameId>>();
+        decoders[i] = Some(decoder);
+        let graphs_before = trace.graphs.pending.events.len();
+        crate::runs::add_file(&mut trace, proc, process, graphs_before);
+    }
+    for (proc, w) in grouping.warnings {
+        trace.processes[proc.index()].warnings.push(w);
+    }
+    // The occupancy calculator's inputs ([`Trace::occupancy_inputs`]) read as on a loaded trace.
+    trace.device_limits = trace.index_device_limits();
+    let decoders: Vec<FileDecoder<'_>> =
+        decoders.into_iter().map(|d| d.expect("every input is in the grouping")).collect();
+    feed.sort();
+    let mut series_info: Vec<_> = series_info.into_values().collect();
+    series_info.sort_unstable_by_key(|s: &crate::counters::CounterSeriesInfo| (s.proc, s.device, s.series));
+    trace.counter_series = series_info;
+    Ok(Opened { trace, decoders, text_ids, feed })
+}
+
+/// Every file's activity chunks in one time order (trace time: the files' clocks differ); chunks wholly outside a
+/// `--start/--end` window are not read, as a load skips them.
+fn chunks_in_order(readers: &[Reader], decoders: &[FileDecoder<'_>], filter: &Filter) -> Vec<(usize, ChunkInfo)> {
+    let outside = |f: usize, c: &ChunkInfo| {
+        let time = decoders[f].time;
+        let (a, b) = (time.to_trace(c.header.t_min), time.to_trace(c.header.t_max));
+        c.header.t_max != 0 && (filter.start.is_some_and(|s| b < s) || filter.end.is_some_and(|e| a > e))
+    };
+    let mut chunks: Vec<(usize, ChunkInfo)> = readers
+        .iter()
+        .enumerate()
+        .flat_map(|(f, r)| r.activity_chunks().filter(move |c| !outside(f, c)).map(move |c| (f, c.clone())))
+        .collect();
+    chunks.sort_by_key(|(f, c)| (decoders[*f].time.to_trace(c.header.t_min), *f, c.header.seq));
+    chunks
 }
 
 /// The counter feed and what reading its chunks takes, for one window.
