@@ -99,26 +99,6 @@ pub fn by_rank_streaming(
     Ok(StreamedRanks { report, trace, late_rows, settled_early })
 }
 
-/// The report's ranks and steps without the ranks' GPU sums, from what a stream's first pass of `analyze` found:
-/// the files with GPU work (`gpu_files`, each a row as [`by_rank`] makes one) and the steps that `--step PREFIX`
-/// names (each a closed NVTX range whose name starts with the prefix, as [`is_step_range`] picks them). The rows'
-/// figures are zeros; the steps, their slowest ranks and the stragglers are [`by_rank`]'s.
-pub(crate) fn by_rank_of_steps(
-    t: &Trace,
-    step_prefix: &str,
-    gpu_files: impl Iterator<Item = ProcId>,
-    steps: &[crate::analyze::types::Step],
-) -> RankReport {
-    let mut tally = RankTally::new(t, Some(step_prefix));
-    for proc in gpu_files {
-        tally.row(t, proc);
-    }
-    for s in steps {
-        tally.step(&s.name, s.rank, s.end.saturating_sub(s.start));
-    }
-    tally.report(Some(step_prefix))
-}
-
 /// What [`by_rank_streaming`] gives.
 pub struct StreamedRanks {
     pub report: RankReport,

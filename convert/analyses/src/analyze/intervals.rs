@@ -3,7 +3,7 @@
 
 use cutr_model::ProcId;
 
-use super::types::Context;
+use super::types::{Context, Step};
 
 /// Disjoint, sorted intervals covering the same instants as `iv`.
 pub fn merged(mut iv: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
@@ -25,6 +25,7 @@ pub fn union_ns(iv: Vec<(u64, u64)>) -> u64 {
 
 /// Per process, merged `[start, end)` windows in time order: "inside a step" is a binary search, and shares are
 /// of the windows' summed time.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProcWindows {
     /// By process index.
     by_proc: Vec<Vec<(u64, u64)>>,
@@ -54,8 +55,13 @@ impl ProcWindows {
 
     /// The windows of `cx`'s steps (empty ones left out); `None` when there are none.
     pub fn of_steps(cx: &Context<'_>) -> Option<ProcWindows> {
-        let steps = cx.steps.iter().filter(|s| s.end > s.start);
-        let windows = ProcWindows::new(cx.trace.processes.len(), steps.map(|s| (s.proc, s.start, s.end)));
+        ProcWindows::of_step_list(cx.trace.processes.len(), cx.steps)
+    }
+
+    /// The windows of `steps` of `processes` processes (empty ones left out); `None` when there are none.
+    pub fn of_step_list(processes: usize, steps: &[Step]) -> Option<ProcWindows> {
+        let steps = steps.iter().filter(|s| s.end > s.start);
+        let windows = ProcWindows::new(processes, steps.map(|s| (s.proc, s.start, s.end)));
         (windows.count > 0).then_some(windows)
     }
 

@@ -95,6 +95,6 @@ impl FirstFold {
             }
             if steps.is_empty() { (StepSource::None, steps) } else { (StepSource::GraphLaunches, steps) }
         };
-        FirstPass { step_source, steps, gpu_spans }
+        FirstPass::new(trace.processes.len(), step_source, steps, gpu_spans)
     }
 }

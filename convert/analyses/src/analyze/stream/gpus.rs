@@ -18,13 +18,13 @@ use super::steps::ProcSteps;
 use super::sweep::{Op, Sweep, SweepContext, What};
 
 /// The GPUs' fold.
-pub struct GpuFold {
+pub struct GpuFold<'f> {
     threshold: u64,
     cap: usize,
     sweeps: BTreeMap<(ProcId, u32), Sweep>,
     host: HostIndex,
     /// Per process: its steps, as the sweeps count into them.
-    steps: Vec<ProcSteps>,
+    steps: Vec<ProcSteps<'f>>,
     /// Per process: how many steps it has.
     step_counts: Vec<usize>,
     /// Per API function (file, driver?, cbid): whether it synchronizes.
@@ -37,18 +37,24 @@ pub struct GpuFold {
     settled_early: u64,
 }
 
-impl GpuFold {
-    pub fn new(trace: &Trace, first: &FirstPass, threshold: u64, cap: usize) -> GpuFold {
-        let files = trace.processes.len();
-        let by_proc: Vec<Vec<&Step>> =
-            (0..files).map(|p| first.steps.iter().filter(|s| s.proc.index() == p).collect()).collect();
+impl<'f> GpuFold<'f> {
+    pub fn new(trace: &Trace, first: &'f FirstPass, threshold: u64, cap: usize) -> GpuFold<'f> {
+        // The steps are sorted by process: each process's are one run of them.
+        let by_proc: Vec<&[Step]> = (0..trace.processes.len())
+            .map(|p| {
+                let from = first.steps.partition_point(|s| s.proc.index() < p);
+                let to = first.steps.partition_point(|s| s.proc.index() <= p);
+                &first.steps[from..to]
+            })
+            .collect();
+        let merged = first.step_windows.as_ref();
         GpuFold {
             threshold,
             cap: cap.max(1),
             sweeps: BTreeMap::new(),
             host: HostIndex::default(),
-            steps: by_proc.iter().map(|s| ProcSteps::new(s)).collect(),
-            step_counts: by_proc.iter().map(Vec::len).collect(),
+            steps: by_proc.iter().enumerate().map(|(p, s)| ProcSteps::new(ProcId(p as u16), s, merged)).collect(),
+            step_counts: by_proc.iter().map(|s| s.len()).collect(),
             sync_fn: FxHashMap::default(),
             comm: vec![None; trace.names.len()],
             host_dropped: 0,

@@ -16,12 +16,11 @@ use cutr_model::{ApiCall, Kernel, NameId, ProcId, Trace};
 use rustc_hash::FxHashMap;
 
 use super::super::findings::host::copies::{CopyHits, CopyRule};
-use super::super::findings::host::straggler::{is_collective, step_prefix, straggler_of};
+use super::super::findings::host::straggler::{distinct_ranks, is_collective, step_prefix, straggler_of};
 use super::super::findings::host::tiny::{TinyKernels, kernel_name};
 use super::super::findings::host::{StepWindows, no_steps, syncs as loaded_syncs};
 use super::super::types::{Context, RuleResult, Step, StepSource};
 use super::FirstPass;
-use crate::ranks::by_rank_of_steps;
 use syncs::SyncFold;
 
 /// The host-side rules' fold over the second pass's windows, over the first pass's steps (borrowed: a long
@@ -29,10 +28,11 @@ use syncs::SyncFold;
 pub struct HostRulesFold<'f> {
     step_source: StepSource,
     steps: &'f [Step],
-    /// The steps' windows; `None` without steps (every rule then cannot judge, and the fold reads nothing).
-    windows: Option<StepWindows>,
-    /// The files with GPU work (the straggler's ranks).
-    gpu_files: Vec<ProcId>,
+    /// The steps' windows (the first pass's); `None` without steps (every rule then cannot judge, and the fold
+    /// reads nothing).
+    windows: Option<&'f StepWindows>,
+    /// How many ranks the files with GPU work are (the straggler's ranks).
+    gpu_ranks: usize,
     cap: usize,
     sync_copies: CopyHits,
     pageable_copies: CopyHits,
@@ -50,20 +50,20 @@ pub struct HostRulesFold<'f> {
 impl<'f> HostRulesFold<'f> {
     /// A fold over the steps and GPU spans of `first`; `trace`: the stream's rowless trace.
     pub fn new(trace: &Trace, first: &'f FirstPass, opts: &StreamOptions) -> HostRulesFold<'f> {
-        let cx = Context { trace, steps: &first.steps, step_source: &first.step_source };
-        let windows = StepWindows::of_steps(&cx);
         let gpu_files = first.gpu_spans.iter().enumerate().filter(|(_, s)| s.is_some());
+        let gpu_ranks = distinct_ranks(trace, gpu_files.map(|(i, _)| ProcId(i as u16)));
         HostRulesFold {
             step_source: first.step_source.clone(),
             steps: &first.steps,
-            windows,
-            gpu_files: gpu_files.map(|(i, _)| ProcId(i as u16)).collect(),
+            windows: first.step_windows.as_ref(),
+            gpu_ranks,
             cap: opts.max_waiting,
             sync_copies: CopyHits::new(CopyRule::Synchronous),
             pageable_copies: CopyHits::new(CopyRule::Pageable),
             tiny: TinyKernels::default(),
             syncs: SyncFold::default(),
-            collectives: FirstCollectives::new(&first.steps),
+            // One rank has no straggler: its steps' first collectives are not kept.
+            collectives: FirstCollectives::new(if gpu_ranks > 1 { &first.steps } else { &[] }),
             launch_lag: 0,
             last_edge: 0,
             settled_early: 0,
@@ -72,7 +72,7 @@ impl<'f> HostRulesFold<'f> {
 
     /// Folds one window's rows.
     pub fn batch(&mut self, trace: &Trace, b: &Batch) {
-        let Some(windows) = &self.windows else { return };
+        let Some(windows) = self.windows else { return };
         let call = |i: usize| b.gpu_calls.get(i).and_then(|c| c.as_ref());
         let mut lag = self.launch_lag;
         let mut lag_of = |op_start: u64, call: Option<&ApiCall>| {
@@ -116,12 +116,9 @@ impl<'f> HostRulesFold<'f> {
         let cx = Context { trace, steps: self.steps, step_source: &self.step_source };
         let straggler = match step_prefix(&cx) {
             Err(r) => r,
-            Ok(prefix) => {
-                let report = by_rank_of_steps(trace, prefix, self.gpu_files.iter().copied(), self.steps);
-                straggler_of(&cx, &report, || std::mem::take(&mut self.collectives.firsts))
-            }
+            Ok(prefix) => straggler_of(&cx, prefix, self.gpu_ranks, || std::mem::take(&mut self.collectives.firsts)),
         };
-        let Some(windows) = &self.windows else {
+        let Some(windows) = self.windows else {
             let rules =
                 [CopyRule::Synchronous.name(), CopyRule::Pageable.name(), loaded_syncs::RULE, TinyKernels::RULE];
             let mut results: Vec<RuleResult> = rules.iter().map(|r| no_steps(r, &cx)).collect();

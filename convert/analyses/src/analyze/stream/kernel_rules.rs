@@ -28,24 +28,24 @@ use crate::stats::counters::MAX_ROWS;
 use crate::stats::stream_counters::StreamedCounters;
 
 /// The per-kernel rules (`low_occupancy`, `kernel_bound`, `kernel_stalls`) summed window by window.
-pub struct KernelRulesFold {
-    windows: Windows,
+pub struct KernelRulesFold<'f> {
+    windows: Windows<'f>,
     /// Per recorded (mangled) name: its executions inside the windows.
     by_name: FxHashMap<NameId, KernelTally>,
     /// The PM averages' sums, where the file has PM sampling series.
     counters: Option<StreamedCounters>,
 }
 
-impl KernelRulesFold {
+impl<'f> KernelRulesFold<'f> {
     /// A fold judging inside the first pass's steps (or, without steps, each process's GPU span); `trace` is the
     /// stream's (it holds the counter series from its open, with [`StreamOptions::counters`]).
-    pub fn new(trace: &Trace, first: &FirstPass, opts: &StreamOptions) -> KernelRulesFold {
+    pub fn new(trace: &Trace, first: &'f FirstPass, opts: &StreamOptions) -> KernelRulesFold<'f> {
         let spans = first.gpu_spans.iter().enumerate().filter_map(|(i, span)| {
             let (start, end) = (*span)?;
             Some((ProcId(u16::try_from(i).ok()?), start, end))
         });
         KernelRulesFold {
-            windows: Windows::new(trace.processes.len(), &first.steps, spans),
+            windows: Windows::of_step_windows(trace.processes.len(), &first.steps, first.step_windows.as_ref(), spans),
             by_name: FxHashMap::default(),
             counters: PmAverages::recorded(trace).then(|| StreamedCounters::new(opts.max_waiting)),
         }
@@ -60,9 +60,10 @@ impl KernelRulesFold {
         }
     }
 
-    /// The rules' results, in [`crate::analyze::findings::kernels::rules`]' order, and what the PM averages could not sum (more (name,
-    /// series) pairs than a stream keeps, or kernels earlier than their chunks claim). `trace`: the stream's, with
-    /// [`crate::source::annotate`] run on it over each file as on a load (the stall rule reads its notes).
+    /// The rules' results, in [`crate::analyze::findings::kernels::rules`]' order, and what the PM averages could
+    /// not sum (more (name, series) pairs than a stream keeps, or kernels earlier than their chunks claim).
+    /// `trace`: the stream's, with [`crate::source::annotate`] run on it over each file as on a load (the stall
+    /// rule reads its notes).
     pub fn finish(self, trace: &Trace) -> (Vec<RuleResult>, Vec<String>) {
         // A load's trace names a kernel by its demangled name's id: names that demangle alike are one.
         let mut by_display: HashMap<String, KernelTally> = HashMap::new();
@@ -133,7 +134,7 @@ mod tests {
             Some(steps) => (StepSource::NvtxPrefix("test".into()), steps),
             None => find_steps(&t, prefix),
         };
-        let first = FirstPass { step_source, steps, gpu_spans: gpu_spans(&t) };
+        let first = FirstPass::new(t.processes.len(), step_source, steps, gpu_spans(&t));
         let r = rules(&Context { trace: &t, steps: &first.steps, step_source: &first.step_source });
         (r, first)
     }

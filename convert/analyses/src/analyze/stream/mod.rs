@@ -22,6 +22,7 @@ use cutr_format::Reader;
 use cutr_model::stream::{Batch, StreamEnd, StreamOptions, stream_readers_in};
 use cutr_model::{Filter, LoadError, Trace};
 
+use super::intervals::ProcWindows;
 use super::types::{Context, Outcome, RuleResult, Severity, Step, StepSource};
 use super::{Analysis, AnalyzeOptions, AnalyzeStream, findings};
 
@@ -34,6 +35,22 @@ pub struct FirstPass {
     /// Per process (by [`cutr_model::ProcId::index`]): the earliest start and latest end of its kernels, copies and
     /// memsets (every one, empty or not); `None` for a process with none.
     pub gpu_spans: Vec<Option<(u64, u64)>>,
+    /// The steps' windows, merged per process (empty steps left out; `None` when no step has time): made once and
+    /// borrowed by every fold that judges inside the steps (a day of steps is millions of windows).
+    pub step_windows: Option<ProcWindows>,
+}
+
+impl FirstPass {
+    /// The first pass's findings over `processes` files, the steps' windows made from `steps`.
+    pub fn new(
+        processes: usize,
+        step_source: StepSource,
+        steps: Vec<Step>,
+        gpu_spans: Vec<Option<(u64, u64)>>,
+    ) -> FirstPass {
+        let step_windows = ProcWindows::of_step_list(processes, &steps);
+        FirstPass { step_source, steps, gpu_spans, step_windows }
+    }
 }
 
 /// The GPU ops of a batch in the order [`Batch::gpu_calls`] and [`Batch::gpu_ranges`] index them: kernels, then

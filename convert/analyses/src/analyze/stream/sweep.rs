@@ -384,7 +384,7 @@ impl Sweep {
 pub struct SweepContext<'a> {
     pub trace: &'a Trace,
     pub host: &'a HostIndex,
-    pub steps: &'a ProcSteps,
+    pub steps: &'a ProcSteps<'a>,
     pub threshold: u64,
 }
 

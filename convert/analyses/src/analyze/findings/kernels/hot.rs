@@ -2,6 +2,7 @@
 //! without steps, inside each process's GPU span), the fewest that cover [`HOT_COVER_PCT`] of the kernel time,
 //! at most [`MAX_HOT`]. A name's share is its time inside the windows over the windows' time.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
@@ -24,18 +25,19 @@ pub const HIGH_SHARE_PCT: f64 = 25.0;
 /// ...this share or more, medium; below, low.
 pub const MEDIUM_SHARE_PCT: f64 = 10.0;
 
-/// The time the rules judge against: per process, its steps merged (or its GPU span), in time order.
-pub struct Windows {
-    windows: ProcWindows,
+/// The time the rules judge against: per process, its steps merged (or its GPU span), in time order; a stream's
+/// borrows the steps' windows its first pass made.
+pub struct Windows<'w> {
+    windows: Cow<'w, ProcWindows>,
     /// The windows' whole time, over every process.
     pub total_ns: u64,
     /// `steps` or `span`, for summaries.
     pub what: &'static str,
 }
 
-impl Windows {
+impl<'w> Windows<'w> {
     /// The steps of `cx` where it has any; else each process's GPU span (first GPU op's start to last's end).
-    pub fn of(cx: &Context<'_>) -> Windows {
+    pub fn of(cx: &Context<'_>) -> Windows<'static> {
         let t = cx.trace;
         let mut span: HashMap<ProcId, (u64, u64)> = HashMap::new();
         if cx.steps.is_empty() {
@@ -52,13 +54,28 @@ impl Windows {
 
     /// The windows of `processes` processes: `steps` where there are any, else each process's GPU span in `spans`
     /// (process, first GPU op's start, last one's end).
-    pub fn new(processes: usize, steps: &[Step], spans: impl Iterator<Item = (ProcId, u64, u64)>) -> Windows {
+    pub fn new(processes: usize, steps: &[Step], spans: impl Iterator<Item = (ProcId, u64, u64)>) -> Windows<'static> {
         let (windows, what) = if steps.is_empty() {
             (ProcWindows::new(processes, spans), "span")
         } else {
             (ProcWindows::new(processes, steps.iter().map(|s| (s.proc, s.start, s.end))), "steps")
         };
-        Windows { total_ns: windows.total_ns, windows, what }
+        Windows { total_ns: windows.total_ns, windows: Cow::Owned(windows), what }
+    }
+
+    /// [`Windows::new`] with the steps' windows made already (`step_windows`: those of `steps`, as
+    /// [`ProcWindows::of_step_list`] makes them), borrowed.
+    pub fn of_step_windows(
+        processes: usize,
+        steps: &[Step],
+        step_windows: Option<&'w ProcWindows>,
+        spans: impl Iterator<Item = (ProcId, u64, u64)>,
+    ) -> Windows<'w> {
+        match step_windows {
+            // Empty steps add no time: windows without them judge the same.
+            Some(w) if !steps.is_empty() => Windows { total_ns: w.total_ns, windows: Cow::Borrowed(w), what: "steps" },
+            _ => Windows::new(processes, steps, spans),
+        }
     }
 
     /// The part of `[start, end)` of process `proc` inside the windows.
@@ -154,7 +171,7 @@ pub fn merge_tallies(
 }
 
 /// The hot kernels, most time first (ties by name), and the windows they were measured in.
-pub fn hot_kernels(cx: &Context<'_>) -> (Vec<HotKernel>, Windows) {
+pub fn hot_kernels(cx: &Context<'_>) -> (Vec<HotKernel>, Windows<'static>) {
     let t = cx.trace;
     let w = Windows::of(cx);
     let named = tallies(&t.kernels, &w, |k| t.display_name_id(k.name))
@@ -205,7 +222,7 @@ mod tests {
     fn windows_clip_and_merge() {
         assert_eq!(merged(vec![(30, 40), (0, 10), (5, 20), (20, 25)]), vec![(0, 25), (30, 40)]);
         let windows = ProcWindows::new(1, [(ProcId(0), 30, 40), (ProcId(0), 0, 10), (ProcId(0), 5, 25)].into_iter());
-        let w = Windows { total_ns: windows.total_ns, windows, what: "steps" };
+        let w = Windows { total_ns: windows.total_ns, windows: Cow::Owned(windows), what: "steps" };
         assert_eq!(w.total_ns, 35);
         // 20..35 is inside for 5 ns (20..25) and 5 ns (30..35).
         assert_eq!(w.inside(ProcId(0), 20, 35), 10);

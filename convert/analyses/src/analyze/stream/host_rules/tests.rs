@@ -27,7 +27,7 @@ fn first_pass(t: &Trace, prefix: Option<&str>) -> FirstPass {
         let span = &mut gpu_spans[proc.index()];
         *span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
     }
-    FirstPass { step_source, steps, gpu_spans }
+    FirstPass::new(t.processes.len(), step_source, steps, gpu_spans)
 }
 
 fn loaded(t: &Trace, first: &FirstPass) -> Vec<RuleResult> {
@@ -164,11 +164,7 @@ fn stream_host_rules_calls_read_windows_before_their_work() {
     let mut t = Trace::default();
     t.processes.push(Default::default());
     let step = Step { proc: ProcId(0), rank: 0, index: 0, name: "step 0".into(), start: 1_000, end: 2_000 };
-    let first = FirstPass {
-        step_source: StepSource::NvtxPrefix("step ".into()),
-        steps: vec![step],
-        gpu_spans: vec![Some((1_500, 1_800))],
-    };
+    let first = FirstPass::new(1, StepSource::NvtxPrefix("step ".into()), vec![step], vec![Some((1_500, 1_800))]);
     let call = |start: u64, end: u64, correlation: u32, cbid: u32| ApiCall {
         proc: ProcId(0),
         start,

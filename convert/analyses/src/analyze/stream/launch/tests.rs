@@ -21,7 +21,7 @@ fn first_pass(t: &Trace) -> FirstPass {
         let span = gpu_spans[p.index()].get_or_insert((s, e));
         *span = (span.0.min(s), span.1.max(e));
     }
-    FirstPass { step_source, steps, gpu_spans }
+    FirstPass::new(t.processes.len(), step_source, steps, gpu_spans)
 }
 
 /// Launch health over a stream of `paths` in two passes, its distributions exact up to `cap` values.
