@@ -189,7 +189,8 @@ impl<'f> FirstCollectives<'f> {
     /// A kernel: where it is a collective whose launching call started inside steps, the first of each of those
     /// steps' so far.
     fn add(&mut self, t: &Trace, k: &Kernel, call: Option<&ApiCall>) {
-        let Some(call) = call else { return };
+        // No steps kept (one rank): no name to judge.
+        let (false, Some(call)) = (self.steps.is_empty(), call) else { return };
         if !*self.collective.entry(k.name).or_insert_with(|| is_collective(&kernel_name(t, k.name))) {
             return;
         }

@@ -223,17 +223,17 @@ impl NameGroup<'_> {
 /// The straggler's first steps (at most [`MAX_EVIDENCE`], by start, then in `stats --by-rank`'s order of the
 /// names) with their lengths and its lateness at the collective.
 #[derive(Default)]
-struct Evidence {
+struct Evidence<'n> {
     /// ((start, the name's number after the prefix, the name), the event), sorted.
-    first: Vec<((u64, u64, String), EventRef)>,
+    first: Vec<((u64, u64, &'n str), EventRef)>,
 }
 
-impl Evidence {
-    fn offer(&mut self, steps: &[Step], prefix: &str, g: &NameGroup<'_>, rank: u32, late: Option<(u64, u32, u64)>) {
+impl<'n> Evidence<'n> {
+    fn offer(&mut self, steps: &[Step], prefix: &str, g: &NameGroup<'n>, rank: u32, late: Option<(u64, u32, u64)>) {
         let Some(&i) = g.members.iter().find(|&&i| steps[i as usize].rank == rank) else { return };
         let step = &steps[i as usize];
         let number = g.name.trim_start_matches(prefix).trim().parse::<u64>().unwrap_or(u64::MAX);
-        let key = (step.start, number, g.name.to_string());
+        let key = (step.start, number, g.name);
         if self.first.len() == MAX_EVIDENCE && self.first.last().is_some_and(|(k, _)| *k <= key) {
             return;
         }
